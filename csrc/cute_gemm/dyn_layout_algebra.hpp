@@ -19,24 +19,29 @@
 namespace cute_gemm {
 
 // A flat list of (shape, stride) modes: the working form of most algorithms below.
+// `origin` records which leaf of a source layout a mode's stride was derived from (-1: none, the
+// stride is 0); composition_symbolic uses it to rebuild strides the algebra never saw.
 struct FlatModes {
   int n = 0;
   int64_t shape[DynTuple::kCapacity] = {};
   int64_t stride[DynTuple::kCapacity] = {};
+  int origin[DynTuple::kCapacity] = {};
 
-  CG_HOST_DEVICE constexpr void push(int64_t s, int64_t d) {
+  CG_HOST_DEVICE constexpr void push(int64_t s, int64_t d, int from = -1) {
     CG_REQUIRE(n < DynTuple::kCapacity, "layout too large: more than {a} modes",
                DynTuple::kCapacity, 0);
     shape[n] = s;
     stride[n] = d;
+    origin[n] = from;
     ++n;
   }
 };
 
 CG_HOST_DEVICE constexpr FlatModes flat_modes(DynLayout const& l) {
   FlatModes m;
+  int leaf = 0;
   for (int i = 0; i < l.shape.n; ++i)
-    if (l.shape.kind[i] == DynTuple::kLeaf) m.push(l.shape.value[i], l.stride.value[i]);
+    if (l.shape.kind[i] == DynTuple::kLeaf) m.push(l.shape.value[i], l.stride.value[i], leaf++);
   return m;
 }
 
@@ -63,7 +68,7 @@ CG_HOST_DEVICE constexpr FlatModes coalesce_modes(FlatModes const& in) {
     if (out.n > 0 && out.shape[out.n - 1] * out.stride[out.n - 1] == d) {
       out.shape[out.n - 1] *= s;
     } else {
-      out.push(s, d);
+      out.push(s, d, in.origin[i]);
     }
   }
   return out;
@@ -96,11 +101,13 @@ CG_HOST_DEVICE constexpr DynLayout filter(DynLayout const& l) {
 
 namespace detail {
 
-// A o (s:d) for a coalesced A, as flat modes.
+// A o (s:d) for a coalesced A, as flat modes. With coalesce_result false the result keeps every
+// mode (and its origin), which composition_symbolic needs.
 // Step 1 divides the stride d out of A's modes from the left; step 2 keeps the first s elements.
 // A's last mode is unbounded: composition may reach past size(A), as CuTe allows.
 // Example: A = (6,2):(8,2), B = 4:3  ->  step 1: (2,2):(24,2), step 2: (2,2):(24,2).
-CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, int64_t d) {
+CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, int64_t d,
+                                               bool coalesce_result = true) {
   FlatModes out;
   if (s == 1) return out;  // one element at offset A(0) = 0
   if (d == 0) {
@@ -115,11 +122,11 @@ CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, i
   for (int i = 0; i + 1 < a.n; ++i) {
     const int64_t si = a.shape[i], di = a.stride[i];
     if (rest == 1) {
-      divided.push(si, di);
+      divided.push(si, di, a.origin[i]);
     } else if (rest % si == 0) {
       rest /= si;  // the whole mode is stepped over
     } else if (si % rest == 0) {
-      divided.push(si / rest, di * rest);
+      divided.push(si / rest, di * rest, a.origin[i]);
       rest = 1;
     } else {
       CG_REQUIRE(false,
@@ -140,38 +147,52 @@ CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, i
                  "composition: shape divisibility condition violated: {a} does not divide mode "
                  "size {b} of the left layout",
                  left, si);
-      out.push(left, divided.stride[i]);
+      out.push(left, divided.stride[i], divided.origin[i]);
       left = 1;
     } else {
       CG_REQUIRE(left % si == 0,
                  "composition: shape divisibility condition violated: mode size {b} of the left "
                  "layout does not divide {a}",
                  left, si);
-      out.push(si, divided.stride[i]);
+      out.push(si, divided.stride[i], divided.origin[i]);
       left /= si;
     }
   }
-  if (left > 1) out.push(left, last_stride);
-  return coalesce_modes(out);
+  if (left > 1) out.push(left, last_stride, a.n > 0 ? a.origin[a.n - 1] : -1);
+  return coalesce_result ? coalesce_modes(out) : out;
 }
 
-// Composes A with every leaf of B (node bi), writing B's nesting with leaves replaced.
+// Composes A with every leaf of B (node bi), writing B's nesting with leaves replaced. When
+// `origin` is given, the modes are not coalesced and it receives, congruent with the result, the
+// A-leaf each stride came from (-1 for stride 0).
 CG_HOST_DEVICE constexpr void compose_tree(FlatModes const& a, DynLayout const& b, int bi,
-                                           DynLayout& out) {
+                                           DynLayout& out, DynTuple* origin = nullptr) {
   if (b.shape.kind[bi] >= 0) {
     out.shape.push_node(b.shape.kind[bi], 0);
     out.stride.push_node(b.shape.kind[bi], 0);
+    if (origin) origin->push_node(b.shape.kind[bi], 0);
     int c = bi + 1;
     for (int k = 0; k < b.shape.kind[bi]; ++k) {
-      compose_tree(a, b, c, out);
+      compose_tree(a, b, c, out, origin);
       c = subtree_end(b.shape, c);
     }
     return;
   }
-  const FlatModes m = compose_mode(a, b.shape.value[bi], b.stride.value[bi]);
-  const DynLayout leaf = make_dyn_layout(m);
-  out.shape.push_tree(leaf.shape);
-  out.stride.push_tree(leaf.stride);
+  const FlatModes m = compose_mode(a, b.shape.value[bi], b.stride.value[bi], origin == nullptr);
+  if (m.n <= 1) {
+    out.shape.push_node(DynTuple::kLeaf, m.n == 0 ? 1 : m.shape[0]);
+    out.stride.push_node(DynTuple::kLeaf, m.n == 0 ? 0 : m.stride[0]);
+    if (origin) origin->push_node(DynTuple::kLeaf, m.n == 0 ? -1 : m.origin[0]);
+    return;
+  }
+  out.shape.push_node(m.n, 0);
+  out.stride.push_node(m.n, 0);
+  if (origin) origin->push_node(m.n, 0);
+  for (int i = 0; i < m.n; ++i) {
+    out.shape.push_node(DynTuple::kLeaf, m.shape[i]);
+    out.stride.push_node(DynTuple::kLeaf, m.stride[i]);
+    if (origin) origin->push_node(DynTuple::kLeaf, m.origin[i]);
+  }
 }
 
 }  // namespace detail
@@ -184,6 +205,32 @@ CG_HOST_DEVICE constexpr DynLayout composition(DynLayout const& a, DynLayout con
   DynLayout out;
   detail::compose_tree(fa, b, 0, out);
   return out;
+}
+
+// composition with a left operand known only by its shape: its strides are left symbolic.
+// The result's strides are multipliers: leaf k of the real composition has stride
+// A_stride[origin_k] * layout.stride_k, or 0 where origin_k == -1. Size-1 modes of A are never
+// stepped into, and A is not coalesced (that would need its stride values), so a few compositions
+// that coalescing would allow are refused here.
+// Example: A = (128,32):(ld,1) known by its shape, B = (8,4):(32,1) ->
+//   layout ((4,2),4):((32,1),1), origin ((0,1),0): the real strides are ((32*ld,1),ld).
+struct DynSymbolicComposition {
+  DynLayout layout;
+  DynTuple origin;
+};
+
+CG_HOST_DEVICE constexpr DynSymbolicComposition composition_symbolic(DynTuple const& a_shape,
+                                                                     DynLayout const& b) {
+  FlatModes a;
+  int leaf = 0;
+  for (int i = 0; i < a_shape.n; ++i) {
+    if (a_shape.kind[i] != DynTuple::kLeaf) continue;
+    if (a_shape.value[i] != 1) a.push(a_shape.value[i], 1, leaf);
+    ++leaf;
+  }
+  DynSymbolicComposition r;
+  detail::compose_tree(a, b, 0, r.layout, &r.origin);
+  return r;
 }
 
 // By-mode composition with a tiler (a tuple of layouts, one per leading mode of A): mode i of the
@@ -392,7 +439,7 @@ CG_HOST_DEVICE constexpr DynLayout raked_product(DynLayout const& a, DynLayout c
 
 // tile_to_shape(block, shape): copies of `block` arranged column-major to cover `shape`, each mode
 // coalesced. @pre every mode of shape is a multiple of the block's mode size.
-// Example: tile_to_shape((8,8):(8,1), (32,64)) -> (32,64):(8?..) with 4x8 copies of the block.
+// Example: tile_to_shape((8,8):(8,1), (32,64)) == (32,(8,8)):(8,(1,256)): 4x8 copies of the block.
 CG_HOST_DEVICE constexpr DynLayout tile_to_shape(DynLayout const& block, DynTuple const& shape) {
   const int r = rank(shape);
   CG_REQUIRE(rank(block) <= r, "tile_to_shape: block rank {a} exceeds target rank {b}",
