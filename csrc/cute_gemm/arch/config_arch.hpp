@@ -1,0 +1,34 @@
+#pragma once
+// Which instruction families this compilation pass may emit. Host passes and older device passes
+// see the wrappers as declarations whose bodies trap, so headers stay includable everywhere.
+
+#include "cute_gemm/config.hpp"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+#define CG_ARCH_LDSM_ENABLED 1  // ldmatrix (sm_75+)
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define CG_ARCH_MMA_SM80_ENABLED 1  // mma.sync m16n8k16 with bf16 (sm_80+)
+#define CG_ARCH_CP_ASYNC_ENABLED 1  // cp.async (sm_80+)
+#endif
+
+namespace cute_gemm {
+namespace detail {
+// Reached only when a wrapper is called on an architecture that lacks the instruction.
+CG_DEVICE void arch_unsupported() {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
+// Shared-memory address of a generic pointer, as the 32-bit operand PTX wants.
+CG_DEVICE uint32_t smem_addr(void const* p) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+#else
+  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p));
+#endif
+}
+}  // namespace detail
+}  // namespace cute_gemm
