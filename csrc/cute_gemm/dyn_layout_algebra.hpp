@@ -282,8 +282,13 @@ CG_HOST_DEVICE constexpr DynLayout complement(DynLayout const& a, int64_t cotarg
   FlatModes out;
   int64_t current = 1;
   for (int i = 0; i < m.n; ++i) {
+    CG_REQUIRE(m.stride[i] >= current,
+               "complement: the layout is not injective: stride {a} falls inside the extent {b} "
+               "of the modes below it",
+               m.stride[i], current);
     CG_REQUIRE(m.stride[i] % current == 0,
-               "complement: the layout is not injective: stride {a} is not a multiple of {b}",
+               "complement: the layout has no complement: stride {a} is not a multiple of the "
+               "extent {b} of the modes below it",
                m.stride[i], current);
     out.push(m.stride[i] / current, current);
     current = m.shape[i] * m.stride[i];
@@ -377,19 +382,26 @@ CG_HOST_DEVICE constexpr DynLayout gather_divided(DynLayout const& d, int r, boo
   for (int i = 0; i < rank(rest); ++i) out = append(out, mode(rest, i));
   return out;
 }
+
+// logical_divide_by_mode as a tuple of divided modes: an integral A gives the bare (tile, rest)
+// pair, which is its single divided mode, so it is wrapped as one.
+CG_HOST_DEVICE constexpr DynLayout divided_modes(DynLayout const& a, DynLayout const& tiler) {
+  const DynLayout d = logical_divide_by_mode(a, tiler);
+  return a.shape.is_tuple() ? d : append(make_dyn_layout_empty(), d);
+}
 }  // namespace detail
 
 // zipped_divide(A, tiler) = ((tile modes), (rest modes)).
 // Example: (8,6):(1,8) zipped by (2:1, 3:1) -> ((2,3),(4,2)):((1,8),(2,24)).
 CG_HOST_DEVICE constexpr DynLayout zipped_divide_by_mode(DynLayout const& a,
                                                          DynLayout const& tiler) {
-  return detail::gather_divided(logical_divide_by_mode(a, tiler), rank(tiler), true);
+  return detail::gather_divided(detail::divided_modes(a, tiler), rank(tiler), true);
 }
 
 // tiled_divide(A, tiler) = ((tile modes), rest0, rest1, ...).
 CG_HOST_DEVICE constexpr DynLayout tiled_divide_by_mode(DynLayout const& a,
                                                         DynLayout const& tiler) {
-  return detail::gather_divided(logical_divide_by_mode(a, tiler), rank(tiler), false);
+  return detail::gather_divided(detail::divided_modes(a, tiler), rank(tiler), false);
 }
 
 // ------------------------------------------------------------------------------------------------

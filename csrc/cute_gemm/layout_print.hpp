@@ -58,7 +58,7 @@ namespace detail {
 // Rows and columns of the 2-D picture of a layout: rank 1 is one column, rank 2 its two modes.
 inline void table_extents(DynLayout const& l, int64_t& rows, int64_t& cols) {
   CG_REQUIRE(rank(l) <= 2, "a 2-D table needs a layout of rank 1 or 2, got rank {a}", rank(l), 0);
-  if (rank(l) == 1 || !l.shape.is_tuple()) {
+  if (rank(l) <= 1 || !l.shape.is_tuple()) {  // rank 0, the empty layout (), is one cell
     rows = size(l);
     cols = 1;
   } else {

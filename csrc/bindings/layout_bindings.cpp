@@ -1,0 +1,660 @@
+// Python bindings of the layout core: cute_gemm._C.layout (re-exported as cute_gemm.layout).
+//
+// Layout, Swizzle and ComposedLayout are the core's own DynLayout, DynSwizzle and
+// DynComposedLayout; every function here converts Python values, calls the core and converts back,
+// so Python and C++ cannot disagree about what a layout means.
+//
+// Python values: a shape, stride or coordinate is an int or a nested tuple/list of ints (any object
+// with __index__, e.g. numpy integers; bool and float are rejected), with `_` allowed where a
+// coordinate may slice. Errors: bad Python types -> TypeError naming the function and argument;
+// the core's std::invalid_argument -> ValueError, std::out_of_range -> IndexError (pybind11's
+// standard translation).
+//
+// Deliberately pybind11-only (no torch/extension.h): this file is compiled often and stays fast.
+
+#include "bindings/layout_bindings.hpp"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cute_gemm/dyn_layout.hpp"
+#include "cute_gemm/dyn_layout_algebra.hpp"
+#include "cute_gemm/layout_draw.hpp"
+#include "cute_gemm/layout_parse.hpp"
+#include "cute_gemm/layout_print.hpp"
+#include "cute_gemm/swizzle.hpp"
+
+namespace py = pybind11;
+
+namespace cute_gemm {
+namespace {
+
+// The slicing wildcard. One instance, exported as `_`.
+struct Underscore {};
+
+// Python lists longer than this are almost certainly a mistake (and would exhaust memory).
+constexpr int64_t kMaxListLength = int64_t(1) << 28;
+
+// "float (1.5)": the type and a short repr of an offending argument, for TypeError messages.
+std::string describe(py::handle h) {
+  std::string r = py::repr(h).cast<std::string>();
+  if (r.size() > 40) r = r.substr(0, 37) + "...";
+  return std::string(Py_TYPE(h.ptr())->tp_name) + " (" + r + ")";
+}
+
+[[noreturn]] void type_error(std::string const& fn, std::string const& arg,
+                             std::string const& expected, py::handle got) {
+  throw py::type_error(fn + ": " + arg + " must be " + expected + ", got " + describe(got));
+}
+
+// What the caller passes for messages: which function, which argument, whether `_` is allowed.
+struct ArgInfo {
+  std::string fn;
+  std::string arg;
+  bool allow_underscore = false;
+
+  std::string expected() const {
+    return allow_underscore ? "an int, `_` or a nested tuple of these"
+                            : "an int or a nested tuple of ints";
+  }
+};
+
+// Reads an int-like Python value (anything with __index__ except bool) into `out`; false when h
+// is not int-like (the caller decides whether that is an error).
+bool as_int64(py::handle h, ArgInfo const& info, int64_t& out) {
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr())) return false;
+  py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr()));
+  if (!idx) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+  if (overflow != 0) {
+    throw std::invalid_argument(info.fn + ": " + info.arg + " value " +
+                                py::repr(h).cast<std::string>() + " does not fit in 64 bits");
+  }
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  out = v;
+  return true;
+}
+
+// Appends the preorder nodes of a Python int tuple to `out`. Each tuple node is pushed before its
+// children, so an over-deep or self-referential list hits the 64-node capacity (ValueError) long
+// before the C stack could run out.
+void append_nodes(py::handle h, DynTuple& out, ArgInfo const& info) {
+  int64_t v = 0;
+  if (as_int64(h, info, v)) {
+    out.push_node(DynTuple::kLeaf, v);
+    return;
+  }
+  if (info.allow_underscore && py::isinstance<Underscore>(h)) {
+    out.push_node(DynTuple::kUnderscore, 0);
+    return;
+  }
+  if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())) {
+    const int node = out.n;
+    out.push_node(0, 0);
+    for (py::handle child : py::reinterpret_borrow<py::sequence>(h)) {
+      append_nodes(child, out, info);
+      out.kind[node] += 1;
+    }
+    return;
+  }
+  type_error(info.fn, info.arg, info.expected(), h);
+}
+
+DynTuple to_dyn_tuple(py::handle h, ArgInfo const& info) {
+  DynTuple t;
+  append_nodes(h, t, info);
+  return t;
+}
+
+py::object underscore_object();
+
+// The subtree at `node` as a Python int (leaf), `_`, or nested tuple.
+py::object to_python(DynTuple const& t, int node = 0) {
+  if (t.kind[node] == DynTuple::kLeaf) return py::int_(t.value[node]);
+  if (t.kind[node] == DynTuple::kUnderscore) return underscore_object();
+  py::tuple out(t.kind[node]);
+  int c = node + 1;
+  for (int k = 0; k < t.kind[node]; ++k) {
+    out[k] = to_python(t, c);
+    c = subtree_end(t, c);
+  }
+  return std::move(out);
+}
+
+// Sizes and offsets are int64 inside the core; refuse layouts whose size or cosize could overflow
+// instead of returning wrapped-around numbers.
+DynLayout checked_layout(DynLayout const& l) {
+  constexpr int64_t kLimit = int64_t(1) << 62;
+  int64_t sz = 1, co = 1;
+  for (int i = 0; i < l.shape.n; ++i) {
+    if (l.shape.kind[i] != DynTuple::kLeaf) continue;
+    int64_t span = 0;
+    const int64_t d = l.stride.value[i] < 0 ? -l.stride.value[i] : l.stride.value[i];
+    if (__builtin_mul_overflow(sz, l.shape.value[i], &sz) || sz > kLimit ||
+        __builtin_mul_overflow(l.shape.value[i] - 1, d, &span) ||
+        __builtin_add_overflow(co, span, &co) || co > kLimit) {
+      throw std::invalid_argument("Layout " + to_string(l) + " is too large: its size or cosize "
+                                  "exceeds 2^62");
+    }
+  }
+  return l;
+}
+
+DynLayout layout_from_python(py::handle shape, py::handle stride) {
+  if (py::isinstance<py::str>(shape)) {
+    if (!stride.is_none()) {
+      throw py::type_error(
+          "Layout: stride must be None when the layout is given as a string, got " +
+          describe(stride));
+    }
+    return checked_layout(parse_layout(shape.cast<std::string>()));
+  }
+  if (py::isinstance<DynLayout>(shape) && stride.is_none()) return shape.cast<DynLayout>();
+  const DynTuple s = to_dyn_tuple(shape, {"Layout", "shape", false});
+  if (stride.is_none()) return checked_layout(make_dyn_layout(s));
+  const DynTuple d = to_dyn_tuple(stride, {"Layout", "stride", false});
+  return checked_layout(make_dyn_layout(s, d));
+}
+
+// A Layout argument; with allow_int an int n stands for the layout n:1.
+DynLayout layout_arg(py::handle h, std::string const& fn, std::string const& arg,
+                     bool allow_int = true) {
+  if (py::isinstance<DynLayout>(h)) return h.cast<DynLayout>();
+  int64_t n = 0;
+  if (allow_int && as_int64(h, {fn, arg, false}, n)) return make_dyn_layout(n, 1);
+  type_error(fn, arg, allow_int ? "a Layout or an int" : "a Layout", h);
+}
+
+// A tiler: a single Layout (or int n = n:1), or a tuple/list of them applied mode by mode, which
+// the core takes as a DynLayout whose top-level modes are the tiler's layouts.
+struct Tiler {
+  bool by_mode = false;
+  DynLayout layout;
+};
+
+Tiler tiler_arg(py::handle h, std::string const& fn, std::string const& arg) {
+  Tiler t;
+  if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())) {
+    t.by_mode = true;
+    t.layout = make_dyn_layout_empty();
+    for (py::handle e : py::reinterpret_borrow<py::sequence>(h)) {
+      if (!py::isinstance<DynLayout>(e) && (PyBool_Check(e.ptr()) || !PyIndex_Check(e.ptr()))) {
+        type_error(fn, arg + " (a by-mode tiler)", "a tuple of Layouts and ints", e);
+      }
+      t.layout = append(t.layout, layout_arg(e, fn, arg));
+    }
+    return t;
+  }
+  if (!py::isinstance<DynLayout>(h) && (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))) {
+    type_error(fn, arg, "a Layout, an int, or a tuple of these (a by-mode tiler)", h);
+  }
+  t.layout = layout_arg(h, fn, arg);
+  return t;
+}
+
+// A single-layout tiler as a tiler of one mode (zipped/tiled divide take by-mode tilers).
+DynLayout as_one_mode(DynLayout const& l) {
+  return l.shape.is_tuple() ? l : append(make_dyn_layout_empty(), l);
+}
+
+int64_t int_arg(py::handle h, std::string const& fn, std::string const& arg) {
+  int64_t v = 0;
+  if (!as_int64(h, {fn, arg, false}, v)) type_error(fn, arg, "an int", h);
+  return v;
+}
+
+int mode_index(int64_t i, int r) {
+  // Python-style negative indices; the core's range check reports the rest (IndexError).
+  if (i < 0) i += r;
+  if (i < 0 || i >= r) {
+    throw std::out_of_range("mode index " + std::to_string(i < 0 ? i - r : i) +
+                            " out of range for a layout of rank " + std::to_string(r));
+  }
+  return static_cast<int>(i);
+}
+
+void check_list_size(int64_t n, std::string const& fn) {
+  if (n > kMaxListLength) {
+    throw std::invalid_argument(fn + ": " + std::to_string(n) +
+                                " offsets are too many for a Python list");
+  }
+}
+
+// The coordinate of a call L(i), L(i, j, ...) or L((i, (j, k))).
+DynTuple call_coordinate(py::args const& args, std::string const& fn) {
+  if (args.size() == 0) {
+    throw py::type_error(fn + ": expected an index or a coordinate, got no arguments");
+  }
+  ArgInfo info{fn, "coordinate", true};
+  return args.size() == 1 ? to_dyn_tuple(args[0], info) : to_dyn_tuple(args, info);
+}
+
+void check_coordinate(DynTuple const& crd, DynLayout const& l, std::string const& fn) {
+  if (crd.is_leaf() || crd.is_underscore() || weakly_congruent(crd, l.shape)) return;
+  throw std::invalid_argument(fn + ": coordinate " + to_string(crd) +
+                              " does not match the shape " + to_string(l.shape) +
+                              " (its rank or nesting differs)");
+}
+
+// L(crd): an offset, or for a coordinate with `_` the offsets of the slice (fixed offset included)
+// in the slice's own 1-D order. `map` post-processes each offset (the swizzle of a ComposedLayout).
+py::object evaluate(DynLayout const& l, DynTuple const& crd, std::string const& fn,
+                    std::function<int64_t(int64_t)> const& map) {
+  check_coordinate(crd, l, fn);
+  if (!has_underscore(crd)) return py::int_(map(crd.is_leaf() ? l(crd.leaf_value()) : l(crd)));
+  const DynSlice s = slice_and_offset(crd, l);
+  const int64_t n = size(s.layout);
+  check_list_size(n, fn);
+  py::list out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = py::int_(map(s.offset + s.layout(i)));
+  return std::move(out);
+}
+
+py::list offsets_of(std::function<int64_t(int64_t)> const& f, int64_t n, std::string const& fn) {
+  check_list_size(n, fn);
+  py::list out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = py::int_(f(i));
+  return out;
+}
+
+std::string layout_repr(DynLayout const& l) { return "Layout('" + to_string(l) + "')"; }
+std::string swizzle_repr(DynSwizzle const& s) {
+  return "Swizzle(" + std::to_string(s.bits) + ", " + std::to_string(s.base) + ", " +
+         std::to_string(s.shift) + ")";
+}
+std::string composed_repr(DynComposedLayout const& c) {
+  return "ComposedLayout(" + swizzle_repr(c.swizzle) + ", " + std::to_string(c.offset) + ", " +
+         layout_repr(c.layout) + ")";
+}
+
+bool same_swizzle(DynSwizzle const& a, DynSwizzle const& b) {
+  return a.bits == b.bits && a.base == b.base && a.shift == b.shift;
+}
+
+// The one `_`. Deliberately leaked (one reference held forever): a static py::object would be
+// destroyed after the interpreter is finalized.
+py::handle g_underscore;
+py::object underscore_object() { return py::reinterpret_borrow<py::object>(g_underscore); }
+
+// size / rank / depth accept a Layout, a ComposedLayout (its layout's) or an int tuple.
+template <class OnLayout, class OnTuple>
+auto layout_or_tuple(py::handle h, char const* fn, OnLayout on_layout, OnTuple on_tuple) {
+  if (py::isinstance<DynLayout>(h)) return on_layout(h.cast<DynLayout>());
+  if (py::isinstance<DynComposedLayout>(h)) return on_layout(h.cast<DynComposedLayout>().layout);
+  if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) ||
+      (!PyBool_Check(h.ptr()) && PyIndex_Check(h.ptr()))) {
+    return on_tuple(to_dyn_tuple(h, {fn, "argument", false}));
+  }
+  type_error(fn, "the argument", "a Layout, a ComposedLayout or an int tuple", h);
+}
+
+std::pair<int64_t, int64_t> tile_arg(py::handle h, std::string const& fn) {
+  const DynTuple t = to_dyn_tuple(h, {fn, "tile", false});
+  if (!(t.is_tuple() && rank(t) == 2 && depth(t) == 1)) {
+    throw py::type_error(fn + ": tile must be a pair of ints (M, N), got " + describe(h));
+  }
+  return {leaf_at(t, 0), leaf_at(t, 1)};
+}
+
+}  // namespace
+
+void bind_layout(py::module_& m) {
+  m.doc() = "CuTe-style layout algebra: Layout, Swizzle, ComposedLayout and the algebra on them.";
+
+  // ---------------------------------------------------------------------------------------------
+  // `_`
+  py::class_<Underscore>(m, "Underscore", "The slicing wildcard; use the module's `_` object.")
+      .def("__repr__", [](Underscore const&) { return "_"; })
+      .def("__eq__", [](Underscore const&, py::object o) { return py::isinstance<Underscore>(o); })
+      .def("__hash__", [](Underscore const&) { return 0x5f; });
+  g_underscore = py::cast(Underscore{}).release();
+  m.attr("_") = underscore_object();
+
+  // ---------------------------------------------------------------------------------------------
+  // Layout
+  py::class_<DynLayout> layout(m, "Layout", R"doc(
+A layout: a shape and a congruent stride, a function from coordinates to offsets.
+
+Layout(shape, stride=None)   shape/stride: int or nested tuple of ints; no stride = column-major
+Layout("(8,(2,2)):(2,(1,16))")   parses CuTe's text form ("shape" alone is column-major)
+
+L(i) maps a 1-D index, L(i, j) or L((i, (j, k))) a coordinate; with `_` in the coordinate it
+returns the list of offsets of the slice, e.g. L(3, _).)doc");
+  layout
+      .def(py::init([](py::object shape, py::object stride) {
+             return layout_from_python(shape, stride);
+           }),
+           py::arg("shape"), py::arg("stride") = py::none())
+      .def_property_readonly("shape", [](DynLayout const& l) { return to_python(l.shape); })
+      .def_property_readonly("stride", [](DynLayout const& l) { return to_python(l.stride); })
+      .def("size", [](DynLayout const& l) { return size(l); })
+      .def("cosize", [](DynLayout const& l) { return cosize(l); })
+      .def("rank", [](DynLayout const& l) { return rank(l); })
+      .def("depth", [](DynLayout const& l) { return depth(l); })
+      .def("__call__",
+           [](DynLayout const& l, py::args args) {
+             const DynTuple crd = call_coordinate(args, "Layout.__call__");
+             return evaluate(l, crd, "Layout.__call__", [](int64_t x) { return x; });
+           })
+      .def("__getitem__",
+           [](DynLayout const& l, py::object i) {
+             return mode(l, mode_index(int_arg(i, "Layout.__getitem__", "mode index"), rank(l)));
+           })
+      .def("offsets",
+           [](DynLayout const& l) {
+             return offsets_of([&](int64_t i) { return l(i); }, size(l), "Layout.offsets");
+           },
+           "[L(0), L(1), ..., L(size - 1)]")
+      .def("__str__", [](DynLayout const& l) { return to_string(l); })
+      .def("__repr__", &layout_repr)
+      .def("__eq__",
+           [](DynLayout const& a, py::object b) -> py::object {
+             if (!py::isinstance<DynLayout>(b)) return py::reinterpret_borrow<py::object>(
+                 Py_NotImplemented);
+             return py::bool_(a == b.cast<DynLayout>());
+           })
+      .def("__hash__", [](DynLayout const& l) { return std::hash<std::string>()(to_string(l)); })
+      .def(py::pickle([](DynLayout const& l) { return py::make_tuple(to_string(l)); },
+                      [](py::tuple t) { return parse_layout(t[0].cast<std::string>()); }));
+  // A Layout has both a size and a rank; iterating it would have to pick one, so it does not.
+  layout.attr("__iter__") = py::none();
+
+  // ---------------------------------------------------------------------------------------------
+  // Swizzle, ComposedLayout
+  py::class_<DynSwizzle>(m, "Swizzle", R"doc(
+Swizzle(bits, base, shift): x -> x ^ ((x & yyy) >> shift), yyy = bits [base+shift, base+shift+bits).
+Swizzle(3, 3, 3) over half-precision offsets keeps 8-element (16-byte) units together and XORs
+the row phase into the unit index, spreading an ldmatrix's 8 rows over 8 bank groups.)doc")
+      .def(py::init([](py::object b, py::object mm, py::object s) {
+             const int64_t bb = int_arg(b, "Swizzle", "bits");
+             const int64_t mb = int_arg(mm, "Swizzle", "base");
+             const int64_t sb = int_arg(s, "Swizzle", "shift");
+             CG_REQUIRE(bb >= -64 && bb <= 64 && mb >= -64 && mb <= 64 && sb >= -64 && sb <= 64,
+                        "Swizzle: parameters out of range ({a}, {b}, ...)", bb, mb);
+             return make_dyn_swizzle(int(bb), int(mb), int(sb));
+           }),
+           py::arg("bits"), py::arg("base"), py::arg("shift"))
+      .def_readonly("bits", &DynSwizzle::bits)
+      .def_readonly("base", &DynSwizzle::base)
+      .def_readonly("shift", &DynSwizzle::shift)
+      .def("__call__",
+           [](DynSwizzle const& s, py::object x) { return s(int_arg(x, "Swizzle", "offset")); })
+      .def("__str__", [](DynSwizzle const& s) { return to_string(s); })
+      .def("__repr__", &swizzle_repr)
+      .def("__eq__",
+           [](DynSwizzle const& a, py::object b) -> py::object {
+             if (!py::isinstance<DynSwizzle>(b)) return py::reinterpret_borrow<py::object>(
+                 Py_NotImplemented);
+             return py::bool_(same_swizzle(a, b.cast<DynSwizzle>()));
+           })
+      .def("__hash__", [](DynSwizzle const& s) {
+        return std::hash<std::string>()(to_string(s));
+      });
+
+  py::class_<DynComposedLayout>(m, "ComposedLayout", R"doc(
+swizzle o (offset + layout): what composition(Swizzle, Layout) returns (a swizzled smem layout).
+Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() lists all.)doc")
+      .def(py::init([](DynSwizzle const& s, py::object offset, DynLayout const& l) {
+             return DynComposedLayout{s, int_arg(offset, "ComposedLayout", "offset"), l};
+           }),
+           py::arg("swizzle"), py::arg("offset"), py::arg("layout"))
+      .def_readonly("swizzle", &DynComposedLayout::swizzle)
+      .def_readonly("offset", &DynComposedLayout::offset)
+      .def_readonly("layout", &DynComposedLayout::layout)
+      .def_property_readonly("shape",
+                             [](DynComposedLayout const& c) { return to_python(c.layout.shape); })
+      .def("size", [](DynComposedLayout const& c) { return size(c.layout); })
+      .def("rank", [](DynComposedLayout const& c) { return rank(c.layout); })
+      .def("depth", [](DynComposedLayout const& c) { return depth(c.layout); })
+      .def("__call__",
+           [](DynComposedLayout const& c, py::args args) {
+             const DynTuple crd = call_coordinate(args, "ComposedLayout.__call__");
+             return evaluate(c.layout, crd, "ComposedLayout.__call__",
+                             [&](int64_t x) { return c.swizzle(c.offset + x); });
+           })
+      .def("offsets",
+           [](DynComposedLayout const& c) {
+             return offsets_of([&](int64_t i) { return c(i); }, size(c.layout),
+                               "ComposedLayout.offsets");
+           })
+      .def("__str__", [](DynComposedLayout const& c) { return to_string(c); })
+      .def("__repr__", &composed_repr)
+      .def("__eq__",
+           [](DynComposedLayout const& a, py::object o) -> py::object {
+             if (!py::isinstance<DynComposedLayout>(o)) return py::reinterpret_borrow<py::object>(
+                 Py_NotImplemented);
+             const DynComposedLayout b = o.cast<DynComposedLayout>();
+             return py::bool_(same_swizzle(a.swizzle, b.swizzle) && a.offset == b.offset &&
+                              a.layout == b.layout);
+           })
+      .def("__hash__", [](DynComposedLayout const& c) {
+        return std::hash<std::string>()(to_string(c));
+      });
+  // Same reason as Layout: size or rank would both be plausible meanings of iteration.
+  m.attr("ComposedLayout").attr("__iter__") = py::none();
+
+  // ---------------------------------------------------------------------------------------------
+  // Queries and construction
+  m.def("size",
+        [](py::object x) {
+          return layout_or_tuple(x, "size", [](DynLayout const& l) { return size(l); },
+                                 [](DynTuple const& t) { return product(t); });
+        },
+        "Number of elements of a layout's domain (or the product of an int tuple).");
+  m.def("rank",
+        [](py::object x) {
+          return layout_or_tuple(x, "rank", [](DynLayout const& l) { return rank(l); },
+                                 [](DynTuple const& t) { return rank(t); });
+        },
+        "Number of top-level modes.");
+  m.def("depth",
+        [](py::object x) {
+          return layout_or_tuple(x, "depth", [](DynLayout const& l) { return depth(l); },
+                                 [](DynTuple const& t) { return depth(t); });
+        },
+        "Nesting depth: 0 for an integral shape.");
+  m.def("cosize",
+        [](py::object l) { return cosize(layout_arg(l, "cosize", "the argument", false)); },
+        "One past the largest offset: 1 + sum (s - 1) * |d|.");
+  m.def("mode",
+        [](py::object l, py::object i) {
+          const DynLayout a = layout_arg(l, "mode", "layout", false);
+          return mode(a, mode_index(int_arg(i, "mode", "i"), rank(a)));
+        },
+        py::arg("layout"), py::arg("i"), "Mode i of a layout, as a Layout.");
+  m.def("make_layout",
+        [](py::args args) {
+          bool all_layouts = true, any_layout = false;
+          for (py::handle a : args) {
+            const bool is = py::isinstance<DynLayout>(a);
+            all_layouts = all_layouts && is;
+            any_layout = any_layout || is;
+          }
+          if (all_layouts && args.size() > 0) {
+            if (args.size() == 1) return args[0].cast<DynLayout>();
+            DynLayout r = make_dyn_layout_empty();
+            for (py::handle a : args) r = append(r, a.cast<DynLayout>());
+            return checked_layout(r);
+          }
+          if (!any_layout && (args.size() == 1 || args.size() == 2)) {
+            const py::object stride = args.size() == 2 ? py::object(args[1]) : py::none();
+            return layout_from_python(args[0], stride);
+          }
+          throw py::type_error(
+              "make_layout: expected Layouts (concatenated as modes) or (shape[, stride]), got " +
+              describe(args));
+        },
+        "make_layout(L0, L1, ...) concatenates layouts as modes; make_layout(shape[, stride]) is "
+        "Layout(shape, stride).");
+  m.def("idx2crd",
+        [](py::object i, py::object shape) {
+          const DynTuple s = to_dyn_tuple(shape, {"idx2crd", "shape", false});
+          return to_python(idx2crd(int_arg(i, "idx2crd", "index"), s));
+        },
+        py::arg("index"), py::arg("shape"),
+        "The colexicographic coordinate of a 1-D index: idx2crd(17, (8,(2,2))) == (1,(0,1)).");
+  m.def("crd2idx",
+        [](py::object crd, py::object shape, py::object stride) {
+          const DynLayout l = layout_from_python(shape, stride);
+          const DynTuple c = to_dyn_tuple(crd, {"crd2idx", "coordinate", false});
+          check_coordinate(c, l, "crd2idx");
+          return crd2idx(c, l.shape, l.stride);
+        },
+        py::arg("crd"), py::arg("shape"), py::arg("stride") = py::none(),
+        "Inner product of a coordinate with the strides (default: column-major of shape).");
+  m.def("slice",
+        [](py::object l, py::object crd) {
+          const DynLayout a = layout_arg(l, "slice", "layout", false);
+          const DynTuple c = to_dyn_tuple(crd, {"slice", "coordinate", true});
+          check_coordinate(c, a, "slice");
+          return slice_and_offset(c, a).layout;
+        },
+        py::arg("layout"), py::arg("crd"),
+        "The sub-layout of the modes under `_` (without the fixed offset).");
+  m.def("slice_and_offset",
+        [](py::object l, py::object crd) {
+          const DynLayout a = layout_arg(l, "slice_and_offset", "layout", false);
+          const DynTuple c = to_dyn_tuple(crd, {"slice_and_offset", "coordinate", true});
+          check_coordinate(c, a, "slice_and_offset");
+          const DynSlice s = slice_and_offset(c, a);
+          return py::make_tuple(s.layout, s.offset);
+        },
+        py::arg("layout"), py::arg("crd"), "(slice(L, crd), offset of the fixed coordinates).");
+
+  // ---------------------------------------------------------------------------------------------
+  // Algebra
+  m.def("coalesce", [](py::object l) { return coalesce(layout_arg(l, "coalesce", "layout")); },
+        "Same function of the 1-D index with the fewest modes (depth <= 1).");
+  m.def("coalesce_by_mode",
+        [](py::object l) { return coalesce_by_mode(layout_arg(l, "coalesce_by_mode", "layout")); },
+        "coalesce applied to each top-level mode (rank kept).");
+  m.def("filter", [](py::object l) { return filter(layout_arg(l, "filter", "layout")); },
+        "Drops stride-0 and size-1 modes and coalesces.");
+  m.def("composition",
+        [](py::object a, py::object b) -> py::object {
+          if (py::isinstance<DynSwizzle>(a)) {
+            const DynLayout lb = layout_arg(b, "composition", "B");
+            return py::cast(DynComposedLayout{a.cast<DynSwizzle>(), 0, lb});
+          }
+          const Tiler t = tiler_arg(b, "composition", "B");
+          if (py::isinstance<DynComposedLayout>(a)) {
+            DynComposedLayout c = a.cast<DynComposedLayout>();
+            c.layout = t.by_mode ? composition_by_mode(c.layout, t.layout)
+                                 : composition(c.layout, t.layout);
+            return py::cast(c);
+          }
+          const DynLayout la = layout_arg(a, "composition", "A", false);
+          return py::cast(t.by_mode ? composition_by_mode(la, t.layout)
+                                    : composition(la, t.layout));
+        },
+        py::arg("A"), py::arg("B"),
+        "R(c) = A(B(c)). B: a Layout, an int n (n:1) or a tuple of these (by mode). A may be a "
+        "Swizzle (-> ComposedLayout) or a ComposedLayout.");
+  m.def("complement",
+        [](py::object l, py::object cotarget) {
+          const DynLayout a = layout_arg(l, "complement", "layout");
+          if (cotarget.is_none()) return complement(a);
+          const DynTuple m = to_dyn_tuple(cotarget, {"complement", "cotarget", false});
+          return complement(a, product(m));
+        },
+        py::arg("layout"), py::arg("cotarget") = py::none(),
+        "The ordered layout of the offsets in [0, cotarget) that the layout leaves out.");
+  m.def("right_inverse",
+        [](py::object l) { return right_inverse(layout_arg(l, "right_inverse", "layout")); },
+        "R with L(R(i)) == i for i < size(R).");
+  m.def("left_inverse",
+        [](py::object l) { return left_inverse(layout_arg(l, "left_inverse", "layout")); },
+        "R with R(L(i)) == i for an injective L.");
+  m.def("logical_divide",
+        [](py::object a, py::object b) {
+          const DynLayout la = layout_arg(a, "logical_divide", "A", false);
+          const Tiler t = tiler_arg(b, "logical_divide", "B");
+          return t.by_mode ? logical_divide_by_mode(la, t.layout) : logical_divide(la, t.layout);
+        },
+        py::arg("A"), py::arg("B"), "A o (B, complement(B, size(A))), or mode by mode.");
+  m.def("zipped_divide",
+        [](py::object a, py::object b) {
+          const DynLayout la = layout_arg(a, "zipped_divide", "A", false);
+          const Tiler t = tiler_arg(b, "zipped_divide", "tiler");
+          return zipped_divide_by_mode(la, t.by_mode ? t.layout : as_one_mode(t.layout));
+        },
+        py::arg("A"), py::arg("tiler"), "((tile modes), (rest modes)).");
+  m.def("tiled_divide",
+        [](py::object a, py::object b) {
+          const DynLayout la = layout_arg(a, "tiled_divide", "A", false);
+          const Tiler t = tiler_arg(b, "tiled_divide", "tiler");
+          return tiled_divide_by_mode(la, t.by_mode ? t.layout : as_one_mode(t.layout));
+        },
+        py::arg("A"), py::arg("tiler"), "((tile modes), rest0, rest1, ...).");
+  m.def("logical_product",
+        [](py::object a, py::object b) {
+          return logical_product(layout_arg(a, "logical_product", "A", false),
+                                 layout_arg(b, "logical_product", "B"));
+        },
+        py::arg("A"), py::arg("B"), "(A, complement(A, size(A)*cosize(B)) o B).");
+  m.def("blocked_product",
+        [](py::object a, py::object b) {
+          return blocked_product(layout_arg(a, "blocked_product", "A", false),
+                                 layout_arg(b, "blocked_product", "B"));
+        },
+        py::arg("A"), py::arg("B"), "Mode i = (A_i, B'_i): contiguous copies of A laid out by B.");
+  m.def("raked_product",
+        [](py::object a, py::object b) {
+          return raked_product(layout_arg(a, "raked_product", "A", false),
+                               layout_arg(b, "raked_product", "B"));
+        },
+        py::arg("A"), py::arg("B"), "Mode i = (B'_i, A_i): copies of A interleaved across B.");
+  m.def("tile_to_shape",
+        [](py::object block, py::object shape) {
+          return tile_to_shape(layout_arg(block, "tile_to_shape", "block", false),
+                               to_dyn_tuple(shape, {"tile_to_shape", "shape", false}));
+        },
+        py::arg("block"), py::arg("shape"), "Copies of block arranged to cover shape.");
+
+  // ---------------------------------------------------------------------------------------------
+  // Text and pictures
+  auto table_of = [](py::object x, char const* fn) {
+    if (py::isinstance<DynComposedLayout>(x)) return to_table(x.cast<DynComposedLayout>());
+    return to_table(layout_arg(x, fn, "layout", false));
+  };
+  m.def("to_table", [table_of](py::object x) { return table_of(x, "to_table"); },
+        "print_layout's 2-D table (rank 1 or 2) as a string.");
+  m.def("print_layout",
+        [table_of](py::object x) { py::print(table_of(x, "print_layout"), py::arg("end") = ""); },
+        "Prints the 2-D table of a rank-1/2 Layout or ComposedLayout.");
+  m.def("to_svg",
+        [](py::object x) {
+          if (py::isinstance<DynComposedLayout>(x)) return to_svg(x.cast<DynComposedLayout>());
+          return to_svg(layout_arg(x, "to_svg", "layout", false));
+        },
+        "SVG picture of a rank-1/2 Layout or ComposedLayout: cell (i, j) shows L(i, j).");
+  m.def("to_latex",
+        [](py::object x) {
+          if (py::isinstance<DynComposedLayout>(x)) return to_latex(x.cast<DynComposedLayout>());
+          return to_latex(layout_arg(x, "to_latex", "layout", false));
+        },
+        "Standalone TikZ document of the same picture as to_svg.");
+  m.def("to_svg_tv",
+        [](py::object tv, py::object tile) {
+          const auto mn = tile_arg(tile, "to_svg_tv");
+          return to_svg_tv(layout_arg(tv, "to_svg_tv", "tv", false), mn.first, mn.second);
+        },
+        py::arg("tv"), py::arg("tile"),
+        "SVG of a (thread, value) -> m + n*M layout over an (M, N) tile, colored by thread.");
+  m.def("to_latex_tv",
+        [](py::object tv, py::object tile) {
+          const auto mn = tile_arg(tile, "to_latex_tv");
+          return to_latex_tv(layout_arg(tv, "to_latex_tv", "tv", false), mn.first, mn.second);
+        },
+        py::arg("tv"), py::arg("tile"), "Standalone TikZ document of to_svg_tv's picture.");
+  m.def("parse_int_tuple", [](std::string const& s) { return to_python(parse_int_tuple(s)); },
+        "Parses '(8,(2,_))' into nested Python tuples (`_` becomes the module's `_`).");
+}
+
+}  // namespace cute_gemm

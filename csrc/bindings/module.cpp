@@ -1,0 +1,11 @@
+// Entry point of the cute_gemm._C extension module.
+#include <pybind11/pybind11.h>
+
+#include "bindings/layout_bindings.hpp"
+
+// torch passes -DTORCH_EXTENSION_NAME=_C; the module name must match the built file name.
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cute_gemm native extension";
+  pybind11::module_ layout = m.def_submodule("layout", "CuTe-style layout algebra");
+  cute_gemm::bind_layout(layout);
+}

@@ -1,0 +1,20 @@
+"""cute_gemm: weight-only quantized GEMM for PyTorch on NVIDIA GPUs."""
+
+__version__ = "0.1.0"
+
+import torch  # noqa: F401,E402  (load torch's shared libraries before the extension)
+
+try:
+    from . import _C  # noqa: E402
+except ImportError as e:
+    raise ImportError(
+        "cute_gemm's native extension (cute_gemm._C) could not be imported. Build it from the "
+        "repository root with: pip install --no-build-isolation -e .  (A non-editable install is "
+        "shadowed by the source tree when imported from the repository root.) Original error: %s"
+        % e
+    ) from e
+
+from . import layout  # noqa: E402
+from .ops import gemm  # noqa: E402
+
+__all__ = ["__version__", "gemm", "layout"]

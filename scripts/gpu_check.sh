@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# GPU check for an H100/H200 machine with torch, pytest and pybind11 preinstalled and no network.
+# Usage: scripts/gpu_check.sh OUTDIR
+# Writes env.txt, build.log, build_time.txt, pytest.log and benchmark output into OUTDIR.
+# Exits nonzero if the build, the tests or a benchmark fail, but runs every step regardless.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+OUTDIR="$(cd "$1" && pwd)"
+cd "$(dirname "$0")/.."
+status=0
+
+{
+  echo "== date"; date -u
+  echo "== nvidia-smi"; nvidia-smi 2>&1
+  echo "== nvcc --version"; nvcc --version 2>&1
+  echo "== ninja --version"; ninja --version 2>&1
+  echo "== python / torch"
+  python3 -c "import sys, torch; print(sys.version); print('torch', torch.__version__, \
+'cuda', torch.version.cuda, 'available', torch.cuda.is_available()); \
+print([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])" 2>&1
+} >"$OUTDIR/env.txt"
+
+echo "[gpu_check] building (log: $OUTDIR/build.log)"
+t0=$(date +%s)
+MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a CUTE_GEMM_PTXAS_VERBOSE=1 \
+  python3 -m pip install --no-build-isolation --no-deps -v -e . >"$OUTDIR/build.log" 2>&1
+build_rc=$?
+echo $(( $(date +%s) - t0 )) >"$OUTDIR/build_time.txt"
+if [ $build_rc -ne 0 ]; then
+  echo "[gpu_check] build FAILED (rc=$build_rc)"; tail -n 50 "$OUTDIR/build.log"; status=1
+else
+  echo "[gpu_check] build ok in $(cat "$OUTDIR/build_time.txt") s"
+fi
+
+python3 -m pytest -q -ra tests 2>&1 | tee "$OUTDIR/pytest.log"
+test_rc=${PIPESTATUS[0]}
+if [ $test_rc -ne 0 ]; then
+  echo "[gpu_check] tests FAILED (rc=$test_rc)"; status=1
+fi
+
+shopt -s nullglob
+benches=(benchmarks/bench_*.py)
+if [ ${#benches[@]} -eq 0 ]; then
+  echo "[gpu_check] no benchmarks/bench_*.py yet; skipping benchmarks"
+fi
+for b in "${benches[@]}"; do
+  name="$(basename "$b" .py)"
+  echo "[gpu_check] running $b"
+  python3 "$b" --quick --out "$OUTDIR" 2>&1 | tee "$OUTDIR/$name.log"
+  rc=${PIPESTATUS[0]}
+  if [ $rc -ne 0 ]; then
+    echo "[gpu_check] $b FAILED (rc=$rc)"; status=1
+  fi
+done
+
+echo "[gpu_check] done, status=$status, results in $OUTDIR"
+exit $status
