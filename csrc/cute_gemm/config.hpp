@@ -14,6 +14,15 @@
 #define CG_DEVICE inline
 #endif
 
+// Loop unrolling hint for the device compiler; nothing for plain host compilers.
+#if defined(__CUDACC__)
+#define CG_PRAGMA_UNROLL _Pragma("unroll")
+#define CG_PRAGMA_NO_UNROLL _Pragma("unroll 1")
+#else
+#define CG_PRAGMA_UNROLL
+#define CG_PRAGMA_NO_UNROLL
+#endif
+
 #if !defined(__CUDA_ARCH__)
 #include <stdexcept>
 #include <string>

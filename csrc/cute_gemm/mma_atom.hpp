@@ -161,11 +161,11 @@ CG_DEVICE void gemm(Tiled const&, TD& d, TA const& a, TB const& b, TC const& c) 
   constexpr int M = decltype(size<1>(d))::value;
   constexpr int N = decltype(size<2>(d))::value;
   constexpr int K = decltype(size<2>(a))::value;
-#pragma unroll
+CG_PRAGMA_UNROLL
   for (int k = 0; k < K; ++k) {
-#pragma unroll
+CG_PRAGMA_UNROLL
     for (int m = 0; m < M; ++m) {
-#pragma unroll
+CG_PRAGMA_UNROLL
       for (int i = 0; i < N; ++i) {
         const int n = (m & 1) ? N - 1 - i : i;
         Atom::call(d(_, m, n), a(_, m, k), b(_, n, k), c(_, m, n));

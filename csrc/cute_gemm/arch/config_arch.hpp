@@ -15,8 +15,10 @@
 
 namespace cute_gemm {
 namespace detail {
-// Reached only when a wrapper is called on an architecture that lacks the instruction.
-CG_DEVICE void arch_unsupported() {
+// Reached only when a wrapper is called on an architecture that lacks the instruction; takes the
+// wrapper's operands so the fallback pass sees them used.
+template <class... Ts>
+CG_DEVICE void arch_unsupported(Ts const&...) {
 #if defined(__CUDA_ARCH__)
   __trap();
 #endif

@@ -20,7 +20,7 @@ struct SM75_U32x1_LDSM_N {
                  : "=r"(d0)
                  : "r"(detail::smem_addr(&src)));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(src, d0);
 #endif
   }
 };
@@ -34,7 +34,7 @@ struct SM75_U32x2_LDSM_N {
                  : "=r"(d0), "=r"(d1)
                  : "r"(detail::smem_addr(&src)));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(src, d0, d1);
 #endif
   }
 };
@@ -49,7 +49,7 @@ struct SM75_U32x4_LDSM_N {
                  : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
                  : "r"(detail::smem_addr(&src)));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(src, d0, d1, d2, d3);
 #endif
   }
 };
@@ -63,7 +63,7 @@ struct SM75_U16x2_LDSM_T {
                  : "=r"(d0)
                  : "r"(detail::smem_addr(&src)));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(src, d0);
 #endif
   }
 };
@@ -77,7 +77,7 @@ struct SM75_U16x4_LDSM_T {
                  : "=r"(d0), "=r"(d1)
                  : "r"(detail::smem_addr(&src)));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(src, d0, d1);
 #endif
   }
 };
@@ -92,7 +92,7 @@ struct SM75_U16x8_LDSM_T {
                  : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
                  : "r"(detail::smem_addr(&src)));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(src, d0, d1, d2, d3);
 #endif
   }
 };

@@ -27,7 +27,7 @@ struct SM80_CP_ASYNC_CACHEGLOBAL_ZFILL {
                      detail::smem_addr(&smem_dst)),
                  "l"(&gmem_src), "r"(src_size));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(gmem_src, smem_dst, pred);
 #endif
   }
 };
@@ -45,7 +45,7 @@ struct SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY {
             detail::smem_addr(&smem_dst)),
         "l"(&gmem_src), "r"(src_size), "l"(policy));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(gmem_src, smem_dst, pred, policy);
 #endif
   }
 };

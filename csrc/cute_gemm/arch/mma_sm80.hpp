@@ -25,7 +25,7 @@ struct SM80_16x8x16_F32F16F16F32_TN {
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2),
           "f"(c3));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3);
 #endif
   }
 };
@@ -47,7 +47,7 @@ struct SM80_16x8x16_F32BF16BF16F32_TN {
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2),
           "f"(c3));
 #else
-    detail::arch_unsupported();
+    detail::arch_unsupported(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3);
 #endif
   }
 };
