@@ -5,6 +5,10 @@
 # Exits nonzero if the build, the tests or a benchmark fail, but runs every step regardless.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+# The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so
+# next to the system one torch uses; exceptions carrying formatted numbers crash across the two.
+# Build with the system compiler torch was built against.
+export CXX=g++ CC=gcc
 
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUTDIR" >&2
@@ -38,7 +42,23 @@ else
   echo "[gpu_check] build ok in $(cat "$OUTDIR/build_time.txt") s"
 fi
 
-python3 -m pytest -q -ra tests 2>&1 | tee "$OUTDIR/pytest.log"
+# Register / spill report of every kernel, and the instruction mix of the GEMM kernels' SASS.
+{
+  echo "== ptxas (registers, spills) per kernel"
+  grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUTDIR/build.log" | sed 's/^ *//' | \
+    grep -B1 -E "Used [0-9]+ registers" | grep -v "^--" || true
+  so=$(ls cute_gemm/_C*.so 2>/dev/null | head -n 1)
+  if [ -n "$so" ] && command -v cuobjdump >/dev/null; then
+    cuobjdump --dump-sass "$so" >"$OUTDIR/sass.txt" 2>/dev/null
+    echo "== SASS instruction mix per kernel (HMMA LDSM LDGSTS LDL STL BAR)"
+    awk '/Function :/ {if (name) print name, h, l, g, ld, st, b; name=$3; h=l=g=ld=st=b=0}
+         /HMMA/ {h++} /LDSM/ {l++} /LDGSTS/ {g++} /LDL/ {ld++} /STL/ {st++} /BAR.SYNC/ {b++}
+         END {if (name) print name, h, l, g, ld, st, b}' "$OUTDIR/sass.txt"
+    rm -f "$OUTDIR/sass.txt"
+  fi
+} >"$OUTDIR/kernels.txt" 2>&1
+
+python3 -m pytest -q -ra --durations=10 tests 2>&1 | tee "$OUTDIR/pytest.log"
 test_rc=${PIPESTATUS[0]}
 if [ $test_rc -ne 0 ]; then
   echo "[gpu_check] tests FAILED (rc=$test_rc)"; status=1

@@ -5,11 +5,12 @@
 //   TiledMMA<...>     the atom replicated over a grid of warps and repeated over a tile, with an
 //                     optional permutation of the tile's rows/columns (CuTe's permutation Tile)
 //   ThrMMA            one thread's view: partition_A/B/C of a tile, and register fragments
-//   gemm(mma, D, A, B, C)   every atom of a thread's fragments, D = A * B + C
+//   gemm(mma, D, A, B, k)   every atom of a thread's fragments for k-step k, D += A * B
 //
 // The TV layouts come from tiled_mma_tv (tv_layout.hpp), evaluated at compile time and lifted into
 // static layouts, so a thread's fragment offsets are constants in the generated code.
 
+#include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/layout_algebra.hpp"
 #include "cute_gemm/mma_traits_sm80.hpp"
 #include "cute_gemm/tensor.hpp"
@@ -92,10 +93,32 @@ CG_HOST_DEVICE constexpr auto partition_tv(L const& l, TV const& tv, Thr const& 
   const auto tv_in_tile = composition(layout<0>(tiled), tv);             // ((T),(V, rr, rs))
   const auto so = slice_and_offset(make_coord(thr, _), tv_in_tile);
   const auto v = get<0>(so);
-  const auto rest = layout<1>(tiled);
-  const auto part = make_layout(layout<0>(v), make_layout(layout<1>(v), layout<0>(rest)),
-                                make_layout(layout<2>(v), layout<1>(rest)));
-  return make_tuple(part, get<1>(so));
+  const auto rest = layout<1>(tiled);  // (RR, RS) or (RR, RS, stages) for a staged buffer
+  const auto rows = make_layout(layout<1>(v), layout<0>(rest));
+  const auto cols = make_layout(layout<2>(v), layout<1>(rest));
+  if constexpr (decltype(rank(rest))::value == 3) {
+    return make_tuple(make_layout(layout<0>(v), rows, cols, layout<2>(rest)), get<1>(so));
+  } else {
+    return make_tuple(make_layout(layout<0>(v), rows, cols), get<1>(so));
+  }
+}
+}  // namespace detail
+
+namespace detail {
+// Applies a partitioning function (layout -> (layout, offset)) to a tensor. A swizzled tensor
+// (ComposedLayout) is partitioned through its inner layout: the thread's offset moves inside the
+// swizzle, since swizzle(o + inner(c)) with inner(c) = off + part(y) is swizzle((o + off) + part(y)).
+template <class TensorT, class F>
+CG_HOST_DEVICE auto partition_tensor(TensorT const& t, F&& f) {
+  const auto l = t.layout();
+  if constexpr (is_composed_layout<std::decay_t<decltype(l)>>::value) {
+    const auto po = f(l.layout_b());
+    return make_tensor(t.data(),
+                       make_composed_layout(l.layout_a(), l.offset() + get<1>(po), get<0>(po)));
+  } else {
+    const auto po = f(l);
+    return make_tensor(t.data() + get<1>(po), get<0>(po));
+  }
 }
 }  // namespace detail
 
@@ -119,6 +142,14 @@ struct ThrMMA {
     return partition<Tiled::kTileM, Tiled::kTileN>(t, typename Tiled::LayoutC_TV{});
   }
 
+  // Tile coordinates (row + M * col of a column-major (M, N) tile) of this thread's accumulators,
+  // as (layout shaped like partition_C, offset): what epilogues compare against the edges.
+  template <class TileShape>
+  CG_HOST_DEVICE auto partition_coords_C(TileShape const& s) const {
+    return detail::partition_tv<Tiled::kTileM, Tiled::kTileN>(make_layout(s),
+                                                              typename Tiled::LayoutC_TV{}, thr_idx);
+  }
+
   // Register fragments shaped like the partitions of a tile of the given static shape.
   template <class T, class TileShape>
   CG_HOST_DEVICE static auto partition_fragment_A(TileShape const& s) {
@@ -136,8 +167,9 @@ struct ThrMMA {
  private:
   template <int TR, int TS, class TensorT, class TV>
   CG_HOST_DEVICE auto partition(TensorT const& t, TV const& tv) const {
-    const auto po = detail::partition_tv<TR, TS>(t.layout(), tv, thr_idx);
-    return make_tensor(t.data() + get<1>(po), get<0>(po));
+    const int thr = thr_idx;
+    return detail::partition_tensor(
+        t, [&](auto const& l) { return detail::partition_tv<TR, TS>(l, tv, thr); });
   }
   template <class T, int TR, int TS, class TileShape, class TV>
   CG_HOST_DEVICE static auto fragment(TileShape const& s, TV const& tv) {
@@ -152,24 +184,19 @@ CG_HOST_DEVICE ThrMMA<Tiled> get_thread_slice(Tiled const&, int thr_idx) {
   return ThrMMA<Tiled>{thr_idx};
 }
 
-// D = A * B + C over a thread's fragments: D, C (V_c, M, N); A (V_a, M, K); B (V_b, N, K).
-// K outermost so consecutive instructions reuse A/B registers; N serpentine so each row of atoms
-// starts on the B fragment the previous row ended with.
-template <class Tiled, class TD, class TA, class TB, class TC>
-CG_DEVICE void gemm(Tiled const&, TD& d, TA const& a, TB const& b, TC const& c) {
+// D += A * B over a thread's fragments for k-step k: D (V_c, M, N); A (V_a, M, K); B (V_b, N, K).
+// N serpentine so each row of atoms starts on the B fragment the previous row ended with.
+template <class Tiled, class TD, class TA, class TB>
+CG_DEVICE void gemm(Tiled const&, TD& d, TA const& a, TB const& b, int k) {
   using Atom = typename Tiled::AtomType;
   constexpr int M = decltype(size<1>(d))::value;
   constexpr int N = decltype(size<2>(d))::value;
-  constexpr int K = decltype(size<2>(a))::value;
-CG_PRAGMA_UNROLL
-  for (int k = 0; k < K; ++k) {
-CG_PRAGMA_UNROLL
-    for (int m = 0; m < M; ++m) {
-CG_PRAGMA_UNROLL
-      for (int i = 0; i < N; ++i) {
-        const int n = (m & 1) ? N - 1 - i : i;
-        Atom::call(d(_, m, n), a(_, m, k), b(_, n, k), c(_, m, n));
-      }
+  CG_PRAGMA_UNROLL
+  for (int m = 0; m < M; ++m) {
+    CG_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) {
+      const int n = (m & 1) ? N - 1 - i : i;
+      Atom::call(d(_, m, n), a(_, m, k), b(_, n, k), d(_, m, n));
     }
   }
 }

@@ -115,17 +115,41 @@ CG_HOST_DEVICE constexpr DynLayout copy_ref_to_src(DynLayout const& ref_tv,
   return composition(right_inverse(ref_tv), src_tv);
 }
 
-// The source-side TV layout of a tiled copy given in reference terms:
-// ((atom_t, atom_v), (rest_t, rest_v)) -> tile index, with each atom's (t, v) renumbered by
-// ref2src.
-CG_HOST_DEVICE constexpr DynLayout tiled_copy_src_tv(DynLayout const& tiled_ref_tv,
-                                                     int64_t atom_threads, int64_t atom_values,
-                                                     DynLayout const& ref2src) {
-  DynLayout tiler = make_dyn_layout_empty();
-  tiler = append(tiler, make_dyn_layout(atom_threads, 1));
-  tiler = append(tiler, make_dyn_layout(atom_values, 1));
-  const DynLayout zipped = zipped_divide_by_mode(tiled_ref_tv, tiler);
-  return make_dyn_layout_pair(composition(mode(zipped, 0), ref2src), mode(zipped, 1));
+// The source-side TV layout of a copy that fills a tiled MMA's fragments (ldmatrix into A or B).
+//
+// `mma_tv` is the MMA operand's TV layout from tiled_mma_tv: threads (T_atom, WM, WN), values
+// (V_atom, rep_r, rep_s). One copy instruction serves `atom_threads` threads and moves
+// `atom_values` values per thread, i.e. f = atom_values / V_atom MMA atoms along the rows (an
+// ldmatrix.x4 of B fills two n8 atoms). Within an instruction, source (t, v) and reference (t, v)
+// differ (ldmatrix's lanes address rows, its registers receive fragments); `ref2src` renumbers
+// them. The result has the same top-level shape as mma_tv, with values
+// (atom_values, rep_r / f, rep_s), so partitioning a tile with it walks copy instructions in the
+// order of the MMA fragments: instruction (i, j) fills fragment atoms f*i .. f*i+f-1 of column j.
+CG_HOST_DEVICE constexpr DynLayout tiled_mma_copy_src_tv(DynLayout const& mma_tv,
+                                                         int64_t atom_threads,
+                                                         int64_t atom_values,
+                                                         DynLayout const& ref2src) {
+  const DynLayout thr = mode(mma_tv, 0), val = mode(mma_tv, 1);
+  const int64_t threads = size(thr);
+  const int64_t v_atom = size(mode(val, 0));
+  const int64_t rep_r = size(mode(val, 1)), rep_s = size(mode(val, 2));
+  CG_REQUIRE(atom_values % v_atom == 0 && rep_r % (atom_values / v_atom) == 0,
+             "copy atom of {a} values does not cover whole MMA atoms of {b} values", atom_values,
+             v_atom);
+  CG_REQUIRE(size(mode(thr, 0)) == atom_threads,
+             "copy atom threads ({a}) differ from the MMA atom's ({b})", atom_threads,
+             size(mode(thr, 0)));
+  const int64_t f = atom_values / v_atom;
+  // (t_src, v_src) of one instruction -> t_ref + threads * v_ref in mma_tv's domain.
+  const DynLayout ref_index = make_dyn_layout_pair(make_dyn_layout(atom_threads, 1),
+                                                   make_dyn_layout(atom_values, threads));
+  const DynLayout h = composition(ref_index, ref2src);
+  DynLayout g_thr = append(make_dyn_layout_empty(), mode(h, 0));
+  g_thr = append(g_thr, make_dyn_layout(threads / atom_threads, atom_threads));
+  DynLayout g_val = append(make_dyn_layout_empty(), mode(h, 1));
+  g_val = append(g_val, make_dyn_layout(rep_r / f, threads * atom_values));
+  g_val = append(g_val, make_dyn_layout(rep_s, threads * atom_values * (rep_r / f)));
+  return composition(mma_tv, make_dyn_layout_pair(g_thr, g_val));
 }
 
 }  // namespace cute_gemm

@@ -5,8 +5,9 @@
 //   C[M, N] = A[M, K] @ B[N, K]^T (+ bias[N]),  fp16 or bf16 in and out, fp32 accumulation.
 //
 // A and B are row-major with leading dimensions lda, ldb (elements); C row-major with ldc.
-// Preconditions checked by the caller (csrc/ops): K % 8 == 0, lda/ldb/ldc % 8 == 0, all
-// pointers 16-byte aligned, M, N, K >= 1. The launcher never synchronizes the host and launches
+// Preconditions checked by the caller (csrc/ops): K % 8 == 0, lda/ldb % 8 == 0, all pointers
+// 16-byte aligned, M, N, K >= 1. Any ldc >= N: rows of C are stored as 16-byte vectors where
+// ldc % 8 == 0, element by element otherwise. The launcher never synchronizes the host and launches
 // on `stream` only.
 
 #include <cuda_runtime.h>

@@ -1,0 +1,180 @@
+"""Benchmark cute_gemm.gemm (C = A @ B^T, fp16/bf16) against torch.matmul in the same dtype.
+
+    python benchmarks/bench_gemm.py [--quick] [--dtype fp16|bf16] [--out DIR]
+
+For each shape (M, N, K): A is [M, K], B is [N, K] (nn.Linear weight layout), and both libraries
+compute A @ B^T without bias. Times are per call, from CUDA-graph replays (see common.py), with
+the operands rotated through enough copies to exceed twice the L2 cache when they are small. A
+correctness spot check per shape compares our output with torch's: max|ours - torch| / max|torch|,
+flagged WRONG above 4 epsilon of the dtype (and the script then exits 1), so a fast-but-wrong
+kernel cannot hide in the table.
+
+Writes gemm_<gpu>_<dtype>.json, .md and .png (the plot needs matplotlib) under --out
+(default benchmarks/results/).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+import common  # noqa: E402
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+QUICK_SHAPES = [
+    (1, 4096, 4096), (16, 4096, 4096), (128, 4096, 4096), (1024, 4096, 4096),
+    (4096, 4096, 4096),
+    (1, 8192, 8192), (16, 8192, 8192), (512, 8192, 8192), (8192, 8192, 8192),
+    (256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048),
+]
+
+
+def sweep_shapes():
+    shapes = []
+    for nk in (4096, 8192):
+        shapes += [(m, nk, nk) for m in (1, 16, 128, 512, 1024, 2048, 4096, 8192)]
+    shapes += [(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)]
+    return list(dict.fromkeys(shapes))  # drop repeats (4096^3, 8192^3), keep order
+
+
+def parse_shapes(text):
+    shapes = []
+    for item in text.split(","):
+        try:
+            m, n, k = (int(x) for x in item.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"bad shape {item!r}; expected MxNxK, e.g. 16x4096x4096")
+        shapes.append((m, n, k))
+    return shapes
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Benchmark cute_gemm.gemm against torch.matmul (same dtype) on a CUDA GPU.",
+        epilog="Full sweep: M in {1,16,128,512,1024,2048,4096,8192} with N=K in {4096,8192}, plus "
+               "square 256..8192. --quick: 12 representative shapes (under a minute on an H100).")
+    p.add_argument("--quick", action="store_true", help="run 12 representative shapes only")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp16", help="default: fp16")
+    p.add_argument("--out", default=common.DEFAULT_OUT_DIR,
+                   help="output directory (default: benchmarks/results/)")
+    p.add_argument("--shapes", type=parse_shapes, default=None,
+                   help="comma-separated MxNxK list; overrides the sweep, e.g. 16x4096x4096")
+    p.add_argument("--replays", type=int, default=10,
+                   help="timed graph replays per measurement; the median is reported")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    return p.parse_args(argv)
+
+
+def bench_shape(gemm, m, n, k, dtype, replays):
+    elem = torch.finfo(dtype).bits // 8
+    gen = torch.Generator(device="cuda").manual_seed(m * 1_000_003 + n * 1009 + k)
+
+    def make(_):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float32, generator=gen).to(dtype)
+        b = torch.randn(n, k, device="cuda", dtype=torch.float32, generator=gen).to(dtype)
+        return a, b
+
+    sets = common.make_rotation(make, (m * k + n * k) * elem, max_copies=1024)
+
+    # Correctness spot check (first operand set) before timing.
+    a, b = sets[0]
+    ours = gemm(a, b).float()
+    ref = torch.matmul(a, b.t()).float()
+    err = ((ours - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+    ok = bool(torch.isfinite(ours).all().item()) and err <= 4 * torch.finfo(dtype).eps
+    del ours, ref, a, b
+
+    ours_us, calls = common.time_graph(lambda i: gemm(*sets[i % len(sets)]), replays=replays)
+    torch_us, _ = common.time_graph(lambda i: torch.matmul(sets[i % len(sets)][0],
+                                                           sets[i % len(sets)][1].t()),
+                                    replays=replays)
+    flops = 2.0 * m * n * k
+    ours_tf, torch_tf = common.tflops(flops, ours_us), common.tflops(flops, torch_us)
+    return {
+        "m": m, "n": n, "k": k,
+        "ours_us": ours_us, "torch_us": torch_us,
+        "ours_tflops": ours_tf, "torch_tflops": torch_tf,
+        "ratio": ours_tf / torch_tf if torch_tf > 0 else float("nan"),
+        "max_rel_err": err, "check": "ok" if ok else "WRONG",
+        "l2_copies": len(sets), "calls_per_graph": calls,
+    }
+
+
+COLUMNS = [
+    ("m", "M"), ("n", "N"), ("k", "K"),
+    ("ours_us", "ours us"), ("torch_us", "torch us"),
+    ("ours_tflops", "ours TFLOP/s"), ("torch_tflops", "torch TFLOP/s"),
+    ("ratio", "ours/torch"), ("max_rel_err", "max rel err"), ("check", "check"),
+    ("l2_copies", "L2 copies"),
+]
+
+NOTES = [
+    "- ours/torch: throughput ratio (torch us / ours us); > 1 means cute_gemm is faster.",
+    "- max rel err: max|ours - torch| / max|torch| on one operand set; WRONG above 4 eps of the "
+    "dtype or on a non-finite output.",
+    "- Times are medians of CUDA-graph replays (calls per graph sized to ~20 ms), per call; "
+    "operands rotate through 'L2 copies' sets so that together they exceed 2x the L2 cache.",
+]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    common.require_cuda("bench_gemm.py")
+    import cute_gemm  # after the CUDA check: --help and the no-GPU message need no extension
+
+    dtype = DTYPES[args.dtype]
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else sweep_shapes())
+    meta = common.env_info()
+    meta.update({
+        "benchmark": "cute_gemm.gemm vs torch.matmul, C = A @ B^T",
+        "dtype": args.dtype, "quick": args.quick,
+        "torch_allow_fp16_reduced_precision_reduction":
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "torch_allow_bf16_reduced_precision_reduction":
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    })
+    print(f"bench_gemm: {meta['gpu_name']}, torch {meta['torch_version']}, "
+          f"CUDA {meta['cuda_version']}, {args.dtype}, {len(shapes)} shapes, "
+          f"L2 {meta['gpu_l2_cache_bytes'] / 2**20:.0f} MiB", flush=True)
+    header = (f"{'M':>6} {'N':>6} {'K':>6} {'ours us':>10} {'torch us':>10} {'ours TF':>8} "
+              f"{'torch TF':>8} {'ratio':>6} {'max rel err':>11} check")
+    print(header, flush=True)
+
+    t0 = time.time()
+    rows = []
+    for m, n, k in shapes:
+        row = bench_shape(cute_gemm.gemm, m, n, k, dtype, args.replays)
+        rows.append(row)
+        print(f"{m:>6} {n:>6} {k:>6} {row['ours_us']:>10.2f} {row['torch_us']:>10.2f} "
+              f"{row['ours_tflops']:>8.1f} {row['torch_tflops']:>8.1f} {row['ratio']:>6.2f} "
+              f"{row['max_rel_err']:>11.2e} {row['check']}", flush=True)
+        torch.cuda.empty_cache()
+    meta["elapsed_s"] = round(time.time() - t0, 1)
+
+    stem = f"gemm_{common.slug(meta['gpu_name'])}_{args.dtype}"
+    title = f"cute_gemm.gemm vs torch.matmul ({args.dtype}) on {meta['gpu_name']}"
+    paths = list(common.write_results(args.out, stem, meta, COLUMNS, rows, title, NOTES))
+    if not args.no_plot:
+        labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
+        png = common.plot_series(os.path.join(args.out, stem + ".png"), labels,
+                                 {"cute_gemm": [r["ours_tflops"] for r in rows],
+                                  "torch.matmul": [r["torch_tflops"] for r in rows]},
+                                 title + " (MxNxK)")
+        if png:
+            paths.append(png)
+    print("wrote " + ", ".join(paths))
+    wrong = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows if r["check"] != "ok"]
+    if wrong:
+        print(f"bench_gemm: WRONG results for {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Shared benchmark utilities: CUDA-graph replay timing, L2 rotation, environment info and result
+writing (JSON + markdown + optional PNG plot). Used by benchmarks/bench_*.py.
+
+Timing method (time_graph): the operation is captured N times back to back in one CUDA graph;
+each replay is timed with CUDA events and the per-call time is the median over several replays
+divided by N. Graph replay removes Python and launch overhead, which otherwise dominates
+microsecond-scale GEMMs. Operands smaller than the L2 cache would stay resident between calls and
+flatter the memory-bound shapes, so make_rotation() builds enough independent copies of the
+operands to exceed twice the L2 size and the captured calls cycle through them.
+"""
+
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import warnings
+
+import torch
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
+
+
+def require_cuda(script):
+    """Exit with a clear message (exit status 1) when no CUDA GPU is usable."""
+    if not torch.cuda.is_available():
+        sys.exit(f"{script}: needs a CUDA GPU, but torch.cuda.is_available() is False "
+                 f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}). Run it on a "
+                 f"machine with an NVIDIA GPU.")
+
+
+def slug(text):
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def l2_cache_bytes(device=0):
+    return int(torch.cuda.get_device_properties(device).L2_cache_size)
+
+
+def env_info(device=0):
+    """Everything needed to interpret a result file later."""
+    props = torch.cuda.get_device_properties(device)
+    info = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "gpu_name": props.name,
+        "gpu_compute_capability": f"{props.major}.{props.minor}",
+        "gpu_sm_count": props.multi_processor_count,
+        "gpu_l2_cache_bytes": int(props.L2_cache_size),
+        "gpu_memory_bytes": int(props.total_memory),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "python_version": platform.python_version(),
+        "hostname": platform.node(),
+    }
+    try:
+        import cute_gemm
+        info["cute_gemm_version"] = cute_gemm.__version__
+    except ImportError:
+        pass
+    try:
+        info["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+            text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        info["git_dirty"] = bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def make_rotation(make_operands, bytes_per_set, min_bytes=None, max_copies=64):
+    """Copies of the operands for L2 rotation.
+
+    make_operands(i) returns one independent set of operands (any object); bytes_per_set is its
+    size. Returns a list of enough sets that together they exceed min_bytes (default: twice the
+    L2 size), so consecutive calls that cycle through them find nothing useful in L2. A single
+    set is returned when it alone is that large.
+    """
+    if min_bytes is None:
+        min_bytes = 2 * l2_cache_bytes()
+    copies = max(1, min(max_copies, math.ceil(min_bytes / max(1, bytes_per_set))))
+    return [make_operands(i) for i in range(copies)]
+
+
+def _event_ms(fn, reps):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(reps):
+        fn(i)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def time_graph(fn, target_ms=20.0, max_calls=500, replays=10, warmup=3):
+    """Median time of one fn(i) call in microseconds, measured by CUDA-graph replay.
+
+    fn(i) launches one call on the current stream; i counts the calls in the graph, so fn can
+    rotate through L2 copies (operands[i % len(operands)]). The number of calls per graph is
+    chosen so that one replay takes about target_ms (at most max_calls). Returns
+    (median_us, calls_per_graph).
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (lazy init, autotuning, allocator) off the capture
+        for i in range(warmup):
+            fn(i)
+        # Rough per-call estimate from eager launches, to size the graph.
+        est_ms = _event_ms(fn, 3) / 3
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    calls = int(max(1, min(max_calls, target_ms / max(est_ms, 1e-4))))
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(i)
+    graph.replay()  # warm replay
+    torch.cuda.synchronize()
+
+    times = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    del graph
+    times.sort()
+    return times[len(times) // 2], calls
+
+
+def tflops(flops, us):
+    return flops / (us * 1e-6) / 1e12 if us > 0 else float("nan")
+
+
+def _fmt(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if abs(value) >= 100:
+            return f"{value:.1f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def write_results(out_dir, stem, meta, columns, rows, title, notes=()):
+    """Write <out_dir>/<stem>.json and <out_dir>/<stem>.md; return their paths.
+
+    columns: list of (key, header) pairs; rows: list of dicts with those keys (and possibly more,
+    all of which go to the JSON).
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    json_path = os.path.join(out_dir, stem + ".json")
+    md_path = os.path.join(out_dir, stem + ".md")
+    with open(json_path, "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=2)
+        f.write("\n")
+    lines = [f"# {title}", ""]
+    for key in ("gpu_name", "torch_version", "cuda_version", "date_utc", "git_commit"):
+        if key in meta:
+            lines.append(f"- {key}: {meta[key]}")
+    for key, value in meta.items():
+        if key not in ("gpu_name", "torch_version", "cuda_version", "date_utc", "git_commit"):
+            lines.append(f"- {key}: {value}")
+    lines += ["", "| " + " | ".join(h for _, h in columns) + " |",
+              "|" + "|".join("---:" for _ in columns) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_fmt(row.get(k, "")) for k, _ in columns) + " |")
+    if notes:
+        lines.append("")
+        lines += list(notes)
+    with open(md_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return json_path, md_path
+
+
+def plot_series(path, labels, series, title, ylabel="TFLOP/s"):
+    """Line plot of several series over categorical x labels. Skips with a warning (returns None)
+    when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        warnings.warn(f"matplotlib is not installed; skipping the plot {path}")
+        return None
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(labels) + 3), 5))
+    x = list(range(len(labels)))
+    for name, values in series.items():
+        ax.plot(x, values, marker="o", label=name)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

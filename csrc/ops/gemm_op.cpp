@@ -1,0 +1,253 @@
+// cute_gemm::gemm -- the torch op around the half-precision GEMM kernel:
+//
+//   C[M, N] = a[M, K] @ b[N, K]^T (+ bias[N]),  fp16 or bf16, fp32 accumulation.
+//
+// One file per op, flash-attention style: check_gemm_args() validates everything the kernel
+// relies on (shared by the CPU and CUDA kernels, so both reject the same inputs), then each
+// backend dispatches. The schema is declared in library.cpp; the fake kernel is in
+// cute_gemm/ops.py. Autograd is registered here, in C++, so that calls which need no gradient
+// pay no Python overhead; the backward uses at::matmul.
+//
+// The CPU kernel is the reference (fp32 matmul of the half inputs, rounded once). The CUDA kernel
+// calls cute_gemm::gemm_launch (kernels/gemm/gemm_launch.hpp); everything CUDA-specific is under
+// CUTE_GEMM_NO_CUDA so this file also builds in a CPU-only extension.
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+#ifndef CUTE_GEMM_NO_CUDA
+// c10's stream/guard headers, not ATen/cuda/CUDAContext.h: that one pulls in cuBLAS/cuSPARSE
+// headers, which a minimal CUDA toolkit lacks. c10::cuda::getCurrentCUDAStream is the function
+// at::cuda::getCurrentCUDAStream names.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/gemm/gemm_launch.hpp"
+#endif
+
+namespace cute_gemm {
+namespace {
+
+// 16 bytes = 8 fp16/bf16 elements: the granularity of the kernel's vector loads.
+constexpr int64_t kAlignBytes = 16;
+constexpr int64_t kAlignElems = 8;
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+bool is_half_type(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+
+// What check_gemm_args found: the problem size and, when a kernel has to run, the leading
+// strides to hand it.
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0;
+  // False when M, N or K is 0: the result is empty (M or N is 0) or zeros/bias (K is 0), and no
+  // stride or alignment requirement applies.
+  bool runs_kernel = false;
+};
+
+// The row layout the kernel needs: contiguous rows, a leading stride that is >= K and a multiple
+// of 8 elements, and a 16-byte aligned start. Returns the leading stride to pass to the kernel.
+int64_t check_rows(at::Tensor const& t, char const* name) {
+  int64_t const rows = t.size(0), cols = t.size(1);
+  TORCH_CHECK(t.stride(1) == 1, "cute_gemm.gemm: ", name, " must have contiguous rows (", name,
+              ".stride(1) == 1); got strides ", t.strides(), " for shape ", t.sizes(),
+              " (a transposed view?); call ", name, ".contiguous()");
+  // A single row's leading stride is never used; torch leaves it arbitrary for size-1 dims.
+  int64_t const ld = rows == 1 ? cols : t.stride(0);
+  TORCH_CHECK(ld >= cols && ld % kAlignElems == 0, "cute_gemm.gemm: ", name,
+              "'s leading stride (", name, ".stride(0)) must be >= K and a multiple of ",
+              kAlignElems, " elements (16 bytes); got ", name, ".stride(0)=", ld, " with K=", cols,
+              "; call ", name, ".contiguous()");
+  auto const addr = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  TORCH_CHECK(addr % kAlignBytes == 0, "cute_gemm.gemm: ", name,
+              " must start at a 16-byte aligned address; got data_ptr % 16 == ",
+              addr % kAlignBytes, " (a view starting at an element offset?); pass an aligned copy,",
+              " e.g. ", name, ".clone()");
+  return ld;
+}
+
+void check_int32(int64_t v, char const* what) {
+  TORCH_CHECK(v <= std::numeric_limits<int32_t>::max(), "cute_gemm.gemm: ", what,
+              " must fit in int32; got ", v);
+}
+
+// Every check of the op, shared by all backends. Throws (TORCH_CHECK -> RuntimeError in Python)
+// with a message that names the argument, what was expected and what came.
+GemmProblem check_gemm_args(at::Tensor const& a, at::Tensor const& b,
+                            std::optional<at::Tensor> const& bias) {
+  TORCH_CHECK(a.dim() == 2, "cute_gemm.gemm: a must be a 2-D tensor [M, K]; got ", a.dim(),
+              "-D with shape ", a.sizes());
+  TORCH_CHECK(b.dim() == 2, "cute_gemm.gemm: b must be a 2-D tensor [N, K]; got ", b.dim(),
+              "-D with shape ", b.sizes());
+  TORCH_CHECK(is_half_type(a.scalar_type()),
+              "cute_gemm.gemm: a must have dtype torch.float16 or torch.bfloat16; got ",
+              dtype_name(a.scalar_type()));
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(),
+              "cute_gemm.gemm: b must have the same dtype as a (", dtype_name(a.scalar_type()),
+              "); got ", dtype_name(b.scalar_type()));
+  TORCH_CHECK(b.device() == a.device(), "cute_gemm.gemm: a and b must be on the same device; got ",
+              "a on ", a.device(), " and b on ", b.device());
+
+  GemmProblem p;
+  p.m = a.size(0);
+  p.n = b.size(0);
+  p.k = a.size(1);
+  TORCH_CHECK(b.size(1) == p.k, "cute_gemm.gemm: b.size(1) must equal a.size(1) (K; a is [M, K], ",
+              "b is [N, K] and C = a @ b.T); got a of shape ", a.sizes(), " and b of shape ",
+              b.sizes());
+  TORCH_CHECK(p.k % kAlignElems == 0, "cute_gemm.gemm: K must be a multiple of ", kAlignElems,
+              " (16-byte rows); got K=", p.k);
+
+  if (bias.has_value()) {
+    at::Tensor const& c = *bias;
+    TORCH_CHECK(c.dim() == 1 && c.size(0) == p.n, "cute_gemm.gemm: bias must be a 1-D tensor of ",
+                "size N=", p.n, " (b.size(0)); got shape ", c.sizes());
+    TORCH_CHECK(c.scalar_type() == a.scalar_type(),
+                "cute_gemm.gemm: bias must have the same dtype as a (", dtype_name(a.scalar_type()),
+                "); got ", dtype_name(c.scalar_type()));
+    TORCH_CHECK(c.device() == a.device(), "cute_gemm.gemm: bias must be on the same device as a (",
+                a.device(), "); got ", c.device());
+  }
+
+  p.runs_kernel = p.m > 0 && p.n > 0 && p.k > 0;
+  if (!p.runs_kernel) return p;
+
+  p.lda = check_rows(a, "a");
+  p.ldb = check_rows(b, "b");
+  if (bias.has_value()) {
+    at::Tensor const& c = *bias;
+    TORCH_CHECK(c.stride(0) == 1 || p.n == 1, "cute_gemm.gemm: bias must be contiguous ",
+                "(bias.stride(0) == 1); got bias.stride(0)=", c.stride(0),
+                "; call bias.contiguous()");
+    auto const addr = reinterpret_cast<std::uintptr_t>(c.data_ptr());
+    TORCH_CHECK(addr % kAlignBytes == 0, "cute_gemm.gemm: bias must start at a 16-byte aligned ",
+                "address; got data_ptr % 16 == ", addr % kAlignBytes,
+                " (a view starting at an element offset?); pass an aligned copy, e.g. ",
+                "bias.clone()");
+  }
+  check_int32(p.m, "M (a.size(0))");
+  check_int32(p.n, "N (b.size(0))");
+  check_int32(p.k, "K (a.size(1))");
+  check_int32(p.lda, "a.stride(0)");
+  check_int32(p.ldb, "b.stride(0)");
+  return p;
+}
+
+// The result when no kernel runs: [M, N] empty (M or N is 0), or zeros (+ bias) when K is 0 --
+// what torch.matmul gives for an empty reduction.
+at::Tensor gemm_without_kernel(GemmProblem const& p, at::Tensor const& a,
+                               std::optional<at::Tensor> const& bias) {
+  if (bias.has_value() && p.m > 0 && p.n > 0) {
+    return bias->unsqueeze(0).expand({p.m, p.n}).contiguous();
+  }
+  return at::zeros({p.m, p.n}, a.options());
+}
+
+// CPU: the reference. fp32 matmul of the (exact) half inputs, bias added in fp32, rounded once.
+at::Tensor gemm_cpu(at::Tensor const& a, at::Tensor const& b,
+                    std::optional<at::Tensor> const& bias) {
+  GemmProblem const p = check_gemm_args(a, b, bias);
+  if (!p.runs_kernel) return gemm_without_kernel(p, a, bias);
+  at::Tensor acc = at::matmul(a.to(at::kFloat), b.to(at::kFloat).t());
+  if (bias.has_value()) acc.add_(bias->to(at::kFloat));
+  return acc.to(a.scalar_type());
+}
+
+#ifndef CUTE_GEMM_NO_CUDA
+at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
+                     std::optional<at::Tensor> const& bias) {
+  GemmProblem const p = check_gemm_args(a, b, bias);
+  c10::cuda::CUDAGuard const device_guard(a.device());
+  if (!p.runs_kernel) return gemm_without_kernel(p, a, bias);
+
+  // The output is contiguous (ldc = N); the kernel stores 16-byte vectors where rows allow it and
+  // single elements otherwise, so any N works without a padded buffer.
+  at::Tensor c = at::empty({p.m, p.n}, a.options());
+
+  GemmParams params;
+  params.a = a.data_ptr();
+  params.b = b.data_ptr();
+  params.bias = bias.has_value() ? bias->data_ptr() : nullptr;
+  params.c = c.data_ptr();
+  params.m = static_cast<int>(p.m);
+  params.n = static_cast<int>(p.n);
+  params.k = static_cast<int>(p.k);
+  params.lda = static_cast<int>(p.lda);
+  params.ldb = static_cast<int>(p.ldb);
+  params.ldc = static_cast<int>(p.n);
+  params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
+
+  cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "cute_gemm.gemm: kernel launch failed: ",
+              cudaGetErrorString(err));
+  return c;
+}
+#endif  // CUTE_GEMM_NO_CUDA
+
+// Autograd: forward redispatches below the autograd key (to the CPU/CUDA kernel, or the fake
+// kernel under tracing); backward is plain at::matmul in the inputs' dtype.
+//   dA = dC @ B   [M, N] @ [N, K]      dB = dC^T @ A   [N, M] @ [M, K]      dbias = sum_m dC
+class GemmFunction : public torch::autograd::Function<GemmFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor const& a,
+                            at::Tensor const& b, std::optional<at::Tensor> const& bias) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("cute_gemm::gemm", "")
+                         .typed<at::Tensor(at::Tensor const&, at::Tensor const&,
+                                           std::optional<at::Tensor> const&)>();
+    ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->save_for_backward({a, b});
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(a, b, bias);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto const saved = ctx->get_saved_variables();
+    at::Tensor const& a = saved[0];
+    at::Tensor const& b = saved[1];
+    at::Tensor const& grad = grads[0];
+    // needs_input_grad counts tensor inputs only: bias is edge 2 when it was given.
+    bool const has_bias = ctx->saved_data["has_bias"].toBool();
+    at::Tensor grad_a, grad_b, grad_bias;
+    if (ctx->needs_input_grad(0)) grad_a = at::matmul(grad, b);
+    if (ctx->needs_input_grad(1)) grad_b = at::matmul(grad.t(), a);
+    if (has_bias && ctx->needs_input_grad(2)) grad_bias = grad.sum(0);
+    return {grad_a, grad_b, grad_bias};
+  }
+};
+
+at::Tensor gemm_autograd(at::Tensor const& a, at::Tensor const& b,
+                         std::optional<at::Tensor> const& bias) {
+  return GemmFunction::apply(a, b, bias);
+}
+
+}  // namespace
+}  // namespace cute_gemm
+
+TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) { m.impl("gemm", &cute_gemm::gemm_autograd); }
+
+TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) { m.impl("gemm", &cute_gemm::gemm_cpu); }
+
+#ifndef CUTE_GEMM_NO_CUDA
+TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) { m.impl("gemm", &cute_gemm::gemm_cuda); }
+#endif

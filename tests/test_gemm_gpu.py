@@ -1,0 +1,282 @@
+"""cute_gemm.gemm on CUDA: numerics against an fp64 reference, memory safety (poisoned outputs,
+strided and offset operands), streams, CUDA graphs, torch.compile and determinism.
+
+Every test is marked `gpu`; tests/conftest.py skips them when CUDA is not available.
+"""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import cute_gemm
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float16, torch.bfloat16]
+DTYPE_IDS = ["fp16", "bf16"]
+GEMM = torch.ops.cute_gemm.gemm.default
+
+# Norm-wise relative error bound: fp32 accumulation leaves essentially only the final rounding
+# (unit roundoff 2^-11 for fp16, 2^-8 for bf16), so these have a few x of headroom.
+REL_ERR = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def _randn(*shape, dtype=torch.float16, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, generator=g, device="cuda", dtype=torch.float32).to(dtype)
+
+
+def _operands(m, n, k, dtype, with_bias, seed=0):
+    a = _randn(m, k, dtype=dtype, seed=seed)
+    b = _randn(n, k, dtype=dtype, seed=seed + 1)
+    bias = _randn(n, dtype=dtype, seed=seed + 2) if with_bias else None
+    return a, b, bias
+
+
+def _reference(a, b, bias=None):
+    """fp64 on the GPU: exact products of the half inputs, no TF32 question."""
+    out = a.double() @ b.double().t()
+    if bias is not None:
+        out += bias.double()
+    return out
+
+
+def _assert_accurate(out, ref, dtype, k):
+    """Norm-wise relative error plus an elementwise bound.
+
+    Elementwise: rtol of one epsilon (one ulp at most) and an atol of one epsilon times sqrt(K),
+    the typical magnitude of a sum of K products of unit-variance values, so entries near zero
+    (cancellation) get the same absolute slack as typical entries.
+    """
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert not out.isnan().any(), "NaN in the output"
+    diff = out.double() - ref
+    rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
+    assert rel < REL_ERR[dtype], f"relative error {rel:.3e} >= {REL_ERR[dtype]:.0e}"
+    eps = torch.finfo(dtype).eps
+    atol = eps * math.sqrt(max(k, 1))
+    bad = diff.abs() > atol + eps * ref.abs()
+    if bad.any():
+        i, j = (int(x) for x in bad.nonzero()[0])
+        pytest.fail(f"{int(bad.sum())} elements out of tolerance, e.g. [{i}, {j}]: "
+                    f"got {out[i, j].item()}, want {ref[i, j].item()} (atol {atol:.2e}, "
+                    f"rtol {eps:.2e})")
+
+
+# ------------------------------------------------------------------------------------ numerics
+
+MS = [1, 7, 33, 128, 1000, 4096]
+NKS = [(1, 8), (9, 24), (130, 136), (257, 520), (4096, 4096)]
+
+
+def _shape_cases():
+    for m, (n, k), dtype, with_bias in itertools.product(MS, NKS, DTYPES, [False, True]):
+        if (m, n, k) == (4096, 4096, 4096) and (dtype, with_bias) != (torch.float16, True):
+            continue  # the largest problem once (fp16 + bias) keeps the suite quick
+        yield pytest.param(m, n, k, dtype, with_bias,
+                           id=f"{m}x{n}x{k}-{'fp16' if dtype == torch.float16 else 'bf16'}"
+                              f"-{'bias' if with_bias else 'nobias'}")
+
+
+@pytest.mark.parametrize("m,n,k,dtype,with_bias", list(_shape_cases()))
+def test_matches_reference(m, n, k, dtype, with_bias):
+    a, b, bias = _operands(m, n, k, dtype, with_bias, seed=m * 7919 + n * 31 + k)
+    out = cute_gemm.gemm(a, b, bias)
+    assert out.device == a.device and out.is_contiguous()
+    _assert_accurate(out, _reference(a, b, bias), dtype, k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_matches_torch_linear(dtype):
+    # Against torch's own half GEMM (cuBLAS): both are fp32-accumulated, so they agree closely.
+    a, b, bias = _operands(257, 520, 136, dtype, True, seed=5)
+    out = cute_gemm.gemm(a, b, bias)
+    ref = torch.nn.functional.linear(a, b, bias)
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(out, ref, rtol=2 * eps, atol=2 * eps * math.sqrt(136))
+
+
+# ------------------------------------------------------------------------------- memory safety
+
+
+def _poison_allocator(*numels, dtype):
+    """Leave NaN-filled blocks of the given sizes in torch's caching allocator; return pointers.
+
+    The op allocates its own output, so a test cannot pre-fill it. Instead: allocate tensors of
+    the sizes the op will allocate, fill them with NaN and free them. The caching allocator keeps
+    the freed blocks and hands them back for the next allocations of the same size on the same
+    stream, so the op's output starts out as NaN wherever the kernel fails to write.
+    """
+    blocks = [torch.full((n,), float("nan"), dtype=dtype, device="cuda") for n in numels]
+    ptrs = [t.data_ptr() for t in blocks]
+    del blocks
+    return ptrs
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 136, 24), (33, 264, 136), (1000, 520, 520),
+                                   (129, 257, 72), (7, 9, 24)])
+def test_poisoned_output_fully_written(m, n, k, dtype):
+    a, b, bias = _operands(m, n, k, dtype, True, seed=11)
+    ref = _reference(a, b, bias)
+    torch.cuda.synchronize()
+    # For N % 8 != 0 the op runs the kernel on a padded [M, round_up(N, 8)] buffer: poison both.
+    n_padded = (n + 7) // 8 * 8
+    ptrs = _poison_allocator(m * n, m * n_padded, dtype=dtype)
+    out = cute_gemm.gemm(a, b, bias)
+    if n % 8 == 0:
+        assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    _assert_accurate(out, ref, dtype, k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_strided_leading_dimension(dtype):
+    # a and b as column slices of wider tensors: ld = K + 8 (16-byte multiple), rows contiguous.
+    m, n, k = 130, 257, 136
+    a_wide = _randn(m, k + 8, dtype=dtype, seed=21)
+    b_wide = _randn(n, k + 8, dtype=dtype, seed=22)
+    for a, b in [(a_wide[:, :k], b_wide[:, :k]), (a_wide[:, 8:], b_wide[:, 8:])]:
+        assert a.stride(0) == k + 8 and not a.is_contiguous()
+        out = cute_gemm.gemm(a, b)
+        _assert_accurate(out, _reference(a, b), dtype, k)
+        assert torch.equal(out, cute_gemm.gemm(a.contiguous(), b.contiguous()))
+
+
+def test_misaligned_view_rejected():
+    a = _randn(4, 24)[:, 1:17]
+    with pytest.raises(RuntimeError, match=r"a must start at a 16-byte aligned address"):
+        cute_gemm.gemm(a, _randn(8, 16))
+
+
+def test_different_devices_rejected():
+    a, b, bias = _operands(4, 8, 16, torch.float16, True)
+    with pytest.raises(RuntimeError, match=r"a and b must be on the same device; got a on cuda:0 "
+                                           r"and b on cpu"):
+        cute_gemm.gemm(a, b.cpu())
+    with pytest.raises(RuntimeError, match=r"a and b must be on the same device; got a on cpu"):
+        cute_gemm.gemm(a.cpu(), b)
+    with pytest.raises(RuntimeError, match=r"bias must be on the same device as a \(cuda:0\); "
+                                           r"got cpu"):
+        cute_gemm.gemm(a, b, bias.cpu())
+
+
+@pytest.mark.parametrize("m,n", [(0, 16), (16, 0)])
+def test_empty_output(m, n):
+    a, b, bias = _operands(m, n, 32, torch.bfloat16, True)
+    out = cute_gemm.gemm(a, b, bias)
+    assert out.shape == (m, n) and out.device == a.device
+
+
+def test_k_zero():
+    a, b, bias = _operands(5, 16, 0, torch.float16, True)
+    torch.testing.assert_close(cute_gemm.gemm(a, b, bias), bias.expand(5, 16), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_offsets_beyond_int32():
+    # a has more than 2^31 elements: row offsets need 64-bit arithmetic in the kernel.
+    k, n = 4096, 16
+    m = (1 << 31) // k + 64
+    a = torch.empty(m, k, dtype=torch.float16, device="cuda").normal_(generator=torch.Generator(
+        device="cuda").manual_seed(3))
+    b = _randn(n, k, seed=4)
+    out = cute_gemm.gemm(a, b)
+    for rows in (slice(0, 16), slice(m - 80, m)):
+        _assert_accurate(out[rows], _reference(a[rows], b), torch.float16, k)
+    del a, out
+    torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------- streams, devices, graphs
+
+
+def test_runs_on_current_stream_without_host_sync():
+    # On a side stream: a long sleep, then an update of `a`, then the GEMM. If the op launched on
+    # another stream it would read `a` before the update; if it synchronized the host, the side
+    # stream would be idle when the call returns.
+    m, n, k = 256, 264, 512
+    a, b, bias = _operands(m, n, k, torch.float16, True, seed=31)
+    a_new = _randn(m, k, seed=32)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
+        a.copy_(a_new)
+        out = cute_gemm.gemm(a, b, bias)
+        still_busy = not side.query()
+    side.synchronize()
+    assert still_busy, "the side stream was idle right after the call: did the op sync the host?"
+    _assert_accurate(out, _reference(a_new, b, bias), torch.float16, k)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_second_device():
+    a, b, bias = (t.to("cuda:1") for t in _operands(33, 136, 72, torch.bfloat16, True))
+    with torch.cuda.device(0):
+        out = cute_gemm.gemm(a, b, bias)
+    assert out.device == torch.device("cuda:1")
+    _assert_accurate(out, _reference(a, b, bias), torch.bfloat16, 72)
+
+
+def test_cuda_graph_replay_matches_eager():
+    m, n, k = 100, 257, 136
+    a, b, bias = _operands(m, n, k, torch.bfloat16, True, seed=41)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capture stream, as torch recommends
+        for _ in range(2):
+            cute_gemm.gemm(a, b, bias)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = cute_gemm.gemm(a, b, bias)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, cute_gemm.gemm(a, b, bias))
+    a.copy_(_randn(m, k, dtype=torch.bfloat16, seed=42))
+    b.copy_(_randn(n, k, dtype=torch.bfloat16, seed=43))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, cute_gemm.gemm(a, b, bias))
+    _assert_accurate(out, _reference(a, b, bias), torch.bfloat16, k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_repeated_runs_bit_identical(dtype):
+    a, b, bias = _operands(1000, 257, 520, dtype, True, seed=51)
+    first = cute_gemm.gemm(a, b, bias)
+    for _ in range(4):
+        assert torch.equal(cute_gemm.gemm(a, b, bias), first)
+
+
+# --------------------------------------------------------------- torch.compile, registration
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_opcheck(dtype, with_bias):
+    a, b, bias = _operands(33, 136, 72, dtype, with_bias, seed=61)
+    torch.library.opcheck(GEMM, (a, b, bias))
+
+
+def test_opcheck_requires_grad():
+    a, b, bias = _operands(7, 24, 16, torch.float16, True, seed=62)
+    torch.library.opcheck(GEMM, (a.requires_grad_(), b.requires_grad_(), bias.requires_grad_()))
+
+
+def test_torch_compile_fullgraph():
+    def f(a, b, bias):
+        return torch.nn.functional.gelu(cute_gemm.gemm(a, b, bias)) + 1
+
+    compiled = torch.compile(f, fullgraph=True)
+    for m in (64, 33):  # a second shape exercises recompilation / dynamic shapes
+        a, b, bias = _operands(m, 264, 136, torch.float16, True, seed=70 + m)
+        torch.testing.assert_close(compiled(a, b, bias), f(a, b, bias), rtol=2e-3, atol=2e-3)
+
+
+def test_torch_compile_rejects_bad_shapes_at_trace_time():
+    compiled = torch.compile(lambda a, b: cute_gemm.gemm(a, b), fullgraph=True)
+    with pytest.raises(Exception, match=r"K must be a multiple of 8"):
+        compiled(_randn(4, 12), _randn(8, 12))
