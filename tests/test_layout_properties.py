@@ -212,11 +212,22 @@ def test_filter_of_injective_is_injective(L):
 
 
 def check_composition(A, B, R):
+    """Composition distributes over B's modes (CuTe's definition): each mode of R is A composed
+    with that mode of B, so R(c) == A(B(c)) along every mode. For the whole function that takes an
+    injective B: with overlapping modes, e.g. B = (2,2):(1,1), two modes together reach an offset
+    whose digits in A carry (B(1,1) = 2 while R(1,1) = A(1) + A(1))."""
     assert size(R) == size(B)
     assert weakly_congruent_sizes(B.shape, R.shape)
-    for i in range(size(B)):
-        if B(i) < size(A):
-            assert R(i) == A(B(i)), (A, B, R, i)
+    # An integral B is a single mode whose composition may split into several (R = (2,2):(4,0)).
+    modes = [(B, R)] if isinstance(B.shape, int) else [(B[m], R[m]) for m in range(rank(B))]
+    for Bm, Rm in modes:
+        for i in range(size(Bm)):
+            if Bm(i) < size(A):
+                assert Rm(i) == A(Bm(i)), (A, B, R, m, i)
+    if len(set(B.offsets())) == size(B):
+        for i in range(size(B)):
+            if B(i) < size(A):
+                assert R(i) == A(B(i)), (A, B, R, i)
 
 
 @SETTINGS
@@ -352,9 +363,21 @@ def test_zipped_and_tiled_divide_regroup_logical_divide(A, tiler):
 @SETTINGS
 @given(pow2_injective, layouts(leaf=POW2, stride_values=pow2_stride, max_leaves=3))
 def test_logical_product(A, B):
+    # By definition P = (A, C o B) with C = complement(A, size(A) * cosize(B)), composition
+    # distributing over B's modes.
     P = logical_product(A, B)
     C = complement(A, size(A) * cosize(B))
-    assert P[0] == A and size(P) == size(A) * size(B)
+    assert P[0] == A and P[1] == composition(C, B) and size(P) == size(A) * size(B)
+
+
+@SETTINGS
+@given(pow2_injective, pow2_injective)
+def test_logical_product_function(A, B):
+    # For injective power-of-two B, C o B is the function j -> C(B(j)) (B's modes touch disjoint
+    # bits, over which C is additive). A non-injective B, e.g. (2,2):(1,1), is not: its two modes
+    # reach offset 2 together, and C(2) need not be C(1) + C(1).
+    P = logical_product(A, B)
+    C = complement(A, size(A) * cosize(B))
     for j in range(size(B)):
         for i in range(size(A)):
             assert P(i + size(A) * j) == A(i) + C(B(j))
