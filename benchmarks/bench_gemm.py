@@ -1,6 +1,7 @@
 """Benchmark cute_gemm.gemm (C = A @ B^T, fp16/bf16) against torch.matmul in the same dtype.
 
     python benchmarks/bench_gemm.py [--quick] [--dtype fp16|bf16] [--out DIR]
+    python benchmarks/bench_gemm.py --all-configs [--dtype ...] [--shapes ...]
 
 For each shape (M, N, K): A is [M, K], B is [N, K] (nn.Linear weight layout), and both libraries
 compute A @ B^T without bias. Times are per call, from CUDA-graph replays (see common.py), with
@@ -11,6 +12,11 @@ kernel cannot hide in the table.
 
 Writes gemm_<gpu>_<dtype>.json, .md and .png (the plot needs matplotlib) under --out
 (default benchmarks/results/).
+
+--all-configs times every compiled kernel configuration, forced (cute_gemm.ops._forced_gemm_config),
+on the quick shapes (or --shapes) instead, with the same spot check per configuration, and prints
+one row per shape: each configuration's time, the heuristic's choice and the fastest. Writes
+gemm_configs_<gpu>_<dtype>.json and .md.
 """
 
 import argparse
@@ -68,10 +74,13 @@ def parse_args(argv=None):
     p.add_argument("--replays", type=int, default=10,
                    help="timed graph replays per measurement; the median is reported")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    p.add_argument("--all-configs", action="store_true",
+                   help="time each kernel configuration (forced) on the quick shapes, or --shapes")
     return p.parse_args(argv)
 
 
-def bench_shape(gemm, m, n, k, dtype, replays):
+def operand_sets(m, n, k, dtype):
+    """Operand sets (a, b) for L2 rotation (see common.make_rotation)."""
     elem = torch.finfo(dtype).bits // 8
     gen = torch.Generator(device="cuda").manual_seed(m * 1_000_003 + n * 1009 + k)
 
@@ -80,15 +89,22 @@ def bench_shape(gemm, m, n, k, dtype, replays):
         b = torch.randn(n, k, device="cuda", dtype=torch.float32, generator=gen).to(dtype)
         return a, b
 
-    sets = common.make_rotation(make, (m * k + n * k) * elem, max_copies=1024)
+    return common.make_rotation(make, (m * k + n * k) * elem, max_copies=1024)
 
-    # Correctness spot check (first operand set) before timing.
-    a, b = sets[0]
+
+def spot_check(gemm, a, b, dtype):
+    """(max|ours - torch| / max|torch|, ok): ok unless above 4 eps or non-finite."""
     ours = gemm(a, b).float()
     ref = torch.matmul(a, b.t()).float()
     err = ((ours - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
-    ok = bool(torch.isfinite(ours).all().item()) and err <= 4 * torch.finfo(dtype).eps
-    del ours, ref, a, b
+    return err, bool(torch.isfinite(ours).all().item()) and err <= 4 * torch.finfo(dtype).eps
+
+
+def bench_shape(gemm, m, n, k, dtype, replays):
+    sets = operand_sets(m, n, k, dtype)
+
+    # Correctness spot check (first operand set) before timing.
+    err, ok = spot_check(gemm, *sets[0], dtype)
 
     ours_us, calls = common.time_graph(lambda i: gemm(*sets[i % len(sets)]), replays=replays)
     torch_us, _ = common.time_graph(lambda i: torch.matmul(sets[i % len(sets)][0],
@@ -123,10 +139,68 @@ NOTES = [
 ]
 
 
+def bench_configs(cute_gemm, args, meta):
+    """--all-configs: every configuration, forced, on each shape. Returns the exit status."""
+    dtype = DTYPES[args.dtype]
+    shapes = args.shapes or QUICK_SHAPES
+    names = cute_gemm._C._gemm_configs()
+    meta.update({"benchmark": "cute_gemm.gemm per kernel configuration (forced), C = A @ B^T",
+                 "dtype": args.dtype, "configs": names})
+    print(f"bench_gemm --all-configs: {meta['gpu_name']}, torch {meta['torch_version']}, "
+          f"{args.dtype}, {len(shapes)} shapes x {len(names)} configurations (us per call)",
+          flush=True)
+    width = max(len(x) for x in names + ["heuristic"])
+    print(f"{'M':>6} {'N':>6} {'K':>6} " + " ".join(f"{x:>{width}}" for x in names) +
+          f" {'heuristic':>{width}} {'fastest':>{width}} {'heur/best':>9}", flush=True)
+    t0 = time.time()
+    rows, wrong = [], []
+    for m, n, k in shapes:
+        sets = operand_sets(m, n, k, dtype)
+        row = {"m": m, "n": n, "k": k, "heuristic": cute_gemm._C._gemm_config_for(m, n, k)}
+        cells = []
+        for i, name in enumerate(names):
+            with cute_gemm.ops._forced_gemm_config(i):
+                err, ok = spot_check(cute_gemm.gemm, *sets[0], dtype)
+                us, _ = common.time_graph(lambda j: cute_gemm.gemm(*sets[j % len(sets)]),
+                                          replays=args.replays)
+            row[name + "_us"] = us
+            row[name + "_max_rel_err"] = err
+            if not ok:
+                wrong.append(f"{m}x{n}x{k} {name}")
+            cells.append(f"{us:>{width}.2f}" + ("" if ok else " WRONG"))
+        best = min(names, key=lambda x: row[x + "_us"])
+        row["fastest"] = best
+        row["heuristic_over_best"] = row[row["heuristic"] + "_us"] / row[best + "_us"]
+        rows.append(row)
+        print(f"{m:>6} {n:>6} {k:>6} " + " ".join(cells) + f" {row['heuristic']:>{width}} "
+              f"{best:>{width}} {row['heuristic_over_best']:>9.2f}", flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    meta["elapsed_s"] = round(time.time() - t0, 1)
+    columns = ([("m", "M"), ("n", "N"), ("k", "K")] + [(x + "_us", x + " us") for x in names] +
+               [("heuristic", "heuristic"), ("fastest", "fastest"),
+                ("heuristic_over_best", "heuristic / fastest time")])
+    stem = f"gemm_configs_{common.slug(meta['gpu_name'])}_{args.dtype}"
+    paths = common.write_results(
+        args.out, stem, meta, columns, rows,
+        f"cute_gemm.gemm per configuration ({args.dtype}) on {meta['gpu_name']}",
+        ["- Each configuration forced for every call; times as in gemm_<gpu>_<dtype>.md.",
+         "- heuristic: the configuration cute_gemm.gemm picks unforced; heuristic / fastest > 1 "
+         "means it leaves time on the table."])
+    print("wrote " + ", ".join(paths))
+    if wrong:
+        print(f"bench_gemm: WRONG results for {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     common.require_cuda("bench_gemm.py")
     import cute_gemm  # after the CUDA check: --help and the no-GPU message need no extension
+
+    if args.all_configs:
+        return bench_configs(cute_gemm, args, common.env_info())
 
     dtype = DTYPES[args.dtype]
     shapes = args.shapes or (QUICK_SHAPES if args.quick else sweep_shapes())

@@ -137,11 +137,25 @@ def time_graph(fn, target_ms=20.0, max_calls=500, replays=10, warmup=3):
     return times[len(times) // 2], calls
 
 
+def copy_bandwidth_gbs(nbytes=1 << 30, replays=10):
+    """Device memory bandwidth in GB/s (1e9 bytes/s) from a device-to-device copy of nbytes,
+    counting the bytes read and the bytes written (2 * nbytes per copy), timed by time_graph.
+    The buffers are far larger than the L2 cache, so this is what DRAM can stream."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    us, _ = time_graph(lambda i: dst.copy_(src), replays=replays)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2.0 * nbytes / (us * 1e-6) / 1e9
+
+
 def tflops(flops, us):
     return flops / (us * 1e-6) / 1e12 if us > 0 else float("nan")
 
 
 def _fmt(value):
+    if value is None:
+        return "n/a"
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"

@@ -15,6 +15,9 @@ except ImportError as e:
     ) from e
 
 from . import layout  # noqa: E402
-from .ops import gemm  # noqa: E402
+from .ops import gemm, mixed_gemm  # noqa: E402
+from .quant import (  # noqa: E402
+    QuantizedWeight, dequantize, pack_weight, quantize, unpack_weight)
 
-__all__ = ["__version__", "gemm", "layout"]
+__all__ = ["__version__", "QuantizedWeight", "dequantize", "gemm", "layout", "mixed_gemm",
+           "pack_weight", "quantize", "unpack_weight"]

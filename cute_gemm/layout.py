@@ -16,7 +16,8 @@ here runs the same C++ layout core that the kernels' static layouts use.
 
 `from cute_gemm.layout import *` exports `_` (the slicing wildcard, as in CuTe) but not `filter`
 and `slice`, which would shadow Python builtins; use `cute_gemm.layout.filter(L)`.
-`python -m cute_gemm [--out DIR]` runs walkthrough().
+`python -m cute_gemm [--out DIR]` runs walkthrough(). cute_gemm.atoms builds and draws the GEMM
+kernel's thread-value maps.
 """
 
 import os
@@ -94,6 +95,20 @@ def walkthrough(out_dir=None):
     _heading("6. mma.sync m16n8k16 accumulator: thread-value layout %s on a 16x8 tile" % tv)
     print("thread t, value v -> row t//4 + 8*(v//2), column 2*(t%4) + v%2")
 
+    from . import atoms  # the GEMM kernel's maps, built from the C++ atoms (cute_gemm/atoms.py)
+    cfg = min(atoms.gemm_config_maps(), key=lambda c: c["bm"] * c["bn"])
+    maps = atoms.gemm_kernel_maps(*(cfg[k] for k in ("bm", "bn", "bk", "stages", "warps_m",
+                                                      "warps_n")))
+    mma_c, c_tile = maps["mma_c_tv"], maps["mma_c_tile"]
+    g2s, g2s_tile = maps["g2s_tv"], maps["g2s_tile"]
+    _heading("7. GEMM kernel %s: the tiled MMA's accumulators and the global->shared copy"
+             % maps["name"])
+    print("mma C: %s on the %dx%d tile" % ((mma_c,) + c_tile))
+    print("  thread 0 holds (row, col) %s ..." % ", ".join(
+        "(%d, %d)" % (e % c_tile[0], e // c_tile[0]) for e in mma_c(0, L._)[:8]))
+    print("G2S:   %s on a %dx%d tile; thread t copies 8 halves (16 bytes) of row t // %d"
+          % ((g2s,) + g2s_tile + (g2s_tile[1] // 8,)))
+
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
         pictures = [
@@ -104,6 +119,10 @@ def walkthrough(out_dir=None):
             ("raked_product", L.to_svg(raked), L.to_latex(raked)),
             ("swizzle_333_8x64", L.to_svg(sw), L.to_latex(sw)),
             ("tv_mma_m16n8k16_c", L.to_svg_tv(tv, (16, 8)), L.to_latex_tv(tv, (16, 8))),
+            ("tv_gemm_%s_mma_c" % maps["name"], L.to_svg_tv(mma_c, c_tile),
+             L.to_latex_tv(mma_c, c_tile)),
+            ("tv_gemm_%s_g2s" % maps["name"], L.to_svg_tv(g2s, g2s_tile),
+             L.to_latex_tv(g2s, g2s_tile)),
         ]
         _heading("Pictures")
         for name, svg, tex in pictures:

@@ -5,11 +5,14 @@ library names this module (``set_python_module``), so torch imports it whenever 
 kernel.
 """
 
+import contextlib
+
 import torch
 
 from . import _C  # noqa: F401  (loads the extension, which registers the ops' schemas/kernels)
+from .quant import QuantizedWeight
 
-__all__ = ["gemm"]
+__all__ = ["gemm", "mixed_gemm"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -89,3 +92,141 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> 
         >>> c = cute_gemm.gemm(a, w)  # [32, 11008], same as a @ w.T
     """
     return torch.ops.cute_gemm.gemm.default(a, b, bias)
+
+
+@contextlib.contextmanager
+def _forced_gemm_config(config):
+    """Runs every cute_gemm.gemm launch inside the block with one particular kernel configuration.
+
+    For tests and benchmarks that must exercise every instantiated kernel, not only the ones the
+    heuristic picks. ``config`` is an index into ``_C._gemm_configs()`` or a configuration name
+    (e.g. ``"64x64x32_s3_w2x2"``); yields the name. The override is process-wide (every thread,
+    every device) and the previous one is restored on exit, so the context managers nest. Launches
+    captured in a CUDA graph keep the configuration they were captured with.
+
+        with cute_gemm.ops._forced_gemm_config(2) as name:
+            out = cute_gemm.gemm(a, b)          # runs configuration 2 whatever the shape
+    """
+    names = _C._gemm_configs()  # raises RuntimeError in a build without CUDA
+    if isinstance(config, str):
+        if config not in names:
+            raise ValueError(f"unknown GEMM configuration {config!r}; available: {names}")
+        index = names.index(config)
+    else:
+        index = int(config)
+        if not 0 <= index < len(names):
+            raise IndexError(f"GEMM configuration index {index} out of range: 0..{len(names) - 1}")
+    previous = _C._gemm_get_config()
+    _C._gemm_set_config(index)
+    try:
+        yield names[index]
+    finally:
+        _C._gemm_set_config(previous)
+
+
+# ----------------------------------------------------------------------------------- mixed_gemm
+
+_MIXED = "cute_gemm.mixed_gemm: "
+
+
+def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias):
+    """The shape/dtype/device checks of csrc/ops/mixed_gemm_op.cpp that need no data (same
+    messages), for the fake kernel. Contiguity and alignment checks stay in C++."""
+    torch._check(a.dim() == 2, lambda: f"{_MIXED}a must be a 2-D tensor [M, K]; got {a.dim()}-D "
+                 f"with shape {list(a.shape)}")
+    torch._check(a.dtype in _HALF_DTYPES, lambda: f"{_MIXED}a must have dtype torch.float16 or "
+                 f"torch.bfloat16; got {a.dtype}")
+    torch._check(bits in (4, 8), lambda: f"{_MIXED}bits must be 4 or 8; got bits={bits}")
+    torch._check(group_size in (32, 64, 128, -1), lambda: f"{_MIXED}group_size must be 32, 64, "
+                 f"128 or -1 (per-channel); got group_size={group_size}")
+    torch._check(a.shape[1] == k, lambda: f"{_MIXED}k must equal a.size(1) (K, the unpadded "
+                 f"reduction size); got k={k} and a of shape {list(a.shape)}")
+    torch._check(k >= 1, lambda: f"{_MIXED}K must be >= 1; got K={k}")
+    if group_size == -1:
+        torch._check(k % 32 == 0, lambda: f"{_MIXED}K must be a multiple of 32 for per-channel "
+                     f"quantization (group_size=-1); got K={k}")
+        group = k
+    else:
+        torch._check(k % group_size == 0, lambda: f"{_MIXED}K must be a multiple of group_size; "
+                     f"got K={k}, group_size={group_size}")
+        group = group_size
+    bk = 128 if bits == 4 else 64
+    kb = (k + bk - 1) // bk
+    torch._check(qweight.dtype == torch.int32, lambda: f"{_MIXED}qweight must have dtype "
+                 f"torch.int32 (the packed weight); got {qweight.dtype}")
+    torch._check(qweight.dim() == 4 and qweight.shape[1] == kb and qweight.shape[2] == 32
+                 and qweight.shape[3] == 4, lambda: f"{_MIXED}qweight must have shape [N/8, "
+                 f"ceil(K/{bk}), 32, 4] = [N/8, {kb}, 32, 4] for bits={bits} and K={k}; got "
+                 f"{list(qweight.shape)}")
+    torch._check(qweight.device == a.device, lambda: f"{_MIXED}qweight must be on the same "
+                 f"device as a ({a.device}); got {qweight.device}")
+    n = qweight.shape[0] * 8
+    for name, t in (("scales", scales), ("zeros", zeros)):
+        if t is None:
+            continue
+        torch._check(t.dtype == a.dtype, lambda: f"{_MIXED}{name} must have the same dtype as a "
+                     f"({a.dtype}); got {t.dtype}")
+        torch._check(t.dim() == 2 and t.shape[0] == k // group and t.shape[1] == n,
+                     lambda: f"{_MIXED}{name} must have shape [K/G, N] = [{k // group}, {n}] "
+                     f"(K={k}, G={group}, N={n} = qweight.size(0) * 8); got {list(t.shape)}")
+        torch._check(t.device == a.device, lambda: f"{_MIXED}{name} must be on the same device "
+                     f"as a ({a.device}); got {t.device}")
+    if bias is not None:
+        torch._check(bias.dim() == 1 and bias.shape[0] == n, lambda: f"{_MIXED}bias must be a "
+                     f"1-D tensor of size N={n} (qweight.size(0) * 8); got shape "
+                     f"{list(bias.shape)}")
+        torch._check(bias.dtype == a.dtype, lambda: f"{_MIXED}bias must have the same dtype as a "
+                     f"({a.dtype}); got {bias.dtype}")
+        torch._check(bias.device == a.device, lambda: f"{_MIXED}bias must be on the same device "
+                     f"as a ({a.device}); got {bias.device}")
+    return a.shape[0], n
+
+
+@torch.library.register_fake("cute_gemm::mixed_gemm")
+def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None):
+    m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias)
+    return a.new_empty((m, n))
+
+
+def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Linear layer with a quantized weight: ``a @ dequantize(qw).T (+ bias)``.
+
+    Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` where ``W = dequantize(qw)``
+    (``(q - z) * s`` rounded to the activation dtype), with fp32 accumulation and one rounding to
+    the output dtype. The weight is read in its packed INT4/INT8 form; it is never materialized.
+
+    Args:
+        a: ``[..., K]`` activations, ``qw.dtype`` (torch.float16 or torch.bfloat16), on
+            ``qw``'s device. Leading dimensions are flattened to M with ``reshape`` (a copy only
+            when they cannot be flattened as a view); the result has the same leading
+            dimensions. Rows must be contiguous (``a.stride(-1) == 1``).
+        qw: a ``cute_gemm.QuantizedWeight`` from ``cute_gemm.quantize``.
+        bias: optional ``[N]``, same dtype and device as ``a``.
+
+    Returns:
+        A new ``[..., N]`` tensor with ``a``'s dtype and device.
+
+    Constraints (checked; a ``RuntimeError`` names the argument): ``a``'s rows contiguous with a
+    leading stride that is a multiple of 8 elements, ``a`` and ``bias`` 16-byte aligned. On CUDA
+    the op runs on the current stream without synchronizing the host (CUDA graphs and
+    ``torch.compile`` work); on CPU it computes the reference result (dequantize, then fp32
+    matmul). Gradients flow to ``a`` and ``bias``; the quantized weight is frozen.
+
+    Example:
+        >>> w = torch.randn(11008, 4096, dtype=torch.float16, device="cuda")
+        >>> qw = cute_gemm.quantize(w, bits=4, group_size=128)
+        >>> x = torch.randn(2, 7, 4096, dtype=torch.float16, device="cuda")
+        >>> y = cute_gemm.mixed_gemm(x, qw)  # [2, 7, 11008], ~ x @ qw.dequantize().T
+    """
+    if not isinstance(qw, QuantizedWeight):
+        raise TypeError(f"{_MIXED}qw must be a cute_gemm.QuantizedWeight (from "
+                        f"cute_gemm.quantize); got {type(qw).__name__}")
+    n, k = qw.shape
+    if a.dim() < 1 or a.shape[-1] != k:
+        raise ValueError(f"{_MIXED}a must have shape [..., K] with K={k} (qw.shape[1]); got "
+                         f"{list(a.shape)}")
+    lead = a.shape[:-1]
+    a2d = a.reshape(-1, k)
+    out = torch.ops.cute_gemm.mixed_gemm.default(a2d, qw.packed, qw.scales, qw.zeros, qw.bits,
+                                                  qw.group_size, k, bias)
+    return out.reshape(*lead, n)

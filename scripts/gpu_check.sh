@@ -65,7 +65,13 @@ if [ $test_rc -ne 0 ]; then
 fi
 
 shopt -s nullglob
-benches=(benchmarks/bench_*.py)
+# CUTE_GEMM_BENCHES="bench_gemm bench_mixed_gemm" limits the run to those benchmarks.
+if [ -n "${CUTE_GEMM_BENCHES:-}" ]; then
+  benches=()
+  for b in $CUTE_GEMM_BENCHES; do benches+=("benchmarks/$b.py"); done
+else
+  benches=(benchmarks/bench_*.py)
+fi
 if [ ${#benches[@]} -eq 0 ]; then
   echo "[gpu_check] no benchmarks/bench_*.py yet; skipping benchmarks"
 fi

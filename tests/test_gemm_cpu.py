@@ -260,3 +260,70 @@ def test_compile_traces_with_dynamic_shapes():
     for m, n in [(5, 8), (9, 24)]:
         a, b, bias = _operands(m, n, 32, torch.float16, True)
         torch.testing.assert_close(compiled(a, b, bias), f(a, b, bias), rtol=0, atol=0)
+
+
+# ------------------------------------------------------- configuration override (no GPU needed)
+
+
+def _configs_or_skip():
+    try:
+        return cute_gemm._C._gemm_configs()
+    except RuntimeError as e:
+        assert "built without CUDA" in str(e)
+        pytest.skip("CPU-only build: no GEMM kernels")
+
+
+def test_without_cuda_the_config_functions_raise():
+    try:
+        cute_gemm._C._gemm_configs()
+    except RuntimeError:
+        for call in (lambda: cute_gemm._C._gemm_set_config(0), cute_gemm._C._gemm_get_config,
+                     lambda: cute_gemm._C._gemm_config_for(1, 1, 8)):
+            with pytest.raises(RuntimeError, match="built without CUDA"):
+                call()
+        with pytest.raises(RuntimeError, match="built without CUDA"):
+            with cute_gemm.ops._forced_gemm_config(0):
+                pass
+    else:
+        pytest.skip("built with CUDA")
+
+
+def test_forced_config_overrides_the_heuristic():
+    names = _configs_or_skip()
+    assert len(names) >= 2 and len(set(names)) == len(names)
+    assert cute_gemm._C._gemm_get_config() == -1
+    shapes = [(1, 8, 8), (4096, 4096, 4096), (33, 257, 136)]
+    heuristic = [cute_gemm._C._gemm_config_for(*s) for s in shapes]
+    assert set(heuristic) <= set(names)
+    for i, name in enumerate(names):
+        with cute_gemm.ops._forced_gemm_config(i) as got:
+            assert got == name and cute_gemm._C._gemm_get_config() == i
+            assert all(cute_gemm._C._gemm_config_for(*s) == name for s in shapes)
+            with cute_gemm.ops._forced_gemm_config(names[-1 - i]):  # nests
+                assert cute_gemm._C._gemm_config_for(1, 8, 8) == names[-1 - i]
+            assert cute_gemm._C._gemm_get_config() == i
+        assert cute_gemm._C._gemm_get_config() == -1
+    with cute_gemm.ops._forced_gemm_config(names[0]) as got:  # by name
+        assert got == names[0] and cute_gemm._C._gemm_get_config() == 0
+    with pytest.raises(KeyError):  # restored on error
+        with cute_gemm.ops._forced_gemm_config(1):
+            raise KeyError("boom")
+    assert cute_gemm._C._gemm_get_config() == -1
+    assert [cute_gemm._C._gemm_config_for(*s) for s in shapes] == heuristic
+
+
+def test_forced_config_bad_arguments():
+    names = _configs_or_skip()
+    with pytest.raises(IndexError, match=r"index %d out of range" % len(names)):
+        cute_gemm._C._gemm_set_config(len(names))
+    with pytest.raises(IndexError, match=r"index -2 out of range"):
+        cute_gemm._C._gemm_set_config(-2)
+    with pytest.raises(IndexError, match=r"out of range"):
+        with cute_gemm.ops._forced_gemm_config(-1):
+            pass
+    with pytest.raises(ValueError, match=r"unknown GEMM configuration '1x1x1'"):
+        with cute_gemm.ops._forced_gemm_config("1x1x1"):
+            pass
+    with pytest.raises(ValueError, match=r"need 1 <= M, N"):
+        cute_gemm._C._gemm_config_for(0, 8, 8)
+    assert cute_gemm._C._gemm_get_config() == -1

@@ -88,6 +88,32 @@ def test_matches_reference(m, n, k, dtype, with_bias):
     _assert_accurate(out, _reference(a, b, bias), dtype, k)
 
 
+def _config_names():
+    try:
+        return cute_gemm._C._gemm_configs()
+    except RuntimeError:  # a CPU-only build has no kernels (and these tests are skipped anyway)
+        return []
+
+
+CONFIGS = _config_names()
+FORCED_SHAPES = list(itertools.product([1, 33, 1000], [9, 130, 257], [8, 136, 520]))
+
+
+@pytest.mark.parametrize("m,n,k", FORCED_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in FORCED_SHAPES])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("config", range(len(CONFIGS)), ids=CONFIGS)
+def test_each_config_matches_reference(config, dtype, m, n, k):
+    # Every instantiated kernel, forced, on awkward shapes (partial tiles in M, N and K), with bias,
+    # against the op's fp32 CPU reference (fp32 products and sums of the half inputs, one rounding).
+    a, b, bias = _operands(m, n, k, dtype, True, seed=config * 101 + m * 7 + n * 3 + k)
+    ref = cute_gemm.gemm(a.cpu(), b.cpu(), bias.cpu())
+    with cute_gemm.ops._forced_gemm_config(config) as name:
+        assert cute_gemm._C._gemm_config_for(m, n, k) == name
+        out = cute_gemm.gemm(a, b, bias)
+    assert cute_gemm._C._gemm_get_config() == -1
+    _assert_accurate(out, ref.to(device=out.device, dtype=torch.float64), dtype, k)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_matches_torch_linear(dtype):
     # Against torch's own half GEMM (cuBLAS): both are fp32-accumulated, so they agree closely.

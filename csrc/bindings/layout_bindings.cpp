@@ -14,6 +14,8 @@
 
 #include "bindings/layout_bindings.hpp"
 
+#include "bindings/atom_layouts.hpp"
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -28,6 +30,7 @@
 #include "cute_gemm/layout_parse.hpp"
 #include "cute_gemm/layout_print.hpp"
 #include "cute_gemm/swizzle.hpp"
+#include "cute_gemm/tv_layout.hpp"
 
 namespace py = pybind11;
 
@@ -300,6 +303,72 @@ std::pair<int64_t, int64_t> tile_arg(py::handle h, std::string const& fn) {
     throw py::type_error(fn + ": tile must be a pair of ints (M, N), got " + describe(h));
   }
   return {leaf_at(t, 0), leaf_at(t, 1)};
+}
+
+// ---- thread-value layouts (tv_layout.hpp)
+
+// A (thread, value) layout argument: a Layout of rank 2.
+DynLayout tv_arg(py::handle h, std::string const& fn, std::string const& arg) {
+  const DynLayout l = layout_arg(h, fn, arg, false);
+  if (rank(l) != 2 || !l.shape.is_tuple()) {
+    throw std::invalid_argument(fn + ": " + arg + " must be a (thread, value) layout of rank 2, "
+                                "got " + to_string(l));
+  }
+  return l;
+}
+
+int64_t positive_arg(py::handle h, std::string const& fn, std::string const& arg) {
+  const int64_t v = int_arg(h, fn, arg);
+  if (v < 1) {
+    throw std::invalid_argument(fn + ": " + arg + " must be at least 1, got " + std::to_string(v));
+  }
+  return v;
+}
+
+// A pair (x, y) of Python objects (tuple or list of two).
+std::pair<py::object, py::object> pair_arg(py::handle h, std::string const& fn,
+                                           std::string const& arg, std::string const& what) {
+  if ((PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())) && py::len(h) == 2) {
+    py::sequence s = py::reinterpret_borrow<py::sequence>(h);
+    return {s[0], s[1]};
+  }
+  type_error(fn, arg, what, h);
+}
+
+MmaOperand operand_arg(py::handle h, std::string const& fn) {
+  if (py::isinstance<py::str>(h)) {
+    const std::string s = h.cast<std::string>();
+    if (s == "A" || s == "a") return MmaOperand::kA;
+    if (s == "B" || s == "b") return MmaOperand::kB;
+    if (s == "C" || s == "c") return MmaOperand::kC;
+    throw std::invalid_argument(fn + ": operand must be 'A', 'B' or 'C', got '" + s + "'");
+  }
+  type_error(fn, "operand", "'A', 'B' or 'C'", h);
+}
+
+py::dict config_layouts_dict(GemmConfigLayouts const& c) {
+  py::dict d;
+  d["name"] = c.name;
+  d["bm"] = c.bm;
+  d["bn"] = c.bn;
+  d["bk"] = c.bk;
+  d["stages"] = c.stages;
+  d["warps_m"] = c.warps_m;
+  d["warps_n"] = c.warps_n;
+  d["threads"] = c.threads;
+  d["mma_a_tv"] = c.mma_a_tv;
+  d["mma_b_tv"] = c.mma_b_tv;
+  d["mma_c_tv"] = c.mma_c_tv;
+  d["ldsm_a_src_tv"] = c.ldsm_a_src_tv;
+  d["ldsm_b_src_tv"] = c.ldsm_b_src_tv;
+  d["g2s_tv"] = c.g2s_tv;
+  d["s2g_tv"] = c.s2g_tv;
+  d["g2s_tile"] = py::make_tuple(c.g2s_tile_r, c.g2s_tile_s);
+  d["s2g_tile"] = py::make_tuple(c.s2g_tile_r, c.s2g_tile_s);
+  d["smem_a"] = c.smem_a;
+  d["smem_b"] = c.smem_b;
+  d["smem_c"] = c.smem_c;
+  return d;
 }
 
 }  // namespace
@@ -618,6 +687,73 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
         py::arg("block"), py::arg("shape"), "Copies of block arranged to cover shape.");
 
   // ---------------------------------------------------------------------------------------------
+  // Thread-value layouts of tiled MMAs and tiled copies (tv_layout.hpp)
+  m.def("tiled_mma_tv",
+        [](py::object atom_tv, py::object atom_shape, py::object warps, py::object perm,
+           py::object operand) {
+          const char* fn = "tiled_mma_tv";
+          const DynLayout atom = tv_arg(atom_tv, fn, "atom_tv");
+          const auto rs = pair_arg(atom_shape, fn, "atom_shape", "a pair of ints (rows, cols)");
+          const auto w = pair_arg(warps, fn, "warps", "a pair of ints (warps_m, warps_n)");
+          const auto p = pair_arg(perm, fn, "perm", "a pair (perm_rows, perm_cols) of Layouts "
+                                                    "or ints");
+          return tiled_mma_tv(atom, positive_arg(rs.first, fn, "atom_shape[0]"),
+                              positive_arg(rs.second, fn, "atom_shape[1]"),
+                              positive_arg(w.first, fn, "warps[0]"),
+                              positive_arg(w.second, fn, "warps[1]"),
+                              layout_arg(p.first, fn, "perm[0]"),
+                              layout_arg(p.second, fn, "perm[1]"), operand_arg(operand, fn));
+        },
+        py::arg("atom_tv"), py::arg("atom_shape"), py::arg("warps"), py::arg("perm"),
+        py::arg("operand"), R"doc(
+TV layout of one operand of a tiled MMA: (thread, value) -> r + R*s over the operand's (R, S) tile.
+
+atom_tv: the atom's (T, V) -> (AR, AS) layout; atom_shape: (AR, AS) (A: (M, K), B: (N, K),
+C: (M, N)); warps: (warps_m, warps_n); perm: (perm_rows, perm_cols), Layouts or ints (n = n:1, no
+permutation), whose sizes are the tile's; operand: 'A', 'B' or 'C'. Threads (T_atom, WM, WN),
+values (V_atom, rep_r, rep_s); for A (B) the WN (WM) mode has stride 0.)doc");
+  m.def("tiled_copy_tv",
+        [](py::object thr, py::object val) {
+          return tiled_copy_tv(layout_arg(thr, "tiled_copy_tv", "thr", false),
+                               layout_arg(val, "tiled_copy_tv", "val", false));
+        },
+        py::arg("thr"), py::arg("val"), R"doc(
+TV layout of a tiled copy: thr (TR, TS) -> thread id and val (VR, VS) -> value id over the tile's
+(rows, cols); the result maps (thread, value) -> r + R*s of the (TR*VR, TS*VS) tile.)doc");
+  m.def("tiled_copy_tile",
+        [](py::object thr, py::object val) {
+          return to_python(tiled_copy_tile(layout_arg(thr, "tiled_copy_tile", "thr", false),
+                                           layout_arg(val, "tiled_copy_tile", "val", false)));
+        },
+        py::arg("thr"), py::arg("val"), "(rows, cols) of the tile tiled_copy_tv(thr, val) covers.");
+  m.def("copy_ref_to_src",
+        [](py::object ref, py::object src) {
+          return copy_ref_to_src(tv_arg(ref, "copy_ref_to_src", "ref"),
+                                 tv_arg(src, "copy_ref_to_src", "src"));
+        },
+        py::arg("ref"), py::arg("src"),
+        "right_inverse(ref) o src: a copy atom's source (t, v) -> its reference t + T*v.");
+  m.def("tiled_mma_copy_src_tv",
+        [](py::object mma_tv, py::object atom_threads, py::object atom_values,
+           py::object ref2src) {
+          const char* fn = "tiled_mma_copy_src_tv";
+          const DynLayout tv = tv_arg(mma_tv, fn, "mma_tv");
+          if (rank(mode(tv, 0)) != 3 || rank(mode(tv, 1)) != 3) {
+            throw std::invalid_argument(std::string(fn) + ": mma_tv must come from tiled_mma_tv "
+                                        "(threads (T_atom, WM, WN), values (V_atom, rep_r, "
+                                        "rep_s)), got " + to_string(tv));
+          }
+          return tiled_mma_copy_src_tv(tv, positive_arg(atom_threads, fn, "atom_threads"),
+                                       positive_arg(atom_values, fn, "atom_values"),
+                                       tv_arg(ref2src, fn, "ref2src"));
+        },
+        py::arg("mma_tv"), py::arg("atom_threads"), py::arg("atom_values"), py::arg("ref2src"),
+        R"doc(
+Source-side TV layout of a copy that fills a tiled MMA's A or B fragments (ldmatrix): mma_tv from
+tiled_mma_tv, the copy atom's threads and values per thread, and copy_ref_to_src(ref, src) of the
+atom. Same tile as mma_tv; values (atom_values, rep_r / f, rep_s), f = atom_values / V_atom.)doc");
+
+  // ---------------------------------------------------------------------------------------------
   // Text and pictures
   auto table_of = [](py::object x, char const* fn) {
     if (py::isinstance<DynComposedLayout>(x)) return to_table(x.cast<DynComposedLayout>());
@@ -655,6 +791,47 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
         py::arg("tv"), py::arg("tile"), "Standalone TikZ document of to_svg_tv's picture.");
   m.def("parse_int_tuple", [](std::string const& s) { return to_python(parse_int_tuple(s)); },
         "Parses '(8,(2,_))' into nested Python tuples (`_` becomes the module's `_`).");
+}
+
+void bind_atoms(py::module_& m) {
+  m.doc() = "Layouts of the C++ atom traits and GEMM configurations (to_dyn of the static ones).";
+  m.def("mma_atom_names", &mma_atom_names, "Names mma_atom_layouts accepts.");
+  m.def("mma_atom_layouts",
+        [](std::string const& name) {
+          const MmaAtomLayouts a = mma_atom_layouts(name);
+          py::dict d;
+          d["A"] = a.a;
+          d["B"] = a.b;
+          d["C"] = a.c;
+          d["MNK"] = py::make_tuple(a.m, a.n, a.k);
+          d["threads"] = a.threads;
+          return d;
+        },
+        py::arg("name"), R"doc(
+{'A', 'B', 'C': the atom's (T, V) -> operand-tile layouts (A (M, K), B (N, K), C (M, N), column-
+major), 'MNK': (M, N, K), 'threads'} from MMA_Traits, e.g. mma_atom_layouts('m16n8k16').)doc");
+  m.def("ldmatrix_layouts",
+        [](std::string const& operand) {
+          const CopyAtomLayouts a = ldmatrix_layouts(operand);
+          return py::make_tuple(a.src, a.ref);
+        },
+        py::arg("operand"), R"doc(
+(src, ref) of the ldmatrix.x4 atom filling m16n8k16 'A' (16x16, M x K) or 'B' (16x16, N x K)
+fragments: (T32, V8) -> tile index; src is what each lane addresses, ref the registers'
+fragment.)doc");
+  m.def("gemm_config_maps",
+        []() {
+          py::list out;
+          for (GemmConfigLayouts const& c : gemm_config_layouts()) {
+            out.append(config_layouts_dict(c));
+          }
+          return out;
+        },
+        R"doc(
+For each GEMM configuration compiled into the extension (generated/gemm_configs.inc, in order):
+a dict of the kernel config's own layouts -- name, bm, bn, bk, stages, warps_m, warps_n, threads,
+mma_a_tv/mma_b_tv/mma_c_tv (Mma::LayoutX_TV), ldsm_a_src_tv/ldsm_b_src_tv (CopyA/B::LayoutSrcTV),
+g2s_tv/s2g_tv and g2s_tile/s2g_tile (G2S/S2G), smem_a/smem_b/smem_c (ComposedLayouts).)doc");
 }
 
 }  // namespace cute_gemm

@@ -1,6 +1,7 @@
 // Entry point of the cute_gemm._C extension module.
 #include <pybind11/pybind11.h>
 
+#include "bindings/gemm_bindings.hpp"
 #include "bindings/layout_bindings.hpp"
 
 // torch passes -DTORCH_EXTENSION_NAME=_C; the module name must match the built file name.
@@ -8,4 +9,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cute_gemm native extension";
   pybind11::module_ layout = m.def_submodule("layout", "CuTe-style layout algebra");
   cute_gemm::bind_layout(layout);
+  pybind11::module_ atoms = m.def_submodule(
+      "atoms", "Layouts of the C++ atom traits and GEMM configurations");
+  cute_gemm::bind_atoms(atoms);
+  cute_gemm::bind_gemm(m);
 }

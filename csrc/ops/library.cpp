@@ -9,4 +9,11 @@ TORCH_LIBRARY(cute_gemm, m) {
 
   // C[M, N] = a[M, K] @ b[N, K]^T (+ bias[N]); fp16/bf16, fp32 accumulation. See cute_gemm/ops.py.
   m.def("gemm(Tensor a, Tensor b, Tensor? bias=None) -> Tensor");
+
+  // out[M, N] = a[M, K] @ dequant(qweight)[N, K]^T (+ bias[N]): INT4/INT8 weights packed as in
+  // kernels/mixed/weight_format.hpp, fp16/bf16 activations, fp32 accumulation. k is the true K
+  // (the packed K is padded); group_size is 32, 64, 128 or -1 (per-channel). See
+  // csrc/ops/mixed_gemm_op.cpp and cute_gemm/ops.py.
+  m.def("mixed_gemm(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
+        "int group_size, int k, Tensor? bias=None) -> Tensor");
 }

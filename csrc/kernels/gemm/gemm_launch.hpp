@@ -29,7 +29,20 @@ struct GemmParams {
 // Picks a tile configuration for the problem and launches. Returns the launch error, if any.
 cudaError_t gemm_launch(GemmParams const& params, cudaStream_t stream);
 
-// The configuration gemm_launch would pick, by name (e.g. "128x128x32_s3"), for tests/benchmarks.
+// The configuration gemm_launch would run for the problem, by name (e.g. "128x128x32_s4_w2x2"),
+// for tests/benchmarks: the heuristic's choice, or the override while one is set.
 char const* gemm_config_name(int m, int n, int k);
+
+// The configurations the extension is built with (generated/gemm_instances.hpp, largest tiles
+// first) and their names; @pre 0 <= index < gemm_config_count() (nullptr otherwise).
+int gemm_config_count();
+char const* gemm_config_name_at(int index);
+
+// Process-wide override of the heuristic, for tests and benchmarks that must run one particular
+// configuration: index in [0, gemm_config_count()) forces that configuration for every later
+// gemm_launch (from any thread), -1 restores the heuristic. Returns false, changing nothing, for
+// any other index. The choice is made at launch, so a CUDA graph keeps what it captured.
+bool gemm_set_config_override(int index);
+int gemm_config_override();
 
 }  // namespace cute_gemm

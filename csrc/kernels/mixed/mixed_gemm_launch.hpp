@@ -1,0 +1,57 @@
+#pragma once
+// The contract between the torch glue (csrc/ops/mixed_gemm_op.cpp) and the mixed-input GEMM
+// kernels. Plain CUDA: no torch headers.
+//
+//   out[M, N] = A[M, K] @ dequant(W)[N, K]^T (+ bias[N]),  fp16 or bf16 activations/output,
+//   W packed as INT4 or INT8 (kernels/mixed/weight_format.hpp), fp32 accumulation.
+//
+// dequant(W)[n, k] = (q[n, k] - z) * scales[k / G, n], z = zeros[k / G, n] when zeros is given,
+// 2^(bits-1) otherwise; the product is exact in fp32 and rounded once to the activation dtype.
+//
+// Preconditions checked by the caller (csrc/ops): M, N, K >= 1; N % 8 == 0; K % G == 0 and
+// K % 32 == 0; A row-major with lda % 8 == 0 (lda >= K); a, qweight, scales, zeros, bias and out
+// 16-byte aligned; qweight is [N/8, ceil(K/bk), 32, 4] contiguous int32 (bk = 128 for INT4, 64 for
+// INT8); scales/zeros [K/G, N] contiguous in the activation dtype; out is [M, N] with ldo = N.
+// A is only defined for k < K: columns K..Kp-1 of the packed weight are padding (their q is the
+// last group's zero point, so they dequantize to 0 with the last group's scale), and the kernel
+// must treat A beyond K as zero.
+//
+// The workspace: before each launch the op asks mixed_gemm_workspace_bytes() and passes a buffer
+// of at least that many bytes (a torch uint8 tensor from the caching allocator, UNINITIALIZED,
+// allocated on the launch stream; nullptr when 0 bytes). A kernel that needs it zeroed must clear
+// it itself on `stream` (cudaMemsetAsync is capturable). The launcher never synchronizes the host,
+// never allocates, and launches on `stream` only, so calls can be captured in CUDA graphs.
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/gemm/gemm_launch.hpp"  // HalfType
+
+namespace cute_gemm {
+
+struct MixedGemmParams {
+  void const* a = nullptr;            // [M, K], row stride lda elements
+  int32_t const* qweight = nullptr;   // packed, see weight_format.hpp
+  void const* scales = nullptr;       // [K / G, N]
+  void const* zeros = nullptr;        // [K / G, N] or nullptr (symmetric: z = 2^(bits-1))
+  void const* bias = nullptr;         // [N] or nullptr
+  void* out = nullptr;                // [M, N], row stride ldo elements
+  int m = 0, n = 0, k = 0;            // k: the true K (the packed K is padded)
+  int lda = 0, ldo = 0;
+  int bits = 4;                       // 4 or 8
+  int group_size = 128;               // 32, 64, 128, or K for per-channel
+  HalfType dtype = HalfType::kFloat16;
+  void* workspace = nullptr;          // mixed_gemm_workspace_bytes(...) bytes, uninitialized
+  size_t workspace_bytes = 0;
+};
+
+// Bytes of workspace a launch of this problem needs (e.g. split-K partial sums); 0 for none.
+// sm_count: the device's multiprocessor count, for choosing the split.
+size_t mixed_gemm_workspace_bytes(int m, int n, int k, int bits, int group_size, int sm_count);
+
+// Launches out = A @ dequant(W)^T (+ bias) on `stream`. Returns the launch error, if any.
+cudaError_t mixed_gemm_launch(MixedGemmParams const& params, cudaStream_t stream);
+
+}  // namespace cute_gemm

@@ -1,0 +1,373 @@
+// cute_gemm::mixed_gemm -- the torch op around the mixed-input (weight-only quantized) GEMM:
+//
+//   out[M, N] = a[M, K] @ dequant(qweight)[N, K]^T (+ bias[N]),  fp16/bf16 a, INT4/INT8 weights,
+//   dequant(W)[n, k] = (q[n, k] - z) * scales[k / G, n],  z = zeros[k / G, n] or 2^(bits-1).
+//
+// The packed format is kernels/mixed/weight_format.hpp (cute_gemm/quant.py packs it). As for
+// gemm_op.cpp: check_mixed_gemm_args() validates everything the kernel relies on and is shared by
+// the CPU and CUDA kernels; the fake kernel is in cute_gemm/ops.py.
+//
+// The CPU kernel is the reference: the weight is unpacked and dequantized with ATen ops (the same
+// arithmetic as cute_gemm.quant.dequantize: (q - z) * s in fp32, exact, rounded once to the
+// activation dtype), then an fp32 matmul, bias in fp32, one rounding. The CUDA kernel calls
+// cute_gemm::mixed_gemm_launch (kernels/mixed/mixed_gemm_launch.hpp) with a workspace tensor.
+//
+// Autograd: gradients flow to `a` (dA = dOut @ dequant(W), in the activation dtype) and `bias`
+// (the column sums of dOut). The quantized weight is frozen: qweight is integer, and scales/zeros
+// that require grad are rejected with an error rather than silently getting no gradient.
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#ifndef CUTE_GEMM_NO_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/mixed/mixed_gemm_launch.hpp"
+#endif
+
+namespace cute_gemm {
+namespace {
+
+constexpr char const* kOp = "cute_gemm.mixed_gemm: ";
+constexpr int64_t kAlignBytes = 16;
+constexpr int64_t kAlignElems = 8;  // 16 bytes of fp16/bf16
+constexpr int64_t kBlockN = 8;      // output channels per packed block
+constexpr int64_t kLanes = 32;
+constexpr int64_t kWords = 4;
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+bool is_half_type(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+int64_t block_k(int64_t bits) { return bits == 4 ? 128 : 64; }
+
+// What check_mixed_gemm_args found.
+struct MixedProblem {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t bits = 4;
+  int64_t group = 0;  // the effective group size: group_size, or K for per-channel
+  int64_t lda = 0;
+  bool runs_kernel = false;  // false when M or N is 0: the result is empty
+};
+
+void check_aligned(at::Tensor const& t, char const* name) {
+  auto const addr = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  TORCH_CHECK(addr % kAlignBytes == 0, kOp, name, " must start at a 16-byte aligned address; ",
+              "got data_ptr % 16 == ", addr % kAlignBytes,
+              " (a view starting at an element offset?); pass an aligned copy, e.g. ", name,
+              ".clone()");
+}
+
+void check_int32(int64_t v, char const* what) {
+  TORCH_CHECK(v <= std::numeric_limits<int32_t>::max(), kOp, what, " must fit in int32; got ", v);
+}
+
+void check_same_device(at::Tensor const& t, char const* name, at::Tensor const& a) {
+  TORCH_CHECK(t.device() == a.device(), kOp, name, " must be on the same device as a (",
+              a.device(), "); got ", t.device());
+}
+
+// scales / zeros: [K/G, N] in a's dtype, contiguous.
+void check_group_tensor(at::Tensor const& t, char const* name, at::Tensor const& a,
+                        MixedProblem const& p) {
+  TORCH_CHECK(t.scalar_type() == a.scalar_type(), kOp, name, " must have the same dtype as a (",
+              dtype_name(a.scalar_type()), "); got ", dtype_name(t.scalar_type()));
+  TORCH_CHECK(t.dim() == 2 && t.size(0) == p.k / p.group && t.size(1) == p.n, kOp, name,
+              " must have shape [K/G, N] = [", p.k / p.group, ", ", p.n, "] (K=", p.k, ", G=",
+              p.group, ", N=", p.n, " = qweight.size(0) * 8); got ", t.sizes());
+  check_same_device(t, name, a);
+  TORCH_CHECK(t.is_contiguous(), kOp, name, " must be contiguous; got strides ", t.strides(),
+              " for shape ", t.sizes(), "; call ", name, ".contiguous()");
+}
+
+// Every check of the op, shared by all backends. Throws (TORCH_CHECK -> RuntimeError in Python)
+// with a message that names the argument, what was expected and what came.
+MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweight,
+                                   at::Tensor const& scales,
+                                   std::optional<at::Tensor> const& zeros, int64_t bits,
+                                   int64_t group_size, int64_t k,
+                                   std::optional<at::Tensor> const& bias) {
+  TORCH_CHECK(a.dim() == 2, kOp, "a must be a 2-D tensor [M, K]; got ", a.dim(), "-D with shape ",
+              a.sizes());
+  TORCH_CHECK(is_half_type(a.scalar_type()), kOp,
+              "a must have dtype torch.float16 or torch.bfloat16; got ",
+              dtype_name(a.scalar_type()));
+  TORCH_CHECK(bits == 4 || bits == 8, kOp, "bits must be 4 or 8; got bits=", bits);
+  TORCH_CHECK(group_size == 32 || group_size == 64 || group_size == 128 || group_size == -1, kOp,
+              "group_size must be 32, 64, 128 or -1 (per-channel); got group_size=", group_size);
+  TORCH_CHECK(a.size(1) == k, kOp, "k must equal a.size(1) (K, the unpadded reduction size); got ",
+              "k=", k, " and a of shape ", a.sizes());
+  TORCH_CHECK(k >= 1, kOp, "K must be >= 1; got K=", k);
+  if (group_size == -1) {
+    TORCH_CHECK(k % 32 == 0, kOp, "K must be a multiple of 32 for per-channel quantization ",
+                "(group_size=-1); got K=", k);
+  } else {
+    TORCH_CHECK(k % group_size == 0, kOp, "K must be a multiple of group_size; got K=", k,
+                ", group_size=", group_size);
+  }
+
+  MixedProblem p;
+  p.m = a.size(0);
+  p.k = k;
+  p.bits = bits;
+  p.group = group_size == -1 ? k : group_size;
+  int64_t const bk = block_k(bits);
+  int64_t const kb = (k + bk - 1) / bk;
+
+  TORCH_CHECK(qweight.scalar_type() == at::kInt, kOp,
+              "qweight must have dtype torch.int32 (the packed weight); got ",
+              dtype_name(qweight.scalar_type()));
+  TORCH_CHECK(qweight.dim() == 4 && qweight.size(1) == kb && qweight.size(2) == kLanes &&
+                  qweight.size(3) == kWords,
+              kOp, "qweight must have shape [N/8, ceil(K/", bk, "), 32, 4] = [N/8, ", kb,
+              ", 32, 4] for bits=", bits, " and K=", k, "; got ", qweight.sizes());
+  check_same_device(qweight, "qweight", a);
+  TORCH_CHECK(qweight.is_contiguous(), kOp, "qweight must be contiguous; got strides ",
+              qweight.strides(), " for shape ", qweight.sizes());
+  p.n = qweight.size(0) * kBlockN;
+
+  check_group_tensor(scales, "scales", a, p);
+  if (zeros.has_value()) check_group_tensor(*zeros, "zeros", a, p);
+
+  if (bias.has_value()) {
+    at::Tensor const& c = *bias;
+    TORCH_CHECK(c.dim() == 1 && c.size(0) == p.n, kOp, "bias must be a 1-D tensor of size N=", p.n,
+                " (qweight.size(0) * 8); got shape ", c.sizes());
+    TORCH_CHECK(c.scalar_type() == a.scalar_type(), kOp, "bias must have the same dtype as a (",
+                dtype_name(a.scalar_type()), "); got ", dtype_name(c.scalar_type()));
+    check_same_device(c, "bias", a);
+  }
+
+  p.runs_kernel = p.m > 0 && p.n > 0;
+  if (!p.runs_kernel) return p;
+
+  // The row layout the kernel needs (as for cute_gemm.gemm).
+  TORCH_CHECK(a.stride(1) == 1, kOp, "a must have contiguous rows (a.stride(1) == 1); got ",
+              "strides ", a.strides(), " for shape ", a.sizes(),
+              " (a transposed view?); call a.contiguous()");
+  p.lda = p.m == 1 ? k : a.stride(0);  // a single row's leading stride is never used
+  TORCH_CHECK(p.lda >= k && p.lda % kAlignElems == 0, kOp,
+              "a's leading stride (a.stride(0)) must be >= K and a multiple of ", kAlignElems,
+              " elements (16 bytes); got a.stride(0)=", p.lda, " with K=", k,
+              "; call a.contiguous()");
+  check_aligned(a, "a");
+  check_aligned(qweight, "qweight");
+  check_aligned(scales, "scales");
+  if (zeros.has_value()) check_aligned(*zeros, "zeros");
+  if (bias.has_value()) {
+    TORCH_CHECK(bias->stride(0) == 1, kOp, "bias must be contiguous (bias.stride(0) == 1); got ",
+                "bias.stride(0)=", bias->stride(0), "; call bias.contiguous()");
+    check_aligned(*bias, "bias");
+  }
+  check_int32(p.m, "M (a.size(0))");
+  check_int32(p.n, "N (qweight.size(0) * 8)");
+  check_int32(p.k, "K");
+  check_int32(p.lda, "a.stride(0)");
+  return p;
+}
+
+// q[N, K] (int32) from the packed tensor: the inverse of cute_gemm.quant.pack_weight. Inside a
+// packed block, lane l = 4 g + t holds row n = g, and (fastest first)
+//   INT4: k = e + 2 t + 8 h + 16 s + 32 w, nibble i = h + 2 s + 4 e of word w
+//   INT8: k = e + 2 t + 8 h + 16 w,        byte   i = h + 2 e     of word w
+// N is handled as a SymInt: the backward also runs on fake tensors under torch.compile's
+// dynamic shapes (K, bits and the group size are plain ints of the schema).
+at::Tensor unpack_q(at::Tensor const& qweight, int64_t bits, int64_t k) {
+  c10::SymInt const nb = qweight.sym_size(0);
+  int64_t const bk = block_k(bits), kb = (k + bk - 1) / bk;
+  at::Tensor const shifts = at::arange(0, 32, bits, qweight.options());
+  // Arithmetic shifts of negative words bring in ones from the left; the mask removes them.
+  at::Tensor const fields = at::bitwise_and(
+      at::bitwise_right_shift(qweight.unsqueeze(-1), shifts), (int64_t{1} << bits) - 1);
+  at::Tensor q;
+  if (bits == 4) {  // [nb, kb, g, t, w, e, s, h] -> [nb, g, kb, w, s, h, t, e]
+    std::vector<c10::SymInt> const shape = {nb, kb, kBlockN, 4, 4, 2, 2, 2};
+    q = fields.view_symint(shape).permute({0, 2, 1, 4, 6, 7, 3, 5});
+  } else {  // [nb, kb, g, t, w, e, h] -> [nb, g, kb, w, h, t, e]
+    std::vector<c10::SymInt> const shape = {nb, kb, kBlockN, 4, 4, 2, 2};
+    q = fields.view_symint(shape).permute({0, 2, 1, 4, 6, 3, 5});
+  }
+  std::vector<c10::SymInt> const rows = {nb * kBlockN, kb * bk};
+  return q.reshape_symint(rows).narrow(1, 0, k);
+}
+
+// dequant(W)[N, K] in `dtype`: (q - z) * s in fp32 (exact), rounded once.
+at::Tensor dequantize_weight(at::Tensor const& qweight, at::Tensor const& scales,
+                             std::optional<at::Tensor> const& zeros, int64_t bits, int64_t group,
+                             int64_t k, at::ScalarType dtype) {
+  c10::SymInt const n = qweight.sym_size(0) * kBlockN;
+  std::vector<c10::SymInt> const grouped = {n, k / group, group};
+  at::Tensor const q = unpack_q(qweight, bits, k).to(at::kFloat).view_symint(grouped);
+  at::Tensor const s = scales.to(at::kFloat).t().unsqueeze(-1);
+  at::Tensor w;
+  if (zeros.has_value()) {
+    w = (q - zeros->to(at::kFloat).t().unsqueeze(-1)) * s;
+  } else {
+    w = (q - static_cast<double>(int64_t{1} << (bits - 1))) * s;
+  }
+  std::vector<c10::SymInt> const full = {n, k};
+  return w.reshape_symint(full).to(dtype);
+}
+
+// CPU: the reference.
+at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
+                          std::optional<at::Tensor> const& zeros, int64_t bits,
+                          int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias) {
+  MixedProblem const p =
+      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias);
+  if (!p.runs_kernel) return at::empty({p.m, p.n}, a.options());
+  at::Tensor const w =
+      dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
+  at::Tensor acc = at::matmul(a.to(at::kFloat), w.to(at::kFloat).t());
+  if (bias.has_value()) acc.add_(bias->to(at::kFloat));
+  return acc.to(a.scalar_type());
+}
+
+#ifndef CUTE_GEMM_NO_CUDA
+int sm_count(int device) {
+  int count = 0;
+  cudaError_t const err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  TORCH_CHECK(err == cudaSuccess, kOp, "cudaDeviceGetAttribute failed: ", cudaGetErrorString(err));
+  return count;
+}
+
+at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
+                           at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
+                           int64_t bits, int64_t group_size, int64_t k,
+                           std::optional<at::Tensor> const& bias) {
+  MixedProblem const p =
+      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias);
+  c10::cuda::CUDAGuard const device_guard(a.device());
+  if (!p.runs_kernel) return at::empty({p.m, p.n}, a.options());
+
+  at::Tensor out = at::empty({p.m, p.n}, a.options());
+
+  MixedGemmParams params;
+  params.a = a.data_ptr();
+  params.qweight = qweight.data_ptr<int32_t>();
+  params.scales = scales.data_ptr();
+  params.zeros = zeros.has_value() ? zeros->data_ptr() : nullptr;
+  params.bias = bias.has_value() ? bias->data_ptr() : nullptr;
+  params.out = out.data_ptr();
+  params.m = static_cast<int>(p.m);
+  params.n = static_cast<int>(p.n);
+  params.k = static_cast<int>(p.k);
+  params.lda = static_cast<int>(p.lda);
+  params.ldo = static_cast<int>(p.n);
+  params.bits = static_cast<int>(p.bits);
+  params.group_size = static_cast<int>(p.group);  // K for per-channel
+  params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
+
+  // Split-K partial sums and the like: a caching-allocator buffer on the current stream, never
+  // cudaMalloc, so the call stays capturable in CUDA graphs. Uninitialized.
+  size_t const ws_bytes = mixed_gemm_workspace_bytes(params.m, params.n, params.k, params.bits,
+                                                     params.group_size,
+                                                     sm_count(a.get_device()));
+  at::Tensor workspace;
+  if (ws_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(ws_bytes)}, a.options().dtype(at::kByte));
+    params.workspace = workspace.data_ptr();
+    params.workspace_bytes = ws_bytes;
+  }
+
+  cudaError_t const err = mixed_gemm_launch(params, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+#endif  // CUTE_GEMM_NO_CUDA
+
+// Autograd: forward redispatches below the autograd key; backward in the activation dtype:
+//   dA = dOut @ dequant(W)   [M, N] @ [N, K]        dbias = sum_m dOut
+class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor const& a,
+                            at::Tensor const& qweight, at::Tensor const& scales,
+                            std::optional<at::Tensor> const& zeros, int64_t bits,
+                            int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("cute_gemm::mixed_gemm", "")
+                         .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
+                                           std::optional<at::Tensor> const&, int64_t, int64_t,
+                                           int64_t, std::optional<at::Tensor> const&)>();
+    ctx->saved_data["has_zeros"] = zeros.has_value();
+    ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["bits"] = bits;
+    ctx->saved_data["group_size"] = group_size;
+    ctx->saved_data["k"] = k;
+    ctx->save_for_backward({qweight, scales, zeros.has_value() ? *zeros : at::Tensor()});
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto const saved = ctx->get_saved_variables();
+    bool const has_zeros = ctx->saved_data["has_zeros"].toBool();
+    bool const has_bias = ctx->saved_data["has_bias"].toBool();
+    at::Tensor const& grad = grads[0];
+    // needs_input_grad counts tensor inputs only: a, qweight, scales, [zeros], [bias].
+    size_t const bias_edge = has_zeros ? 4 : 3;
+    at::Tensor grad_a, grad_bias;
+    if (ctx->needs_input_grad(0)) {
+      int64_t const bits = ctx->saved_data["bits"].toInt();
+      int64_t const k = ctx->saved_data["k"].toInt();
+      int64_t const group_size = ctx->saved_data["group_size"].toInt();
+      std::optional<at::Tensor> zeros;
+      if (has_zeros) zeros = saved[2];
+      at::Tensor const w = dequantize_weight(saved[0], saved[1], zeros, bits,
+                                             group_size == -1 ? k : group_size, k,
+                                             grad.scalar_type());
+      grad_a = at::matmul(grad, w);
+    }
+    if (has_bias && ctx->needs_input_grad(bias_edge)) grad_bias = grad.sum(0);
+    // One entry per forward argument: a, qweight, scales, zeros, bits, group_size, k, bias.
+    return {grad_a, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), grad_bias};
+  }
+};
+
+at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
+                               at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
+                               int64_t bits, int64_t group_size, int64_t k,
+                               std::optional<at::Tensor> const& bias) {
+  if (at::GradMode::is_enabled()) {
+    TORCH_CHECK(!scales.requires_grad() && !(zeros.has_value() && zeros->requires_grad()), kOp,
+                "gradients w.r.t. scales/zeros are not supported (the quantized weight is ",
+                "frozen; gradients flow to a and bias only); pass scales.detach() / ",
+                "zeros.detach()");
+  }
+  return MixedGemmFunction::apply(a, qweight, scales, zeros, bits, group_size, k, bias);
+}
+
+}  // namespace
+}  // namespace cute_gemm
+
+TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
+  m.impl("mixed_gemm", &cute_gemm::mixed_gemm_autograd);
+}
+
+TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) { m.impl("mixed_gemm", &cute_gemm::mixed_gemm_cpu); }
+
+#ifndef CUTE_GEMM_NO_CUDA
+TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) { m.impl("mixed_gemm", &cute_gemm::mixed_gemm_cuda); }
+#endif

@@ -1,0 +1,512 @@
+"""Weight-only quantization for the mixed-input GEMM: quantize, pack, unpack, dequantize.
+
+A weight ``W[N, K]`` (``nn.Linear`` layout) is quantized per group of ``G`` consecutive elements
+along K (``G`` in 32, 64, 128; ``-1`` means one group per output channel, ``G = K``) to integers
+``q`` in ``[0, 2^bits)``, bits 4 or 8, with a scale ``s`` (and, asymmetric only, an integer zero
+point ``z``) per group and column:
+
+    dequantize:  w = (q - z) * s    computed in fp32 (exact), rounded once to the activation dtype
+
+Quantization rules (all arithmetic in fp32; ``s`` is rounded to the scales' dtype *first* and the
+stored value is the one used to compute ``q`` and ``z``, so the stored tensors are consistent):
+
+* symmetric (``zeros`` is ``None``, ``z = 2^(bits-1)``, i.e. 8 or 128):
+  ``s = max|w| / (2^(bits-1) - 1)``, ``q = clamp(round(w / s) + z, 0, 2^bits - 1)``.
+  ``round(w / s)`` lies in ``[-(2^(bits-1) - 1), 2^(bits-1) - 1]`` (-7..7 for INT4), so the grid is
+  symmetric around 0, ``+-max|w|`` map to ``+-(2^(bits-1) - 1)`` and nothing is clipped: every
+  element is within ``s / 2`` of its dequantized value. (``q = 0`` is never produced but is
+  valid.)
+* asymmetric (``zeros`` holds ``z`` as a float value): the range is widened to include 0,
+  ``lo = min(min(w), 0)``, ``hi = max(max(w), 0)``, ``s = (hi - lo) / (2^bits - 1)`` rounded
+  *up* to the scales' dtype, ``z = clamp(round(-lo / s), 0, 2^bits - 1)``,
+  ``q = clamp(round(w / s) + z, 0, 2^bits - 1)``. Including 0 keeps ``z`` inside ``[0, 2^bits)``
+  (a group of all-positive weights would otherwise need a negative zero point) and makes 0
+  exactly representable; rounding ``s`` up keeps the ``2^bits - 1`` steps wide enough for the
+  range, so the clamp never costs more than half a step: the error is ``<= s / 2``.
+* an all-zero group gets ``s = 0`` (``q = z``), which dequantizes to exact zeros, never NaN.
+  ``round`` is round-half-to-even (``torch.round``).
+
+The packed format (``pack_weight``) is the one the CUDA kernel reads; its authoritative
+description is ``csrc/kernels/mixed/weight_format.hpp``. ``packed_layout`` and
+``packed_tv_layout`` describe it as ``cute_gemm.layout.Layout`` objects for pictures
+(``cute_gemm.layout.to_svg`` / ``to_svg_tv``).
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "QuantizedWeight",
+    "quantize",
+    "dequantize",
+    "pack_weight",
+    "unpack_weight",
+    "packed_layout",
+    "packed_tv_layout",
+    "packed_shape",
+]
+
+SUPPORTED_BITS = (4, 8)
+SUPPORTED_GROUP_SIZES = (32, 64, 128, -1)
+BLOCK_N = 8  # output channels per packed block (the mma's n8)
+LANES = 32
+WORDS_PER_LANE = 4
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def block_k(bits):
+    """K per packed block: 128 for INT4 (8 k16 steps), 64 for INT8 (4 k16 steps)."""
+    return 128 if bits == 4 else 64
+
+
+def _check_bits(bits, where):
+    if isinstance(bits, bool) or bits not in SUPPORTED_BITS:
+        raise ValueError(f"{where}: bits must be 4 or 8; got bits={bits!r}")
+
+
+def _check_group_size(group_size, where):
+    if isinstance(group_size, bool) or group_size not in SUPPORTED_GROUP_SIZES:
+        raise ValueError(f"{where}: group_size must be one of 32, 64, 128 or -1 (per-channel); "
+                         f"got group_size={group_size!r}")
+
+
+def _check_k(k, group_size, where):
+    """K >= 1, K % G == 0 (per-channel: K % 32 == 0). Returns the effective group size G."""
+    if k < 1:
+        raise ValueError(f"{where}: K must be >= 1; got K={k}")
+    if group_size == -1:
+        if k % 32 != 0:
+            raise ValueError(f"{where}: K must be a multiple of 32 for per-channel quantization "
+                             f"(group_size=-1); got K={k}")
+        return k
+    if k % group_size != 0:
+        raise ValueError(f"{where}: K must be a multiple of group_size; got K={k}, "
+                         f"group_size={group_size} (K % group_size = {k % group_size})")
+    return group_size
+
+
+def _check_n(n, where):
+    if n % BLOCK_N != 0:
+        raise ValueError(f"{where}: N (the number of output channels, weight.shape[0]) must be a "
+                         f"multiple of {BLOCK_N}; got N={n}")
+
+
+def packed_shape(n, k, bits):
+    """Shape of the packed int32 tensor for an ``[n, k]`` weight: ``(n/8, ceil(k/bk), 32, 4)``."""
+    bk = block_k(bits)
+    return (n // BLOCK_N, -(-k // bk), LANES, WORDS_PER_LANE)
+
+
+# --------------------------------------------------------------------------------- packing
+#
+# Inside one (8 x bk) block, element (n, k) of the weight is lane l = 4 g + t, g = n, of the warp;
+# k decomposes (fastest first) as
+#   INT4: k = e + 2 t + 8 h + 16 s + 32 w     e: x/y half of a register   t: thread in group
+#         h: register r0/r1   s: k16 step 2w+s within word w   w: word (0..3)
+#         nibble i = h + 2 s + 4 e of word w of lane l
+#   INT8: k = e + 2 t + 8 h + 16 w            byte b = h + 2 e of word w of lane l
+# The tensor is [N/8, Kp/bk, 32, 4] int32 with nibble/byte i at bits (4 or 8) * i.
+# Dimension orders used below, as views of the padded q[N, Kp] and of the unpacked fields:
+#   INT4: q as [nb, g, kb, w, s, h, t, e]     fields as [nb, kb, g, t, w, e, s, h]
+#   INT8: q as [nb, g, kb, w, h, t, e]        fields as [nb, kb, g, t, w, e, h]
+
+_Q_TO_FIELDS = {4: (0, 2, 1, 6, 3, 7, 4, 5), 8: (0, 2, 1, 5, 3, 6, 4)}
+_FIELDS_TO_Q = {4: (0, 2, 1, 4, 6, 7, 3, 5), 8: (0, 2, 1, 4, 6, 3, 5)}
+
+
+def _q_view_shape(nb, kb, bits):
+    if bits == 4:
+        return (nb, BLOCK_N, kb, 4, 2, 2, 4, 2)
+    return (nb, BLOCK_N, kb, 4, 2, 4, 2)
+
+
+def _fields_view_shape(nb, kb, bits):
+    if bits == 4:
+        return (nb, kb, BLOCK_N, 4, 4, 2, 2, 2)
+    return (nb, kb, BLOCK_N, 4, 4, 2, 2)
+
+
+def pack_weight(q, bits, pad_value=None):
+    """Packs quantized values ``q[N, K]`` (integers in ``[0, 2^bits)``) into the kernel's format.
+
+    Returns a contiguous int32 tensor on ``q``'s device of shape
+
+        INT4: ``[N/8, Kp/128, 32, 4]``, Kp = K rounded up to 128
+        INT8: ``[N/8, Kp/64, 32, 4]``,  Kp = K rounded up to 64
+
+    walked as n8 block -> k block -> lane -> word. Lane ``l = 4 g + t`` holds column
+    ``n = 8 nb + g``; with ``k0 = kb * bk + 16 j`` the mma B fragment of k16 step ``j`` is
+    ``r0 = (W[n, k0+2t], W[n, k0+2t+1])``, ``r1 = (W[n, k0+2t+8], W[n, k0+2t+9])``.
+
+    * INT4: word ``w`` holds steps ``2w`` and ``2w+1``; nibble ``i`` (bits ``4i..4i+3``) is
+      ``[r0(2w).x, r1(2w).x, r0(2w+1).x, r1(2w+1).x, r0(2w).y, r1(2w).y, r0(2w+1).y,
+      r1(2w+1).y][i]``.
+    * INT8: word ``w`` holds step ``j = w``; byte ``i`` is ``[r0.x, r1.x, r0.y, r1.y][i]``.
+
+    (``x``/``y`` are the low/high halves of a register.) See csrc/kernels/mixed/weight_format.hpp.
+
+    Args:
+        q: ``[N, K]`` integer tensor (uint8, int8, int16, int32 or int64), N a multiple of 8.
+        bits: 4 or 8.
+        pad_value: the value for the padded columns ``K..Kp-1``: an int, or a ``[N]`` integer
+            tensor (one value per row, e.g. each row's last zero point so the padding dequantizes
+            to 0). Default ``2^(bits-1)``, the symmetric zero point.
+    """
+    where = "pack_weight"
+    _check_bits(bits, where)
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"{where}: q must be a torch.Tensor; got {type(q).__name__}")
+    if q.dtype not in _INT_DTYPES:
+        raise ValueError(f"{where}: q must have an integer dtype (torch.uint8, torch.int8, "
+                         f"torch.int16, torch.int32 or torch.int64); got {q.dtype}")
+    if q.dim() != 2:
+        raise ValueError(f"{where}: q must be a 2-D tensor [N, K]; got shape {list(q.shape)}")
+    n, k = q.shape
+    _check_n(n, where)
+    if k < 1:
+        raise ValueError(f"{where}: K must be >= 1; got K={k}")
+    qmax = (1 << bits) - 1
+    if n > 0:
+        lo, hi = int(q.min()), int(q.max())
+        if lo < 0 or hi > qmax:
+            raise ValueError(f"{where}: q must hold values in [0, {qmax}] for bits={bits}; got "
+                             f"values in [{lo}, {hi}]")
+    if pad_value is None:
+        pad_value = 1 << (bits - 1)
+    if isinstance(pad_value, torch.Tensor):
+        if pad_value.shape != (n,):
+            raise ValueError(f"{where}: pad_value must be an int or a [N] tensor (N={n}); got "
+                             f"shape {list(pad_value.shape)}")
+        pad = pad_value.to(device=q.device, dtype=torch.int64).reshape(n, 1)
+        pad_ok = n == 0 or (int(pad.min()) >= 0 and int(pad.max()) <= qmax)
+    else:
+        pad = int(pad_value)
+        pad_ok = 0 <= pad <= qmax
+    if not pad_ok:
+        raise ValueError(f"{where}: pad_value must lie in [0, {qmax}] for bits={bits}")
+
+    bk = block_k(bits)
+    nb, kb = n // BLOCK_N, -(-k // bk)
+    kp = kb * bk
+    full = torch.empty((n, kp), dtype=torch.int64, device=q.device)
+    full[:, :k] = q
+    if kp > k:
+        full[:, k:] = pad
+    fields = full.view(_q_view_shape(nb, kb, bits)).permute(_Q_TO_FIELDS[bits])
+    per_word = 32 // bits
+    fields = fields.reshape(nb, kb, LANES, WORDS_PER_LANE, per_word)
+    shifts = torch.arange(0, 32, bits, dtype=torch.int64, device=q.device)
+    words = (fields << shifts).sum(dim=-1)  # disjoint bit fields: the sum is the OR
+    words = torch.where(words >= (1 << 31), words - (1 << 32), words)  # to two's complement
+    return words.to(torch.int32).contiguous()
+
+
+def unpack_weight(packed, bits, k):
+    """Inverse of ``pack_weight``: the int32 ``[N, k]`` values (the K padding dropped)."""
+    where = "unpack_weight"
+    _check_bits(bits, where)
+    if not isinstance(packed, torch.Tensor):
+        raise TypeError(f"{where}: packed must be a torch.Tensor; got {type(packed).__name__}")
+    if packed.dtype != torch.int32:
+        raise ValueError(f"{where}: packed must have dtype torch.int32; got {packed.dtype}")
+    bk = block_k(bits)
+    if (packed.dim() != 4 or tuple(packed.shape[2:]) != (LANES, WORDS_PER_LANE)
+            or k < 1 or packed.shape[1] != -(-k // bk)):
+        raise ValueError(f"{where}: packed must have shape [N/8, ceil(K/{bk}), 32, 4] for "
+                         f"bits={bits} and K={k} (= [N/8, {-(-k // bk) if k >= 1 else '?'}, 32, "
+                         f"4]); got {list(packed.shape)}")
+    nb, kb = packed.shape[0], packed.shape[1]
+    per_word = 32 // bits
+    shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=packed.device)
+    # Arithmetic shifts of negative words bring in ones from the left; the mask removes them.
+    fields = (packed.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
+    assert fields.shape[-1] == per_word
+    q = fields.view(_fields_view_shape(nb, kb, bits)).permute(_FIELDS_TO_Q[bits])
+    return q.reshape(nb * BLOCK_N, kb * bk)[:, :k].contiguous()
+
+
+def packed_layout(bits, n=None, k=None):
+    """The packed format as a layout from weight coordinates ``(n, k)`` to nibble/byte index.
+
+    Without ``n``/``k``: one ``8 x bk`` block (bk 128 for INT4, 64 for INT8), ``(n, k)`` ->
+    index of the nibble (INT4) or byte (INT8) within the block's 512 bytes:
+
+        INT4: ``(8,(2,4,2,2,4)):(128,(4,32,1,2,8))``   k = e + 2t + 8h + 16s + 32w
+        INT8: ``(8,(2,4,2,4)):(64,(2,16,1,4))``        k = e + 2t + 8h + 16w
+
+    With ``n`` and ``k``: the whole ``[n, Kp]`` padded weight, ``(n, k)`` -> nibble/byte index in
+    the flattened packed tensor; int32 element ``index // (32 // bits)``, field
+    ``index % (32 // bits)`` (bits ``bits * field`` and up). The mapping is affine in the
+    hierarchical coordinates, so it is a single ``Layout``; draw it with
+    ``cute_gemm.layout.to_svg(packed_layout(4))``.
+    """
+    from .layout import Layout
+
+    _check_bits(bits, "packed_layout")
+    if bits == 4:
+        k_shape, k_stride, n_stride = (2, 4, 2, 2, 4), (4, 32, 1, 2, 8), 128
+    else:
+        k_shape, k_stride, n_stride = (2, 4, 2, 4), (2, 16, 1, 4), 64
+    if n is None and k is None:
+        return Layout((BLOCK_N, k_shape), (n_stride, k_stride))
+    if n is None or k is None:
+        raise ValueError("packed_layout: give both n and k, or neither")
+    _check_n(n, "packed_layout")
+    nb, kb, _, _ = packed_shape(n, k, bits)
+    block = BLOCK_N * block_k(bits)  # fields per (nb, kb) block
+    return Layout(((BLOCK_N, max(nb, 1)), (k_shape, kb)),
+                  ((n_stride, kb * block), (k_stride, block)))
+
+
+def packed_tv_layout(bits):
+    """Thread-value layout of one packed block: ``(lane, value)`` -> ``n + 8 k`` in the 8 x bk
+    block, value = ``field + (32 // bits) * word`` (the lane's nibbles/bytes in memory order).
+
+        INT4: ``((4,8),((2,2,2),4)):((16,1),((64,128,8),256))`` over an (8, 128) tile
+        INT8: ``((4,8),((2,2),4)):((16,1),((64,8),128))``       over an (8, 64) tile
+
+    Draw it with ``cute_gemm.layout.to_svg_tv(packed_tv_layout(4), (8, 128))``.
+    """
+    from .layout import Layout
+
+    _check_bits(bits, "packed_tv_layout")
+    lane = ((4, 8), (2 * BLOCK_N, 1))  # t: k = 2t (k stride 8 in n + 8k); g: n
+    if bits == 4:  # nibble i = h + 2s + 4e; word w: k = 32 w
+        value = (((2, 2, 2), 4), ((64, 128, 8), 256))
+    else:  # byte i = h + 2e; word w: k = 16 w
+        value = (((2, 2), 4), ((64, 8), 128))
+    return Layout((lane[0], value[0]), (lane[1], value[1]))
+
+
+# --------------------------------------------------------------------------- quantized weight
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class QuantizedWeight:
+    """A quantized ``[N, K]`` weight in the mixed-input GEMM's format.
+
+    Attributes:
+        packed: int32 ``[N/8, ceil(K/bk), 32, 4]`` (bk = 128 for INT4, 64 for INT8), the kernel's
+            layout (see ``pack_weight``).
+        scales: ``[K/G, N]`` (per-channel: ``[1, N]``) in the activation dtype.
+        zeros: ``None`` (symmetric, zero point ``2^(bits-1)``) or ``[K/G, N]`` in the activation
+            dtype, holding each group's integer zero point.
+        bits: 4 or 8.
+        group_size: 32, 64, 128 or -1 (per-channel), as given to ``quantize``.
+        shape: ``(N, K)`` of the original weight.
+        dtype: the activation dtype (that of ``scales``), torch.float16 or torch.bfloat16.
+    """
+
+    packed: torch.Tensor
+    scales: torch.Tensor
+    zeros: torch.Tensor | None
+    bits: int
+    group_size: int
+    shape: tuple
+
+    def __post_init__(self):
+        where = "QuantizedWeight"
+        if not isinstance(self.shape, (tuple, list, torch.Size)) or len(self.shape) != 2:
+            raise ValueError(f"{where}: shape must be (N, K); got {self.shape!r}")
+        shape = (int(self.shape[0]), int(self.shape[1]))
+        object.__setattr__(self, "shape", shape)
+        n, k = shape
+        _check_bits(self.bits, where)
+        _check_group_size(self.group_size, where)
+        _check_n(n, where)
+        g = _check_k(k, self.group_size, where)
+        for name in ("packed", "scales"):
+            if not isinstance(getattr(self, name), torch.Tensor):
+                raise TypeError(f"{where}: {name} must be a torch.Tensor; got "
+                                f"{type(getattr(self, name)).__name__}")
+        if self.packed.dtype != torch.int32:
+            raise ValueError(f"{where}: packed must have dtype torch.int32; got "
+                             f"{self.packed.dtype}")
+        want = packed_shape(n, k, self.bits)
+        if tuple(self.packed.shape) != want:
+            raise ValueError(f"{where}: packed must have shape {list(want)} for shape (N, K)="
+                             f"{shape} and bits={self.bits}; got {list(self.packed.shape)}")
+        if self.scales.dtype not in _HALF_DTYPES:
+            raise ValueError(f"{where}: scales must have dtype torch.float16 or torch.bfloat16; "
+                             f"got {self.scales.dtype}")
+        groups = (k // g, n)
+        if tuple(self.scales.shape) != groups:
+            raise ValueError(f"{where}: scales must have shape [K/G, N] = {list(groups)} "
+                             f"(G={g}); got {list(self.scales.shape)}")
+        tensors = [self.packed, self.scales]
+        if self.zeros is not None:
+            if not isinstance(self.zeros, torch.Tensor):
+                raise TypeError(f"{where}: zeros must be None or a torch.Tensor; got "
+                                f"{type(self.zeros).__name__}")
+            if self.zeros.dtype != self.scales.dtype or tuple(self.zeros.shape) != groups:
+                raise ValueError(f"{where}: zeros must match scales ({list(groups)}, "
+                                 f"{self.scales.dtype}); got {list(self.zeros.shape)}, "
+                                 f"{self.zeros.dtype}")
+            tensors.append(self.zeros)
+        devices = {t.device for t in tensors}
+        if len(devices) != 1:
+            raise ValueError(f"{where}: packed, scales and zeros must be on one device; got "
+                             f"{sorted(str(d) for d in devices)}")
+
+    @property
+    def dtype(self):
+        """The activation dtype (that of ``scales``)."""
+        return self.scales.dtype
+
+    @property
+    def device(self):
+        return self.packed.device
+
+    @property
+    def symmetric(self):
+        return self.zeros is None
+
+    @property
+    def effective_group_size(self):
+        """G as the kernel sees it: ``group_size``, or K for per-channel."""
+        return self.shape[1] if self.group_size == -1 else self.group_size
+
+    @property
+    def nbytes(self):
+        """Bytes of the packed weight, scales and zero points together."""
+        total = self.packed.nbytes + self.scales.nbytes
+        if self.zeros is not None:
+            total += self.zeros.nbytes
+        return total
+
+    def to(self, device, non_blocking=False):
+        """A copy on ``device`` (the same object when it is already there)."""
+        def move(t):
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
+        packed, scales, zeros = move(self.packed), move(self.scales), move(self.zeros)
+        if packed is self.packed and scales is self.scales and zeros is self.zeros:
+            return self  # Tensor.to returns the tensor itself when nothing changes
+        return QuantizedWeight(packed, scales, zeros, self.bits, self.group_size, self.shape)
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def dequantize(self):
+        """The ``[N, K]`` weight in ``self.dtype``: ``(q - z) * s`` (see ``dequantize``)."""
+        return dequantize(self)
+
+    def __repr__(self):
+        n, k = self.shape
+        group = "per-channel" if self.group_size == -1 else str(self.group_size)
+        return (f"QuantizedWeight(shape=({n}, {k}), bits={self.bits}, group_size={group}, "
+                f"symmetric={self.symmetric}, dtype={self.dtype}, device={self.device}, "
+                f"nbytes={self.nbytes})")
+
+
+# ------------------------------------------------------------------------ quantize / dequantize
+
+
+def _const(value, like):
+    """A 0-dim fp32 tensor on ``like``'s device."""
+    return torch.full((), value, dtype=torch.float32, device=like.device)
+
+
+def _round_up(x, dtype):
+    """Non-negative fp32 ``x`` rounded up to ``dtype`` (fp16/bf16): the nearest value, bumped to
+    the next representable one where rounding went down (positive floats order like their bit
+    patterns, so the bump is +1 on the bits)."""
+    y = x.to(dtype)
+    return (y.view(torch.int16) + (y.float() < x).to(torch.int16)).view(dtype)
+
+
+def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
+    """Quantizes an ``[N, K]`` weight for ``cute_gemm.mixed_gemm``; see the module docstring for
+    the exact rules.
+
+    Args:
+        weight: ``[N, K]`` float tensor (fp16, bf16 or fp32) on CPU or CUDA, ``nn.Linear``
+            layout. N must be a multiple of 8, K a multiple of ``group_size`` (of 32 for
+            per-channel); all values finite.
+        bits: 4 or 8.
+        group_size: 32, 64, 128, or -1 for one group per output channel.
+        symmetric: symmetric (no zero points stored) or asymmetric quantization.
+        dtype: the activation dtype, which the scales/zero points use: torch.float16 or
+            torch.bfloat16. Default: the weight's dtype, or torch.float16 for an fp32 weight.
+
+    Returns:
+        A ``QuantizedWeight`` on the weight's device.
+    """
+    where = "quantize"
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{where}: weight must be a torch.Tensor; got {type(weight).__name__}")
+    if weight.dtype not in _HALF_DTYPES + (torch.float32,):
+        raise ValueError(f"{where}: weight must have dtype torch.float16, torch.bfloat16 or "
+                         f"torch.float32; got {weight.dtype}")
+    if weight.dim() != 2:
+        raise ValueError(f"{where}: weight must be a 2-D tensor [N, K]; got shape "
+                         f"{list(weight.shape)}")
+    _check_bits(bits, where)
+    _check_group_size(group_size, where)
+    if dtype is None:
+        dtype = weight.dtype if weight.dtype in _HALF_DTYPES else torch.float16
+    if dtype not in _HALF_DTYPES:
+        raise ValueError(f"{where}: dtype must be torch.float16 or torch.bfloat16; got {dtype}")
+    n, k = weight.shape
+    _check_n(n, where)
+    g = _check_k(k, group_size, where)
+    finite = torch.isfinite(weight)
+    if not bool(finite.all()):
+        bad = int((~finite).sum())
+        raise ValueError(f"{where}: weight must be finite; got {bad} NaN/inf value(s)")
+
+    qmax = (1 << bits) - 1
+    w = weight.detach().float().reshape(n, k // g, g)
+    # Divisions by a constant go through a tensor divisor: torch's CUDA kernels multiply by the
+    # (inexact) reciprocal of a Python scalar, which would make CUDA and CPU results differ.
+    if symmetric:
+        scale = w.abs().amax(dim=-1) / _const(float((1 << (bits - 1)) - 1), w)
+    else:
+        lo = w.amin(dim=-1).clamp(max=0.0)
+        hi = w.amax(dim=-1).clamp(min=0.0)
+        scale = (hi - lo) / _const(float(qmax), w)
+    if symmetric:
+        scale_stored = scale.to(dtype)
+    else:
+        scale_stored = _round_up(scale, dtype)
+    if not bool(torch.isfinite(scale_stored).all()):
+        raise ValueError(f"{where}: the weight's range overflows the scales' dtype {dtype} "
+                         f"(max |w| = {float(w.abs().max()):.4g}); use dtype=torch.bfloat16 or "
+                         f"rescale the weight")
+    s = scale_stored.float()
+    s_div = torch.where(s == 0, torch.ones_like(s), s)  # all-zero groups: q = z, w = 0
+    if symmetric:
+        z = torch.full_like(s, float(1 << (bits - 1)))
+    else:
+        z = torch.round(-lo / s_div).clamp(0, qmax)
+    q = (torch.round(w / s_div.unsqueeze(-1)) + z.unsqueeze(-1)).clamp(0, qmax)
+    q = q.to(torch.int32).reshape(n, k)
+    # Padding columns get the last group's zero point, so a kernel that reads them (with the last
+    # group's scale) dequantizes them to 0.
+    pad = z[:, -1].to(torch.int64) if n > 0 else None
+    packed = pack_weight(q, bits, pad_value=pad)
+    scales = scale_stored.t().contiguous()
+    zeros = None if symmetric else z.to(dtype).t().contiguous()
+    return QuantizedWeight(packed, scales, zeros, bits, group_size, (n, k))
+
+
+def dequantize(qw):
+    """``[N, K]`` weight of a ``QuantizedWeight``: ``(q - z) * s`` in fp32, rounded once to
+    ``qw.dtype``. (The fp32 product is exact: ``q - z`` has at most 9 bits and ``s`` at most
+    11 significant bits, so this is also what a half-precision ``(q - z) * s`` gives.)"""
+    if not isinstance(qw, QuantizedWeight):
+        raise TypeError(f"dequantize: expected a QuantizedWeight; got {type(qw).__name__}")
+    n, k = qw.shape
+    g = qw.effective_group_size
+    q = unpack_weight(qw.packed, qw.bits, k).float().reshape(n, k // g, g)
+    s = qw.scales.float().t().unsqueeze(-1)
+    if qw.zeros is None:
+        z = float(1 << (qw.bits - 1))
+    else:
+        z = qw.zeros.float().t().unsqueeze(-1)
+    return ((q - z) * s).reshape(n, k).to(qw.dtype)

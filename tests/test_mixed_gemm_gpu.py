@@ -1,0 +1,362 @@
+"""cute_gemm.mixed_gemm and cute_gemm.quant on CUDA: numerics against an fp64 matmul of the
+dequantized weight, exact dequantization, memory safety (poisoned outputs), streams, CUDA graphs,
+torch.compile and determinism.
+
+Every test is marked `gpu`; tests/conftest.py skips them when CUDA is not available.
+"""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import cute_gemm
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float16, torch.bfloat16]
+DTYPE_IDS = ["fp16", "bf16"]
+GROUPS = [32, 64, 128, -1]
+MIXED = torch.ops.cute_gemm.mixed_gemm.default
+
+# Norm-wise relative error bound against the fp64 product of the (exact) dequantized weight:
+# fp32 accumulation leaves essentially only the final rounding.
+REL_ERR = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def _randn(*shape, dtype=torch.float16, seed=0, scale=1.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(*shape, generator=g, device="cuda") * scale).to(dtype)
+
+
+def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
+    # Unit-variance weights, so the products have the magnitude the tolerances assume.
+    return cute_gemm.quantize(_randn(n, k, dtype=dtype, seed=seed), bits, group, symmetric)
+
+
+def _reference(a, qw, bias=None):
+    out = a.double() @ qw.dequantize().double().t()
+    if bias is not None:
+        out += bias.double()
+    return out
+
+
+def _assert_accurate(out, ref, dtype, k):
+    """Norm-wise relative error plus an elementwise bound (rtol one epsilon, atol one epsilon
+    times sqrt(K), the typical size of a sum of K unit-variance products), as in
+    test_gemm_gpu.py."""
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert not out.isnan().any(), "NaN in the output"
+    diff = out.double() - ref
+    rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
+    assert rel < REL_ERR[dtype], f"relative error {rel:.3e} >= {REL_ERR[dtype]:.0e}"
+    eps = torch.finfo(dtype).eps
+    atol = eps * math.sqrt(max(k, 1))
+    bad = diff.abs() > atol + eps * ref.abs()
+    if bad.any():
+        i, j = (int(x) for x in bad.nonzero()[0])
+        pytest.fail(f"{int(bad.sum())} elements out of tolerance, e.g. [{i}, {j}]: "
+                    f"got {out[i, j].item()}, want {ref[i, j].item()} (atol {atol:.2e})")
+
+
+def _run_case(m, n, k, bits, group, symmetric, dtype, with_bias, seed):
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=seed)
+    a = _randn(m, k, dtype=dtype, seed=seed + 1)
+    bias = _randn(n, dtype=dtype, seed=seed + 2) if with_bias else None
+    out = cute_gemm.mixed_gemm(a, qw, bias)
+    _assert_accurate(out, _reference(a, qw, bias), dtype, k)
+    return out
+
+
+# ------------------------------------------------------------------------------------ numerics
+
+CONFIGS = list(itertools.product([4, 8], GROUPS, [True, False], DTYPES))
+
+
+def _config_id(bits, group, symmetric, dtype):
+    g = "pc" if group == -1 else f"g{group}"
+    return f"int{bits}-{g}-{'sym' if symmetric else 'asym'}-{DTYPE_IDS[DTYPES.index(dtype)]}"
+
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype",
+                         [pytest.param(*c, id=_config_id(*c)) for c in CONFIGS])
+def test_configs(bits, group, symmetric, dtype):
+    # Every configuration on a spread of small and awkward shapes; bias on every other one.
+    shapes = itertools.product([1, 2, 7, 16, 33, 64, 255], [(8, 128), (136, 640)])
+    for i, (m, (n, k)) in enumerate(shapes):
+        _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 1,
+                  seed=hash((bits, group, symmetric, m, n, k)) % 100000)
+
+
+MS = [1, 2, 7, 16, 33, 64, 255, 1024]
+NS = [8, 136, 4104]
+KS = [128, 640, 4224]
+
+
+def _shape_cases():
+    # Every (M, N, K) of the sweep, each with a configuration chosen by rotation so all 32 appear.
+    for i, (m, n, k) in enumerate(itertools.product(MS, NS, KS)):
+        bits, group, symmetric, dtype = CONFIGS[(i * 7) % len(CONFIGS)]
+        yield pytest.param(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
+                           id=f"{m}x{n}x{k}-{_config_id(bits, group, symmetric, dtype)}")
+
+
+@pytest.mark.parametrize("m,n,k,bits,group,symmetric,dtype,with_bias", list(_shape_cases()))
+def test_shapes(m, n, k, bits, group, symmetric, dtype, with_bias):
+    _run_case(m, n, k, bits, group, symmetric, dtype, with_bias, seed=m + n + k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("m", [1, 33])
+def test_large_k_padding(m, bits, symmetric, dtype):
+    # K = 10944 = 85.5 * 128: the INT4 packing pads K to 11008; the kernel must not use the pad.
+    _run_case(m, 136, 10944, bits, 64, symmetric, dtype, True, seed=m + bits)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_dequantization_exact(bits, symmetric, dtype):
+    # a = I: each output is one product (q - z) * s rounded to the dtype, times 1, plus exact
+    # zeros, so the kernel's dequantization must agree bit for bit with cute_gemm.dequantize.
+    for n, k, group in [(24, 256, 32), (136, 384, 128), (8, 640, -1), (40, 192, 64)]:
+        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=n + k)
+        eye = torch.eye(k, dtype=dtype, device="cuda")
+        out = cute_gemm.mixed_gemm(eye, qw)
+        assert torch.equal(out.t(), qw.dequantize())
+
+
+def test_matches_cpu_reference():
+    for bits, group, symmetric in [(4, 128, True), (8, 32, False), (4, -1, False)]:
+        qw = _qweight(136, 640, bits, group, symmetric, torch.bfloat16, seed=bits)
+        a = _randn(33, 640, dtype=torch.bfloat16, seed=5)
+        bias = _randn(136, dtype=torch.bfloat16, seed=6)
+        out = cute_gemm.mixed_gemm(a, qw, bias)
+        ref = cute_gemm.mixed_gemm(a.cpu(), qw.to("cpu"), bias.cpu())
+        torch.testing.assert_close(out.cpu(), ref, rtol=1e-2, atol=1e-2 * math.sqrt(640))
+
+
+# ------------------------------------------------------------------------ quantization on CUDA
+
+
+@pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_quantize_on_cuda_matches_cpu(bits, symmetric):
+    w = _randn(136, 4224, dtype=torch.bfloat16, seed=7)
+    qg = cute_gemm.quantize(w, bits, 64, symmetric)
+    qc = cute_gemm.quantize(w.cpu(), bits, 64, symmetric)
+    assert qg.device.type == "cuda" and qg.packed.is_cuda and qg.scales.is_cuda
+    assert torch.equal(qg.packed.cpu(), qc.packed)
+    assert torch.equal(qg.scales.cpu(), qc.scales)
+    if not symmetric:
+        assert torch.equal(qg.zeros.cpu(), qc.zeros)
+    assert torch.equal(qg.dequantize().cpu(), qc.dequantize())
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_pack_unpack_on_cuda(bits):
+    q = torch.randint(0, 1 << bits, (4104, 10944), device="cuda", dtype=torch.int32)
+    packed = cute_gemm.pack_weight(q, bits)
+    assert packed.is_cuda
+    assert torch.equal(packed.cpu(), cute_gemm.pack_weight(q.cpu(), bits))
+    assert torch.equal(cute_gemm.unpack_weight(packed, bits, 10944), q)
+
+
+def test_quantized_weight_to_cuda_and_back():
+    qw = cute_gemm.quantize(_randn(24, 256, seed=8).cpu(), 4, 32, symmetric=False)
+    qg = qw.to("cuda")
+    assert qg.device.type == "cuda" and qg.zeros.is_cuda and qg.to("cuda") is qg
+    back = qg.cpu()
+    assert torch.equal(back.packed, qw.packed) and torch.equal(back.zeros, qw.zeros)
+
+
+# ------------------------------------------------------------------------------- memory safety
+
+
+def _poison_allocator(*numels, dtype):
+    """Leave NaN-filled blocks of the given sizes in torch's caching allocator; return pointers.
+    The op's output then starts out as NaN wherever the kernel fails to write (see
+    test_gemm_gpu.py)."""
+    blocks = [torch.full((n,), float("nan"), dtype=dtype, device="cuda") for n in numels]
+    ptrs = [t.data_ptr() for t in blocks]
+    del blocks
+    return ptrs
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m,n,k,bits", [(1, 8, 128, 4), (7, 136, 640, 8), (33, 4104, 4224, 4),
+                                        (255, 136, 10944, 4), (1024, 264, 640, 8),
+                                        (64, 8, 4224, 8)])
+def test_poisoned_output_fully_written(m, n, k, bits, dtype):
+    qw = _qweight(n, k, bits, 64, False, dtype, seed=11)
+    a = _randn(m, k, dtype=dtype, seed=12)
+    bias = _randn(n, dtype=dtype, seed=13)
+    ref = _reference(a, qw, bias)
+    torch.cuda.synchronize()
+    ptrs = _poison_allocator(m * n, dtype=dtype)
+    out = cute_gemm.mixed_gemm(a, qw, bias)
+    assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    _assert_accurate(out, ref, dtype, k)
+
+
+def test_strided_leading_dimension():
+    qw = _qweight(136, 640, 4, 128, True, torch.float16, seed=21)
+    wide = _randn(65, 648, seed=22)
+    for a in (wide[:, :640], wide[:, 8:]):
+        assert a.stride(0) == 648 and not a.is_contiguous()
+        out = cute_gemm.mixed_gemm(a, qw)
+        _assert_accurate(out, _reference(a, qw), torch.float16, 640)
+        assert torch.equal(out, cute_gemm.mixed_gemm(a.contiguous(), qw))
+
+
+def test_different_devices_rejected():
+    qw = _qweight(16, 128, 4, 64, False, torch.float16)
+    a = _randn(4, 128)
+    with pytest.raises(RuntimeError, match=r"qweight must be on the same device as a \(cpu\); "
+                                           r"got cuda:0"):
+        MIXED(a.cpu(), qw.packed, qw.scales, qw.zeros, 4, 64, 128, None)
+    with pytest.raises(RuntimeError, match=r"scales must be on the same device as a \(cuda:0\); "
+                                           r"got cpu"):
+        MIXED(a, qw.packed, qw.scales.cpu(), qw.zeros, 4, 64, 128, None)
+    with pytest.raises(RuntimeError, match=r"zeros must be on the same device as a"):
+        MIXED(a, qw.packed, qw.scales, qw.zeros.cpu(), 4, 64, 128, None)
+    with pytest.raises(RuntimeError, match=r"bias must be on the same device as a \(cuda:0\); "
+                                           r"got cpu"):
+        cute_gemm.mixed_gemm(a, qw, torch.zeros(16, dtype=torch.float16))
+
+
+def test_empty_m():
+    qw = _qweight(24, 128, 4, 64, True, torch.float16)
+    out = cute_gemm.mixed_gemm(_randn(0, 128), qw)
+    assert out.shape == (0, 24) and out.is_cuda
+
+
+# ------------------------------------------------------------------- streams, devices, graphs
+
+
+def test_runs_on_current_stream_without_host_sync():
+    m, n, k = 64, 4104, 4224
+    qw = _qweight(n, k, 4, 128, True, torch.float16, seed=31)
+    a = _randn(m, k, seed=32)
+    a_new = _randn(m, k, seed=33)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
+        a.copy_(a_new)
+        out = cute_gemm.mixed_gemm(a, qw)
+        still_busy = not side.query()
+    side.synchronize()
+    assert still_busy, "the side stream was idle right after the call: did the op sync the host?"
+    _assert_accurate(out, _reference(a_new, qw), torch.float16, k)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_second_device():
+    qw = _qweight(136, 640, 4, 64, False, torch.bfloat16).to("cuda:1")
+    a = _randn(33, 640, dtype=torch.bfloat16).to("cuda:1")
+    with torch.cuda.device(0):
+        out = cute_gemm.mixed_gemm(a, qw)
+    assert out.device == torch.device("cuda:1")
+    _assert_accurate(out, _reference(a, qw), torch.bfloat16, 640)
+
+
+@pytest.mark.parametrize("m", [1, 100])
+def test_cuda_graph_replay_matches_eager(m):
+    n, k = 4104, 4224
+    qw = _qweight(n, k, 4, 128, False, torch.bfloat16, seed=41)
+    a = _randn(m, k, dtype=torch.bfloat16, seed=42)
+    bias = _randn(n, dtype=torch.bfloat16, seed=43)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capture stream, as torch recommends
+        for _ in range(2):
+            cute_gemm.mixed_gemm(a, qw, bias)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = cute_gemm.mixed_gemm(a, qw, bias)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
+    a.copy_(_randn(m, k, dtype=torch.bfloat16, seed=44))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
+    _assert_accurate(out, _reference(a, qw, bias), torch.bfloat16, k)
+
+
+@pytest.mark.parametrize("m", [1, 16, 255])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_repeated_runs_bit_identical(dtype, m):
+    qw = _qweight(4104, 4224, 4, 64, True, dtype, seed=51)
+    a = _randn(m, 4224, dtype=dtype, seed=52)
+    bias = _randn(4104, dtype=dtype, seed=53)
+    first = cute_gemm.mixed_gemm(a, qw, bias)
+    for _ in range(4):
+        assert torch.equal(cute_gemm.mixed_gemm(a, qw, bias), first)
+
+
+# --------------------------------------------------------------- torch.compile, registration
+
+
+@pytest.mark.parametrize("bits,group,symmetric,with_bias,dtype", [
+    (4, 128, True, False, torch.float16), (4, 32, False, True, torch.bfloat16),
+    (8, -1, True, True, torch.float16), (8, 64, False, False, torch.bfloat16)])
+def test_opcheck(bits, group, symmetric, with_bias, dtype):
+    qw = _qweight(136, 640, bits, group, symmetric, dtype, seed=61)
+    a = _randn(33, 640, dtype=dtype, seed=62)
+    bias = _randn(136, dtype=dtype, seed=63) if with_bias else None
+    torch.library.opcheck(MIXED, (a, qw.packed, qw.scales, qw.zeros, bits, group, 640, bias))
+
+
+def test_opcheck_requires_grad():
+    qw = _qweight(24, 128, 4, 32, False, torch.float16, seed=64)
+    a = _randn(7, 128, seed=65).requires_grad_()
+    bias = _randn(24, seed=66).requires_grad_()
+    torch.library.opcheck(MIXED, (a, qw.packed, qw.scales, qw.zeros, 4, 32, 128, bias))
+
+
+def test_backward_on_cuda():
+    qw = _qweight(136, 256, 4, 64, True, torch.bfloat16, seed=67)
+    a = _randn(9, 256, dtype=torch.bfloat16, seed=68).requires_grad_()
+    ref_a = a.detach().clone().requires_grad_()
+    grad = _randn(9, 136, dtype=torch.bfloat16, seed=69)
+    cute_gemm.mixed_gemm(a, qw).backward(grad)
+    torch.nn.functional.linear(ref_a, qw.dequantize()).backward(grad)
+    torch.testing.assert_close(a.grad, ref_a.grad, rtol=2e-2, atol=2e-2)
+
+
+def test_torch_compile_fullgraph():
+    qw = _qweight(264, 640, 4, 128, False, torch.float16, seed=70)
+
+    def f(a, bias):
+        return torch.nn.functional.gelu(cute_gemm.mixed_gemm(a, qw, bias)) + 1
+
+    compiled = torch.compile(f, fullgraph=True)
+    for m in (64, 33):  # a second shape exercises recompilation / dynamic shapes
+        a = _randn(m, 640, seed=71 + m)
+        bias = _randn(264, seed=72 + m)
+        torch.testing.assert_close(compiled(a, bias), f(a, bias), rtol=2e-3, atol=2e-3)
+
+
+def test_torch_compile_with_weight_argument():
+    def f(a, qw):
+        return cute_gemm.mixed_gemm(a, qw) * 2
+
+    compiled = torch.compile(f, fullgraph=True)
+    for bits in (4, 8):
+        qw = _qweight(136, 640, bits, 64, True, torch.bfloat16, seed=73 + bits)
+        a = _randn(3, 5, 640, dtype=torch.bfloat16, seed=74)
+        torch.testing.assert_close(compiled(a, qw), f(a, qw), rtol=0, atol=0)
+
+
+def test_torch_compile_rejects_bad_shapes_at_trace_time():
+    qw = _qweight(16, 128, 4, 64, True, torch.float16)
+    compiled = torch.compile(lambda a, s: MIXED(a, qw.packed, s, None, 4, 64, 128, None),
+                             fullgraph=True)
+    with pytest.raises(Exception, match=r"scales must have shape \[K/G, N\]"):
+        compiled(_randn(4, 128), qw.scales.t().contiguous())
