@@ -5,15 +5,11 @@
 
 namespace cute_gemm {
 
-cudaError_t gemm_f16_128x256x32_s4_w2x4(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_f16_256x128x32_s4_w4x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_f16_128x128x64_s3_w2x2(GemmParams const& p, cudaStream_t stream);
-cudaError_t gemm_f16_128x128x32_s4_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_f16_64x64x32_s3_w2x2(GemmParams const& p, cudaStream_t stream);
-cudaError_t gemm_bf16_128x256x32_s4_w2x4(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_256x128x32_s4_w4x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_128x128x64_s3_w2x2(GemmParams const& p, cudaStream_t stream);
-cudaError_t gemm_bf16_128x128x32_s4_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_64x64x32_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 
 struct GemmInstance {
@@ -24,10 +20,8 @@ struct GemmInstance {
 
 // Largest tiles first.
 inline constexpr GemmInstance kGemmInstances[] = {
-    {128, 256, 32, 4, 2, 4, gemm_f16_128x256x32_s4_w2x4, gemm_bf16_128x256x32_s4_w2x4},
     {256, 128, 32, 4, 4, 2, gemm_f16_256x128x32_s4_w4x2, gemm_bf16_256x128x32_s4_w4x2},
     {128, 128, 64, 3, 2, 2, gemm_f16_128x128x64_s3_w2x2, gemm_bf16_128x128x64_s3_w2x2},
-    {128, 128, 32, 4, 2, 2, gemm_f16_128x128x32_s4_w2x2, gemm_bf16_128x128x32_s4_w2x2},
     {64, 64, 32, 3, 2, 2, gemm_f16_64x64x32_s3_w2x2, gemm_bf16_64x64x32_s3_w2x2}
 };
 
