@@ -6,15 +6,17 @@
 //   - A CTA of 4 warps owns 128 output columns (each warp 4 n8 blocks) and a range of K (split-K
 //     across CTAs fills every SM even when N / 128 is small). Its A tile is shared by the 4 warps
 //     and each A fragment feeds 4 n8 blocks.
-//   - Weights never touch shared memory: each lane loads its own fragments, 16 bytes per n8 block
-//     and k block, straight into registers (evict-first, no L1), kStagesW k blocks ahead.
-//   - Activations go through a cp.async pipeline into swizzled shared memory (rows past M are
-//     zero-filled without reading memory) and reach the MMA through ldmatrix.
+//   - Weights, their scales (and zeros) and the activation tile of each k block travel together
+//     through a kStages-deep cp.async pipeline in shared memory. Weights use an L2 evict-first
+//     policy (read once); in shared memory they keep the packed order, so each lane reads its own
+//     16 bytes per n8 block (conflict-free LDS.128). Deep stages put ~3 x 8 KB of weights in
+//     flight per CTA without spending registers, which is what the weight stream needs.
+//   - Activation rows past M are zero-filled without reading memory and reach the MMA through
+//     ldmatrix from swizzled shared memory.
 //   - Weights are dequantized in registers (dequant.cuh) and consumed by the mma directly.
 //   - Split-K partial sums go to an fp32 workspace; a second kernel adds them in split order
 //     (deterministic), adds the bias and rounds. Without split-K the kernel writes `out` itself.
 
-#include "cute_gemm/arch/ld_global.hpp"
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
 #include "cute_gemm/mma_atom.hpp"
@@ -33,12 +35,13 @@ struct MixedConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlocksPerWarp = 4;                          // n8 blocks per warp
-  static constexpr int kTileN = kWarps * kBlocksPerWarp * kBlockN;  // 128 columns per CTA
+  static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;     // 16
+  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 128 columns per CTA
   static constexpr int kTileM = 16 * MTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8) per packed block
   static constexpr int kKSteps = kBlockK / 16;
-  static constexpr int kStagesA = 3;  // activation tiles in flight (shared memory)
-  static constexpr int kStagesW = 2;  // weight blocks in flight per lane (registers)
+  static constexpr int kStages = 4;
+  static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
 
   // Warp w owns n8 blocks 4w .. 4w+3 of the CTA's 128 columns: natural (atom, warp, repeat) ->
   // (atom, repeat, warp) as in the GEMM.
@@ -56,102 +59,16 @@ struct MixedConfig {
   // (rows, kBlockK, stages), K contiguous; the row's low 3 bits XOR the 16-byte unit.
   using SmemA = decltype(composition(
       Swizzle<3, 3, log2_of(kBlockK) - 3>{},
-      make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}, Int<kStagesA>{}),
+      make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}, Int<kStages>{}),
                   make_stride(Int<kBlockK>{}, _1{}, Int<kTileM * kBlockK>{}))));
-  static constexpr int kSmemBytes = kTileM * kBlockK * kStagesA * 2;
+
+  // Shared memory, per stage: weights [16 blocks][32 lanes][16 B], scales and zeros
+  // [kMaxGroups][128 columns], then the activation buffers of all stages.
+  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 8 KB
+  static constexpr int kScaleElems = kMaxGroups * kTileN;
+  static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kTileM * kBlockK * kStages * 2;
 };
-
-// Per-lane dequantization constants of one group: scale and zero terms for each of the lane's
-// n8 blocks.
-template <class Cfg>
-struct GroupConsts {
-  using D = Dequant<typename Cfg::Element>;
-  using T2 = typename D::T2;
-  T2 s[Cfg::kBlocksPerWarp], zc[Cfg::kBlocksPerWarp], zc16[Cfg::kBlocksPerWarp];
-  float sf[Cfg::kBlocksPerWarp], zf[Cfg::kBlocksPerWarp];
-};
-
-template <class Cfg>
-CG_DEVICE void load_group(GroupConsts<Cfg>& gc, MixedGemmParams const& p, int group,
-                          int const (&col)[Cfg::kBlocksPerWarp]) {
-  using T = typename Cfg::Element;
-  using D = Dequant<T>;
-  T const* scales = static_cast<T const*>(p.scales);
-  T const* zeros = static_cast<T const*>(p.zeros);
-  const float zsym = float(1 << (Cfg::kBits - 1));
-  CG_PRAGMA_UNROLL
-  for (int b = 0; b < Cfg::kBlocksPerWarp; ++b) {
-    const bool ok = col[b] < p.n;
-    const int64_t at = int64_t(group) * p.n + col[b];
-    const float s = ok ? HalfTraits<T>::to_float(scales[at]) : 0.f;
-    const float z = zeros == nullptr ? zsym : (ok ? HalfTraits<T>::to_float(zeros[at]) : 0.f);
-    gc.sf[b] = s;
-    gc.zf[b] = z;
-    gc.s[b] = D::splat(s);
-    if constexpr (Cfg::kBits == 4) {
-      gc.zc[b] = D::int4_zc(z);
-      gc.zc16[b] = D::int4_zc16(z);
-    } else if constexpr (std::is_same<T, __half>::value) {
-      gc.zc[b] = D::int8_zc(z);
-    }
-  }
-}
-
-// The constants of one n8 block under one group.
-template <class Cfg>
-struct BlockConsts {
-  typename Dequant<typename Cfg::Element>::T2 s, zc, zc16;
-  float sf, zf;
-};
-
-// gcs[gi] for block b, with gi known only at run time: selected through static indices so the
-// constants stay in registers (a run-time array index would move gcs to local memory).
-template <class Cfg, int G>
-CG_DEVICE BlockConsts<Cfg> select_consts(GroupConsts<Cfg> const (&gcs)[G], int gi, int b) {
-  BlockConsts<Cfg> r{gcs[0].s[b], gcs[0].zc[b], gcs[0].zc16[b], gcs[0].sf[b], gcs[0].zf[b]};
-  CG_PRAGMA_UNROLL
-  for (int g = 1; g < G; ++g) {
-    if (gi == g) r = BlockConsts<Cfg>{gcs[g].s[b], gcs[g].zc[b], gcs[g].zc16[b], gcs[g].sf[b],
-                                      gcs[g].zf[b]};
-  }
-  return r;
-}
-
-// Dequantizes one lane's 16-byte weight block (n8 block b) into the B fragments frag(_, b, j) of
-// the block's k16 steps j; step j uses group j / steps_per_group of the block.
-template <class Cfg, class Frag, int G>
-CG_DEVICE void dequant_block(uint4 const& w, int b, Frag& frag, GroupConsts<Cfg> const (&gcs)[G],
-                             int steps_per_group) {
-  using T = typename Cfg::Element;
-  using D = Dequant<T>;
-  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-  CG_PRAGMA_UNROLL
-  for (int wi = 0; wi < 4; ++wi) {
-    if constexpr (Cfg::kBits == 4) {
-      // word wi: k16 steps 2wi and 2wi+1, always in one group (groups are >= 32 wide).
-      const BlockConsts<Cfg> c = select_consts(gcs, (2 * wi) / steps_per_group, b);
-      uint32_t r[4];
-      D::int4(words[wi], c.zc, c.zc16, c.s, r);
-      uint32_t* f0 = reinterpret_cast<uint32_t*>(&frag(0, b, 2 * wi));
-      uint32_t* f1 = reinterpret_cast<uint32_t*>(&frag(0, b, 2 * wi + 1));
-      f0[0] = r[0];
-      f0[1] = r[1];
-      f1[0] = r[2];
-      f1[1] = r[3];
-    } else {
-      const BlockConsts<Cfg> c = select_consts(gcs, wi / steps_per_group, b);
-      uint32_t r[2];
-      if constexpr (std::is_same<T, __half>::value) {
-        D::int8(words[wi], c.zc, c.s, r);
-      } else {
-        D::int8_f32(words[wi], c.zf, c.sf, r);
-      }
-      uint32_t* f = reinterpret_cast<uint32_t*>(&frag(0, b, wi));
-      f[0] = r[0];
-      f[1] = r[1];
-    }
-  }
-}
 
 // grid: (ceil(N / 128), ceil(M / kTileM), splits). Split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)).
@@ -159,11 +76,13 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmParams p,
                                                                    int blocks_per_split) {
   using T = typename Cfg::Element;
+  using D = Dequant<T>;
   using Mma = typename Cfg::Mma;
-  constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, SA = Cfg::kStagesA, SW = Cfg::kStagesW;
+  constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
   constexpr int NB = Cfg::kBlocksPerWarp;
   extern __shared__ uint128_t smem_raw[];
-  T* smem = reinterpret_cast<T*>(smem_raw);
+  char* smem = reinterpret_cast<char*>(smem_raw);
+  T* smem_a = reinterpret_cast<T*>(smem + S * Cfg::kStageBytes);
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int m0 = blockIdx.y * BM;
@@ -174,37 +93,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   const int n_kb = kb_end - kb_begin;
   // Per-channel scales are one group of K.
   const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
-  const int groups_per_block = group_size >= BK ? 1 : BK / group_size;
   const int last_group = (p.k + group_size - 1) / group_size - 1;
+  const int groups_per_block = group_size >= BK ? 1 : BK / group_size;
+  const int k_steps_per_group = group_size >= BK ? Cfg::kKSteps : group_size / 16;
 
-  // ---- this lane's weight stream: n8 block nb = n0 / 8 + 4 * warp + b, lane's 16 bytes.
-  const int kb_total = (p.k + BK - 1) / BK;  // packed blocks per n8 block (K padded to BK)
-  int col[NB];
-  uint4 const* wptr[NB];
-  bool wok[NB];
-  CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) {
-    const int nb = n0 / 8 + NB * warp + b;
-    col[b] = nb * 8 + lane / 4;
-    wok[b] = nb * 8 < p.n;
-    wptr[b] = reinterpret_cast<uint4 const*>(p.qweight) +
-              (int64_t(wok[b] ? nb : 0) * kb_total + kb_begin) * 32 + lane;
-  }
+  // ---- global -> shared, one k block per stage
   const uint64_t policy = make_l2_evict_first_policy();
-  uint4 wreg[SW][NB];
-  auto load_w = [&](int i, int slot) {  // the i-th k block of this split into register slot
-    CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) {
-      wreg[slot][b] = (wok[b] && i < n_kb) ? ld_global_stream_v4(wptr[b] + int64_t(i) * 32, policy)
-                                           : make_uint4(0, 0, 0, 0);
-    }
-  };
-
-  // ---- activations: global -> shared (cp.async) -> A fragments (ldmatrix)
+  uint128_t const* qw = reinterpret_cast<uint128_t const*>(p.qweight);
+  T const* scales = static_cast<T const*>(p.scales);
+  T const* zeros = static_cast<T const*>(p.zeros);
   T const* a_ptr = static_cast<T const*>(p.a);
   const auto gA = make_tensor(a_ptr + int64_t(m0) * p.lda + int64_t(kb_begin) * BK,
                               make_layout(make_shape(Int<BM>{}, Int<BK>{}), make_stride(p.lda, _1{})));
-  auto sA = make_tensor(smem, typename Cfg::SmemA{});
+  auto sA = make_tensor(smem_a, typename Cfg::SmemA{});
   const auto g2s = get_thread_copy(typename Cfg::G2S{}, tid);
   const auto tAgA = g2s.partition_S(gA);
   auto tAsA = g2s.partition_D(sA);
@@ -219,11 +120,42 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
     a_row_ok[i] = m0 + r < p.m;
     a_col = c;
   }
-  auto load_a = [&](int i, int stage) {
-    const int k0 = (kb_begin + i) * BK;
-    const bool col_ok = i < n_kb && k0 + a_col < p.k;
+  const int kb_total = k_blocks;  // packed blocks per n8 block (K padded to BK)
+  auto load_stage = [&](int i, int stage) {
+    const bool live = i < n_kb;
+    const int kb = kb_begin + i;
+    char* st = smem + stage * Cfg::kStageBytes;
+    // Weights: 512 chunks of 16 bytes, block c / 32, lane c % 32; coalesced 512-byte runs.
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kBlocksPerCta * 32 / Cfg::kThreads; ++r) {
+      const int c = tid + r * Cfg::kThreads;
+      const int nb = n0 / 8 + c / 32;
+      const bool ok = live && nb * 8 < p.n;
+      uint128_t const* src = qw + (int64_t(ok ? nb : 0) * kb_total + (ok ? kb : 0)) * 32 + c % 32;
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
+          *src, *reinterpret_cast<uint128_t*>(st + c * 16), ok, policy);
+    }
+    // Scales (and zeros): groups_per_block rows of 128 columns, 16 chunks of 8 columns a row.
+    if (tid < groups_per_block * 16) {
+      const int row = tid / 16, chunk = tid % 16;
+      const int group = min((kb * BK) / group_size + row, last_group);
+      const int col = n0 + chunk * 8;
+      const bool ok = live && col < p.n;
+      const int64_t at = ok ? int64_t(group) * p.n + col : 0;
+      T* s_dst = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + row * Cfg::kTileN + chunk * 8;
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
+                                            *reinterpret_cast<uint128_t*>(s_dst), ok);
+      if (zeros != nullptr) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
+                                              *reinterpret_cast<uint128_t*>(s_dst + Cfg::kScaleElems),
+                                              ok);
+      }
+    }
+    // Activations.
+    const int k0 = kb * BK;
+    const bool col_ok = live && k0 + a_col < p.k;
     auto dA = tAsA(_, _, _, stage);
-    copy_if(CpAsync16{}, [&](int r, int) { return a_row_ok[r] && col_ok; },
+    copy_if(CpAsync16{}, [&](int rr, int) { return a_row_ok[rr] && col_ok; },
             make_tensor(tAgA.data() + int64_t(i) * BK, tAgA.layout()), dA);
   };
 
@@ -237,50 +169,73 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   auto tArA = Cfg::CopyA::retile(tCrA);
   const auto tAsA_ld = get_thread_copy(typename Cfg::CopyA{}, tid).partition_S(sA);
 
+  // This lane's columns within the CTA tile: n8 block 4 * warp + b, column lane / 4.
+  int lcol[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) lcol[b] = (NB * warp + b) * 8 + lane / 4;
+  const float zsym = float(1 << (Cfg::kBits - 1));
+
   // ---- prologue
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < SA - 1; ++s) {
-    load_a(s, s);
+  for (int s = 0; s < S - 1; ++s) {
+    load_stage(s, s);
     cp_async_fence();
   }
-  CG_PRAGMA_UNROLL
-  for (int s = 0; s < SW; ++s) load_w(s, s);
 
-  GroupConsts<Cfg> gcs[Cfg::kBits == 4 ? 4 : 2];  // one per group within a block (g >= 32)
-  const int k_steps_per_group = group_size >= BK ? Cfg::kKSteps : group_size / 16;
+  // ---- main loop
+  CG_PRAGMA_NO_UNROLL
+  for (int i = 0; i < n_kb; ++i) {
+    cp_async_wait<S - 2>();
+    __syncthreads();  // stage i % S landed; stage (i - 1) % S is free again
+    const int stage = i % S;
+    load_stage(i + S - 1, (i + S - 1) % S);
+    cp_async_fence();
 
-  // ---- main loop, unrolled by the register stages so weight slots are static
-  for (int it = 0; it < n_kb; it += SW) {
+    char const* st = smem + stage * Cfg::kStageBytes;
+    T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
+    T const* s_zero = s_scale + Cfg::kScaleElems;
+    uint4 w[NB];
     CG_PRAGMA_UNROLL
-    for (int s = 0; s < SW; ++s) {
-      const int i = it + s;
-      if (i < n_kb) {
-        cp_async_wait<SA - 2>();
-        __syncthreads();
-        const int stage = i % SA;
-        // Issue the next activation tile before computing: its stage was read in block i - 1.
-        load_a(i + SA - 1, (i + SA - 1) % SA);
-        cp_async_fence();
-        // Group constants of this block.
-        const int kb = kb_begin + i;
-        CG_PRAGMA_UNROLL
-        for (int g = 0; g < (Cfg::kBits == 4 ? 4 : 2); ++g) {
-          if (g < groups_per_block) {
-            // The padded tail of K (zero activations) reuses the last group's scales.
-            const int group = min((kb * BK) / group_size + g, last_group);
-            load_group<Cfg>(gcs[g], p, group, col);
+    for (int b = 0; b < NB; ++b)
+      w[b] = reinterpret_cast<uint4 const*>(st)[(NB * warp + b) * 32 + lane];
+
+    // One packed word per block at a time: INT4 words feed k16 steps 2wi, 2wi+1; INT8 step wi.
+    CG_PRAGMA_UNROLL
+    for (int wi = 0; wi < 4; ++wi) {
+      constexpr int kStepsPerWord = Cfg::kBits == 4 ? 2 : 1;
+      const int grow = (wi * kStepsPerWord) / k_steps_per_group;
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) {
+        const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
+        const float sf = HalfTraits<T>::to_float(s_scale[grow * Cfg::kTileN + lcol[b]]);
+        const float zf = zeros != nullptr
+                             ? HalfTraits<T>::to_float(s_zero[grow * Cfg::kTileN + lcol[b]])
+                             : zsym;
+        if constexpr (Cfg::kBits == 4) {
+          uint32_t r[4];
+          D::int4(word, D::int4_zc(zf), D::int4_zc16(zf), D::splat(sf), r);
+          uint32_t* f0 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi));
+          uint32_t* f1 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi + 1));
+          f0[0] = r[0];
+          f0[1] = r[1];
+          f1[0] = r[2];
+          f1[1] = r[3];
+        } else {
+          uint32_t r[2];
+          if constexpr (std::is_same<T, __half>::value) {
+            D::int8(word, D::int8_zc(zf), D::splat(sf), r);
+          } else {
+            D::int8_f32(word, zf, sf, r);
           }
+          uint32_t* f = reinterpret_cast<uint32_t*>(&tCrB(0, b, wi));
+          f[0] = r[0];
+          f[1] = r[1];
         }
-        CG_PRAGMA_UNROLL
-        for (int b = 0; b < NB; ++b) {
-          dequant_block<Cfg>(wreg[s][b], b, tCrB, gcs, k_steps_per_group);
-        }
-        load_w(i + SW, s);  // refill this slot SW blocks ahead
-        CG_PRAGMA_UNROLL
-        for (int j = 0; j < Cfg::kKSteps; ++j) {
-          copy_ldsm(LdsmA_x4{}, tAsA_ld(_, _, _, stage), tArA, j);
-          gemm(Mma{}, tCrC, tCrA, tCrB, j);
-        }
+      }
+      CG_PRAGMA_UNROLL
+      for (int j = wi * kStepsPerWord; j < (wi + 1) * kStepsPerWord; ++j) {
+        copy_ldsm(LdsmA_x4{}, tAsA_ld(_, _, _, stage), tArA, j);
+        gemm(Mma{}, tCrC, tCrA, tCrB, j);
       }
     }
   }
