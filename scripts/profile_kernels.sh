@@ -22,5 +22,23 @@ PY
   --section MemoryWorkloadAnalysis_Tables \
   python3 /tmp/cute_gemm_profile.py >"$OUTDIR/ncu_gemm.txt" 2>&1
 echo "ncu rc=$? (report: $OUTDIR/ncu_gemm.txt)"
+cat >/tmp/cute_gemm_profile_mixed.py <<'PY'
+import torch, cute_gemm
+torch.manual_seed(0)
+w = torch.randn(8192, 8192, device="cuda", dtype=torch.float16) * 0.02
+qw = cute_gemm.quantize(w, bits=4, group_size=128)
+a = torch.randn(1, 8192, device="cuda", dtype=torch.float16)
+for _ in range(3):
+    cute_gemm.mixed_gemm(a, qw)
+torch.cuda.synchronize()
+PY
+"$NCU" --clock-control none -k regex:mixed_gemm_kernel -s 2 -c 1 \
+  --section SpeedOfLight --section WarpStateStats --section Occupancy --section InstructionStats \
+  --section SchedulerStats \
+  python3 /tmp/cute_gemm_profile_mixed.py >"$OUTDIR/ncu_mixed.txt" 2>&1
+echo "ncu mixed rc=$?"
 grep -E "Compute \(SM\) Throughput|Memory Throughput|Duration|Achieved Occupancy|Stall|Warp Cycles|Bank" \
   "$OUTDIR/ncu_gemm.txt" | head -40
+echo "== mixed (M=1, 8192x8192 INT4 g128)"
+grep -E "Throughput|Duration|Occupancy|Stall|Warp Cycles|Issue|Executed Ipc|Eligible|Active Warps" \
+  "$OUTDIR/ncu_mixed.txt" | head -40

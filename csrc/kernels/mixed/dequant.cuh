@@ -35,17 +35,17 @@ struct Dequant<__half> {
   CG_DEVICE static T2 splat(float v) { return __float2half2_rn(v); }
 
   // One INT4 word -> the four registers r0(2w), r1(2w), r0(2w+1), r1(2w+1).
-  // zc = 1024 + z (both halves), zc16 = 64 + z; s = scale (both halves).
-  CG_DEVICE static void int4(uint32_t w, T2 zc, T2 zc16, T2 s, uint32_t (&out)[4]) {
+  // zc = 1024 + z (both halves), nzc16 = -(64 + z); s = scale (both halves).
+  CG_DEVICE static void int4(uint32_t w, T2 zc, T2 nzc16, T2 s, uint32_t (&out)[4]) {
     const T2 one_16 = __float2half2_rn(1.f / 16.f);
     const uint32_t lo0 = lop3_and_or(w, 0x000F000Fu, 0x64006400u);
     const uint32_t hi0 = lop3_and_or(w, 0x00F000F0u, 0x64006400u);
     const uint32_t lo1 = lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
     const uint32_t hi1 = lop3_and_or(w >> 8, 0x00F000F0u, 0x64006400u);
     out[0] = as_u32(__hmul2(__hsub2(as_t2(lo0), zc), s));
-    out[1] = as_u32(__hmul2(__hfma2(as_t2(hi0), one_16, __hneg2(zc16)), s));
+    out[1] = as_u32(__hmul2(__hfma2(as_t2(hi0), one_16, nzc16), s));
     out[2] = as_u32(__hmul2(__hsub2(as_t2(lo1), zc), s));
-    out[3] = as_u32(__hmul2(__hfma2(as_t2(hi1), one_16, __hneg2(zc16)), s));
+    out[3] = as_u32(__hmul2(__hfma2(as_t2(hi1), one_16, nzc16), s));
   }
   // One INT8 word -> r0, r1 of one k16 step. zc = 1024 + z.
   CG_DEVICE static void int8(uint32_t w, T2 zc, T2 s, uint32_t (&out)[2]) {
@@ -55,7 +55,7 @@ struct Dequant<__half> {
     out[1] = as_u32(__hmul2(__hsub2(as_t2(r1), zc), s));
   }
   CG_DEVICE static T2 int4_zc(float z) { return __float2half2_rn(1024.f + z); }
-  CG_DEVICE static T2 int4_zc16(float z) { return __float2half2_rn(64.f + z); }
+  CG_DEVICE static T2 int4_zc16(float z) { return __float2half2_rn(-(64.f + z)); }
   CG_DEVICE static T2 int8_zc(float z) { return __float2half2_rn(1024.f + z); }
 };
 

@@ -199,21 +199,47 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
     for (int b = 0; b < NB; ++b)
       w[b] = reinterpret_cast<uint4 const*>(st)[(NB * warp + b) * 32 + lane];
 
+    // Dequantization constants of each block for the current group row, recomputed only when the
+    // row changes (never within a k block for groups >= the block: g128 INT4, g64+ INT8).
+    using T2 = typename D::T2;
+    T2 c_s[NB], c_zc[NB], c_zc16[NB];
+    float c_sf[NB], c_zf[NB];
+    auto load_consts = [&](int grow) {
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) {
+        const float sf = HalfTraits<T>::to_float(s_scale[grow * Cfg::kTileN + lcol[b]]);
+        const float zf = zeros != nullptr
+                             ? HalfTraits<T>::to_float(s_zero[grow * Cfg::kTileN + lcol[b]])
+                             : zsym;
+        c_sf[b] = sf;
+        c_zf[b] = zf;
+        c_s[b] = D::splat(sf);
+        if constexpr (Cfg::kBits == 4) {
+          c_zc[b] = D::int4_zc(zf);
+          c_zc16[b] = D::int4_zc16(zf);
+        } else if constexpr (std::is_same<T, __half>::value) {
+          c_zc[b] = D::int8_zc(zf);
+        }
+      }
+    };
+    int cur_grow = 0;
+    load_consts(0);
+
     // One packed word per block at a time: INT4 words feed k16 steps 2wi, 2wi+1; INT8 step wi.
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       constexpr int kStepsPerWord = Cfg::kBits == 4 ? 2 : 1;
       const int grow = (wi * kStepsPerWord) / k_steps_per_group;
+      if (grow != cur_grow) {  // warp-uniform
+        load_consts(grow);
+        cur_grow = grow;
+      }
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
         const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
-        const float sf = HalfTraits<T>::to_float(s_scale[grow * Cfg::kTileN + lcol[b]]);
-        const float zf = zeros != nullptr
-                             ? HalfTraits<T>::to_float(s_zero[grow * Cfg::kTileN + lcol[b]])
-                             : zsym;
         if constexpr (Cfg::kBits == 4) {
           uint32_t r[4];
-          D::int4(word, D::int4_zc(zf), D::int4_zc16(zf), D::splat(sf), r);
+          D::int4(word, c_zc[b], c_zc16[b], c_s[b], r);
           uint32_t* f0 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi));
           uint32_t* f1 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi + 1));
           f0[0] = r[0];
@@ -223,9 +249,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
         } else {
           uint32_t r[2];
           if constexpr (std::is_same<T, __half>::value) {
-            D::int8(word, D::int8_zc(zf), D::splat(sf), r);
+            D::int8(word, c_zc[b], c_s[b], r);
           } else {
-            D::int8_f32(word, zf, sf, r);
+            D::int8_f32(word, c_zf[b], c_sf[b], r);
           }
           uint32_t* f = reinterpret_cast<uint32_t*>(&tCrB(0, b, wi));
           f[0] = r[0];

@@ -1,0 +1,52 @@
+"""Quick look at the mixed kernel's speed (a subset of bench_mixed_gemm.py, for tuning runs)."""
+import torch
+import torch.nn.functional as F
+
+import cute_gemm
+
+
+def time_graph(fn, calls=20, reps=10):
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        fn(0)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fn(i)
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(); g.replay(); e1.record(); torch.cuda.synchronize()
+        ts.append(e0.elapsed_time(e1) * 1e3 / calls)
+    return sorted(ts)[len(ts) // 2]
+
+
+def main():
+    torch.manual_seed(0)
+    print(f"{'K x N':>12} {'M':>5} {'fp16 us':>9} {'int4 us':>9} {'x':>6} {'int8 us':>9} {'x':>6}"
+          f" {'int4 GB/s':>9}")
+    for k, n in [(4096, 4096), (8192, 8192), (8192, 28672), (28672, 8192)]:
+        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
+        q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
+        for m in (1, 16, 64, 256):
+            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            ref = a.float() @ cute_gemm.dequantize(q4[0]).float().t()
+            out = cute_gemm.mixed_gemm(a, q4[0])
+            err = ((out.float() - ref).norm() / ref.norm()).item()
+            t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
+            t4 = time_graph(lambda i: cute_gemm.mixed_gemm(a, q4[i % copies]))
+            t8 = time_graph(lambda i: cute_gemm.mixed_gemm(a, q8[i % copies]))
+            gbs = (n * k / 2 + n * k / 128 * 2) / t4 / 1e3
+            print(f"{k:>5}x{n:<6} {m:>5} {t16:9.2f} {t4:9.2f} {t16 / t4:6.2f} {t8:9.2f} "
+                  f"{t16 / t8:6.2f} {gbs:9.0f}  err {err:.1e}")
+        del ws, q4, q8
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
