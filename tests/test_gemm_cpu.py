@@ -5,10 +5,10 @@ import itertools
 
 import pytest
 import torch
+from helpers import DTYPES
 
 import cute_gemm
 
-DTYPES = [torch.float16, torch.bfloat16]
 GEMM = torch.ops.cute_gemm.gemm.default
 
 

@@ -9,18 +9,14 @@ import math
 
 import pytest
 import torch
+from helpers import (DTYPE_IDS, DTYPES, assert_accurate, call_behind_sleep, capture_graph,
+                     poison_allocator)
 
 import cute_gemm
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [torch.float16, torch.bfloat16]
-DTYPE_IDS = ["fp16", "bf16"]
 GEMM = torch.ops.cute_gemm.gemm.default
-
-# Norm-wise relative error bound: fp32 accumulation leaves essentially only the final rounding
-# (unit roundoff 2^-11 for fp16, 2^-8 for bf16), so these have a few x of headroom.
-REL_ERR = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
 
 def _randn(*shape, dtype=torch.float16, seed=0):
@@ -43,28 +39,6 @@ def _reference(a, b, bias=None):
     return out
 
 
-def _assert_accurate(out, ref, dtype, k):
-    """Norm-wise relative error plus an elementwise bound.
-
-    Elementwise: rtol of one epsilon (one ulp at most) and an atol of one epsilon times sqrt(K),
-    the typical magnitude of a sum of K products of unit-variance values, so entries near zero
-    (cancellation) get the same absolute slack as typical entries.
-    """
-    assert out.dtype == dtype and out.shape == ref.shape
-    assert not out.isnan().any(), "NaN in the output"
-    diff = out.double() - ref
-    rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
-    assert rel < REL_ERR[dtype], f"relative error {rel:.3e} >= {REL_ERR[dtype]:.0e}"
-    eps = torch.finfo(dtype).eps
-    atol = eps * math.sqrt(max(k, 1))
-    bad = diff.abs() > atol + eps * ref.abs()
-    if bad.any():
-        i, j = (int(x) for x in bad.nonzero()[0])
-        pytest.fail(f"{int(bad.sum())} elements out of tolerance, e.g. [{i}, {j}]: "
-                    f"got {out[i, j].item()}, want {ref[i, j].item()} (atol {atol:.2e}, "
-                    f"rtol {eps:.2e})")
-
-
 # ------------------------------------------------------------------------------------ numerics
 
 MS = [1, 7, 33, 128, 1000, 4096]
@@ -85,7 +59,7 @@ def test_matches_reference(m, n, k, dtype, with_bias):
     a, b, bias = _operands(m, n, k, dtype, with_bias, seed=m * 7919 + n * 31 + k)
     out = cute_gemm.gemm(a, b, bias)
     assert out.device == a.device and out.is_contiguous()
-    _assert_accurate(out, _reference(a, b, bias), dtype, k)
+    assert_accurate(out, _reference(a, b, bias), dtype, k)
 
 
 def _config_names():
@@ -111,7 +85,7 @@ def test_each_config_matches_reference(config, dtype, m, n, k):
         assert cute_gemm._C._gemm_config_for(m, n, k) == name
         out = cute_gemm.gemm(a, b, bias)
     assert cute_gemm._C._gemm_get_config() == -1
-    _assert_accurate(out, ref.to(device=out.device, dtype=torch.float64), dtype, k)
+    assert_accurate(out, ref.to(device=out.device, dtype=torch.float64), dtype, k)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -127,20 +101,6 @@ def test_matches_torch_linear(dtype):
 # ------------------------------------------------------------------------------- memory safety
 
 
-def _poison_allocator(*numels, dtype):
-    """Leave NaN-filled blocks of the given sizes in torch's caching allocator; return pointers.
-
-    The op allocates its own output, so a test cannot pre-fill it. Instead: allocate tensors of
-    the sizes the op will allocate, fill them with NaN and free them. The caching allocator keeps
-    the freed blocks and hands them back for the next allocations of the same size on the same
-    stream, so the op's output starts out as NaN wherever the kernel fails to write.
-    """
-    blocks = [torch.full((n,), float("nan"), dtype=dtype, device="cuda") for n in numels]
-    ptrs = [t.data_ptr() for t in blocks]
-    del blocks
-    return ptrs
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("m,n,k", [(1, 8, 8), (7, 136, 24), (33, 264, 136), (1000, 520, 520),
                                    (129, 257, 72), (7, 9, 24)])
@@ -150,11 +110,11 @@ def test_poisoned_output_fully_written(m, n, k, dtype):
     torch.cuda.synchronize()
     # For N % 8 != 0 the op runs the kernel on a padded [M, round_up(N, 8)] buffer: poison both.
     n_padded = (n + 7) // 8 * 8
-    ptrs = _poison_allocator(m * n, m * n_padded, dtype=dtype)
+    ptrs = poison_allocator(m * n, m * n_padded, dtype=dtype)
     out = cute_gemm.gemm(a, b, bias)
     if n % 8 == 0:
         assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-    _assert_accurate(out, ref, dtype, k)
+    assert_accurate(out, ref, dtype, k)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -166,7 +126,7 @@ def test_strided_leading_dimension(dtype):
     for a, b in [(a_wide[:, :k], b_wide[:, :k]), (a_wide[:, 8:], b_wide[:, 8:])]:
         assert a.stride(0) == k + 8 and not a.is_contiguous()
         out = cute_gemm.gemm(a, b)
-        _assert_accurate(out, _reference(a, b), dtype, k)
+        assert_accurate(out, _reference(a, b), dtype, k)
         assert torch.equal(out, cute_gemm.gemm(a.contiguous(), b.contiguous()))
 
 
@@ -210,7 +170,7 @@ def test_offsets_beyond_int32():
     b = _randn(n, k, seed=4)
     out = cute_gemm.gemm(a, b)
     for rows in (slice(0, 16), slice(m - 80, m)):
-        _assert_accurate(out[rows], _reference(a[rows], b), torch.float16, k)
+        assert_accurate(out[rows], _reference(a[rows], b), torch.float16, k)
     del a, out
     torch.cuda.empty_cache()
 
@@ -225,16 +185,9 @@ def test_runs_on_current_stream_without_host_sync():
     m, n, k = 256, 264, 512
     a, b, bias = _operands(m, n, k, torch.float16, True, seed=31)
     a_new = _randn(m, k, seed=32)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
-        a.copy_(a_new)
-        out = cute_gemm.gemm(a, b, bias)
-        still_busy = not side.query()
-    side.synchronize()
+    out, still_busy = call_behind_sleep(lambda: cute_gemm.gemm(a, b, bias), a, a_new)
     assert still_busy, "the side stream was idle right after the call: did the op sync the host?"
-    _assert_accurate(out, _reference(a_new, b, bias), torch.float16, k)
+    assert_accurate(out, _reference(a_new, b, bias), torch.float16, k)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
@@ -243,21 +196,13 @@ def test_second_device():
     with torch.cuda.device(0):
         out = cute_gemm.gemm(a, b, bias)
     assert out.device == torch.device("cuda:1")
-    _assert_accurate(out, _reference(a, b, bias), torch.bfloat16, 72)
+    assert_accurate(out, _reference(a, b, bias), torch.bfloat16, 72)
 
 
 def test_cuda_graph_replay_matches_eager():
     m, n, k = 100, 257, 136
     a, b, bias = _operands(m, n, k, torch.bfloat16, True, seed=41)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up off the capture stream, as torch recommends
-        for _ in range(2):
-            cute_gemm.gemm(a, b, bias)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = cute_gemm.gemm(a, b, bias)
+    graph, out = capture_graph(lambda: cute_gemm.gemm(a, b, bias))
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, cute_gemm.gemm(a, b, bias))
@@ -266,7 +211,7 @@ def test_cuda_graph_replay_matches_eager():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, cute_gemm.gemm(a, b, bias))
-    _assert_accurate(out, _reference(a, b, bias), torch.bfloat16, k)
+    assert_accurate(out, _reference(a, b, bias), torch.bfloat16, k)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)

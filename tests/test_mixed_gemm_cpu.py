@@ -8,12 +8,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import DTYPE_IDS, DTYPES, GROUPS, MIXED_CONFIGS, mixed_config_id
 
 import cute_gemm
 
-DTYPES = [torch.float16, torch.bfloat16]
-DTYPE_IDS = ["fp16", "bf16"]
-GROUPS = [32, 64, 128, -1]
 MIXED = torch.ops.cute_gemm.mixed_gemm.default
 
 
@@ -48,16 +46,8 @@ def _assert_matches_reference(out, a, qw, bias):
 
 # ------------------------------------------------------------------------------------ numerics
 
-CONFIGS = list(itertools.product([4, 8], GROUPS, [True, False], DTYPES))
-
-
-def _config_id(bits, group, symmetric, dtype):
-    g = "pc" if group == -1 else f"g{group}"
-    return f"int{bits}-{g}-{'sym' if symmetric else 'asym'}-{DTYPE_IDS[DTYPES.index(dtype)]}"
-
-
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
-                         [pytest.param(*c, id=_config_id(*c)) for c in CONFIGS])
+                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_matches_matmul_on_dequantized(bits, group, symmetric, dtype):
     # Every (M, N, K) of the sweep for this configuration, fresh random inputs each, bias on for
     # every other shape.

@@ -10,19 +10,14 @@ import math
 
 import pytest
 import torch
+from helpers import (DTYPE_IDS, DTYPES, MIXED_CONFIGS, assert_accurate, call_behind_sleep,
+                     capture_graph, mixed_config_id, poison_allocator)
 
 import cute_gemm
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [torch.float16, torch.bfloat16]
-DTYPE_IDS = ["fp16", "bf16"]
-GROUPS = [32, 64, 128, -1]
 MIXED = torch.ops.cute_gemm.mixed_gemm.default
-
-# Norm-wise relative error bound against the fp64 product of the (exact) dequantized weight:
-# fp32 accumulation leaves essentially only the final rounding.
-REL_ERR = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
 
 def _randn(*shape, dtype=torch.float16, seed=0, scale=1.0):
@@ -42,45 +37,19 @@ def _reference(a, qw, bias=None):
     return out
 
 
-def _assert_accurate(out, ref, dtype, k):
-    """Norm-wise relative error plus an elementwise bound (rtol one epsilon, atol one epsilon
-    times sqrt(K), the typical size of a sum of K unit-variance products), as in
-    test_gemm_gpu.py."""
-    assert out.dtype == dtype and out.shape == ref.shape
-    assert not out.isnan().any(), "NaN in the output"
-    diff = out.double() - ref
-    rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
-    assert rel < REL_ERR[dtype], f"relative error {rel:.3e} >= {REL_ERR[dtype]:.0e}"
-    eps = torch.finfo(dtype).eps
-    atol = eps * math.sqrt(max(k, 1))
-    bad = diff.abs() > atol + eps * ref.abs()
-    if bad.any():
-        i, j = (int(x) for x in bad.nonzero()[0])
-        pytest.fail(f"{int(bad.sum())} elements out of tolerance, e.g. [{i}, {j}]: "
-                    f"got {out[i, j].item()}, want {ref[i, j].item()} (atol {atol:.2e})")
-
-
 def _run_case(m, n, k, bits, group, symmetric, dtype, with_bias, seed):
     qw = _qweight(n, k, bits, group, symmetric, dtype, seed=seed)
     a = _randn(m, k, dtype=dtype, seed=seed + 1)
     bias = _randn(n, dtype=dtype, seed=seed + 2) if with_bias else None
     out = cute_gemm.mixed_gemm(a, qw, bias)
-    _assert_accurate(out, _reference(a, qw, bias), dtype, k)
+    assert_accurate(out, _reference(a, qw, bias), dtype, k)
     return out
 
 
 # ------------------------------------------------------------------------------------ numerics
 
-CONFIGS = list(itertools.product([4, 8], GROUPS, [True, False], DTYPES))
-
-
-def _config_id(bits, group, symmetric, dtype):
-    g = "pc" if group == -1 else f"g{group}"
-    return f"int{bits}-{g}-{'sym' if symmetric else 'asym'}-{DTYPE_IDS[DTYPES.index(dtype)]}"
-
-
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
-                         [pytest.param(*c, id=_config_id(*c)) for c in CONFIGS])
+                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_configs(bits, group, symmetric, dtype):
     # Every configuration on a spread of small and awkward shapes; bias on every other one.
     shapes = itertools.product([1, 2, 7, 16, 33, 64, 255], [(8, 128), (136, 640)])
@@ -97,9 +66,9 @@ KS = [128, 640, 4224]
 def _shape_cases():
     # Every (M, N, K) of the sweep, each with a configuration chosen by rotation so all 32 appear.
     for i, (m, n, k) in enumerate(itertools.product(MS, NS, KS)):
-        bits, group, symmetric, dtype = CONFIGS[(i * 7) % len(CONFIGS)]
+        bits, group, symmetric, dtype = MIXED_CONFIGS[(i * 7) % len(MIXED_CONFIGS)]
         yield pytest.param(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
-                           id=f"{m}x{n}x{k}-{_config_id(bits, group, symmetric, dtype)}")
+                           id=f"{m}x{n}x{k}-{mixed_config_id(bits, group, symmetric, dtype)}")
 
 
 @pytest.mark.parametrize("m,n,k,bits,group,symmetric,dtype,with_bias", list(_shape_cases()))
@@ -176,16 +145,6 @@ def test_quantized_weight_to_cuda_and_back():
 # ------------------------------------------------------------------------------- memory safety
 
 
-def _poison_allocator(*numels, dtype):
-    """Leave NaN-filled blocks of the given sizes in torch's caching allocator; return pointers.
-    The op's output then starts out as NaN wherever the kernel fails to write (see
-    test_gemm_gpu.py)."""
-    blocks = [torch.full((n,), float("nan"), dtype=dtype, device="cuda") for n in numels]
-    ptrs = [t.data_ptr() for t in blocks]
-    del blocks
-    return ptrs
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("m,n,k,bits", [(1, 8, 128, 4), (7, 136, 640, 8), (33, 4104, 4224, 4),
                                         (255, 136, 10944, 4), (1024, 264, 640, 8),
@@ -196,10 +155,10 @@ def test_poisoned_output_fully_written(m, n, k, bits, dtype):
     bias = _randn(n, dtype=dtype, seed=13)
     ref = _reference(a, qw, bias)
     torch.cuda.synchronize()
-    ptrs = _poison_allocator(m * n, dtype=dtype)
+    ptrs = poison_allocator(m * n, dtype=dtype)
     out = cute_gemm.mixed_gemm(a, qw, bias)
     assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-    _assert_accurate(out, ref, dtype, k)
+    assert_accurate(out, ref, dtype, k)
 
 
 def test_strided_leading_dimension():
@@ -208,7 +167,7 @@ def test_strided_leading_dimension():
     for a in (wide[:, :640], wide[:, 8:]):
         assert a.stride(0) == 648 and not a.is_contiguous()
         out = cute_gemm.mixed_gemm(a, qw)
-        _assert_accurate(out, _reference(a, qw), torch.float16, 640)
+        assert_accurate(out, _reference(a, qw), torch.float16, 640)
         assert torch.equal(out, cute_gemm.mixed_gemm(a.contiguous(), qw))
 
 
@@ -242,16 +201,9 @@ def test_runs_on_current_stream_without_host_sync():
     qw = _qweight(n, k, 4, 128, True, torch.float16, seed=31)
     a = _randn(m, k, seed=32)
     a_new = _randn(m, k, seed=33)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
-        a.copy_(a_new)
-        out = cute_gemm.mixed_gemm(a, qw)
-        still_busy = not side.query()
-    side.synchronize()
+    out, still_busy = call_behind_sleep(lambda: cute_gemm.mixed_gemm(a, qw), a, a_new)
     assert still_busy, "the side stream was idle right after the call: did the op sync the host?"
-    _assert_accurate(out, _reference(a_new, qw), torch.float16, k)
+    assert_accurate(out, _reference(a_new, qw), torch.float16, k)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
@@ -261,7 +213,7 @@ def test_second_device():
     with torch.cuda.device(0):
         out = cute_gemm.mixed_gemm(a, qw)
     assert out.device == torch.device("cuda:1")
-    _assert_accurate(out, _reference(a, qw), torch.bfloat16, 640)
+    assert_accurate(out, _reference(a, qw), torch.bfloat16, 640)
 
 
 @pytest.mark.parametrize("m", [1, 100])
@@ -270,15 +222,7 @@ def test_cuda_graph_replay_matches_eager(m):
     qw = _qweight(n, k, 4, 128, False, torch.bfloat16, seed=41)
     a = _randn(m, k, dtype=torch.bfloat16, seed=42)
     bias = _randn(n, dtype=torch.bfloat16, seed=43)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up off the capture stream, as torch recommends
-        for _ in range(2):
-            cute_gemm.mixed_gemm(a, qw, bias)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = cute_gemm.mixed_gemm(a, qw, bias)
+    graph, out = capture_graph(lambda: cute_gemm.mixed_gemm(a, qw, bias))
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
@@ -286,7 +230,7 @@ def test_cuda_graph_replay_matches_eager(m):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
-    _assert_accurate(out, _reference(a, qw, bias), torch.bfloat16, k)
+    assert_accurate(out, _reference(a, qw, bias), torch.bfloat16, k)
 
 
 @pytest.mark.parametrize("m", [1, 16, 255])

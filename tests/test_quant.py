@@ -8,13 +8,11 @@ import re
 
 import pytest
 import torch
+from helpers import DTYPES, GROUPS
 
 import cute_gemm
 from cute_gemm import layout as L
 from cute_gemm.quant import packed_layout, packed_shape, packed_tv_layout
-
-DTYPES = [torch.float16, torch.bfloat16]
-GROUPS = [32, 64, 128, -1]
 
 
 def _gen(seed):

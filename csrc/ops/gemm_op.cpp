@@ -16,9 +16,9 @@
 #include <torch/library.h>
 
 #include <cstdint>
-#include <limits>
 #include <optional>
-#include <string>
+
+#include "ops/op_common.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
 // c10's stream/guard headers, not ATen/cuda/CUDAContext.h: that one pulls in cuBLAS/cuSPARSE
@@ -33,26 +33,7 @@
 namespace cute_gemm {
 namespace {
 
-// 16 bytes = 8 fp16/bf16 elements: the granularity of the kernel's vector loads.
-constexpr int64_t kAlignBytes = 16;
-constexpr int64_t kAlignElems = 8;
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    default: return std::string("torch.") + c10::toString(t);
-  }
-}
-
-bool is_half_type(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
+constexpr char const* kOp = "cute_gemm.gemm: ";
 
 // What check_gemm_args found: the problem size and, when a kernel has to run, the leading
 // strides to hand it.
@@ -64,46 +45,14 @@ struct GemmProblem {
   bool runs_kernel = false;
 };
 
-// The row layout the kernel needs: contiguous rows, a leading stride that is >= K and a multiple
-// of 8 elements, and a 16-byte aligned start. Returns the leading stride to pass to the kernel.
-int64_t check_rows(at::Tensor const& t, char const* name) {
-  int64_t const rows = t.size(0), cols = t.size(1);
-  TORCH_CHECK(t.stride(1) == 1, "cute_gemm.gemm: ", name, " must have contiguous rows (", name,
-              ".stride(1) == 1); got strides ", t.strides(), " for shape ", t.sizes(),
-              " (a transposed view?); call ", name, ".contiguous()");
-  // A single row's leading stride is never used; torch leaves it arbitrary for size-1 dims.
-  int64_t const ld = rows == 1 ? cols : t.stride(0);
-  TORCH_CHECK(ld >= cols && ld % kAlignElems == 0, "cute_gemm.gemm: ", name,
-              "'s leading stride (", name, ".stride(0)) must be >= K and a multiple of ",
-              kAlignElems, " elements (16 bytes); got ", name, ".stride(0)=", ld, " with K=", cols,
-              "; call ", name, ".contiguous()");
-  auto const addr = reinterpret_cast<std::uintptr_t>(t.data_ptr());
-  TORCH_CHECK(addr % kAlignBytes == 0, "cute_gemm.gemm: ", name,
-              " must start at a 16-byte aligned address; got data_ptr % 16 == ",
-              addr % kAlignBytes, " (a view starting at an element offset?); pass an aligned copy,",
-              " e.g. ", name, ".clone()");
-  return ld;
-}
-
-void check_int32(int64_t v, char const* what) {
-  TORCH_CHECK(v <= std::numeric_limits<int32_t>::max(), "cute_gemm.gemm: ", what,
-              " must fit in int32; got ", v);
-}
-
 // Every check of the op, shared by all backends. Throws (TORCH_CHECK -> RuntimeError in Python)
 // with a message that names the argument, what was expected and what came.
 GemmProblem check_gemm_args(at::Tensor const& a, at::Tensor const& b,
                             std::optional<at::Tensor> const& bias) {
-  TORCH_CHECK(a.dim() == 2, "cute_gemm.gemm: a must be a 2-D tensor [M, K]; got ", a.dim(),
-              "-D with shape ", a.sizes());
-  TORCH_CHECK(b.dim() == 2, "cute_gemm.gemm: b must be a 2-D tensor [N, K]; got ", b.dim(),
-              "-D with shape ", b.sizes());
-  TORCH_CHECK(is_half_type(a.scalar_type()),
-              "cute_gemm.gemm: a must have dtype torch.float16 or torch.bfloat16; got ",
-              dtype_name(a.scalar_type()));
-  TORCH_CHECK(b.scalar_type() == a.scalar_type(),
-              "cute_gemm.gemm: b must have the same dtype as a (", dtype_name(a.scalar_type()),
-              "); got ", dtype_name(b.scalar_type()));
+  ops::check_2d(kOp, a, "a", "[M, K]");
+  ops::check_2d(kOp, b, "b", "[N, K]");
+  ops::check_half_dtype(kOp, a, "a");
+  ops::check_same_dtype(kOp, b, "b", a);
   TORCH_CHECK(b.device() == a.device(), "cute_gemm.gemm: a and b must be on the same device; got ",
               "a on ", a.device(), " and b on ", b.device());
 
@@ -114,41 +63,22 @@ GemmProblem check_gemm_args(at::Tensor const& a, at::Tensor const& b,
   TORCH_CHECK(b.size(1) == p.k, "cute_gemm.gemm: b.size(1) must equal a.size(1) (K; a is [M, K], ",
               "b is [N, K] and C = a @ b.T); got a of shape ", a.sizes(), " and b of shape ",
               b.sizes());
-  TORCH_CHECK(p.k % kAlignElems == 0, "cute_gemm.gemm: K must be a multiple of ", kAlignElems,
-              " (16-byte rows); got K=", p.k);
+  TORCH_CHECK(p.k % ops::kAlignElems == 0, "cute_gemm.gemm: K must be a multiple of ",
+              ops::kAlignElems, " (16-byte rows); got K=", p.k);
 
-  if (bias.has_value()) {
-    at::Tensor const& c = *bias;
-    TORCH_CHECK(c.dim() == 1 && c.size(0) == p.n, "cute_gemm.gemm: bias must be a 1-D tensor of ",
-                "size N=", p.n, " (b.size(0)); got shape ", c.sizes());
-    TORCH_CHECK(c.scalar_type() == a.scalar_type(),
-                "cute_gemm.gemm: bias must have the same dtype as a (", dtype_name(a.scalar_type()),
-                "); got ", dtype_name(c.scalar_type()));
-    TORCH_CHECK(c.device() == a.device(), "cute_gemm.gemm: bias must be on the same device as a (",
-                a.device(), "); got ", c.device());
-  }
+  if (bias.has_value()) ops::check_bias(kOp, *bias, a, p.n, "b.size(0)");
 
   p.runs_kernel = p.m > 0 && p.n > 0 && p.k > 0;
   if (!p.runs_kernel) return p;
 
-  p.lda = check_rows(a, "a");
-  p.ldb = check_rows(b, "b");
-  if (bias.has_value()) {
-    at::Tensor const& c = *bias;
-    TORCH_CHECK(c.stride(0) == 1 || p.n == 1, "cute_gemm.gemm: bias must be contiguous ",
-                "(bias.stride(0) == 1); got bias.stride(0)=", c.stride(0),
-                "; call bias.contiguous()");
-    auto const addr = reinterpret_cast<std::uintptr_t>(c.data_ptr());
-    TORCH_CHECK(addr % kAlignBytes == 0, "cute_gemm.gemm: bias must start at a 16-byte aligned ",
-                "address; got data_ptr % 16 == ", addr % kAlignBytes,
-                " (a view starting at an element offset?); pass an aligned copy, e.g. ",
-                "bias.clone()");
-  }
-  check_int32(p.m, "M (a.size(0))");
-  check_int32(p.n, "N (b.size(0))");
-  check_int32(p.k, "K (a.size(1))");
-  check_int32(p.lda, "a.stride(0)");
-  check_int32(p.ldb, "b.stride(0)");
+  p.lda = ops::check_rows(kOp, a, "a");
+  p.ldb = ops::check_rows(kOp, b, "b");
+  if (bias.has_value()) ops::check_bias_layout(kOp, *bias, p.n);
+  ops::check_int32(kOp, p.m, "M (a.size(0))");
+  ops::check_int32(kOp, p.n, "N (b.size(0))");
+  ops::check_int32(kOp, p.k, "K (a.size(1))");
+  ops::check_int32(kOp, p.lda, "a.stride(0)");
+  ops::check_int32(kOp, p.ldb, "b.stride(0)");
   return p;
 }
 

@@ -20,10 +20,10 @@
 #include <torch/library.h>
 
 #include <cstdint>
-#include <limits>
 #include <optional>
-#include <string>
 #include <vector>
+
+#include "ops/op_common.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -36,28 +36,9 @@ namespace cute_gemm {
 namespace {
 
 constexpr char const* kOp = "cute_gemm.mixed_gemm: ";
-constexpr int64_t kAlignBytes = 16;
-constexpr int64_t kAlignElems = 8;  // 16 bytes of fp16/bf16
-constexpr int64_t kBlockN = 8;      // output channels per packed block
+constexpr int64_t kBlockN = 8;  // output channels per packed block
 constexpr int64_t kLanes = 32;
 constexpr int64_t kWords = 4;
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kShort: return "torch.int16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    default: return std::string("torch.") + c10::toString(t);
-  }
-}
-
-bool is_half_type(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
 int64_t block_k(int64_t bits) { return bits == 4 ? 128 : 64; }
 
@@ -70,32 +51,14 @@ struct MixedProblem {
   bool runs_kernel = false;  // false when M or N is 0: the result is empty
 };
 
-void check_aligned(at::Tensor const& t, char const* name) {
-  auto const addr = reinterpret_cast<std::uintptr_t>(t.data_ptr());
-  TORCH_CHECK(addr % kAlignBytes == 0, kOp, name, " must start at a 16-byte aligned address; ",
-              "got data_ptr % 16 == ", addr % kAlignBytes,
-              " (a view starting at an element offset?); pass an aligned copy, e.g. ", name,
-              ".clone()");
-}
-
-void check_int32(int64_t v, char const* what) {
-  TORCH_CHECK(v <= std::numeric_limits<int32_t>::max(), kOp, what, " must fit in int32; got ", v);
-}
-
-void check_same_device(at::Tensor const& t, char const* name, at::Tensor const& a) {
-  TORCH_CHECK(t.device() == a.device(), kOp, name, " must be on the same device as a (",
-              a.device(), "); got ", t.device());
-}
-
 // scales / zeros: [K/G, N] in a's dtype, contiguous.
 void check_group_tensor(at::Tensor const& t, char const* name, at::Tensor const& a,
                         MixedProblem const& p) {
-  TORCH_CHECK(t.scalar_type() == a.scalar_type(), kOp, name, " must have the same dtype as a (",
-              dtype_name(a.scalar_type()), "); got ", dtype_name(t.scalar_type()));
+  ops::check_same_dtype(kOp, t, name, a);
   TORCH_CHECK(t.dim() == 2 && t.size(0) == p.k / p.group && t.size(1) == p.n, kOp, name,
               " must have shape [K/G, N] = [", p.k / p.group, ", ", p.n, "] (K=", p.k, ", G=",
               p.group, ", N=", p.n, " = qweight.size(0) * 8); got ", t.sizes());
-  check_same_device(t, name, a);
+  ops::check_same_device(kOp, t, name, a);
   TORCH_CHECK(t.is_contiguous(), kOp, name, " must be contiguous; got strides ", t.strides(),
               " for shape ", t.sizes(), "; call ", name, ".contiguous()");
 }
@@ -107,11 +70,8 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
                                    std::optional<at::Tensor> const& zeros, int64_t bits,
                                    int64_t group_size, int64_t k,
                                    std::optional<at::Tensor> const& bias) {
-  TORCH_CHECK(a.dim() == 2, kOp, "a must be a 2-D tensor [M, K]; got ", a.dim(), "-D with shape ",
-              a.sizes());
-  TORCH_CHECK(is_half_type(a.scalar_type()), kOp,
-              "a must have dtype torch.float16 or torch.bfloat16; got ",
-              dtype_name(a.scalar_type()));
+  ops::check_2d(kOp, a, "a", "[M, K]");
+  ops::check_half_dtype(kOp, a, "a");
   TORCH_CHECK(bits == 4 || bits == 8, kOp, "bits must be 4 or 8; got bits=", bits);
   TORCH_CHECK(group_size == 32 || group_size == 64 || group_size == 128 || group_size == -1, kOp,
               "group_size must be 32, 64, 128 or -1 (per-channel); got group_size=", group_size);
@@ -136,12 +96,12 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
 
   TORCH_CHECK(qweight.scalar_type() == at::kInt, kOp,
               "qweight must have dtype torch.int32 (the packed weight); got ",
-              dtype_name(qweight.scalar_type()));
+              ops::dtype_name(qweight.scalar_type()));
   TORCH_CHECK(qweight.dim() == 4 && qweight.size(1) == kb && qweight.size(2) == kLanes &&
                   qweight.size(3) == kWords,
               kOp, "qweight must have shape [N/8, ceil(K/", bk, "), 32, 4] = [N/8, ", kb,
               ", 32, 4] for bits=", bits, " and K=", k, "; got ", qweight.sizes());
-  check_same_device(qweight, "qweight", a);
+  ops::check_same_device(kOp, qweight, "qweight", a);
   TORCH_CHECK(qweight.is_contiguous(), kOp, "qweight must be contiguous; got strides ",
               qweight.strides(), " for shape ", qweight.sizes());
   p.n = qweight.size(0) * kBlockN;
@@ -149,40 +109,22 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
   check_group_tensor(scales, "scales", a, p);
   if (zeros.has_value()) check_group_tensor(*zeros, "zeros", a, p);
 
-  if (bias.has_value()) {
-    at::Tensor const& c = *bias;
-    TORCH_CHECK(c.dim() == 1 && c.size(0) == p.n, kOp, "bias must be a 1-D tensor of size N=", p.n,
-                " (qweight.size(0) * 8); got shape ", c.sizes());
-    TORCH_CHECK(c.scalar_type() == a.scalar_type(), kOp, "bias must have the same dtype as a (",
-                dtype_name(a.scalar_type()), "); got ", dtype_name(c.scalar_type()));
-    check_same_device(c, "bias", a);
-  }
+  if (bias.has_value()) ops::check_bias(kOp, *bias, a, p.n, "qweight.size(0) * 8");
 
   p.runs_kernel = p.m > 0 && p.n > 0;
   if (!p.runs_kernel) return p;
 
   // The row layout the kernel needs (as for cute_gemm.gemm).
-  TORCH_CHECK(a.stride(1) == 1, kOp, "a must have contiguous rows (a.stride(1) == 1); got ",
-              "strides ", a.strides(), " for shape ", a.sizes(),
-              " (a transposed view?); call a.contiguous()");
-  p.lda = p.m == 1 ? k : a.stride(0);  // a single row's leading stride is never used
-  TORCH_CHECK(p.lda >= k && p.lda % kAlignElems == 0, kOp,
-              "a's leading stride (a.stride(0)) must be >= K and a multiple of ", kAlignElems,
-              " elements (16 bytes); got a.stride(0)=", p.lda, " with K=", k,
-              "; call a.contiguous()");
-  check_aligned(a, "a");
-  check_aligned(qweight, "qweight");
-  check_aligned(scales, "scales");
-  if (zeros.has_value()) check_aligned(*zeros, "zeros");
-  if (bias.has_value()) {
-    TORCH_CHECK(bias->stride(0) == 1, kOp, "bias must be contiguous (bias.stride(0) == 1); got ",
-                "bias.stride(0)=", bias->stride(0), "; call bias.contiguous()");
-    check_aligned(*bias, "bias");
-  }
-  check_int32(p.m, "M (a.size(0))");
-  check_int32(p.n, "N (qweight.size(0) * 8)");
-  check_int32(p.k, "K");
-  check_int32(p.lda, "a.stride(0)");
+  p.lda = ops::check_rows(kOp, a, "a");
+  ops::check_aligned(kOp, qweight, "qweight");
+  ops::check_aligned(kOp, scales, "scales");
+  if (zeros.has_value()) ops::check_aligned(kOp, *zeros, "zeros");
+  // N is a multiple of 8 here, so check_bias_layout's exception for N == 1 never applies.
+  if (bias.has_value()) ops::check_bias_layout(kOp, *bias, p.n);
+  ops::check_int32(kOp, p.m, "M (a.size(0))");
+  ops::check_int32(kOp, p.n, "N (qweight.size(0) * 8)");
+  ops::check_int32(kOp, p.k, "K");
+  ops::check_int32(kOp, p.lda, "a.stride(0)");
   return p;
 }
 
