@@ -4,25 +4,13 @@
 #include <atomic>
 #include <cstdio>
 
+#include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_launch.hpp"
 #include "kernels/gemm/generated/gemm_instances.hpp"
 
 namespace cute_gemm {
 
 namespace {
-
-int sm_count() {
-  // Per device: the first query's answer for the current device.
-  static int cached[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 132;
-  if (cached[device] == 0) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    cached[device] = n > 0 ? n : 132;
-  }
-  return cached[device];
-}
 
 constexpr int kCount = sizeof(kGemmInstances) / sizeof(kGemmInstances[0]);
 
@@ -43,7 +31,7 @@ GemmInstance const& heuristic(int m, int n, int sms) {
 GemmInstance const& choose(int m, int n) {
   const int forced = g_override.load(std::memory_order_relaxed);
   if (forced >= 0 && forced < kCount) return kGemmInstances[forced];
-  return heuristic(m, n, sm_count());
+  return heuristic(m, n, current_sm_count());
 }
 
 // "BMxBNxBK_sS_wWMxWN" of each configuration, written once.

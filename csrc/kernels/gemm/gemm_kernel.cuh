@@ -45,6 +45,21 @@ CG_DEVICE void tile_rc(int idx, int& r, int& c) {
   c = idx / R;
 }
 
+// For a G2S partition of an (R, BK) tile: whether each instruction's row lies inside the matrix
+// (row0 + r < rows) and the tile column all of a thread's instructions share.
+// coords: partition_coords of the tile, ((V, I, 1) layout, offset).
+template <int R, int I, class Coords>
+CG_DEVICE int g2s_row_predicates(Coords const& coords, int row0, int rows, bool (&row_ok)[I]) {
+  int col = 0;
+  CG_PRAGMA_UNROLL
+  for (int i = 0; i < I; ++i) {
+    int r;
+    tile_rc<R>(get<0>(coords)(0, i, 0) + get<1>(coords), r, col);
+    row_ok[i] = row0 + r < rows;
+  }
+  return col;
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) gemm_kernel(GemmParams p) {
   using T = typename Cfg::Element;
@@ -85,21 +100,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) gemm_kernel(GemmParams p) {
   constexpr int RA = decltype(size<1>(tAgA))::value;
   constexpr int RB = decltype(size<1>(tBgB))::value;
   bool a_row_ok[RA], b_row_ok[RB];
-  int a_col = 0, b_col = 0;
-  CG_PRAGMA_UNROLL
-  for (int i = 0; i < RA; ++i) {
-    int r, c;
-    tile_rc<BM>(get<0>(cA)(0, i, 0) + get<1>(cA), r, c);
-    a_row_ok[i] = m0 + r < p.m;
-    a_col = c;
-  }
-  CG_PRAGMA_UNROLL
-  for (int i = 0; i < RB; ++i) {
-    int r, c;
-    tile_rc<BN>(get<0>(cB)(0, i, 0) + get<1>(cB), r, c);
-    b_row_ok[i] = n0 + r < p.n;
-    b_col = c;
-  }
+  const int a_col = g2s_row_predicates<BM>(cA, m0, p.m, a_row_ok);
+  const int b_col = g2s_row_predicates<BN>(cB, n0, p.n, b_row_ok);
 
   const int k_tiles = (p.k + BK - 1) / BK;
   auto load_tile = [&](int k_tile, int stage) {

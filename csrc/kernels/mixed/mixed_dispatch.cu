@@ -1,6 +1,7 @@
 // Chooses the M tile and the split-K factor of the mixed-input GEMM and launches it. The kernels
 // are instantiated one configuration per translation unit under generated/.
 
+#include "kernels/device_info.hpp"
 #include "kernels/mixed/generated/mixed_instances.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 
@@ -8,21 +9,10 @@ namespace cute_gemm {
 
 namespace {
 
-int current_sm_count() {
-  static int cached[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 132;
-  if (cached[device] == 0) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    cached[device] = n > 0 ? n : 132;
-  }
-  return cached[device];
-}
-
-constexpr int kTileN = 128;
-
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
+
+// Columns per CTA: 8 n8 blocks per warp at one m16 tile, 4 otherwise (MixedConfig).
+int tile_n_for(int m_tiles) { return m_tiles == 1 ? 256 : 128; }
 
 // Enough CTAs for ~4 per SM (4 warps each: the weight stream needs many bytes in flight), with at
 // least 2 k blocks per split so the register pipeline has something to overlap.
@@ -30,7 +20,8 @@ int splits_for(int m, int n, int k, int bits, int sms) {
   const int block_k = bits == 4 ? 128 : 64;
   const int k_blocks = (k + block_k - 1) / block_k;
   const int mt = m_tiles_for(m);
-  const long long base = (long long)((n + kTileN - 1) / kTileN) * ((m + 16 * mt - 1) / (16 * mt));
+  const int tile_n = tile_n_for(mt);
+  const long long base = (long long)((n + tile_n - 1) / tile_n) * ((m + 16 * mt - 1) / (16 * mt));
   const long long want = 4LL * sms;
   int splits = base >= want ? 1 : int((want + base - 1) / base);
   const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;

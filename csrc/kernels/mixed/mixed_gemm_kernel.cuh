@@ -3,9 +3,9 @@
 // as in weight_format.hpp, fp32 accumulation on mma.sync m16n8k16.
 //
 // Built for decode (small M), where the time is the weight stream:
-//   - A CTA of 4 warps owns 128 output columns (each warp 4 n8 blocks) and a range of K (split-K
-//     across CTAs fills every SM even when N / 128 is small). Its A tile is shared by the 4 warps
-//     and each A fragment feeds 4 n8 blocks.
+//   - A CTA of 4 warps owns 256 output columns at M <= 16 (each warp 8 n8 blocks; 128 and 4 for
+//     larger M tiles) and a range of K (split-K across CTAs fills every SM even when N / 256 is
+//     small). Its A tile is shared by the 4 warps and each A fragment feeds all their n8 blocks.
 //   - Weights, their scales (and zeros) and the activation tile of each k block travel together
 //     through a kStages-deep cp.async pipeline in shared memory. Weights use an L2 evict-first
 //     policy (read once); in shared memory they keep the packed order, so each lane reads its own
@@ -34,9 +34,11 @@ struct MixedConfig {
   static constexpr int kBits = Bits;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlocksPerWarp = 4;                          // n8 blocks per warp
+  // n8 blocks per warp: 8 at M <= 16, so the per-k-block costs (barrier, activation tile,
+  // ldmatrix, addresses) serve 16 KB of weights per CTA; 4 for larger M tiles (registers).
+  static constexpr int kBlocksPerWarp = MTiles == 1 ? 8 : 4;
   static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;     // 16
-  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 128 columns per CTA
+  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 256 or 128 columns
   static constexpr int kTileM = 16 * MTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8) per packed block
   static constexpr int kKSteps = kBlockK / 16;
@@ -62,15 +64,15 @@ struct MixedConfig {
       make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}, Int<kStages>{}),
                   make_stride(Int<kBlockK>{}, _1{}, Int<kTileM * kBlockK>{}))));
 
-  // Shared memory, per stage: weights [16 blocks][32 lanes][16 B], scales and zeros
-  // [kMaxGroups][128 columns], then the activation buffers of all stages.
-  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 8 KB
+  // Shared memory, per stage: weights [blocks][32 lanes][16 B], scales and zeros
+  // [kMaxGroups][kTileN columns], then the activation buffers of all stages.
+  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 16 or 8 KB
   static constexpr int kScaleElems = kMaxGroups * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileM * kBlockK * kStages * 2;
 };
 
-// grid: (ceil(N / 128), ceil(M / kTileM), splits). Split s handles k blocks
+// grid: (ceil(N / kTileN), ceil(M / kTileM), splits). Split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)).
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmParams p,
@@ -95,7 +97,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
   const int last_group = (p.k + group_size - 1) / group_size - 1;
   const int groups_per_block = group_size >= BK ? 1 : BK / group_size;
-  const int k_steps_per_group = group_size >= BK ? Cfg::kKSteps : group_size / 16;
+  // Group sizes are 32, 64 or 128 (powers of two) or the whole of K: shifts instead of run-time
+  // divisions in the loop.
+  const bool per_channel = group_size == p.k && (group_size & (group_size - 1)) != 0;
+  const int group_shift = per_channel ? 0 : __ffs(group_size) - 1;
+  const int steps_per_group_shift = __ffs(group_size >= BK ? Cfg::kKSteps : group_size / 16) - 1;
 
   // ---- global -> shared, one k block per stage
   const uint64_t policy = make_l2_evict_first_policy();
@@ -112,14 +118,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   const auto cA = g2s.partition_coords(make_shape(Int<BM>{}, Int<BK>{}));
   constexpr int RA = decltype(size<1>(tAgA))::value;
   bool a_row_ok[RA];
-  int a_col = 0;
-  CG_PRAGMA_UNROLL
-  for (int i = 0; i < RA; ++i) {
-    int r, c;
-    tile_rc<BM>(get<0>(cA)(0, i, 0) + get<1>(cA), r, c);
-    a_row_ok[i] = m0 + r < p.m;
-    a_col = c;
-  }
+  const int a_col = g2s_row_predicates<BM>(cA, m0, p.m, a_row_ok);
   const int kb_total = k_blocks;  // packed blocks per n8 block (K padded to BK)
   auto load_stage = [&](int i, int stage) {
     const bool live = i < n_kb;
@@ -135,10 +134,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
           *src, *reinterpret_cast<uint128_t*>(st + c * 16), ok, policy);
     }
-    // Scales (and zeros): groups_per_block rows of 128 columns, 16 chunks of 8 columns a row.
-    if (tid < groups_per_block * 16) {
-      const int row = tid / 16, chunk = tid % 16;
-      const int group = min((kb * BK) / group_size + row, last_group);
+    // Scales (and zeros): groups_per_block rows of kTileN columns, in chunks of 8 columns.
+    constexpr int kChunksPerRow = Cfg::kTileN / 8;
+    if (tid < groups_per_block * kChunksPerRow) {
+      const int row = tid / kChunksPerRow, chunk = tid % kChunksPerRow;
+      const int group = per_channel ? 0 : min(((kb * BK) >> group_shift) + row, last_group);
       const int col = n0 + chunk * 8;
       const bool ok = live && col < p.n;
       const int64_t at = ok ? int64_t(group) * p.n + col : 0;
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       constexpr int kStepsPerWord = Cfg::kBits == 4 ? 2 : 1;
-      const int grow = (wi * kStepsPerWord) / k_steps_per_group;
+      const int grow = (wi * kStepsPerWord) >> steps_per_group_shift;
       if (grow != cur_grow) {  // warp-uniform
         load_consts(grow);
         cur_grow = grow;
