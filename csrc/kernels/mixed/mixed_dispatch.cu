@@ -11,8 +11,8 @@ namespace {
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
-// Columns per CTA: 8 n8 blocks per warp at one m16 tile, 4 otherwise (MixedConfig).
-int tile_n_for(int m_tiles) { return m_tiles == 1 ? 256 : 128; }
+// Columns per CTA (MixedConfig::kTileN).
+int tile_n_for(int /*m_tiles*/) { return 128; }
 
 // Enough CTAs for ~4 per SM (4 warps each: the weight stream needs many bytes in flight), with at
 // least 2 k blocks per split so the register pipeline has something to overlap.

@@ -3,9 +3,9 @@
 // as in weight_format.hpp, fp32 accumulation on mma.sync m16n8k16.
 //
 // Built for decode (small M), where the time is the weight stream:
-//   - A CTA of 4 warps owns 256 output columns at M <= 16 (each warp 8 n8 blocks; 128 and 4 for
-//     larger M tiles) and a range of K (split-K across CTAs fills every SM even when N / 256 is
-//     small). Its A tile is shared by the 4 warps and each A fragment feeds all their n8 blocks.
+//   - A CTA of 4 warps owns 128 output columns (each warp 4 n8 blocks) and a range of K (split-K
+//     across CTAs fills every SM even when N / 128 is small). Its A tile is shared by the 4 warps
+//     and each A fragment feeds 4 n8 blocks.
 //   - Weights, their scales (and zeros) and the activation tile of each k block travel together
 //     through a kStages-deep cp.async pipeline in shared memory. Weights use an L2 evict-first
 //     policy (read once); in shared memory they keep the packed order, so each lane reads its own
@@ -34,11 +34,12 @@ struct MixedConfig {
   static constexpr int kBits = Bits;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  // n8 blocks per warp: 8 at M <= 16, so the per-k-block costs (barrier, activation tile,
-  // ldmatrix, addresses) serve 16 KB of weights per CTA; 4 for larger M tiles (registers).
-  static constexpr int kBlocksPerWarp = MTiles == 1 ? 8 : 4;
+  // n8 blocks per warp. 8 at M <= 16 (256 columns per CTA) was measured on the H200: better for
+  // K = 28672 (M=1 2.15x vs 1.84x over fp16) but worse for 8192x8192 (1.69x vs 1.96x) and
+  // 4096x4096 (fewer CTAs, 2 instead of 4 per SM), so 4.
+  static constexpr int kBlocksPerWarp = 4;
   static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;     // 16
-  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 256 or 128 columns
+  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 128 columns
   static constexpr int kTileM = 16 * MTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8) per packed block
   static constexpr int kKSteps = kBlockK / 16;
@@ -66,7 +67,7 @@ struct MixedConfig {
 
   // Shared memory, per stage: weights [blocks][32 lanes][16 B], scales and zeros
   // [kMaxGroups][kTileN columns], then the activation buffers of all stages.
-  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 16 or 8 KB
+  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 8 KB
   static constexpr int kScaleElems = kMaxGroups * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileM * kBlockK * kStages * 2;
