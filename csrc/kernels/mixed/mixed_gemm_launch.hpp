@@ -51,6 +51,11 @@ struct MixedGemmParams {
 // sm_count: the device's multiprocessor count, for choosing the split.
 size_t mixed_gemm_workspace_bytes(int m, int n, int k, int bits, int group_size, int sm_count);
 
+// Writes dequant(W) as a dense row-major [N, K] matrix `w` in the activation dtype (the same
+// values the fused kernel uses). Only params' qweight, scales, zeros, n, k, bits, group_size and
+// dtype are read. For large M the op runs a dense GEMM on it instead of the fused kernel.
+cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cudaStream_t stream);
+
 // Launches out = A @ dequant(W)^T (+ bias) on `stream`. Returns the launch error, if any.
 cudaError_t mixed_gemm_launch(MixedGemmParams const& params, cudaStream_t stream);
 
