@@ -26,8 +26,9 @@ struct TiledCopyTv {
 };
 template <class Atom, class Mma, MmaOperand Op>
 struct TiledMmaCopySrcTv {
-  using MmaTv = std::conditional_t<Op == MmaOperand::kA, typename Mma::LayoutA_TV,
-                                   typename Mma::LayoutB_TV>;
+  using MmaTv = std::conditional_t<
+      Op == MmaOperand::kA, typename Mma::LayoutA_TV,
+      std::conditional_t<Op == MmaOperand::kB, typename Mma::LayoutB_TV, typename Mma::LayoutC_TV>>;
   static constexpr DynLayout value = tiled_mma_copy_src_tv(
       to_dyn(MmaTv{}), Atom::kThreads, Atom::kValues,
       copy_ref_to_src(to_dyn(typename Atom::RefLayout{}), to_dyn(typename Atom::SrcLayout{})));
@@ -74,15 +75,17 @@ struct TiledCopy {
   }
 };
 
-// TiledMmaCopy<Atom, TiledMMA, Operand>: instructions that fill TiledMMA fragments. The source
-// partition is (V_instr, MMA_rows / f, MMA_cols); the destination is the MMA fragment itself,
-// regrouped by retile() to (V_instr, MMA_rows / f, MMA_cols).
+// TiledMmaCopy<Atom, TiledMMA, Operand>: instructions that move TiledMMA fragments, CuTe's
+// make_tiled_copy_A/B/C. For A and B (shared -> registers) the partition is the source,
+// (V_instr, MMA_rows / f, MMA_cols), and the destination is the MMA fragment regrouped by
+// retile_D(); for C (registers -> shared) the fragment, regrouped by retile_S(), is the source and
+// the partition the destination.
 template <class Atom, class Mma, MmaOperand Op>
 struct TiledMmaCopy {
   using AtomType = Atom;
   static constexpr int kThreads = Mma::kThreads;
-  static constexpr int kTileR = Op == MmaOperand::kA ? Mma::kTileM : Mma::kTileN;
-  static constexpr int kTileS = Mma::kTileK;
+  static constexpr int kTileR = Op == MmaOperand::kB ? Mma::kTileN : Mma::kTileM;
+  static constexpr int kTileS = Op == MmaOperand::kC ? Mma::kTileN : Mma::kTileK;
   using LayoutSrcTV = decltype(lift_layout<detail::TiledMmaCopySrcTv<Atom, Mma, Op>>());
 
   template <class L, class Thr>
@@ -102,7 +105,23 @@ struct TiledMmaCopy {
     return make_tensor(frag.data(), make_layout(make_shape(Int<v_atom * f>{}, Int<rows / f>{},
                                                            Int<cols>{})));
   }
+  // CuTe's names: the fragment as the destination (A, B) or the source (C) of the copy.
+  template <class Frag>
+  CG_HOST_DEVICE static auto retile_D(Frag&& frag) {
+    return retile(frag);
+  }
+  template <class Frag>
+  CG_HOST_DEVICE static auto retile_S(Frag&& frag) {
+    return retile(frag);
+  }
 };
+
+template <class Atom, class Mma>
+using TiledCopyA = TiledMmaCopy<Atom, Mma, MmaOperand::kA>;  // make_tiled_copy_A
+template <class Atom, class Mma>
+using TiledCopyB = TiledMmaCopy<Atom, Mma, MmaOperand::kB>;  // make_tiled_copy_B
+template <class Atom, class Mma>
+using TiledCopyC = TiledMmaCopy<Atom, Mma, MmaOperand::kC>;  // make_tiled_copy_C
 
 // One thread's slice of a tiled copy.
 template <class Tiled>
@@ -161,6 +180,19 @@ CG_DEVICE void copy_ldsm(Atom const&, TS const& src, TD&& dst, int j) {
   for (int i = 0; i < R; ++i) {
     uint32_t* d = reinterpret_cast<uint32_t*>(&dst(0, i, j));
     Atom::Op::copy(*reinterpret_cast<uint128_t const*>(&src(0, i, j)), d[0], d[1], d[2], d[3]);
+  }
+}
+
+// Registers -> shared memory for MMA accumulators: src a retile_S()'d fragment (V, rows, cols),
+// dst the TiledCopyC partition of the buffer. Each instruction stores its pairs of values.
+template <class Atom, class TS, class TD>
+CG_HOST_DEVICE void copy_r2s(Atom const&, TS const& src, TD&& dst) {
+  constexpr int R = decltype(size<1>(src))::value;
+  constexpr int S = decltype(size<2>(src))::value;
+  CG_PRAGMA_UNROLL
+  for (int i = 0; i < R; ++i) {
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < S; ++j) Atom::Op::copy(&src(0, i, j), &dst(0, i, j), &dst(2, i, j));
   }
 }
 

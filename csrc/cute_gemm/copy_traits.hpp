@@ -9,6 +9,7 @@
 //                                k 8 * (l / 8 % 2); registers receive the B fragments of two
 //                                n8 atoms (n 0-7 then n 8-15).
 //   cp.async 16 B:               one thread, 8 contiguous 16-bit values; source = destination.
+//   accumulator pairs (R2S):     the mma C fragment stored as two 4-byte words per lane.
 
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
@@ -34,6 +35,25 @@ struct LdsmB_x4 {
   using SrcLayout = Layout<Shape<Shape<_8, _2, _2>, _8>, Stride<Stride<_1, _128, _8>, _16>>;
   using RefLayout = Layout<Shape<Shape<_4, _8>, Shape<_2, _2, _2>>,
                            Stride<Stride<_32, _1>, Stride<_16, _128, _8>>>;
+};
+
+// Accumulators -> shared memory (an epilogue's R2S step): one m16n8 C fragment per instruction,
+// each lane storing its two pairs of adjacent 16-bit values (columns 2t, 2t+1 of rows g and g+8)
+// as two 4-byte words. Source and reference are the mma.m16n8k16 C layout itself.
+// (T32, V4) -> (M16, N8).
+struct R2S_CPairs {
+  struct Op {
+    // v: the lane's 4 values (already converted), d0/d1: the two pairs' destinations.
+    template <class T>
+    CG_HOST_DEVICE static void copy(T const* v, T* d0, T* d1) {
+      *reinterpret_cast<uint32_t*>(d0) = *reinterpret_cast<uint32_t const*>(v);
+      *reinterpret_cast<uint32_t*>(d1) = *reinterpret_cast<uint32_t const*>(v + 2);
+    }
+  };
+  static constexpr int kThreads = 32;
+  static constexpr int kValues = 4;
+  using SrcLayout = Layout<Shape<Shape<_4, _8>, Shape<_2, _2>>, Stride<Stride<_32, _1>, Stride<_16, _8>>>;
+  using RefLayout = SrcLayout;
 };
 
 // One thread moves 16 contiguous bytes (8 16-bit values) global -> shared, zero-filling when the

@@ -167,6 +167,35 @@ void check_config(char const* name) {
     check_g2s(sB, "B");
   }
 
+  // ---- epilogue R2S copy (make_tiled_copy_C): covers the C tile once, moves exactly the MMA
+  // fragments, each pair of values adjacent (one 4-byte store), stores conflict-free.
+  {
+    using CopyC = typename Cfg::CopyC;
+    auto c = coverage(typename CopyC::LayoutSrcTV{});
+    CHECK(int(c.size()) == BM * BN, "%s: C copy covers %d of %d", name, int(c.size()), BM * BN);
+    for (auto const& kv : c) CHECK(kv.second == 1, "%s: C copy element %ld held %d times", name, kv.first, kv.second);
+    auto sC = make_tensor(base, typename Cfg::SmemC{});
+    for (int w = 0; w < T / 32; ++w) {
+      const auto probe = get_thread_copy(CopyC{}, 32 * w).partition_D(sC);
+      for (int i = 0; i < int(size<1>(probe)); ++i)
+        for (int j = 0; j < int(size<2>(probe)); ++j)
+          for (int pair = 0; pair < 2; ++pair) {
+            std::vector<long> addr;
+            for (int l = 0; l < 32; ++l) {
+              const int t = 32 * w + l;
+              const auto part = get_thread_copy(CopyC{}, t).partition_D(sC);
+              const auto frag = get_thread_slice(Mma{}, t).partition_C(sC);
+              const long a0 = byte_of(&part(2 * pair, i, j)), a1 = byte_of(&part(2 * pair + 1, i, j));
+              CHECK(a1 == a0 + 2 && a0 % 4 == 0, "%s: C copy pair not one aligned word", name);
+              // Instruction (i, j) of the copy moves the fragment's atom (i, j), in order.
+              CHECK(a0 == byte_of(&frag(2 * pair, i, j)), "%s: C copy differs from the fragment", name);
+              addr.push_back(a0);
+            }
+            CHECK(conflict_free_words(addr), "%s: C copy store bank conflict (warp %d, %d, %d)", name, w, i, j);
+          }
+    }
+  }
+
   // ---- epilogue: accumulator stores (2 bytes each) and S2G 16-byte loads
   {
     auto sC = make_tensor(base, typename Cfg::SmemC{});

@@ -32,8 +32,9 @@ struct GemmConfig {
                        Layout<Shape<_16, Int<WarpsM>, Int<kRepM>>, Stride<_1, Int<16 * kRepM>, _16>>,
                        Layout<Shape<_8, Int<WarpsN>, Int<kRepN>>, Stride<_1, Int<8 * kRepN>, _8>>,
                        Layout<Int<BK>>>;
-  using CopyA = TiledMmaCopy<LdsmA_x4, Mma, MmaOperand::kA>;
-  using CopyB = TiledMmaCopy<LdsmB_x4, Mma, MmaOperand::kB>;
+  using CopyA = TiledCopyA<LdsmA_x4, Mma>;
+  using CopyB = TiledCopyB<LdsmB_x4, Mma>;
+  using CopyC = TiledCopyC<R2S_CPairs, Mma>;  // accumulators -> the epilogue buffer
 
   // global -> shared: BK / 8 threads per row, 16 bytes each.
   static constexpr int kChunks = BK / 8;

@@ -181,9 +181,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) gemm_kernel(GemmParams p) {
     }
   }
   auto sC = make_tensor(smem, typename Cfg::SmemC{});
-  auto tCsC = thr_mma.partition_C(sC);
+  auto tCrC_h = make_fragment_like<T>(tCrC);
   CG_PRAGMA_UNROLL
-  for (int i = 0; i < decltype(size(tCrC))::value; ++i) tCsC(i) = HalfTraits<T>::from_float(tCrC(i));
+  for (int i = 0; i < decltype(size(tCrC))::value; ++i) tCrC_h(i) = HalfTraits<T>::from_float(tCrC(i));
+  copy_r2s(R2S_CPairs{}, Cfg::CopyC::retile_S(tCrC_h),
+           get_thread_copy(typename Cfg::CopyC{}, tid).partition_D(sC));
   __syncthreads();
 
   const auto s2g = get_thread_copy(typename Cfg::S2G{}, tid);
