@@ -44,7 +44,7 @@ __global__ void dequantize_weight_kernel(MixedGemmParams p, T* w) {
                                       : float(1 << (Bits - 1));
     uint32_t r[4];
     if constexpr (Bits == 4) {
-      D::int4(words[wi], D::int4_zc(zf), D::int4_zc16(zf), D::splat(sf), r);
+      D::int4(words[wi], D::int4_zc(zf), D::int4_nzc16(zf), D::splat(sf), r);
     } else if constexpr (std::is_same<T, __half>::value) {
       uint32_t r2[2];
       D::int8(words[wi], D::int8_zc(zf), D::splat(sf), r2);

@@ -12,7 +12,7 @@ namespace {
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
 // Columns per CTA (MixedConfig::kTileN).
-int tile_n_for(int /*m_tiles*/) { return 128; }
+constexpr int kTileN = 128;
 
 // Enough CTAs for ~4 per SM (4 warps each: the weight stream needs many bytes in flight), with at
 // least 2 k blocks per split so the register pipeline has something to overlap.
@@ -20,8 +20,7 @@ int splits_for(int m, int n, int k, int bits, int sms) {
   const int block_k = bits == 4 ? 128 : 64;
   const int k_blocks = (k + block_k - 1) / block_k;
   const int mt = m_tiles_for(m);
-  const int tile_n = tile_n_for(mt);
-  const long long base = (long long)((n + tile_n - 1) / tile_n) * ((m + 16 * mt - 1) / (16 * mt));
+  const long long base = (long long)((n + kTileN - 1) / kTileN) * ((m + 16 * mt - 1) / (16 * mt));
   const long long want = 4LL * sms;
   int splits = base >= want ? 1 : int((want + base - 1) / base);
   const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;

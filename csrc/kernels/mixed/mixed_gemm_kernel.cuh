@@ -120,7 +120,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   constexpr int RA = decltype(size<1>(tAgA))::value;
   bool a_row_ok[RA];
   const int a_col = g2s_row_predicates<BM>(cA, m0, p.m, a_row_ok);
-  const int kb_total = k_blocks;  // packed blocks per n8 block (K padded to BK)
   auto load_stage = [&](int i, int stage) {
     const bool live = i < n_kb;
     const int kb = kb_begin + i;
@@ -131,7 +130,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
       const int c = tid + r * Cfg::kThreads;
       const int nb = n0 / 8 + c / 32;
       const bool ok = live && nb * 8 < p.n;
-      uint128_t const* src = qw + (int64_t(ok ? nb : 0) * kb_total + (ok ? kb : 0)) * 32 + c % 32;
+      // k_blocks packed blocks per n8 block (K padded to BK).
+      uint128_t const* src = qw + (int64_t(ok ? nb : 0) * k_blocks + (ok ? kb : 0)) * 32 + c % 32;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
           *src, *reinterpret_cast<uint128_t*>(st + c * 16), ok, policy);
     }
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
     // Dequantization constants of each block for the current group row, recomputed only when the
     // row changes (never within a k block for groups >= the block: g128 INT4, g64+ INT8).
     using T2 = typename D::T2;
-    T2 c_s[NB], c_zc[NB], c_zc16[NB];
+    T2 c_s[NB], c_zc[NB], c_nzc16[NB];
     float c_sf[NB], c_zf[NB];
     auto load_consts = [&](int grow) {
       CG_PRAGMA_UNROLL
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
         c_s[b] = D::splat(sf);
         if constexpr (Cfg::kBits == 4) {
           c_zc[b] = D::int4_zc(zf);
-          c_zc16[b] = D::int4_zc16(zf);
+          c_nzc16[b] = D::int4_nzc16(zf);
         } else if constexpr (std::is_same<T, __half>::value) {
           c_zc[b] = D::int8_zc(zf);
         }
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
         const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
         if constexpr (Cfg::kBits == 4) {
           uint32_t r[4];
-          D::int4(word, c_zc[b], c_zc16[b], c_s[b], r);
+          D::int4(word, c_zc[b], c_nzc16[b], c_s[b], r);
           uint32_t* f0 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi));
           uint32_t* f1 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi + 1));
           f0[0] = r[0];
