@@ -18,6 +18,11 @@ from . import layout  # noqa: E402
 from .ops import gemm, mixed_gemm  # noqa: E402
 from .quant import (  # noqa: E402
     QuantizedWeight, dequantize, pack_weight, quantize, unpack_weight)
+from . import nn  # noqa: E402
+from .nn import QuantLinear  # noqa: E402
+from .convert import (  # noqa: E402
+    QuantizationSummary, load_quantized, quantize_model, save_quantized)
 
-__all__ = ["__version__", "QuantizedWeight", "dequantize", "gemm", "layout", "mixed_gemm",
-           "pack_weight", "quantize", "unpack_weight"]
+__all__ = ["__version__", "QuantLinear", "QuantizationSummary", "QuantizedWeight", "dequantize",
+           "gemm", "layout", "load_quantized", "mixed_gemm", "nn", "pack_weight", "quantize",
+           "quantize_model", "save_quantized", "unpack_weight"]
