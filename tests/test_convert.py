@@ -435,9 +435,9 @@ def test_gpu_quantize_model_and_reload(tmp_path):
     summary = _quantize(model, bits=4, group_size=64)
     assert summary.converted == BLOCK_LINEARS
     assert model.blocks[0].mlp[0].qweight.is_cuda
-    logits, _ = model(TOKENS.cuda())
-    ref_logits, _ = _dequantized_copy(original, model)(TOKENS.cuda())
-    torch.testing.assert_close(logits.float(), ref_logits, rtol=5e-3, atol=5e-3)
+    eps = torch.finfo(torch.float16).eps
+    for out, ref in zip(model(TOKENS.cuda()), _dequantized_copy(original, model)(TOKENS.cuda())):
+        assert _rel(out, ref) < 4 * eps
     path = tmp_path / "gpu.safetensors"
     cute_gemm.save_quantized(model, path)
     fresh = _tiny(torch.float16, seed=24).cuda()
