@@ -32,7 +32,7 @@ def _timing_rows(text, batches):
     """{layer: {batch: (fp16_us, quant_us, speedup)}} parsed from the printed timing table."""
     rows = {}
     cell = rf"\|\s+{NUM}\s+{NUM}\s+{NUM}x\s*"
-    pattern = re.compile(rf"^(\S+)\s+(\S+(?: layer\(s\))?)\s*" + cell * len(batches) + "$")
+    pattern = re.compile(r"^(\S+)\s+(\S+(?: layer\(s\))?)\s*" + cell * len(batches) + "$")
     for line in text.splitlines():
         m = pattern.match(line)
         if m:
