@@ -248,6 +248,38 @@ def _timer(device):
     return measure
 
 
+def head_ms(model, batch, device, calls=20):
+    """Milliseconds of the output head alone (final norm + lm_head on [batch, 1, hidden]), the
+    part of every decode step that is the same fp16 work in all variants. CUDA: one graph of
+    ``calls`` calls, the median of 5 replays."""
+    hidden = model.config.hidden_size
+    dtype = model.lm_head.weight.dtype
+    x = torch.randn(batch, 1, hidden, device=device, dtype=dtype)
+
+    def head():
+        return model.lm_head(model.model.norm(x))
+
+    with torch.no_grad():
+        if device.type != "cuda":
+            head()
+            measure = _timer(device)
+            return statistics.median(measure(head) for _ in range(3))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            head()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                head()
+        graph.replay()
+        measure = _timer(device)
+        ms = statistics.median(measure(graph.replay) / calls for _ in range(5))
+        del graph
+        return ms
+
+
 def bench_variant(transformers, model, batch, args, device):
     """Returns a result row (without the speedup) for one model and batch size."""
     measure = _timer(device)
@@ -255,7 +287,7 @@ def bench_variant(transformers, model, batch, args, device):
     dec = Decoder(transformers, model, batch, args.prompt, total, device)
     with torch.no_grad():
         dec.prefill()  # warm-up: lazy cache allocation, kernels' first calls
-        prefill_ms = measure(dec.prefill)
+        prefill_ms = statistics.median(measure(dec.prefill) for _ in range(3))
         mode = args.mode
         if mode == "graph":
             try:
@@ -351,13 +383,21 @@ def main(argv=None):
             if device.type == "cuda":
                 torch.cuda.empty_cache()
 
+    heads = {b: head_ms(base, b, device) for b in args.batch}
     base_ms = {r["batch"]: r["ms_per_step"] for r in rows if r["variant"] == "fp16"}
     for r in rows:
-        r["speedup"] = base_ms[r["batch"]] / r["ms_per_step"] if r["batch"] in base_ms else None
+        b = r["batch"]
+        r["head_ms"] = heads[b]
+        r["ms_without_head"] = r["ms_per_step"] - heads[b]
+        r["speedup"] = base_ms[b] / r["ms_per_step"] if b in base_ms else None
+        r["speedup_without_head"] = ((base_ms[b] - heads[b]) / r["ms_without_head"]
+                                     if b in base_ms and r["ms_without_head"] > 0 else None)
 
     stem = "decode_cpu-smoke" if args.cpu_smoke else "decode_" + common.slug(meta["gpu_name"])
     columns = [("variant", "weights"), ("batch", "batch"), ("ms_per_step", "ms/step"),
                ("tokens_per_s", "tokens/s"), ("speedup", "speedup vs fp16"),
+               ("ms_without_head", "ms/step w/o head"),
+               ("speedup_without_head", "speedup w/o head"),
                ("prefill_ms", f"prefill ms ({args.prompt} tok)"),
                ("weight_mb", "layer weights MB"), ("agree", "agree"), ("check", "check"),
                ("mode", "mode")]
@@ -369,17 +409,26 @@ def main(argv=None):
         f"included).",
         "- layer weights: the decoder layers' linear weights as stored (packed + scales for the "
         "quantized ones); embeddings and the fp16 lm_head come on top in every variant.",
+        "- w/o head: ms/step minus the time of the output head alone (final norm + the "
+        "fp16 lm_head, the same in every variant: "
+        + ", ".join(f"{heads[b]:.3f} ms at batch {b}" for b in args.batch)
+        + "), i.e. the decoder layers plus the embedding lookup; with only "
+        f"{args.layers} layers the head is a large share of a step, which a 32-layer model "
+        "would dilute.",
+        "- prefill: median of 3 eager calls after a warm-up call.",
         "- agree: fraction of generated tokens equal to the argmax of a cache-free forward pass "
         "over the whole sequence (random weights: near-ties may flip a few).",
     ]
     title = f"Decode throughput, Llama-3-8B layers x {args.layers} ({meta['gpu_name']})"
     json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
     print(f"\nwrote {json_path}\nwrote {md_path}")
-    print(f"\n{'weights':<10}{'batch':>6}{'ms/step':>10}{'tokens/s':>11}{'speedup':>9}  mode")
+    print(f"\n{'weights':<10}{'batch':>6}{'ms/step':>10}{'tokens/s':>11}{'speedup':>9}"
+          f"{'w/o head':>10}  mode")
     for r in rows:
         sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        sp2 = "-" if r["speedup_without_head"] is None else f"{r['speedup_without_head']:.2f}x"
         print(f"{r['variant']:<10}{r['batch']:>6}{r['ms_per_step']:>10.3f}"
-              f"{r['tokens_per_s']:>11.1f}{sp:>9}  {r['mode']}")
+              f"{r['tokens_per_s']:>11.1f}{sp:>9}{sp2:>10}  {r['mode']}")
     return 0
 
 
