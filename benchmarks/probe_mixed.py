@@ -1,4 +1,6 @@
 """Quick look at the mixed kernel's speed (a subset of bench_mixed_gemm.py, for tuning runs)."""
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -24,7 +26,37 @@ def time_graph(fn, calls=20, reps=10):
     return sorted(ts)[len(ts) // 2]
 
 
+def sweep_splits():
+    """Times INT4 g128 at M=1 and 16 for forced split counts and both reductions (tuning)."""
+    torch.manual_seed(0)
+    print(f"{'K x N':>12} {'M':>3} {'plan':>14} " + " ".join(
+        f"{s:>3}{r[0]:1}" for s in (2, 4, 6, 8, 12, 16, 24) for r in ("c", "w")))
+    for k, n in [(4096, 4096), (8192, 8192), (28672, 8192), (4096, 28672), (14336, 4096)]:
+        copies = max(2, int(3 * 60e6 // (n * k // 2)) + 1)
+        qs = [cute_gemm.quantize(torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02,
+                                 bits=4, group_size=128) for _ in range(copies)]
+        for m in (1, 16):
+            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            t0 = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
+            plan = cute_gemm._C._mixed_plan(m, n, k, 4, 128)
+            cells = []
+            for s in (2, 4, 6, 8, 12, 16, 24):
+                for r in ("cluster", "workspace"):
+                    if r == "cluster" and s > 8:
+                        cells.append(f"{'-':>4}")
+                        continue
+                    with cute_gemm.ops._forced_mixed_split(s, r):
+                        t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
+                    cells.append(f"{t:4.1f}")
+            print(f"{k:>5}x{n:<6} {m:>3} {t0:5.1f} s{plan[2]:<2} r{plan[3]} " + " ".join(cells),
+                  flush=True)
+        del qs
+        torch.cuda.empty_cache()
+
+
 def main():
+    if "--sweep" in sys.argv:
+        return sweep_splits()
     torch.manual_seed(0)
     print(f"{'K x N':>12} {'M':>5} {'fp16 us':>9} {'int4 us':>9} {'x':>6} {'int8 us':>9} {'x':>6}"
           f" {'int4 GB/s':>9}")

@@ -68,6 +68,14 @@ def _check_config(in_features, out_features, bits, group_size, dtype):
         raise ValueError(f"{_WHERE}: the kernel cannot take this shape: {reason}")
 
 
+def _kernel_ready(t):
+    """``t`` itself when contiguous and 16-byte aligned (the kernel's loads), else a copy that is
+    (fresh allocations from torch are aligned)."""
+    if t.is_contiguous() and t.data_ptr() % 16 == 0:
+        return t
+    return t.contiguous().clone()
+
+
 class QuantLinear(torch.nn.Module):
     """``y = x @ W.T + bias`` with ``W`` quantized to INT4/INT8 (``cute_gemm.quantize``'s format).
 
@@ -168,7 +176,9 @@ class QuantLinear(torch.nn.Module):
 
     @classmethod
     def from_quantized(cls, qw, bias=None, input_perm=None):
-        """A layer over an existing ``QuantizedWeight`` (its tensors are used, not copied).
+        """A layer over an existing ``QuantizedWeight`` (its tensors are used, not copied, unless
+        one is not contiguous or not 16-byte aligned as the kernel needs -- e.g. a tensor from a
+        memory-mapped safetensors file -- which gets an aligned contiguous copy).
 
         Args:
             qw: the ``QuantizedWeight`` (``cute_gemm.quantize`` or an importer).
@@ -182,9 +192,9 @@ class QuantLinear(torch.nn.Module):
         n, k = qw.shape
         layer = cls(k, n, bias=bias is not None, bits=qw.bits, group_size=qw.group_size,
                     symmetric=qw.symmetric, dtype=qw.dtype, device="meta")
-        layer.qweight = qw.packed
-        layer.scales = qw.scales
-        layer.zeros = qw.zeros
+        layer.qweight = _kernel_ready(qw.packed)
+        layer.scales = _kernel_ready(qw.scales)
+        layer.zeros = None if qw.zeros is None else _kernel_ready(qw.zeros)
         if bias is not None:
             if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
                 raise TypeError(f"{_WHERE}.from_quantized: bias must be None or a floating-point "
@@ -192,7 +202,7 @@ class QuantLinear(torch.nn.Module):
             if tuple(bias.shape) != (n,):
                 raise ValueError(f"{_WHERE}.from_quantized: bias must have shape [N] = [{n}]; "
                                  f"got {list(bias.shape)}")
-            layer.bias = bias.detach().to(device=qw.device, dtype=qw.dtype)
+            layer.bias = _kernel_ready(bias.detach().to(device=qw.device, dtype=qw.dtype))
         if input_perm is not None:
             layer.input_perm = _check_perm(input_perm, k, qw.device)
         return layer

@@ -124,6 +124,27 @@ def _forced_gemm_config(config):
         _C._gemm_set_config(previous)
 
 
+@contextlib.contextmanager
+def _forced_mixed_split(splits=-1, reduce=-1):
+    """Runs every cute_gemm.mixed_gemm kernel launch inside the block with a forced split-K plan.
+
+    ``splits``: 1..64 k splits (fewer when K has fewer k blocks), -1 the heuristic. ``reduce``:
+    ``"workspace"`` (fp32 partial sums and a second kernel), ``"cluster"`` (a thread block cluster
+    per column tile adding through distributed shared memory; sm_90 and at most 8 splits, else the
+    workspace) or -1 / None for the heuristic. Process-wide; the previous override is restored on
+    exit. For tests that must cover both reductions and for tuning runs.
+    """
+    codes = {None: -1, -1: -1, "workspace": 1, "cluster": 2}
+    if reduce not in codes:
+        raise ValueError(f"reduce must be 'workspace', 'cluster' or None; got {reduce!r}")
+    previous = _C._mixed_get_split()
+    _C._mixed_set_split(int(splits), codes[reduce])
+    try:
+        yield
+    finally:
+        _C._mixed_set_split(*previous)
+
+
 # ----------------------------------------------------------------------------------- mixed_gemm
 
 _MIXED = "cute_gemm.mixed_gemm: "

@@ -392,9 +392,10 @@ class QuantizedWeight:
     def cpu(self):
         return self.to("cpu")
 
-    def dequantize(self):
-        """The ``[N, K]`` weight in ``self.dtype``: ``(q - z) * s`` (see ``dequantize``)."""
-        return dequantize(self)
+    def dequantize(self, dtype=None):
+        """The ``[N, K]`` weight: ``(q - z) * s`` rounded to ``dtype``, default ``self.dtype``
+        (see ``dequantize``)."""
+        return dequantize(self, dtype)
 
     def __repr__(self):
         n, k = self.shape
@@ -495,10 +496,17 @@ def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
     return QuantizedWeight(packed, scales, zeros, bits, group_size, (n, k))
 
 
-def dequantize(qw):
-    """``[N, K]`` weight of a ``QuantizedWeight``: ``(q - z) * s`` in fp32, rounded once to
-    ``qw.dtype``. (The fp32 product is exact: ``q - z`` has at most 9 bits and ``s`` at most
-    11 significant bits, so this is also what a half-precision ``(q - z) * s`` gives.)"""
+def dequantize(qw, dtype=None):
+    """``[N, K]`` weight of a ``QuantizedWeight``: ``(q - z) * s`` computed in fp32 and rounded
+    once to ``dtype`` (default ``qw.dtype``). The fp32 product is exact (``q - z`` has at most 9
+    bits and ``s`` at most 11 significant bits), so ``dtype=torch.float32`` gives the exact
+    dequantized weight, and the default is also what a half-precision ``(q - z) * s`` gives.
+
+    The fused CUDA kernel (``mixed_gemm`` below 256 rows) multiplies by the scales after its
+    integer products, so it computes with the exact weight (``dtype=torch.float32``); the CPU
+    reference and the dense path from 256 rows use the weight rounded to ``qw.dtype``. The two
+    differ by at most half an ulp per weight.
+    """
     if not isinstance(qw, QuantizedWeight):
         raise TypeError(f"dequantize: expected a QuantizedWeight; got {type(qw).__name__}")
     n, k = qw.shape
@@ -509,4 +517,9 @@ def dequantize(qw):
         z = float(1 << (qw.bits - 1))
     else:
         z = qw.zeros.float().t().unsqueeze(-1)
-    return ((q - z) * s).reshape(n, k).to(qw.dtype)
+    if dtype is None:
+        dtype = qw.dtype
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise ValueError(f"dequantize: dtype must be torch.float16, torch.bfloat16, torch.float32 "
+                         f"or torch.float64 (or None for qw.dtype); got {dtype}")
+    return ((q - z) * s).reshape(n, k).to(dtype)

@@ -290,8 +290,11 @@ def test_walkthrough(tmp_path, capsys):
 
 
 def test_main_passes_out_dir(tmp_path, capsys):
+    # The walkthrough is the main job's `layout` subcommand; a bare --out says where it went.
     from cute_gemm.__main__ import main
 
-    assert main(["--out", str(tmp_path)]) == 0
+    assert main(["--out", str(tmp_path)]) == 2
+    assert "python -m cute_gemm layout --out DIR" in capsys.readouterr().err
+    assert main(["layout", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "tv_mma_m16n8k16_c.svg").exists()
     assert "wrote" in capsys.readouterr().out

@@ -370,3 +370,40 @@ def test_random_small_shapes(m, nb, groups, bits, group, symmetric, with_bias, b
     assert torch.equal(cute_gemm.unpack_weight(cute_gemm.pack_weight(
         cute_gemm.unpack_weight(qw.packed, bits, k), bits), bits, k),
         cute_gemm.unpack_weight(qw.packed, bits, k))
+
+
+# ------------------------------------------------------------------ kernel plan (no GPU needed)
+
+@pytest.mark.parametrize("m,bits,group,k,mt,fine", [
+    (1, 4, 128, 4096, 1, False), (16, 4, 32, 4096, 1, True), (17, 4, 64, 4096, 2, True),
+    (33, 8, 64, 4096, 4, False), (255, 8, 32, 4096, 4, True), (7, 8, -1, 4224, 1, False),
+    (1, 4, 32, 32, 1, False)])
+def test_mixed_plan_instance_choice(m, bits, group, k, mt, fine):
+    # M tile: 16 rows up to M=16, 32 up to 32, else 64. Scales every 2 k16 steps ("fine") only
+    # for groups shorter than the packed k block (128 INT4, 64 INT8) and shorter than K.
+    got = cute_gemm._C._mixed_plan(m, 4096, k, bits, group)
+    assert got[:2] == (mt, fine)
+    assert 1 <= got[2] <= 64 and got[3] in (0, 1, 2)
+
+
+def test_mixed_split_override_round_trip_and_errors():
+    assert cute_gemm._C._mixed_get_split() == (-1, -1)
+    with cute_gemm.ops._forced_mixed_split(5, "workspace"):
+        assert cute_gemm._C._mixed_get_split() == (5, 1)
+        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)[2:] == (5, 1)
+        with cute_gemm.ops._forced_mixed_split(3):
+            assert cute_gemm._C._mixed_get_split() == (3, -1)
+        assert cute_gemm._C._mixed_get_split() == (5, 1)
+    assert cute_gemm._C._mixed_get_split() == (-1, -1)
+    # 4096 / 128 = 32 k blocks: 40 splits clamp to 32.
+    with cute_gemm.ops._forced_mixed_split(40, "workspace"):
+        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)[2] == 32
+    for bad in [(0, -1), (65, -1), (-2, -1), (4, 0), (4, 3)]:
+        with pytest.raises(ValueError, match="_mixed_set_split: splits must be"):
+            cute_gemm._C._mixed_set_split(*bad)
+    with pytest.raises(ValueError, match="reduce must be"):
+        with cute_gemm.ops._forced_mixed_split(2, "atomics"):
+            pass
+    with pytest.raises(ValueError, match="_mixed_plan: need"):
+        cute_gemm._C._mixed_plan(1, 4096, 4096, 5, 128)
+    assert cute_gemm._C._mixed_get_split() == (-1, -1)

@@ -30,8 +30,18 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
     return cute_gemm.quantize(_randn(n, k, dtype=dtype, seed=seed), bits, group, symmetric)
 
 
+# From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
+# (kDenseFromM in csrc/ops/mixed_gemm_op.cpp); below it the fused kernel runs.
+DENSE_FROM_M = 256
+
+
 def _reference(a, qw, bias=None):
-    out = a.double() @ qw.dequantize().double().t()
+    """fp64 product with the weight the path computes with: the fused kernel (M < DENSE_FROM_M)
+    applies the scales in fp32 after exact integer products, i.e. uses the exact (q - z) * s; the
+    dense path uses it rounded to the activation dtype (cute_gemm.dequantize's default)."""
+    exact = a.reshape(-1, a.shape[-1]).shape[0] < DENSE_FROM_M
+    w = qw.dequantize(torch.float32 if exact else None)
+    out = a.double() @ w.double().t()
     if bias is not None:
         out += bias.double()
     return out
@@ -143,11 +153,6 @@ def test_quantized_weight_to_cuda_and_back():
 
 
 # ------------------------------------------------------------------------------- memory safety
-
-# From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (kDenseFromM in csrc/ops/mixed_gemm_op.cpp); below it the fused kernel runs.
-DENSE_FROM_M = 256
-
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("m,n,k,bits", [(1, 8, 128, 4), (7, 136, 640, 8), (33, 4104, 4224, 4),
@@ -313,3 +318,44 @@ def test_torch_compile_rejects_bad_shapes_at_trace_time():
                              fullgraph=True)
     with pytest.raises(Exception, match=r"scales must have shape \[K/G, N\]"):
         compiled(_randn(4, 128), qw.scales.t().contiguous())
+
+
+# ------------------------------------------------------------------------- split-K reductions
+
+@pytest.mark.parametrize("m,n,k,bits,group", [(1, 4104, 4224, 4, 128), (7, 136, 4224, 8, -1),
+                                              (33, 264, 2048, 4, 32), (64, 4096, 1024, 8, 32),
+                                              (16, 8, 8192, 4, 64)])
+@pytest.mark.parametrize("splits", [1, 3, 8])
+def test_split_reductions_agree(m, n, k, bits, group, splits):
+    # Both reductions add the splits' fp32 partial sums in split order, so for the same split
+    # count they must agree bit for bit, and both must be accurate.
+    qw = _qweight(n, k, bits, group, False, torch.float16, seed=21)
+    a = _randn(m, k, seed=22)
+    bias = _randn(n, seed=23)
+    ref = _reference(a, qw, bias)
+    outs = {}
+    for reduce in ("workspace", "cluster"):
+        with cute_gemm.ops._forced_mixed_split(splits, reduce):
+            mt, fine, got_splits, got_reduce = cute_gemm._C._mixed_plan(m, n, k, bits, group)
+            # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
+            k_blocks = -(-k // (128 if bits == 4 else 64))
+            per_split = -(-k_blocks // min(splits, k_blocks))
+            assert got_splits == -(-k_blocks // per_split)
+            if got_splits == 1:
+                assert got_reduce == 0
+            elif reduce == "workspace" or torch.cuda.get_device_capability()[0] < 9:
+                assert got_reduce == 1
+            else:
+                assert got_reduce == 2
+            outs[reduce] = cute_gemm.mixed_gemm(a, qw, bias)
+        assert_accurate(outs[reduce], ref, torch.float16, k)
+    assert torch.equal(outs["workspace"], outs["cluster"])
+
+
+def test_default_plan_on_this_device():
+    # The heuristic: one full wave of 4 CTAs per SM at decode sizes, splits added through the
+    # workspace (the cluster reduction only on request).
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    mt, fine, splits, reduce = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
+    assert (mt, fine, reduce) == (1, False, 1)
+    assert 64 * splits <= 4 * sms < 64 * (splits + 1)

@@ -630,3 +630,23 @@ def test_gpu_opcheck():
     torch.library.opcheck(torch.ops.cute_gemm.mixed_gemm.default,
                           (x, layer.qweight, layer.scales, layer.zeros, layer.bits,
                            layer.group_size, layer.in_features, layer.bias))
+
+
+def test_from_quantized_copies_misaligned_tensors():
+    # Tensors from a memory-mapped safetensors file can sit at 8-byte offsets; the kernel needs 16.
+    qw = cute_gemm.quantize(torch.randn(16, 128, dtype=torch.float16), bits=4, group_size=64,
+                            symmetric=False)
+    def misaligned(t):
+        buf = torch.empty(t.numel() + 8, dtype=t.dtype)
+        view = buf[4:4 + t.numel()].view(t.shape)  # 8 bytes in for 2-byte dtypes
+        view.copy_(t)
+        assert view.data_ptr() % 16 != 0
+        return view
+    qw2 = cute_gemm.QuantizedWeight(qw.packed, misaligned(qw.scales), misaligned(qw.zeros),
+                                    qw.bits, qw.group_size, qw.shape)
+    layer = cute_gemm.QuantLinear.from_quantized(qw2, bias=misaligned(torch.randn(16).half()))
+    for name in ("scales", "zeros", "bias"):
+        assert getattr(layer, name).data_ptr() % 16 == 0, name
+    assert torch.equal(layer.scales, qw.scales) and torch.equal(layer.zeros, qw.zeros)
+    aligned = cute_gemm.QuantLinear.from_quantized(qw)
+    assert aligned.scales.data_ptr() == qw.scales.data_ptr()  # no copy when already fine

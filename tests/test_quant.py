@@ -303,6 +303,25 @@ def test_exactly_representable_weights_round_trip(bits, group, symmetric, dtype)
     assert torch.equal(cute_gemm.dequantize(qw), w)
 
 
+@pytest.mark.parametrize("bits,symmetric", [(4, True), (4, False), (8, True), (8, False)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dequantize_exact_in_fp32_and_rounded_once(bits, symmetric, dtype):
+    # dtype=torch.float32 is the exact (q - z) * s (what the fused CUDA kernel computes with);
+    # the default rounds that once to the activation dtype.
+    n, k, g = 16, 256, 64
+    qw = cute_gemm.quantize(_weight(n, k, dtype, seed=5), bits, g, symmetric)
+    q = cute_gemm.unpack_weight(qw.packed, bits, k).double().reshape(n, k // g, g)
+    z = (float(1 << (bits - 1)) if symmetric
+         else qw.zeros.double().t().unsqueeze(-1))
+    exact = ((q - z) * qw.scales.double().t().unsqueeze(-1)).reshape(n, k)
+    w32 = qw.dequantize(torch.float32)
+    assert w32.dtype == torch.float32 and torch.equal(w32.double(), exact)
+    assert torch.equal(qw.dequantize(), exact.to(dtype))
+    assert torch.equal(cute_gemm.dequantize(qw, torch.float64), exact)
+    with pytest.raises(ValueError, match=r"dtype must be .*got torch.int32"):
+        qw.dequantize(torch.int32)
+
+
 def test_quantize_dtype_override_and_fp32_default():
     w = _weight(8, 64, torch.float32, seed=3)
     assert cute_gemm.quantize(w, group_size=32).dtype == torch.float16

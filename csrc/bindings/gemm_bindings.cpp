@@ -7,7 +7,18 @@
 //                                           heuristic (process-wide)
 //   cute_gemm._C._gemm_get_config()         the current override (-1 = none)
 //
-// cute_gemm.ops._forced_gemm_config(i) wraps set/get in a context manager. Without CUDA
+// and of the mixed-input GEMM's split-K plan (kernels/mixed/mixed_gemm_launch.hpp):
+//
+//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16)
+//                                           (m_tiles, fine_groups, splits, reduce) a launch runs
+//                                           now; reduce 0 none, 1 workspace, 2 cluster
+//   cute_gemm._C._mixed_set_split(splits, reduce)
+//                                           force the split count and/or the reduction; -1 = the
+//                                           heuristic (process-wide)
+//   cute_gemm._C._mixed_get_split()         the current override, (splits, reduce)
+//
+// cute_gemm.ops._forced_gemm_config(i) and _forced_mixed_split(splits, reduce) wrap set/get in
+// context managers. Without CUDA
 // (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises RuntimeError.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
@@ -19,8 +30,11 @@
 #include <string>
 #include <vector>
 
+#include <tuple>
+
 #ifndef CUTE_GEMM_NO_CUDA
 #include "kernels/gemm/gemm_launch.hpp"
+#include "kernels/mixed/mixed_gemm_launch.hpp"
 #endif
 
 namespace py = pybind11;
@@ -81,9 +95,66 @@ int get_config() {
 #endif
 }
 
+std::tuple<int, bool, int, int> mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
+                                           int64_t group_size, bool bf16) {
+#ifdef CUTE_GEMM_NO_CUDA
+  (void)m, (void)n, (void)k, (void)bits, (void)group_size, (void)bf16;
+  no_cuda("_mixed_plan");
+#else
+  constexpr int64_t kMax = 0x7fffffff;
+  if (m < 1 || n < 1 || k < 1 || m > kMax || n > kMax || k > kMax || (bits != 4 && bits != 8)) {
+    throw std::invalid_argument("_mixed_plan: need 1 <= M, N, K < 2^31 and bits 4 or 8, got M=" +
+                                std::to_string(m) + ", N=" + std::to_string(n) + ", K=" +
+                                std::to_string(k) + ", bits=" + std::to_string(bits));
+  }
+  MixedGemmParams p;
+  p.m = int(m);
+  p.n = int(n);
+  p.k = int(k);
+  p.bits = int(bits);
+  p.group_size = group_size <= 0 ? int(k) : int(group_size);
+  p.dtype = bf16 ? HalfType::kBFloat16 : HalfType::kFloat16;
+  const MixedPlan plan = mixed_gemm_plan(p, 0);
+  return {plan.m_tiles, plan.fine_groups, plan.splits, int(plan.reduce)};
+#endif
+}
+
+void mixed_set_split(int64_t splits, int64_t reduce) {
+#ifdef CUTE_GEMM_NO_CUDA
+  (void)splits, (void)reduce;
+  no_cuda("_mixed_set_split");
+#else
+  if (splits < -1 || splits > 64 || reduce < -1 || reduce > 2 ||
+      !mixed_set_split_override(int(splits), int(reduce))) {
+    throw std::invalid_argument("_mixed_set_split: splits must be -1 (the heuristic) or 1..64 and "
+                                "reduce -1 (the heuristic), 1 (workspace) or 2 (cluster); got "
+                                "splits=" + std::to_string(splits) + ", reduce=" +
+                                std::to_string(reduce));
+  }
+#endif
+}
+
+std::tuple<int, int> mixed_get_split() {
+#ifdef CUTE_GEMM_NO_CUDA
+  no_cuda("_mixed_get_split");
+#else
+  int splits = -1, reduce = -1;
+  mixed_split_override(splits, reduce);
+  return {splits, reduce};
+#endif
+}
+
 }  // namespace
 
 void bind_gemm(py::module_& m) {
+  m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
+        py::arg("group_size"), py::arg("bf16") = false,
+        "(m_tiles, fine_groups, splits, reduce) of a mixed_gemm launch of that problem on the "
+        "current device now; reduce: 0 none, 1 workspace + second kernel, 2 cluster.");
+  m.def("_mixed_set_split", &mixed_set_split, py::arg("splits"), py::arg("reduce") = -1,
+        "Forces the mixed GEMM's split count (1..64) and/or reduction (1 workspace, 2 cluster); "
+        "-1 restores the heuristic. Prefer cute_gemm.ops._forced_mixed_split().");
+  m.def("_mixed_get_split", &mixed_get_split, "The mixed GEMM's split override (splits, reduce).");
   m.def("_gemm_configs", &configs,
         "Names ('BMxBNxBK_sS_wWMxWN') of the GEMM configurations, in index order.");
   m.def("_gemm_config_for", &config_for, py::arg("m"), py::arg("n"), py::arg("k"),

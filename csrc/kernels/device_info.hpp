@@ -1,6 +1,6 @@
 #pragma once
-// The current device's multiprocessor count, cached per device: launchers size their grids
-// (split-K, tile choice) from it on every call, so it must not cost a driver query each time.
+// Facts about the current device, cached per device: launchers size their grids (split-K, tile
+// choice) from them on every call, so they must not cost a driver query each time.
 
 #include <cuda_runtime.h>
 
@@ -14,6 +14,19 @@ inline int current_sm_count() {
     int n = 0;
     cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
     cached[device] = n > 0 ? n : 132;
+  }
+  return cached[device];
+}
+
+// The current device's compute capability major version (9 for Hopper), cached per device.
+inline int current_cc_major() {
+  static int cached[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+  if (cached[device] == 0) {
+    int v = 0;
+    cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, device);
+    cached[device] = v > 0 ? v : -1;
   }
   return cached[device];
 }

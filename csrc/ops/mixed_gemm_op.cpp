@@ -239,9 +239,7 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   // Split-K partial sums and the like: a caching-allocator buffer on the current stream, never
   // cudaMalloc, so the call stays capturable in CUDA graphs. Uninitialized.
-  size_t const ws_bytes = mixed_gemm_workspace_bytes(params.m, params.n, params.k, params.bits,
-                                                     params.group_size,
-                                                     sm_count(a.get_device()));
+  size_t const ws_bytes = mixed_gemm_workspace_bytes(params, sm_count(a.get_device()));
   at::Tensor workspace;
   if (ws_bytes > 0) {
     workspace = at::empty({static_cast<int64_t>(ws_bytes)}, a.options().dtype(at::kByte));

@@ -13,6 +13,11 @@
 #define CG_ARCH_CP_ASYNC_ENABLED 1  // cp.async (sm_80+)
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// thread block clusters, distributed shared memory, griddepcontrol (sm_90+)
+#define CG_ARCH_SM90_ENABLED 1
+#endif
+
 namespace cute_gemm {
 namespace detail {
 // Reached only when a wrapper is called on an architecture that lacks the instruction; takes the

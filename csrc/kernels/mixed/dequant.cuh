@@ -1,13 +1,16 @@
 #pragma once
-// Register dequantization of packed weights into mma.sync B-fragment registers (weight_format.hpp).
+// Register dequantization of packed weights (weight_format.hpp) into mma.sync B-fragment registers.
+//
+// The kernel multiplies by the group scale AFTER the mma, in fp32 (mixed_gemm_kernel.cuh), so the
+// registers here hold the small integers q - z, which fp16 and bf16 represent exactly (|q - z| <=
+// 255). Every product a * (q - z) is then exact in the fp32 accumulator, and the one scale
+// multiply per group and output element replaces a multiply per weight.
 //
 // No integer-to-float conversion instructions: OR-ing a small integer q into the mantissa of a
 // half whose exponent encodes 1024 (0x6400) gives exactly 1024 + q, so one subtraction of
-// (1024 + z) yields q - z exactly, and one multiplication by the group scale rounds once -- the
-// same value the reference (q - z) * s rounded to the activation dtype gives. (Folding both into
-// a single FMA with a precomputed -(1024 + z) * s would cancel catastrophically.)
-// bf16 has a 7-bit mantissa: 0x4300 encodes 128 + q for q < 128, so INT4 nibbles are extracted
-// unshifted; INT8 goes through fp32 (0x4B000000 encodes 2^23 + q).
+// (1024 + z) yields q - z. A nibble sitting 4 bits higher gives 1024 + 16 q, and one FMA with 1/16
+// and -(64 + z) yields q - z. bf16 has a 7-bit mantissa: 0x4300 encodes 128 + q for q < 128, so
+// INT4 nibbles are extracted unshifted and INT8 goes through fp32 (0x4B000000 encodes 2^23 + q).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,6 +30,15 @@ CG_DEVICE uint32_t lop3_and_or(uint32_t a, uint32_t mask, uint32_t bits) {
 template <class T>
 struct Dequant;
 
+// The per-(group, column) constants of the subtraction for zero point z: zc = magic + z (both
+// halves), nzc16 = -(magic / 16 + z) for nibbles read 4 bits up, nzf = -(2^23 + z) for the fp32
+// route. Each dtype fills the ones its routines use.
+template <class T2>
+struct ZeroConstants {
+  T2 zc, nzc16;
+  float nzf;
+};
+
 template <>
 struct Dequant<__half> {
   using T2 = __half2;
@@ -34,29 +46,24 @@ struct Dequant<__half> {
   CG_DEVICE static uint32_t as_u32(T2 x) { return *reinterpret_cast<uint32_t*>(&x); }
   CG_DEVICE static T2 splat(float v) { return __float2half2_rn(v); }
 
-  // One INT4 word -> the four registers r0(2w), r1(2w), r0(2w+1), r1(2w+1).
-  // zc = 1024 + z (both halves), nzc16 = -(64 + z); s = scale (both halves).
-  CG_DEVICE static void int4(uint32_t w, T2 zc, T2 nzc16, T2 s, uint32_t (&out)[4]) {
+  CG_DEVICE static ZeroConstants<T2> zero_constants(float z) {
+    return {__float2half2_rn(1024.f + z), __float2half2_rn(-(64.f + z)), 0.f};
+  }
+
+  // One INT4 word -> q - z in the four registers r0(2w), r1(2w), r0(2w+1), r1(2w+1).
+  CG_DEVICE static void int4(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[4]) {
     const T2 one_16 = __float2half2_rn(1.f / 16.f);
-    const uint32_t lo0 = lop3_and_or(w, 0x000F000Fu, 0x64006400u);
-    const uint32_t hi0 = lop3_and_or(w, 0x00F000F0u, 0x64006400u);
-    const uint32_t lo1 = lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
-    const uint32_t hi1 = lop3_and_or(w >> 8, 0x00F000F0u, 0x64006400u);
-    out[0] = as_u32(__hmul2(__hsub2(as_t2(lo0), zc), s));
-    out[1] = as_u32(__hmul2(__hfma2(as_t2(hi0), one_16, nzc16), s));
-    out[2] = as_u32(__hmul2(__hsub2(as_t2(lo1), zc), s));
-    out[3] = as_u32(__hmul2(__hfma2(as_t2(hi1), one_16, nzc16), s));
+    const uint32_t w8 = w >> 8;
+    out[0] = as_u32(__hsub2(as_t2(lop3_and_or(w, 0x000F000Fu, 0x64006400u)), c.zc));
+    out[1] = as_u32(__hfma2(as_t2(lop3_and_or(w, 0x00F000F0u, 0x64006400u)), one_16, c.nzc16));
+    out[2] = as_u32(__hsub2(as_t2(lop3_and_or(w8, 0x000F000Fu, 0x64006400u)), c.zc));
+    out[3] = as_u32(__hfma2(as_t2(lop3_and_or(w8, 0x00F000F0u, 0x64006400u)), one_16, c.nzc16));
   }
-  // One INT8 word -> r0, r1 of one k16 step. zc = 1024 + z.
-  CG_DEVICE static void int8(uint32_t w, T2 zc, T2 s, uint32_t (&out)[2]) {
-    const uint32_t r0 = __byte_perm(w, 0x64646464u, 0x4240);
-    const uint32_t r1 = __byte_perm(w, 0x64646464u, 0x4341);
-    out[0] = as_u32(__hmul2(__hsub2(as_t2(r0), zc), s));
-    out[1] = as_u32(__hmul2(__hsub2(as_t2(r1), zc), s));
+  // One INT8 word -> q - z in r0, r1 of one k16 step (bytes 0..3 = r0.x, r1.x, r0.y, r1.y).
+  CG_DEVICE static void int8(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[2]) {
+    out[0] = as_u32(__hsub2(as_t2(__byte_perm(w, 0x64646464u, 0x4240)), c.zc));
+    out[1] = as_u32(__hsub2(as_t2(__byte_perm(w, 0x64646464u, 0x4341)), c.zc));
   }
-  CG_DEVICE static T2 int4_zc(float z) { return __float2half2_rn(1024.f + z); }
-  CG_DEVICE static T2 int4_nzc16(float z) { return __float2half2_rn(-(64.f + z)); }
-  CG_DEVICE static T2 int8_zc(float z) { return __float2half2_rn(1024.f + z); }
 };
 
 template <>
@@ -66,34 +73,29 @@ struct Dequant<__nv_bfloat16> {
   CG_DEVICE static uint32_t as_u32(T2 x) { return *reinterpret_cast<uint32_t*>(&x); }
   CG_DEVICE static T2 splat(float v) { return __float2bfloat162_rn(v); }
 
-  // zc = 128 + z; the nzc16 slot is unused (nibbles are extracted unshifted).
-  CG_DEVICE static void int4(uint32_t w, T2 zc, T2 /*nzc16*/, T2 s, uint32_t (&out)[4]) {
-    const uint32_t lo0 = lop3_and_or(w, 0x000F000Fu, 0x43004300u);
-    const uint32_t hi0 = lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u);
-    const uint32_t lo1 = lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u);
-    const uint32_t hi1 = lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u);
-    out[0] = as_u32(__hmul2(__hsub2(as_t2(lo0), zc), s));
-    out[1] = as_u32(__hmul2(__hsub2(as_t2(hi0), zc), s));
-    out[2] = as_u32(__hmul2(__hsub2(as_t2(lo1), zc), s));
-    out[3] = as_u32(__hmul2(__hsub2(as_t2(hi1), zc), s));
+  // INT4 nibbles are extracted unshifted, so nzc16 is not needed; INT8 uses nzf.
+  CG_DEVICE static ZeroConstants<T2> zero_constants(float z) {
+    const T2 zc = __float2bfloat162_rn(128.f + z);
+    return {zc, zc, -(8388608.f + z)};
   }
-  // INT8 through fp32: 2^23 + q exactly, minus (2^23 + z), times s, rounded once to bf16.
-  // zc is unused here; zf = z and sf = s as floats.
-  CG_DEVICE static void int8_f32(uint32_t w, float zf, float sf, uint32_t (&out)[2]) {
-    const float magic = 8388608.f;
+
+  CG_DEVICE static void int4(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[4]) {
+    out[0] = as_u32(__hsub2(as_t2(lop3_and_or(w, 0x000F000Fu, 0x43004300u)), c.zc));
+    out[1] = as_u32(__hsub2(as_t2(lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u)), c.zc));
+    out[2] = as_u32(__hsub2(as_t2(lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u)), c.zc));
+    out[3] = as_u32(__hsub2(as_t2(lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)), c.zc));
+  }
+  // INT8 through fp32: 2^23 + q exactly, minus (2^23 + z), packed to bf16 (exact: |q - z| < 256).
+  CG_DEVICE static void int8(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[2]) {
     float v[4];
-#pragma unroll
+    CG_PRAGMA_UNROLL
     for (int i = 0; i < 4; ++i) {
-      const uint32_t bits = __byte_perm(w, 0x4B000000u, 0x7650 + i) ;
-      v[i] = (__uint_as_float(bits) - (magic + zf)) * sf;
+      v[i] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650 + i)) + c.nzf;
     }
     // bytes: 0 = r0.x, 1 = r1.x, 2 = r0.y, 3 = r1.y
     out[0] = as_u32(__floats2bfloat162_rn(v[0], v[2]));
     out[1] = as_u32(__floats2bfloat162_rn(v[1], v[3]));
   }
-  CG_DEVICE static T2 int4_zc(float z) { return __float2bfloat162_rn(128.f + z); }
-  // Unused by int4() above; kept so both dtypes share the callers' code.
-  CG_DEVICE static T2 int4_nzc16(float /*z*/) { return __float2bfloat162_rn(0.f); }
 };
 
 }  // namespace mixed

@@ -1,6 +1,5 @@
-// Dequantizes a packed weight into a dense [N, K] matrix in the activation dtype, with the same
-// register tricks and rounding as the fused kernel (dequant.cuh), so both paths see identical
-// weights. Used for large M, where the product is compute-bound and a dense GEMM on the
+// Dequantizes a packed weight into a dense [N, K] matrix in the activation dtype with the register
+// tricks of dequant.cuh, rounding (q - z) * s once: the reference's values. Used for large M, where the product is compute-bound and a dense GEMM on the
 // dequantized weight beats the fused mma.sync kernel (see mixed_gemm_op.cpp).
 //
 // One thread per (n8 block, k block, lane): it reads its 16 packed bytes and writes the values of
@@ -42,20 +41,20 @@ __global__ void dequantize_weight_kernel(MixedGemmParams p, T* w) {
     const float sf = HalfTraits<T>::to_float(scales[int64_t(group) * p.n + n]);
     const float zf = zeros != nullptr ? HalfTraits<T>::to_float(zeros[int64_t(group) * p.n + n])
                                       : float(1 << (Bits - 1));
+    // q - z exactly, then one rounding of the exact product (q - z) * s: the reference's value.
+    const auto zc = D::zero_constants(zf);
+    const auto s2 = D::splat(sf);
     uint32_t r[4];
     if constexpr (Bits == 4) {
-      D::int4(words[wi], D::int4_zc(zf), D::int4_nzc16(zf), D::splat(sf), r);
-    } else if constexpr (std::is_same<T, __half>::value) {
-      uint32_t r2[2];
-      D::int8(words[wi], D::int8_zc(zf), D::splat(sf), r2);
-      r[0] = r2[0];
-      r[1] = r2[1];
+      D::int4(words[wi], zc, r);
     } else {
       uint32_t r2[2];
-      D::int8_f32(words[wi], zf, sf, r2);
+      D::int8(words[wi], zc, r2);
       r[0] = r2[0];
       r[1] = r2[1];
     }
+#pragma unroll
+    for (int i = 0; i < 2 * kStepsPerWord; ++i) r[i] = D::as_u32(__hmul2(D::as_t2(r[i]), s2));
     // r0 = (k0 + 2t, +1), r1 = (k0 + 2t + 8, +9) for each k16 step of the word.
 #pragma unroll
     for (int s = 0; s < kStepsPerWord; ++s) {

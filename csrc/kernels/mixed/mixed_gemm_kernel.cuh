@@ -2,24 +2,36 @@
 // Mixed-input GEMM: out[M, N] = A[M, K] @ dequant(W)^T (+ bias), A fp16/bf16, W INT4/INT8 packed
 // as in weight_format.hpp, fp32 accumulation on mma.sync m16n8k16.
 //
-// Built for decode (small M), where the time is the weight stream:
+// Built for decode (small M), where the time is the weight stream, and written to spend as few
+// instructions per weight as possible (at M = 1 the tensor cores idle; the issue slots are what a
+// warp can run out of):
 //   - A CTA of 4 warps owns 128 output columns (each warp 4 n8 blocks) and a range of K (split-K
 //     across CTAs fills every SM even when N / 128 is small). Its A tile is shared by the 4 warps
 //     and each A fragment feeds 4 n8 blocks.
 //   - Weights, their scales (and zeros) and the activation tile of each k block travel together
 //     through a kStages-deep cp.async pipeline in shared memory. Weights use an L2 evict-first
 //     policy (read once); in shared memory they keep the packed order, so each lane reads its own
-//     16 bytes per n8 block (conflict-free LDS.128). Deep stages put ~3 x 8 KB of weights in
-//     flight per CTA without spending registers, which is what the weight stream needs.
-//   - Activation rows past M are zero-filled without reading memory and reach the MMA through
-//     ldmatrix from swizzled shared memory.
-//   - Weights are dequantized in registers (dequant.cuh) and consumed by the mma directly.
-//   - Split-K partial sums go to an fp32 workspace; a second kernel adds them in split order
-//     (deterministic), adds the bias and rounds. Without split-K the kernel writes `out` itself.
+//     16 bytes per n8 block (conflict-free LDS.128). Source addresses are computed once and
+//     advanced by a constant per k block. Activation rows past M are zero-filled once, before the
+//     loop, and never loaded again.
+//   - Weights are dequantized in registers to the integers q - z (dequant.cuh: 9 instructions per
+//     8 INT4 weights in fp16) and the mma accumulates a * (q - z) exactly in fp32. The group scale
+//     is applied afterwards, once per group and output element (one FFMA per accumulator), instead
+//     of once per weight. For groups shorter than a k block (32, 64) this happens every 2 k16 steps
+//     (kFineGroups), otherwise once per k block.
+//   - Split-K partial sums are added in split order (deterministic): through an fp32 workspace and
+//     a second kernel, or, on request on sm_90, in the same kernel with the splits of a column tile
+//     forming a thread block cluster that adds through distributed shared memory (slower on the
+//     H200 as measured: see mixed_dispatch.cu). Without split-K the kernel writes `out` itself.
+//   - On sm_90 the kernels are programmatic dependent launches: the first stages' weights are
+//     requested before waiting for the previous kernel in the stream (grid_dependency_sm90.hpp).
 
+#include "cute_gemm/arch/cluster_sm90.hpp"
+#include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
 #include "cute_gemm/mma_atom.hpp"
+#include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
@@ -28,15 +40,14 @@
 namespace cute_gemm {
 namespace mixed {
 
-template <class Element_, int Bits, int MTiles>
+template <class Element_, int Bits, int MTiles, bool FineGroups>
 struct MixedConfig {
   using Element = Element_;
   static constexpr int kBits = Bits;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   // n8 blocks per warp. 8 at M <= 16 (256 columns per CTA) was measured on the H200: better for
-  // K = 28672 (M=1 2.15x vs 1.84x over fp16) but worse for 8192x8192 (1.69x vs 1.96x) and
-  // 4096x4096 (fewer CTAs, 2 instead of 4 per SM), so 4.
+  // K = 28672 but worse for 8192x8192 and 4096x4096 (fewer CTAs per SM), so 4.
   static constexpr int kBlocksPerWarp = 4;
   static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;     // 16
   static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 128 columns
@@ -45,6 +56,11 @@ struct MixedConfig {
   static constexpr int kKSteps = kBlockK / 16;
   static constexpr int kStages = 4;
   static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
+  // k16 steps between two applications of the group scales (see the file comment).
+  static constexpr bool kFineGroups = FineGroups;
+  static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
+  static constexpr int kChunks = kKSteps / kStepsPerChunk;
+  static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;  // k16 steps one packed word feeds
 
   // Warp w owns n8 blocks 4w .. 4w+3 of the CTA's 128 columns: natural (atom, warp, repeat) ->
   // (atom, repeat, warp) as in the GEMM.
@@ -55,15 +71,19 @@ struct MixedConfig {
                        Layout<Int<kBlockK>>>;
   using CopyA = TiledMmaCopy<LdsmA_x4, Mma, MmaOperand::kA>;
   // global -> shared for A: kBlockK / 8 threads per row, 16 bytes each.
-  static constexpr int kChunks = kBlockK / 8;
-  using G2S = TiledCopy<CpAsync16, Layout<Shape<Int<kThreads / kChunks>, Int<kChunks>>,
-                                          Stride<Int<kChunks>, _1>>,
+  static constexpr int kChunksA = kBlockK / 8;
+  using G2S = TiledCopy<CpAsync16, Layout<Shape<Int<kThreads / kChunksA>, Int<kChunksA>>,
+                                          Stride<Int<kChunksA>, _1>>,
                         Layout<Shape<_1, _8>>>;
-  // (rows, kBlockK, stages), K contiguous; the row's low 3 bits XOR the 16-byte unit.
+  // One stage's (rows, kBlockK) activation tile, K contiguous; the row's low 3 bits XOR the
+  // 16-byte unit. Stage s starts kAStageElems elements further on: a multiple of the swizzle's
+  // period (it permutes offset bits below 2^(3 + 3 + log2(kBlockK) - 3)), so a stage's addresses
+  // are stage 0's plus a constant, and the per-thread ldmatrix addresses stay loop-invariant.
   using SmemA = decltype(composition(
       Swizzle<3, 3, log2_of(kBlockK) - 3>{},
-      make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}, Int<kStages>{}),
-                  make_stride(Int<kBlockK>{}, _1{}, Int<kTileM * kBlockK>{}))));
+      make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}), make_stride(Int<kBlockK>{}, _1{}))));
+  static constexpr int kAStageElems = kTileM * kBlockK;
+  static_assert(kAStageElems % (8 * kBlockK) == 0, "stage offsets must not meet the swizzle");
 
   // Shared memory, per stage: weights [blocks][32 lanes][16 B], scales and zeros
   // [kMaxGroups][kTileN columns], then the activation buffers of all stages.
@@ -71,18 +91,26 @@ struct MixedConfig {
   static constexpr int kScaleElems = kMaxGroups * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileM * kBlockK * kStages * 2;
+  // The cluster reduction's fp32 [kTileM][kAccStride] tile reuses the pipeline's shared memory;
+  // 8 floats of padding spread the rows of the fragment stores over the banks.
+  static constexpr int kAccStride = kTileN + 8;
+  static_assert(kTileM * kAccStride * 4 <= kSmemBytes, "accumulator tile must fit");
 };
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits). Split s handles k blocks
-// [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)).
+// [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With SplitReduce::kCluster
+// the grid is launched with clusters of (1, 1, splits).
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmParams p,
-                                                                   int blocks_per_split) {
+                                                                   int blocks_per_split,
+                                                                   int reduce_mode) {
   using T = typename Cfg::Element;
   using D = Dequant<T>;
+  using T2 = typename D::T2;
   using Mma = typename Cfg::Mma;
+  using Atom = typename Mma::AtomType;
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
-  constexpr int NB = Cfg::kBlocksPerWarp;
+  constexpr int NB = Cfg::kBlocksPerWarp, MT = BM / 16;
   extern __shared__ uint128_t smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
   T* smem_a = reinterpret_cast<T*>(smem + S * Cfg::kStageBytes);
@@ -92,23 +120,40 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = (p.k + BK - 1) / BK;
   const int kb_begin = blockIdx.z * blocks_per_split;
-  const int kb_end = min(kb_begin + blocks_per_split, k_blocks);
-  const int n_kb = kb_end - kb_begin;
+  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   // Per-channel scales are one group of K.
   const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
   const int last_group = (p.k + group_size - 1) / group_size - 1;
-  const int groups_per_block = group_size >= BK ? 1 : BK / group_size;
   // Group sizes are 32, 64 or 128 (powers of two) or the whole of K: shifts instead of run-time
   // divisions in the loop.
   const bool per_channel = group_size == p.k && (group_size & (group_size - 1)) != 0;
   const int group_shift = per_channel ? 0 : __ffs(group_size) - 1;
-  const int steps_per_group_shift = __ffs(group_size >= BK ? Cfg::kKSteps : group_size / 16) - 1;
 
-  // ---- global -> shared, one k block per stage
+  // ---- global -> shared, one k block per stage. Every source address is computed here once and
+  // advanced by one k block per stage.
   const uint64_t policy = make_l2_evict_first_policy();
-  uint128_t const* qw = reinterpret_cast<uint128_t const*>(p.qweight);
+  // Weights: warp w copies the 4 n8 blocks it computes on, each lane its 16 bytes: 512-byte runs.
+  // Blocks past N read block 0 instead (any valid data: those columns are never stored).
+  uint128_t const* w_src[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) {
+    const int nb = n0 / 8 + NB * warp + b;
+    w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
+               (int64_t(nb * 8 < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
+  }
+  // Scales (and zeros): `scale_rows` rows of 128 columns per stage, 16 columns of 8 each; thread
+  // tid < 16 * scale_rows copies row tid / 16, chunk tid % 16. Columns past N read column 0.
+  constexpr int kScaleChunks = Cfg::kTileN / 8;
+  const int scale_rows = Cfg::kFineGroups ? BK >> group_shift : 1;
+  const bool scale_copier = tid < scale_rows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
+  const int scale_col = n0 + (tid % kScaleChunks) * 8 < p.n ? n0 + (tid % kScaleChunks) * 8 : 0;
+  const int scale_row = tid / kScaleChunks;
+  auto scale_group = [&](int kb) {  // the group of row scale_row of k block kb
+    return per_channel ? 0 : min(((kb * BK) >> group_shift) + scale_row, last_group);
+  };
+  // Activations: rows below M only; the others were zero-filled once.
   T const* a_ptr = static_cast<T const*>(p.a);
   const auto gA = make_tensor(a_ptr + int64_t(m0) * p.lda + int64_t(kb_begin) * BK,
                               make_layout(make_shape(Int<BM>{}, Int<BK>{}), make_stride(p.lda, _1{})));
@@ -120,66 +165,82 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
   constexpr int RA = decltype(size<1>(tAgA))::value;
   bool a_row_ok[RA];
   const int a_col = g2s_row_predicates<BM>(cA, m0, p.m, a_row_ok);
-  auto load_stage = [&](int i, int stage) {
-    const bool live = i < n_kb;
-    const int kb = kb_begin + i;
-    char* st = smem + stage * Cfg::kStageBytes;
-    // Weights: 512 chunks of 16 bytes, block c / 32, lane c % 32; coalesced 512-byte runs.
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S; ++s) {
     CG_PRAGMA_UNROLL
-    for (int r = 0; r < Cfg::kBlocksPerCta * 32 / Cfg::kThreads; ++r) {
-      const int c = tid + r * Cfg::kThreads;
-      const int nb = n0 / 8 + c / 32;
-      const bool ok = live && nb * 8 < p.n;
-      // k_blocks packed blocks per n8 block (K padded to BK).
-      uint128_t const* src = qw + (int64_t(ok ? nb : 0) * k_blocks + (ok ? kb : 0)) * 32 + c % 32;
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-          *src, *reinterpret_cast<uint128_t*>(st + c * 16), ok, policy);
-    }
-    // Scales (and zeros): groups_per_block rows of kTileN columns, in chunks of 8 columns.
-    constexpr int kChunksPerRow = Cfg::kTileN / 8;
-    if (tid < groups_per_block * kChunksPerRow) {
-      const int row = tid / kChunksPerRow, chunk = tid % kChunksPerRow;
-      const int group = per_channel ? 0 : min(((kb * BK) >> group_shift) + row, last_group);
-      const int col = n0 + chunk * 8;
-      const bool ok = live && col < p.n;
-      const int64_t at = ok ? int64_t(group) * p.n + col : 0;
-      T* s_dst = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + row * Cfg::kTileN + chunk * 8;
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
-                                            *reinterpret_cast<uint128_t*>(s_dst), ok);
-      if (zeros != nullptr) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
-                                              *reinterpret_cast<uint128_t*>(s_dst + Cfg::kScaleElems),
-                                              ok);
+    for (int r = 0; r < RA; ++r) {
+      if (!a_row_ok[r]) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(a_ptr),
+            *reinterpret_cast<uint128_t*>(&tAsA(0, r, 0) + s * Cfg::kAStageElems), false);
       }
     }
-    // Activations.
-    const int k0 = kb * BK;
-    const bool col_ok = live && k0 + a_col < p.k;
-    auto dA = tAsA(_, _, _, stage);
-    copy_if(CpAsync16{}, [&](int rr, int) { return a_row_ok[rr] && col_ok; },
-            make_tensor(tAgA.data() + int64_t(i) * BK, tAgA.layout()), dA);
+  }
+
+  // Weights, scales and zeros of k block i: they do not depend on earlier kernels.
+  auto load_weights = [&](int i, int stage) {
+    if (i >= n_kb) return;
+    const int kb = kb_begin + i;
+    char* st = smem + stage * Cfg::kStageBytes;
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) {
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
+          w_src[b][int64_t(i) * 32],
+          reinterpret_cast<uint128_t*>(st)[(NB * warp + b) * 32 + lane], true, policy);
+    }
+    if (scale_copier) {
+      const int64_t at = int64_t(scale_group(kb)) * p.n + scale_col;
+      uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
+                                            s_dst[0], true);
+      if (zeros != nullptr) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
+                                              s_dst[Cfg::kScaleElems / 8], true);
+      }
+    }
+  };
+  // Activations of k block i: written by an earlier kernel, so only after grid_dependency_wait.
+  auto load_activations = [&](int i, int stage) {
+    if (i >= n_kb) return;
+    // Columns past K read as zeros (the packed weight's padding then meets zeros).
+    const bool col_ok = (kb_begin + i) * BK + a_col < p.k;
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < RA; ++r) {
+      if (a_row_ok[r]) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(&tAgA(0, r, 0) + int64_t(i) * BK),
+            *reinterpret_cast<uint128_t*>(&tAsA(0, r, 0) + stage * Cfg::kAStageElems), col_ok);
+      }
+    }
   };
 
-  const auto thr_mma = get_thread_slice(Mma{}, tid);
   auto tCrA = ThrMMA<Mma>::template partition_fragment_A<T>(make_shape(Int<BM>{}, Int<BK>{}));
   auto tCrB = ThrMMA<Mma>::template partition_fragment_B<T>(
       make_shape(Int<Cfg::kTileN>{}, Int<BK>{}));  // (4, NB, KSteps)
-  auto tCrC = ThrMMA<Mma>::template partition_fragment_C<float>(
+  // acc: the scaled sum; part: the current chunk's unscaled sum of a * (q - z). Both (4, MT, NB):
+  // values c0..c3 of the m16n8 fragment, (row g, col 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+  auto acc = ThrMMA<Mma>::template partition_fragment_C<float>(
       make_shape(Int<BM>{}, Int<Cfg::kTileN>{}));
-  clear(tCrC);
+  auto part = make_fragment_like<float>(acc);
+  clear(acc);
   auto tArA = Cfg::CopyA::retile(tCrA);
   const auto tAsA_ld = get_thread_copy(typename Cfg::CopyA{}, tid).partition_S(sA);
 
-  // This lane's columns within the CTA tile: n8 block 4 * warp + b, column lane / 4.
-  int lcol[NB];
-  CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) lcol[b] = (NB * warp + b) * 8 + lane / 4;
-  const float zsym = float(1 << (Cfg::kBits - 1));
+  // This lane's columns within the CTA tile, per n8 block b: the B fragment's column g and the
+  // accumulator's column pair 2t, 2t + 1.
+  const int g = lane / 4, t = lane % 4;
+  const bool symmetric = zeros == nullptr;
+  const auto sym_consts = D::zero_constants(float(1 << (Cfg::kBits - 1)));
 
-  // ---- prologue
+  // ---- prologue. The first stages' weights go out before waiting for the previous kernel
+  // (programmatic dependent launch on sm_90), so their DRAM latency overlaps its tail. Group s
+  // then holds stage s's activations, group 0 also all the prologue's weights.
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S - 1; ++s) load_weights(s, s);
+  grid_dependency_wait();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {
-    load_stage(s, s);
+    load_activations(s, s);
     cp_async_fence();
   }
 
@@ -189,103 +250,173 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
     cp_async_wait<S - 2>();
     __syncthreads();  // stage i % S landed; stage (i - 1) % S is free again
     const int stage = i % S;
-    load_stage(i + S - 1, (i + S - 1) % S);
+    load_weights(i + S - 1, (i + S - 1) % S);
+    load_activations(i + S - 1, (i + S - 1) % S);
     cp_async_fence();
 
     char const* st = smem + stage * Cfg::kStageBytes;
     T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
-    T const* s_zero = s_scale + Cfg::kScaleElems;
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b)
       w[b] = reinterpret_cast<uint4 const*>(st)[(NB * warp + b) * 32 + lane];
 
-    // Dequantization constants of each block for the current group row, recomputed only when the
-    // row changes (never within a k block for groups >= the block: g128 INT4, g64+ INT8).
-    using T2 = typename D::T2;
-    T2 c_s[NB], c_zc[NB], c_nzc16[NB];
-    float c_sf[NB], c_zf[NB];
-    auto load_consts = [&](int grow) {
-      CG_PRAGMA_UNROLL
-      for (int b = 0; b < NB; ++b) {
-        const float sf = HalfTraits<T>::to_float(s_scale[grow * Cfg::kTileN + lcol[b]]);
-        const float zf = zeros != nullptr
-                             ? HalfTraits<T>::to_float(s_zero[grow * Cfg::kTileN + lcol[b]])
-                             : zsym;
-        c_sf[b] = sf;
-        c_zf[b] = zf;
-        c_s[b] = D::splat(sf);
-        if constexpr (Cfg::kBits == 4) {
-          c_zc[b] = D::int4_zc(zf);
-          c_nzc16[b] = D::int4_nzc16(zf);
-        } else if constexpr (std::is_same<T, __half>::value) {
-          c_zc[b] = D::int8_zc(zf);
-        }
-      }
-    };
-    int cur_grow = 0;
-    load_consts(0);
-
-    // One packed word per block at a time: INT4 words feed k16 steps 2wi, 2wi+1; INT8 step wi.
     CG_PRAGMA_UNROLL
-    for (int wi = 0; wi < 4; ++wi) {
-      constexpr int kStepsPerWord = Cfg::kBits == 4 ? 2 : 1;
-      const int grow = (wi * kStepsPerWord) >> steps_per_group_shift;
-      if (grow != cur_grow) {  // warp-uniform
-        load_consts(grow);
-        cur_grow = grow;
-      }
+    for (int c = 0; c < Cfg::kChunks; ++c) {
+      // The chunk's group row in this stage's scales: 32 columns of K per chunk when fine.
+      const int grow = Cfg::kFineGroups ? (32 * c) >> group_shift : 0;
+      T const* srow = s_scale + grow * Cfg::kTileN + NB * warp * 8;
+      ZeroConstants<T2> zc[NB];
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
-        const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
-        if constexpr (Cfg::kBits == 4) {
-          uint32_t r[4];
-          D::int4(word, c_zc[b], c_nzc16[b], c_s[b], r);
-          uint32_t* f0 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi));
-          uint32_t* f1 = reinterpret_cast<uint32_t*>(&tCrB(0, b, 2 * wi + 1));
-          f0[0] = r[0];
-          f0[1] = r[1];
-          f1[0] = r[2];
-          f1[1] = r[3];
-        } else {
-          uint32_t r[2];
-          if constexpr (std::is_same<T, __half>::value) {
-            D::int8(word, c_zc[b], c_s[b], r);
-          } else {
-            D::int8_f32(word, c_zf[b], c_sf[b], r);
-          }
-          uint32_t* f = reinterpret_cast<uint32_t*>(&tCrB(0, b, wi));
-          f[0] = r[0];
-          f[1] = r[1];
-        }
+        zc[b] = symmetric ? sym_consts
+                          : D::zero_constants(HalfTraits<T>::to_float(
+                                srow[Cfg::kScaleElems + b * 8 + g]));
       }
       CG_PRAGMA_UNROLL
-      for (int j = wi * kStepsPerWord; j < (wi + 1) * kStepsPerWord; ++j) {
-        copy_ldsm(LdsmA_x4{}, tAsA_ld(_, _, _, stage), tArA, j);
-        gemm(Mma{}, tCrC, tCrA, tCrB, j);
+      for (int j = c * Cfg::kStepsPerChunk; j < (c + 1) * Cfg::kStepsPerChunk; ++j) {
+        // Dequantize step j's B fragments when j starts a packed word.
+        if (j % Cfg::kStepsPerWord == 0) {
+          const int wi = j / Cfg::kStepsPerWord;
+          CG_PRAGMA_UNROLL
+          for (int b = 0; b < NB; ++b) {
+            const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
+            uint32_t* f0 = reinterpret_cast<uint32_t*>(&tCrB(0, b, j));
+            if constexpr (Cfg::kBits == 4) {
+              uint32_t r[4];
+              D::int4(word, zc[b], r);
+              uint32_t* f1 = reinterpret_cast<uint32_t*>(&tCrB(0, b, j + 1));
+              f0[0] = r[0];
+              f0[1] = r[1];
+              f1[0] = r[2];
+              f1[1] = r[3];
+            } else {
+              uint32_t r[2];
+              D::int8(word, zc[b], r);
+              f0[0] = r[0];
+              f0[1] = r[1];
+            }
+          }
+        }
+        copy_ldsm(LdsmA_x4{},
+                  make_tensor(tAsA_ld.data() + stage * Cfg::kAStageElems, tAsA_ld.layout()), tArA,
+                  j);
+        const bool first = j == c * Cfg::kStepsPerChunk;
+        CG_PRAGMA_UNROLL
+        for (int m = 0; m < MT; ++m) {
+          CG_PRAGMA_UNROLL
+          for (int bi = 0; bi < NB; ++bi) {
+            const int b = (m & 1) ? NB - 1 - bi : bi;  // serpentine: reuse the last B fragment
+            if (first) {
+              const float zero[4] = {0.f, 0.f, 0.f, 0.f};
+              Atom::call(part(_, m, b), tCrA(_, m, j), tCrB(_, b, j),
+                         make_tensor(zero, make_layout(_4{})));
+            } else {
+              Atom::call(part(_, m, b), tCrA(_, m, j), tCrB(_, b, j), part(_, m, b));
+            }
+          }
+        }
+      }
+      // acc += scale * part for the accumulator's columns 2t, 2t + 1 of each block.
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) {
+        const T2 s2 = *reinterpret_cast<T2 const*>(srow + b * 8 + 2 * t);
+        const float s_even = HalfTraits<T>::to_float(s2.x), s_odd = HalfTraits<T>::to_float(s2.y);
+        CG_PRAGMA_UNROLL
+        for (int m = 0; m < MT; ++m) {
+          acc(0, m, b) = fmaf(s_even, part(0, m, b), acc(0, m, b));
+          acc(1, m, b) = fmaf(s_odd, part(1, m, b), acc(1, m, b));
+          acc(2, m, b) = fmaf(s_even, part(2, m, b), acc(2, m, b));
+          acc(3, m, b) = fmaf(s_odd, part(3, m, b), acc(3, m, b));
+        }
       }
     }
   }
   cp_async_wait<0>();
+  grid_launch_dependents();  // the next kernel may start streaming its weights
 
-  // ---- epilogue: each lane's accumulators (rows g, g + 8 of each m16 atom; column pairs)
-  const auto cC = thr_mma.partition_coords_C(make_shape(Int<BM>{}, Int<Cfg::kTileN>{}));
-  const bool split = gridDim.z > 1;
-  float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
+  // ---- epilogue. This lane's accumulators: rows 16 m + g (+ 8), columns (NB * warp + b) * 8 + 2t
+  // (+ 1) of the tile.
   T* out = static_cast<T*>(p.out);
   T const* bias = static_cast<T const*>(p.bias);
+  if (reduce_mode == int(SplitReduce::kCluster)) {
+    // Each split stores its tile to its own shared memory; after the cluster barrier, split r adds
+    // float4 column groups r, r + splits, ... of all valid rows over the splits in order.
+    __syncthreads();  // every warp is done with the pipeline's shared memory
+    float* tile = reinterpret_cast<float*>(smem);
+    CG_PRAGMA_UNROLL
+    for (int m = 0; m < MT; ++m) {
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) {
+        const int col = (NB * warp + b) * 8 + 2 * t;
+        const int row = 16 * m + g;
+        *reinterpret_cast<float2*>(tile + row * Cfg::kAccStride + col) =
+            make_float2(acc(0, m, b), acc(1, m, b));
+        *reinterpret_cast<float2*>(tile + (row + 8) * Cfg::kAccStride + col) =
+            make_float2(acc(2, m, b), acc(3, m, b));
+      }
+    }
+    cluster_sync();
+    const int splits = gridDim.z;
+    const int rank = int(cluster_cta_rank());
+    const int rows = min(BM, p.m - m0);
+    constexpr int kCol4 = Cfg::kTileN / 4;
+    const uint32_t tile_addr = detail::smem_addr(tile);
+    for (int item = rank + splits * tid; item < rows * kCol4; item += splits * Cfg::kThreads) {
+      const int row = item / kCol4, col = (item % kCol4) * 4;
+      if (n0 + col >= p.n) continue;
+      const uint32_t off = uint32_t(row * Cfg::kAccStride + col) * 4;
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int s = 0; s < splits; ++s) {
+        const float4 v = ld_shared_cluster_f32x4(map_shared_rank(tile_addr + off, s));
+        sum.x += v.x;
+        sum.y += v.y;
+        sum.z += v.z;
+        sum.w += v.w;
+      }
+      if (bias != nullptr) {
+        sum.x += HalfTraits<T>::to_float(bias[n0 + col]);
+        sum.y += HalfTraits<T>::to_float(bias[n0 + col + 1]);
+        sum.z += HalfTraits<T>::to_float(bias[n0 + col + 2]);
+        sum.w += HalfTraits<T>::to_float(bias[n0 + col + 3]);
+      }
+      T2 lo, hi;
+      lo.x = HalfTraits<T>::from_float(sum.x);
+      lo.y = HalfTraits<T>::from_float(sum.y);
+      hi.x = HalfTraits<T>::from_float(sum.z);
+      hi.y = HalfTraits<T>::from_float(sum.w);
+      T2* dst = reinterpret_cast<T2*>(out + int64_t(m0 + row) * p.ldo + n0 + col);
+      dst[0] = lo;
+      dst[1] = hi;
+    }
+    cluster_sync();  // peers may still read this CTA's tile
+    return;
+  }
+  const bool to_workspace = reduce_mode == int(SplitReduce::kWorkspace);
+  float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
   CG_PRAGMA_UNROLL
-  for (int v = 0; v < decltype(size(tCrC))::value; ++v) {
-    int r, c;
-    tile_rc<BM>(get<1>(cC) + get<0>(cC)(v), r, c);
-    const int row = m0 + r, colx = n0 + c;
-    if (row < p.m && colx < p.n) {
-      if (split) {
-        ws[int64_t(row) * p.n + colx] = tCrC(v);
-      } else {
-        float acc = tCrC(v);
-        if (bias != nullptr) acc += HalfTraits<T>::to_float(bias[colx]);
-        out[int64_t(row) * p.ldo + colx] = HalfTraits<T>::from_float(acc);
+  for (int m = 0; m < MT; ++m) {
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) {
+      const int col = n0 + (NB * warp + b) * 8 + 2 * t;
+      if (col >= p.n) continue;  // N % 8 == 0: both columns of the pair are in or out
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + 16 * m + g + 8 * h;
+        if (row >= p.m) continue;
+        float v0 = acc(2 * h, m, b), v1 = acc(2 * h + 1, m, b);
+        if (to_workspace) {
+          *reinterpret_cast<float2*>(ws + int64_t(row) * p.n + col) = make_float2(v0, v1);
+        } else {
+          if (bias != nullptr) {
+            v0 += HalfTraits<T>::to_float(bias[col]);
+            v1 += HalfTraits<T>::to_float(bias[col + 1]);
+          }
+          T2 o;
+          o.x = HalfTraits<T>::from_float(v0);
+          o.y = HalfTraits<T>::from_float(v1);
+          *reinterpret_cast<T2*>(out + int64_t(row) * p.ldo + col) = o;
+        }
       }
     }
   }
@@ -294,6 +425,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) mixed_gemm_kernel(MixedGemmPara
 // out = sum over splits (in split order) of the partial sums, + bias, rounded.
 template <class T>
 __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
+  // A programmatic dependent of mixed_gemm_kernel: wait for its partial sums. The next layer's
+  // kernel may start streaming its weights meanwhile (it reads nothing this kernel writes before
+  // its own wait).
+  grid_dependency_wait();
+  grid_launch_dependents();
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t total = int64_t(p.m) * p.n;
   if (idx >= total) return;
@@ -305,11 +441,26 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
   static_cast<T*>(p.out)[int64_t(row) * p.ldo + col] = HalfTraits<T>::from_float(acc);
 }
 
+// Whether this build has sm_90 code for the kernel (distributed shared memory); cached.
 template <class Cfg>
-cudaError_t launch_mixed(MixedGemmParams const& p, int splits, cudaStream_t stream) {
+bool cluster_reduce_supported() {
+  static const bool supported = [] {
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, mixed_gemm_kernel<Cfg>) == cudaSuccess &&
+           attr.binaryVersion >= 90;
+  }();
+  return supported;
+}
+
+// splits: the split-K factor the dispatcher chose; reduce: how the splits meet (kCluster needs
+// cluster_reduce_supported() and splits <= kMaxClusterSplits; kWorkspace needs p.workspace).
+template <class Cfg>
+cudaError_t launch_mixed(MixedGemmParams const& p, int splits, SplitReduce reduce,
+                         cudaStream_t stream) {
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   const int per_split = (k_blocks + splits - 1) / splits;
   splits = (k_blocks + per_split - 1) / per_split;  // no empty splits
+  if (splits == 1) reduce = SplitReduce::kNone;
   dim3 grid((p.n + Cfg::kTileN - 1) / Cfg::kTileN, (p.m + Cfg::kTileM - 1) / Cfg::kTileM, splits);
   const int smem = Cfg::kSmemBytes;
   if (smem > 48 * 1024) {
@@ -317,13 +468,41 @@ cudaError_t launch_mixed(MixedGemmParams const& p, int splits, cudaStream_t stre
         mixed_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
   }
-  mixed_gemm_kernel<Cfg><<<grid, Cfg::kThreads, smem, stream>>>(p, per_split);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess || splits == 1) return e;
+  // sm_90: both kernels are programmatic dependents of what precedes them in the stream (see
+  // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
+  const bool pdl = current_cc_major() >= 9;
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  if (reduce == SplitReduce::kCluster) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = 1;
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = splits;
+    ++n_attr;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = n_attr;
+  cudaError_t e =
+      cudaLaunchKernelEx(&config, mixed_gemm_kernel<Cfg>, p, per_split, int(reduce));
+  if (e != cudaSuccess || reduce != SplitReduce::kWorkspace) return e;
   const int64_t total = int64_t(p.m) * p.n;
-  split_k_reduce_kernel<typename Cfg::Element>
-      <<<unsigned((total + 255) / 256), 256, 0, stream>>>(p, splits);
-  return cudaGetLastError();
+  cudaLaunchConfig_t rconfig{};
+  rconfig.gridDim = dim3(unsigned((total + 255) / 256));
+  rconfig.blockDim = dim3(256);
+  rconfig.stream = stream;
+  rconfig.attrs = attr;
+  rconfig.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&rconfig, split_k_reduce_kernel<typename Cfg::Element>, p, splits);
 }
 
 }  // namespace mixed

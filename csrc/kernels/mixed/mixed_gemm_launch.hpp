@@ -31,6 +31,15 @@
 
 namespace cute_gemm {
 
+// How the partial sums of a split-K launch meet (mixed_gemm_kernel.cuh).
+enum class SplitReduce : int {
+  kNone = 0,       // one split: the kernel writes out (+ bias)
+  kWorkspace = 1,  // fp32 partial sums to the workspace, a second kernel adds them in split order
+  kCluster = 2,    // the splits of a column tile are one cluster and add through distributed
+                   // shared memory in split order (sm_90; at most kMaxClusterSplits)
+};
+constexpr int kMaxClusterSplits = 8;  // the portable cluster size
+
 struct MixedGemmParams {
   void const* a = nullptr;            // [M, K], row stride lda elements
   int32_t const* qweight = nullptr;   // packed, see weight_format.hpp
@@ -47,14 +56,33 @@ struct MixedGemmParams {
   size_t workspace_bytes = 0;
 };
 
-// Bytes of workspace a launch of this problem needs (e.g. split-K partial sums); 0 for none.
+// Bytes of workspace a launch of this problem needs (split-K partial sums where the splits cannot
+// meet in a cluster); 0 for none. Reads m, n, k, bits, group_size and dtype of `params`.
 // sm_count: the device's multiprocessor count, for choosing the split.
-size_t mixed_gemm_workspace_bytes(int m, int n, int k, int bits, int group_size, int sm_count);
+size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params, int sm_count);
 
 // Writes dequant(W) as a dense row-major [N, K] matrix `w` in the activation dtype (the same
 // values the fused kernel uses). Only params' qweight, scales, zeros, n, k, bits, group_size and
 // dtype are read. For large M the op runs a dense GEMM on it instead of the fused kernel.
 cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cudaStream_t stream);
+
+// What a launch of this problem runs: the instance's M tile (16 * m_tiles rows) and group
+// granularity, the split-K factor (no split empty) and how the splits meet. Reads m, n, k, bits,
+// group_size and dtype of `params`. m_tiles is 0 when no instance fits.
+struct MixedPlan {
+  int m_tiles = 0;
+  bool fine_groups = false;
+  int splits = 1;
+  SplitReduce reduce = SplitReduce::kNone;
+};
+MixedPlan mixed_gemm_plan(MixedGemmParams const& params, int sm_count);
+
+// Process-wide override of the split-K plan, for tests and tuning: splits > 0 forces that many
+// splits (at most 64; fewer when K has fewer k blocks), reduce kWorkspace or kCluster forces that
+// reduction (kCluster only where supported, with at most kMaxClusterSplits splits; otherwise
+// the workspace). -1 restores the heuristic. Returns false (and changes nothing) when out of range.
+bool mixed_set_split_override(int splits, int reduce);
+void mixed_split_override(int& splits, int& reduce);
 
 // Launches out = A @ dequant(W)^T (+ bias) on `stream`. Returns the launch error, if any.
 cudaError_t mixed_gemm_launch(MixedGemmParams const& params, cudaStream_t stream);

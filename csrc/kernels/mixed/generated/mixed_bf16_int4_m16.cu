@@ -4,8 +4,12 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_bf16_int4_m16(MixedGemmParams const& p, int splits, cudaStream_t stream) {
-  return mixed::launch_mixed<mixed::MixedConfig<__nv_bfloat16, 4, 1>>(p, splits, stream);
+cudaError_t mixed_bf16_int4_m16(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream) {
+  return mixed::launch_mixed<mixed::MixedConfig<__nv_bfloat16, 4, 1, false>>(p, splits, reduce, stream);
+}
+
+bool mixed_bf16_int4_m16_cluster_supported() {
+  return mixed::cluster_reduce_supported<mixed::MixedConfig<__nv_bfloat16, 4, 1, false>>();
 }
 
 }  // namespace cute_gemm

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Tuning run for the mixed-input GEMM on the GPU machine: build (sm_90a), the mixed GPU tests, a
+# sweep of split-K counts and reductions (benchmarks/probe_mixed.py --sweep) and ncu counters of
+# the decode kernel at M=1 and M=16 (8192x8192 INT4 g128). Usage: scripts/tune_mixed.sh OUTDIR
+set -uo pipefail
+export PYTHONUNBUFFERED=1 CXX=g++ CC=gcc  # see gpu_check.sh for why the system compiler
+OUTDIR="$1"; mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+if ! MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a CUTE_GEMM_PTXAS_VERBOSE=1 \
+    python3 -m pip install --no-build-isolation --no-deps -v -e . >"$OUTDIR/build.log" 2>&1; then
+  tail -n 60 "$OUTDIR/build.log"; exit 1
+fi
+echo "[tune] build $(( $(date +%s) - t0 )) s"
+timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_mixed_gemm_gpu.py 2>&1 | tail -n 15
+timeout 300 python3 benchmarks/probe_mixed.py --sweep 2>&1 | tee "$OUTDIR/sweep.txt"
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+[ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
+for m in 1 16; do
+  cat >/tmp/cute_gemm_tune.py <<PY
+import torch, cute_gemm
+w = torch.randn(8192, 8192, device="cuda", dtype=torch.float16) * 0.02
+qw = cute_gemm.quantize(w, bits=4, group_size=128)
+a = torch.randn($m, 8192, device="cuda", dtype=torch.float16)
+for _ in range(3):
+    cute_gemm.mixed_gemm(a, qw)
+torch.cuda.synchronize()
+PY
+  timeout 120 "$NCU" --clock-control none -k regex:mixed_gemm_kernel -s 2 -c 1 \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy \
+    --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
+    python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_m$m.txt" 2>&1
+  echo "== ncu M=$m"
+  grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Achieved Occupancy|\
+Theoretical Occupancy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|\
+Block Limit|Waves Per SM|Cluster|Registers Per" "$OUTDIR/ncu_m$m.txt" | head -30
+done
