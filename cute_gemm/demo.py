@@ -36,7 +36,7 @@ output in its place), because only the linear layers change when the weights are
 layer is ``h += o_proj(q_proj(n(h)))`` (k_proj and v_proj computed alongside) then
 ``h += down_proj(silu(gate_proj(n(h))) * up_proj(n(h)))``, ``n`` an RMS normalization, so the
 activations keep a realistic scale through the layers. With N(0, 0.02^2) weights at hidden 4096
-each block's output outweighs its input (the stack's output norm is ~4x its input's after 2-4
+each block's output outweighs its input (the stack's output norm is 4-6x its input's after 2-4
 layers), so the per-layer errors compound in the stack's; at hidden 256 the blocks add ~1% and
 the stack's error stays far below a layer's. The job prints that norm ratio.
 """
@@ -336,7 +336,7 @@ def _print_accuracy(res, batch):
     if not math.isnan(res.stack_growth):
         print(f"The stack's output norm is {res.stack_growth:.2f}x its input's: the more the "
               f"layers' outputs outweigh the residual input, the more of their errors reach the "
-              f"output (random N(0, {INIT_STD}^2) weights: ~1.0x at hidden 256, ~4x at hidden "
+              f"output (random N(0, {INIT_STD}^2) weights: ~1.0x at hidden 256, 4-6x at hidden "
               f"4096 with 2-4 layers).")
 
 
