@@ -54,9 +54,35 @@ def sweep_splits():
         torch.cuda.empty_cache()
 
 
+def sweep_m():
+    """INT4 g128 and INT8 per-channel at M = 32..512: the fused kernel vs the dense path vs fp16."""
+    torch.manual_seed(0)
+    print(f"{'K x N':>12} {'M':>4} {'fp16':>7} {'i4 fused':>9} {'i4 dense':>9} {'i8 fused':>9} "
+          f"{'i8 dense':>9}")
+    for k, n in [(4096, 4096), (8192, 8192), (28672, 8192)]:
+        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
+        q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
+        for m in (32, 64, 128, 192, 256, 384, 512):
+            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
+            row = []
+            for qs in (q4, q8):
+                for dense_from in (1 << 30, 1):
+                    with cute_gemm.ops._forced_mixed_dense_from_m(dense_from):
+                        row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
+            print(f"{k:>5}x{n:<6} {m:>4} {t16:7.1f} " + " ".join(f"{t:9.1f}" for t in row),
+                  flush=True)
+        del ws, q4, q8
+        torch.cuda.empty_cache()
+
+
 def main():
     if "--sweep" in sys.argv:
         return sweep_splits()
+    if "--sweep-m" in sys.argv:
+        return sweep_m()
     torch.manual_seed(0)
     print(f"{'K x N':>12} {'M':>5} {'fp16 us':>9} {'int4 us':>9} {'x':>6} {'int8 us':>9} {'x':>6}"
           f" {'int4 GB/s':>9}")

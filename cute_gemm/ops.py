@@ -145,6 +145,18 @@ def _forced_mixed_split(splits=-1, reduce=-1):
         _C._mixed_set_split(*previous)
 
 
+@contextlib.contextmanager
+def _forced_mixed_dense_from_m(m):
+    """Inside the block the CUDA mixed_gemm takes the dense path (dequantize once, dense GEMM) from
+    ``m`` rows of A instead of 256, e.g. a huge ``m`` runs the fused kernel at every M. For tests
+    and tuning; process-wide, restored on exit."""
+    previous = _C._mixed_set_dense_from_m(int(m))
+    try:
+        yield
+    finally:
+        _C._mixed_set_dense_from_m(previous)
+
+
 # ----------------------------------------------------------------------------------- mixed_gemm
 
 _MIXED = "cute_gemm.mixed_gemm: "

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tuning run for the mixed-input GEMM on the GPU machine: build (sm_90a), the mixed GPU tests, a
-# sweep of split-K counts and reductions (benchmarks/probe_mixed.py --sweep) and ncu counters of
-# the decode kernel at M=1 and M=16 (8192x8192 INT4 g128). Usage: scripts/tune_mixed.sh OUTDIR
+# sweep (benchmarks/probe_mixed.py $CUTE_GEMM_SWEEP: --sweep (default) split-K counts and
+# reductions, --sweep-m the fused kernel vs the dense path over M) and ncu counters of the decode
+# kernel at M=1 and M=16 (8192x8192 INT4 g128; skipped with CUTE_GEMM_NCU=0).
+# Usage: scripts/tune_mixed.sh OUTDIR
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CXX=g++ CC=gcc  # see gpu_check.sh for why the system compiler
 OUTDIR="$1"; mkdir -p "$OUTDIR"
@@ -13,9 +15,11 @@ if ! MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a CUTE_GEMM_PTXAS_VERBOSE=1 \
 fi
 echo "[tune] build $(( $(date +%s) - t0 )) s"
 timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_mixed_gemm_gpu.py 2>&1 | tail -n 15
-timeout 300 python3 benchmarks/probe_mixed.py --sweep 2>&1 | tee "$OUTDIR/sweep.txt"
+timeout 300 python3 benchmarks/probe_mixed.py ${CUTE_GEMM_SWEEP:---sweep} 2>&1 | \
+  tee "$OUTDIR/sweep.txt"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 [ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
+[ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
 for m in 1 16; do
   cat >/tmp/cute_gemm_tune.py <<PY
 import torch, cute_gemm

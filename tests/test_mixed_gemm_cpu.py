@@ -407,3 +407,16 @@ def test_mixed_split_override_round_trip_and_errors():
     with pytest.raises(ValueError, match="_mixed_plan: need"):
         cute_gemm._C._mixed_plan(1, 4096, 4096, 5, 128)
     assert cute_gemm._C._mixed_get_split() == (-1, -1)
+
+
+def test_mixed_dense_from_m_override():
+    previous = cute_gemm._C._mixed_set_dense_from_m(77)
+    try:
+        assert previous == 256
+        with cute_gemm.ops._forced_mixed_dense_from_m(5):
+            assert cute_gemm._C._mixed_set_dense_from_m(5) == 5
+        assert cute_gemm._C._mixed_set_dense_from_m(77) == 77
+        with pytest.raises(ValueError, match="_mixed_set_dense_from_m: m must be >= 1"):
+            cute_gemm._C._mixed_set_dense_from_m(0)
+    finally:
+        cute_gemm._C._mixed_set_dense_from_m(previous)

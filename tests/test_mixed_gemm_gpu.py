@@ -35,11 +35,12 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 DENSE_FROM_M = 256
 
 
-def _reference(a, qw, bias=None):
-    """fp64 product with the weight the path computes with: the fused kernel (M < DENSE_FROM_M)
-    applies the scales in fp32 after exact integer products, i.e. uses the exact (q - z) * s; the
-    dense path uses it rounded to the activation dtype (cute_gemm.dequantize's default)."""
-    exact = a.reshape(-1, a.shape[-1]).shape[0] < DENSE_FROM_M
+def _reference(a, qw, bias=None, fused=None):
+    """fp64 product with the weight the path computes with: the fused kernel (M < DENSE_FROM_M
+    unless `fused` says otherwise) applies the scales in fp32 after exact integer products, i.e.
+    uses the exact (q - z) * s; the dense path uses it rounded to the activation dtype
+    (cute_gemm.dequantize's default)."""
+    exact = a.reshape(-1, a.shape[-1]).shape[0] < DENSE_FROM_M if fused is None else fused
     w = qw.dequantize(torch.float32 if exact else None)
     out = a.double() @ w.double().t()
     if bias is not None:
@@ -359,3 +360,26 @@ def test_default_plan_on_this_device():
     mt, fine, splits, reduce = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
     assert (mt, fine, reduce) == (1, False, 1)
     assert 64 * splits <= 4 * sms < 64 * (splits + 1)
+
+
+@pytest.mark.parametrize("m,n,k,bits,group,dtype", [
+    (100, 264, 640, 4, 128, torch.float16), (255, 4104, 4224, 4, 32, torch.bfloat16),
+    (300, 136, 2048, 8, -1, torch.float16), (1000, 520, 1024, 4, 64, torch.float16),
+    (1000, 264, 640, 8, 32, torch.bfloat16)])
+def test_fused_kernel_at_large_m(m, n, k, bits, group, dtype):
+    # The fused kernel's M tiling (several 64-row tiles) at sizes where the op would normally
+    # take the dense path; poisoned output, exact-weight reference.
+    qw = _qweight(n, k, bits, group, False, dtype, seed=31)
+    a = _randn(m, k, dtype=dtype, seed=32)
+    bias = _randn(n, dtype=dtype, seed=33)
+    ref = _reference(a, qw, bias, fused=True)
+    torch.cuda.synchronize()
+    with cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
+        ptrs = poison_allocator(m * n, dtype=dtype)
+        out = cute_gemm.mixed_gemm(a, qw, bias)
+        assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    assert_accurate(out, ref, dtype, k)
+    # And the dense path for the same problem agrees within the weight rounding.
+    with cute_gemm.ops._forced_mixed_dense_from_m(1):
+        dense = cute_gemm.mixed_gemm(a, qw, bias)
+    assert_accurate(dense, _reference(a, qw, bias, fused=False), dtype, k)

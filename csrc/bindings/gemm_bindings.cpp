@@ -16,6 +16,9 @@
 //                                           force the split count and/or the reduction; -1 = the
 //                                           heuristic (process-wide)
 //   cute_gemm._C._mixed_get_split()         the current override, (splits, reduce)
+//   cute_gemm._C._mixed_set_dense_from_m(m) rows from which the CUDA op dequantizes and runs a
+//                                           dense GEMM instead of the fused kernel; returns the
+//                                           previous value (ops/mixed_policy.hpp)
 //
 // cute_gemm.ops._forced_gemm_config(i) and _forced_mixed_split(splits, reduce) wrap set/get in
 // context managers. Without CUDA
@@ -31,6 +34,8 @@
 #include <vector>
 
 #include <tuple>
+
+#include "ops/mixed_policy.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
 #include "kernels/gemm/gemm_launch.hpp"
@@ -144,9 +149,21 @@ std::tuple<int, int> mixed_get_split() {
 #endif
 }
 
+int mixed_set_dense_from_m(int64_t m) {
+  if (m < 1 || m > 0x7fffffff) {
+    throw std::invalid_argument("_mixed_set_dense_from_m: m must be >= 1 (the default is " +
+                                std::to_string(kDefaultDenseFromM) + "); got " +
+                                std::to_string(m));
+  }
+  return set_mixed_dense_from_m(int(m));
+}
+
 }  // namespace
 
 void bind_gemm(py::module_& m) {
+  m.def("_mixed_set_dense_from_m", &mixed_set_dense_from_m, py::arg("m"),
+        "Rows of A from which the CUDA mixed_gemm dequantizes the weight and runs a dense GEMM "
+        "instead of the fused kernel (process-wide); returns the previous value.");
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16") = false,
         "(m_tiles, fine_groups, splits, reduce) of a mixed_gemm launch of that problem on the "

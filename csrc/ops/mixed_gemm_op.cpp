@@ -19,10 +19,12 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "ops/mixed_policy.hpp"
 #include "ops/op_common.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
@@ -33,6 +35,16 @@
 #endif
 
 namespace cute_gemm {
+
+namespace {
+std::atomic<int> g_dense_from_m{kDefaultDenseFromM};
+}  // namespace
+
+int mixed_dense_from_m() { return g_dense_from_m.load(std::memory_order_relaxed); }
+
+int set_mixed_dense_from_m(int m) {
+  return g_dense_from_m.exchange(m, std::memory_order_relaxed);
+}
 namespace {
 
 constexpr char const* kOp = "cute_gemm.mixed_gemm: ";
@@ -193,8 +205,6 @@ int sm_count(int device) {
   return count;
 }
 
-// Rows of A from which the CUDA path dequantizes once and runs a dense GEMM (see below).
-constexpr int64_t kDenseFromM = 256;
 
 at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
@@ -222,11 +232,11 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
-  // From kDenseFromM rows the product is compute-bound, and the fused mma.sync kernel (4 warps per
-  // 128 columns) ran at 0.31-0.46x of fp16 cuBLAS on the H200 from M=256 on. There one pass that
-  // writes dequant(W) (the same values the fused kernel computes) and a dense GEMM on it win. The
-  // temporary [N, K] weight comes from the caching allocator, so this stays capturable.
-  if (p.m >= kDenseFromM) {
+  // From mixed_dense_from_m() rows (256) the product is compute-bound, and the fused mma.sync
+  // kernel ran at 0.31-0.46x of fp16 cuBLAS on the H200 from M=256 on. There one pass that writes
+  // dequant(W) rounded to the activation dtype and a dense GEMM on it win. The temporary [N, K]
+  // weight comes from the caching allocator, so this stays capturable.
+  if (p.m >= mixed_dense_from_m()) {
     at::Tensor w = at::empty({p.n, p.k}, a.options());
     cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);
     TORCH_CHECK(err == cudaSuccess, kOp, "dequantize kernel launch failed: ",

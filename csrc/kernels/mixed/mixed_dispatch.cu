@@ -20,21 +20,19 @@ int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
 int block_k_for(int bits) { return bits == 4 ? 128 : 64; }
 
-// Columns per CTA (MixedConfig::kTileN).
-constexpr int kTileN = 128;
-
-// CTAs resident per SM at once (4 warps, ~57 KB of shared memory and <= 128 registers per thread
-// at M <= 16): the grid aims at one full wave of them.
-constexpr int kCtasPerSm = 4;
+// CTAs resident per SM at once: 4 at M <= 16 (4 warps, ~57 KB of shared memory and <= 128
+// registers per thread), 1 for the 8-warp instances of taller M tiles (up to 255 registers). The
+// grid aims at one full wave of them.
+int ctas_per_sm(int m_tiles) { return m_tiles == 1 ? 4 : 1; }
 
 // As many splits as fill one wave (kCtasPerSm per SM), at least 2 k blocks per split. Measured on
 // the H200 (INT4 g128, M = 1 and 16): one wave beat both fewer CTAs and a second partial wave,
 // e.g. 8 splits of 8192x8192 (512 CTAs) 15.3 us vs 6: 15.8, 12: 17.4; 4096x28672 (224 column
 // tiles) 2 splits 24.3 us vs 3-4: 23.2-27. At most kMaxClusterSplits for the cluster reduction.
-int splits_for(int m, int n, int k_blocks, int sms, bool cluster) {
-  const int mt = m_tiles_for(m);
-  const long long base = (long long)((n + kTileN - 1) / kTileN) * ((m + 16 * mt - 1) / (16 * mt));
-  const long long wave = (long long)kCtasPerSm * sms;
+int splits_for(int m, int n, int k_blocks, int sms, bool cluster, MixedInstance const& inst) {
+  const int mt = inst.m_tiles, tile_n = inst.tile_n;
+  const long long base = (long long)((n + tile_n - 1) / tile_n) * ((m + 16 * mt - 1) / (16 * mt));
+  const long long wave = (long long)ctas_per_sm(mt) * sms;
   int splits = base >= wave ? 1 : int(wave / base);
   const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
   if (splits > max_splits) splits = max_splits;
@@ -71,7 +69,7 @@ MixedPlan plan_for(MixedGemmParams const& p, int sms, MixedInstance const** inst
                        current_cc_major() >= 9 && inst->cluster_supported();
   const int k_blocks = (p.k + block_k_for(p.bits) - 1) / block_k_for(p.bits);
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
-  int splits = forced_splits > 0 ? forced_splits : splits_for(p.m, p.n, k_blocks, sms, cluster);
+  int splits = forced_splits > 0 ? forced_splits : splits_for(p.m, p.n, k_blocks, sms, cluster, *inst);
   // No empty split: each gets ceil(k_blocks / splits) blocks, the last one the rest.
   splits = splits < k_blocks ? splits : k_blocks;
   const int per_split = (k_blocks + splits - 1) / splits;

@@ -40,17 +40,20 @@
 namespace cute_gemm {
 namespace mixed {
 
-template <class Element_, int Bits, int MTiles, bool FineGroups>
+// Warps: 4 (128 columns per CTA) at M <= 16, where more CTAs keep more weight bytes in flight;
+// 8 (256 columns) for taller M tiles, where each CTA re-reads its rows of A from L2 and a wider
+// tile halves that traffic (at M = 64 and 128 columns it was twice the weight bytes).
+template <class Element_, int Bits, int MTiles, bool FineGroups, int Warps>
 struct MixedConfig {
   using Element = Element_;
   static constexpr int kBits = Bits;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = Warps;
   static constexpr int kThreads = 32 * kWarps;
   // n8 blocks per warp. 8 at M <= 16 (256 columns per CTA) was measured on the H200: better for
   // K = 28672 but worse for 8192x8192 and 4096x4096 (fewer CTAs per SM), so 4.
   static constexpr int kBlocksPerWarp = 4;
-  static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;     // 16
-  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 128 columns
+  static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;     // 16 or 32
+  static constexpr int kTileN = kBlocksPerCta * kBlockN;            // 128 or 256 columns
   static constexpr int kTileM = 16 * MTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8) per packed block
   static constexpr int kKSteps = kBlockK / 16;
@@ -72,6 +75,7 @@ struct MixedConfig {
   using CopyA = TiledMmaCopy<LdsmA_x4, Mma, MmaOperand::kA>;
   // global -> shared for A: kBlockK / 8 threads per row, 16 bytes each.
   static constexpr int kChunksA = kBlockK / 8;
+  static_assert(kThreads / kChunksA <= kTileM, "one pass of the A copy must fit the tile");
   using G2S = TiledCopy<CpAsync16, Layout<Shape<Int<kThreads / kChunksA>, Int<kChunksA>>,
                                           Stride<Int<kChunksA>, _1>>,
                         Layout<Shape<_1, _8>>>;
@@ -87,7 +91,7 @@ struct MixedConfig {
 
   // Shared memory, per stage: weights [blocks][32 lanes][16 B], scales and zeros
   // [kMaxGroups][kTileN columns], then the activation buffers of all stages.
-  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 8 KB
+  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;        // 8 or 16 KB
   static constexpr int kScaleElems = kMaxGroups * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileM * kBlockK * kStages * 2;

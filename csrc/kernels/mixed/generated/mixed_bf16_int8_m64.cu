@@ -4,12 +4,15 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_bf16_int8_m64(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream) {
-  return mixed::launch_mixed<mixed::MixedConfig<__nv_bfloat16, 8, 4, false>>(p, splits, reduce, stream);
+using mixed_bf16_int8_m64_config = mixed::MixedConfig<__nv_bfloat16, 8, 4, false, 8>;
+
+cudaError_t mixed_bf16_int8_m64(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream) {
+  return mixed::launch_mixed<mixed_bf16_int8_m64_config>(p, splits, reduce, stream);
 }
 
 bool mixed_bf16_int8_m64_cluster_supported() {
-  return mixed::cluster_reduce_supported<mixed::MixedConfig<__nv_bfloat16, 8, 4, false>>();
+  return mixed::cluster_reduce_supported<mixed_bf16_int8_m64_config>();
 }
 
 }  // namespace cute_gemm

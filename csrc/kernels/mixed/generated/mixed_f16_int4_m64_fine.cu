@@ -4,12 +4,15 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_f16_int4_m64_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream) {
-  return mixed::launch_mixed<mixed::MixedConfig<__half, 4, 4, true>>(p, splits, reduce, stream);
+using mixed_f16_int4_m64_fine_config = mixed::MixedConfig<__half, 4, 4, true, 8>;
+
+cudaError_t mixed_f16_int4_m64_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream) {
+  return mixed::launch_mixed<mixed_f16_int4_m64_fine_config>(p, splits, reduce, stream);
 }
 
 bool mixed_f16_int4_m64_fine_cluster_supported() {
-  return mixed::cluster_reduce_supported<mixed::MixedConfig<__half, 4, 4, true>>();
+  return mixed::cluster_reduce_supported<mixed_f16_int4_m64_fine_config>();
 }
 
 }  // namespace cute_gemm

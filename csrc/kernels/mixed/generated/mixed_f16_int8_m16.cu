@@ -4,12 +4,15 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_f16_int8_m16(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream) {
-  return mixed::launch_mixed<mixed::MixedConfig<__half, 8, 1, false>>(p, splits, reduce, stream);
+using mixed_f16_int8_m16_config = mixed::MixedConfig<__half, 8, 1, false, 4>;
+
+cudaError_t mixed_f16_int8_m16(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream) {
+  return mixed::launch_mixed<mixed_f16_int8_m16_config>(p, splits, reduce, stream);
 }
 
 bool mixed_f16_int8_m16_cluster_supported() {
-  return mixed::cluster_reduce_supported<mixed::MixedConfig<__half, 8, 1, false>>();
+  return mixed::cluster_reduce_supported<mixed_f16_int8_m16_config>();
 }
 
 }  // namespace cute_gemm

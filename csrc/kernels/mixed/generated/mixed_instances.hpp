@@ -5,87 +5,111 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_f16_int4_m16(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int4_m16(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int4_m16_cluster_supported();
-cudaError_t mixed_f16_int4_m16_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int4_m16_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int4_m16_fine_cluster_supported();
-cudaError_t mixed_f16_int4_m32(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int4_m32(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int4_m32_cluster_supported();
-cudaError_t mixed_f16_int4_m32_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int4_m32_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int4_m32_fine_cluster_supported();
-cudaError_t mixed_f16_int4_m64(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int4_m64(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int4_m64_cluster_supported();
-cudaError_t mixed_f16_int4_m64_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int4_m64_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int4_m64_fine_cluster_supported();
-cudaError_t mixed_f16_int8_m16(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int8_m16(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int8_m16_cluster_supported();
-cudaError_t mixed_f16_int8_m16_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int8_m16_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int8_m16_fine_cluster_supported();
-cudaError_t mixed_f16_int8_m32(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int8_m32(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int8_m32_cluster_supported();
-cudaError_t mixed_f16_int8_m32_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int8_m32_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int8_m32_fine_cluster_supported();
-cudaError_t mixed_f16_int8_m64(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int8_m64(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int8_m64_cluster_supported();
-cudaError_t mixed_f16_int8_m64_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_f16_int8_m64_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_f16_int8_m64_fine_cluster_supported();
-cudaError_t mixed_bf16_int4_m16(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int4_m16(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int4_m16_cluster_supported();
-cudaError_t mixed_bf16_int4_m16_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int4_m16_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int4_m16_fine_cluster_supported();
-cudaError_t mixed_bf16_int4_m32(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int4_m32(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int4_m32_cluster_supported();
-cudaError_t mixed_bf16_int4_m32_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int4_m32_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int4_m32_fine_cluster_supported();
-cudaError_t mixed_bf16_int4_m64(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int4_m64(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int4_m64_cluster_supported();
-cudaError_t mixed_bf16_int4_m64_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int4_m64_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int4_m64_fine_cluster_supported();
-cudaError_t mixed_bf16_int8_m16(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int8_m16(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int8_m16_cluster_supported();
-cudaError_t mixed_bf16_int8_m16_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int8_m16_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int8_m16_fine_cluster_supported();
-cudaError_t mixed_bf16_int8_m32(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int8_m32(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int8_m32_cluster_supported();
-cudaError_t mixed_bf16_int8_m32_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int8_m32_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int8_m32_fine_cluster_supported();
-cudaError_t mixed_bf16_int8_m64(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int8_m64(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int8_m64_cluster_supported();
-cudaError_t mixed_bf16_int8_m64_fine(MixedGemmParams const& p, int splits, SplitReduce reduce, cudaStream_t stream);
+cudaError_t mixed_bf16_int8_m64_fine(MixedGemmParams const& p, int splits,
+                 SplitReduce reduce, cudaStream_t stream);
 bool mixed_bf16_int8_m64_fine_cluster_supported();
 
 struct MixedInstance {
-  int bits, m_tiles;
+  int bits, m_tiles, tile_n;
   bool fine_groups, bf16;
   cudaError_t (*launch)(MixedGemmParams const&, int, SplitReduce, cudaStream_t);
   bool (*cluster_supported)();
 };
 
 inline constexpr MixedInstance kMixedInstances[] = {
-    {4, 1, false, false, mixed_f16_int4_m16, mixed_f16_int4_m16_cluster_supported},
-    {4, 1, true, false, mixed_f16_int4_m16_fine, mixed_f16_int4_m16_fine_cluster_supported},
-    {4, 2, false, false, mixed_f16_int4_m32, mixed_f16_int4_m32_cluster_supported},
-    {4, 2, true, false, mixed_f16_int4_m32_fine, mixed_f16_int4_m32_fine_cluster_supported},
-    {4, 4, false, false, mixed_f16_int4_m64, mixed_f16_int4_m64_cluster_supported},
-    {4, 4, true, false, mixed_f16_int4_m64_fine, mixed_f16_int4_m64_fine_cluster_supported},
-    {8, 1, false, false, mixed_f16_int8_m16, mixed_f16_int8_m16_cluster_supported},
-    {8, 1, true, false, mixed_f16_int8_m16_fine, mixed_f16_int8_m16_fine_cluster_supported},
-    {8, 2, false, false, mixed_f16_int8_m32, mixed_f16_int8_m32_cluster_supported},
-    {8, 2, true, false, mixed_f16_int8_m32_fine, mixed_f16_int8_m32_fine_cluster_supported},
-    {8, 4, false, false, mixed_f16_int8_m64, mixed_f16_int8_m64_cluster_supported},
-    {8, 4, true, false, mixed_f16_int8_m64_fine, mixed_f16_int8_m64_fine_cluster_supported},
-    {4, 1, false, true, mixed_bf16_int4_m16, mixed_bf16_int4_m16_cluster_supported},
-    {4, 1, true, true, mixed_bf16_int4_m16_fine, mixed_bf16_int4_m16_fine_cluster_supported},
-    {4, 2, false, true, mixed_bf16_int4_m32, mixed_bf16_int4_m32_cluster_supported},
-    {4, 2, true, true, mixed_bf16_int4_m32_fine, mixed_bf16_int4_m32_fine_cluster_supported},
-    {4, 4, false, true, mixed_bf16_int4_m64, mixed_bf16_int4_m64_cluster_supported},
-    {4, 4, true, true, mixed_bf16_int4_m64_fine, mixed_bf16_int4_m64_fine_cluster_supported},
-    {8, 1, false, true, mixed_bf16_int8_m16, mixed_bf16_int8_m16_cluster_supported},
-    {8, 1, true, true, mixed_bf16_int8_m16_fine, mixed_bf16_int8_m16_fine_cluster_supported},
-    {8, 2, false, true, mixed_bf16_int8_m32, mixed_bf16_int8_m32_cluster_supported},
-    {8, 2, true, true, mixed_bf16_int8_m32_fine, mixed_bf16_int8_m32_fine_cluster_supported},
-    {8, 4, false, true, mixed_bf16_int8_m64, mixed_bf16_int8_m64_cluster_supported},
-    {8, 4, true, true, mixed_bf16_int8_m64_fine, mixed_bf16_int8_m64_fine_cluster_supported}
+    {4, 1, 128, false, false, mixed_f16_int4_m16, mixed_f16_int4_m16_cluster_supported},
+    {4, 1, 128, true, false, mixed_f16_int4_m16_fine, mixed_f16_int4_m16_fine_cluster_supported},
+    {4, 2, 256, false, false, mixed_f16_int4_m32, mixed_f16_int4_m32_cluster_supported},
+    {4, 2, 256, true, false, mixed_f16_int4_m32_fine, mixed_f16_int4_m32_fine_cluster_supported},
+    {4, 4, 256, false, false, mixed_f16_int4_m64, mixed_f16_int4_m64_cluster_supported},
+    {4, 4, 256, true, false, mixed_f16_int4_m64_fine, mixed_f16_int4_m64_fine_cluster_supported},
+    {8, 1, 128, false, false, mixed_f16_int8_m16, mixed_f16_int8_m16_cluster_supported},
+    {8, 1, 128, true, false, mixed_f16_int8_m16_fine, mixed_f16_int8_m16_fine_cluster_supported},
+    {8, 2, 256, false, false, mixed_f16_int8_m32, mixed_f16_int8_m32_cluster_supported},
+    {8, 2, 256, true, false, mixed_f16_int8_m32_fine, mixed_f16_int8_m32_fine_cluster_supported},
+    {8, 4, 256, false, false, mixed_f16_int8_m64, mixed_f16_int8_m64_cluster_supported},
+    {8, 4, 256, true, false, mixed_f16_int8_m64_fine, mixed_f16_int8_m64_fine_cluster_supported},
+    {4, 1, 128, false, true, mixed_bf16_int4_m16, mixed_bf16_int4_m16_cluster_supported},
+    {4, 1, 128, true, true, mixed_bf16_int4_m16_fine, mixed_bf16_int4_m16_fine_cluster_supported},
+    {4, 2, 256, false, true, mixed_bf16_int4_m32, mixed_bf16_int4_m32_cluster_supported},
+    {4, 2, 256, true, true, mixed_bf16_int4_m32_fine, mixed_bf16_int4_m32_fine_cluster_supported},
+    {4, 4, 256, false, true, mixed_bf16_int4_m64, mixed_bf16_int4_m64_cluster_supported},
+    {4, 4, 256, true, true, mixed_bf16_int4_m64_fine, mixed_bf16_int4_m64_fine_cluster_supported},
+    {8, 1, 128, false, true, mixed_bf16_int8_m16, mixed_bf16_int8_m16_cluster_supported},
+    {8, 1, 128, true, true, mixed_bf16_int8_m16_fine, mixed_bf16_int8_m16_fine_cluster_supported},
+    {8, 2, 256, false, true, mixed_bf16_int8_m32, mixed_bf16_int8_m32_cluster_supported},
+    {8, 2, 256, true, true, mixed_bf16_int8_m32_fine, mixed_bf16_int8_m32_fine_cluster_supported},
+    {8, 4, 256, false, true, mixed_bf16_int8_m64, mixed_bf16_int8_m64_cluster_supported},
+    {8, 4, 256, true, true, mixed_bf16_int8_m64_fine, mixed_bf16_int8_m64_fine_cluster_supported}
 };
 
 }  // namespace cute_gemm
