@@ -148,7 +148,7 @@ def _forced_mixed_split(splits=-1, reduce=-1):
 @contextlib.contextmanager
 def _forced_mixed_dense_from_m(m):
     """Inside the block the CUDA mixed_gemm takes the dense path (dequantize once, dense GEMM) from
-    ``m`` rows of A instead of 256, e.g. a huge ``m`` runs the fused kernel at every M. For tests
+    ``m`` rows of A instead of 192, e.g. a huge ``m`` runs the fused kernel at every M. For tests
     and tuning; process-wide, restored on exit."""
     previous = _C._mixed_set_dense_from_m(int(m))
     try:

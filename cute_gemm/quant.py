@@ -502,9 +502,9 @@ def dequantize(qw, dtype=None):
     bits and ``s`` at most 11 significant bits), so ``dtype=torch.float32`` gives the exact
     dequantized weight, and the default is also what a half-precision ``(q - z) * s`` gives.
 
-    The fused CUDA kernel (``mixed_gemm`` below 256 rows) multiplies by the scales after its
+    The fused CUDA kernel (``mixed_gemm`` below 192 rows) multiplies by the scales after its
     integer products, so it computes with the exact weight (``dtype=torch.float32``); the CPU
-    reference and the dense path from 256 rows use the weight rounded to ``qw.dtype``. The two
+    reference and the dense path from 192 rows use the weight rounded to ``qw.dtype``. The two
     differ by at most half an ulp per weight.
     """
     if not isinstance(qw, QuantizedWeight):

@@ -412,7 +412,7 @@ def test_mixed_split_override_round_trip_and_errors():
 def test_mixed_dense_from_m_override():
     previous = cute_gemm._C._mixed_set_dense_from_m(77)
     try:
-        assert previous == 256
+        assert previous == 192
         with cute_gemm.ops._forced_mixed_dense_from_m(5):
             assert cute_gemm._C._mixed_set_dense_from_m(5) == 5
         assert cute_gemm._C._mixed_set_dense_from_m(77) == 77

@@ -31,8 +31,8 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 
 
 # From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (kDenseFromM in csrc/ops/mixed_gemm_op.cpp); below it the fused kernel runs.
-DENSE_FROM_M = 256
+# (kDefaultDenseFromM in csrc/ops/mixed_policy.hpp); below it the fused kernel runs.
+DENSE_FROM_M = 192
 
 
 def _reference(a, qw, bias=None, fused=None):

@@ -232,10 +232,11 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
-  // From mixed_dense_from_m() rows (256) the product is compute-bound, and the fused mma.sync
-  // kernel ran at 0.31-0.46x of fp16 cuBLAS on the H200 from M=256 on. There one pass that writes
-  // dequant(W) rounded to the activation dtype and a dense GEMM on it win. The temporary [N, K]
-  // weight comes from the caching allocator, so this stays capturable.
+  // From mixed_dense_from_m() rows (192) the product is compute-bound and one pass that writes
+  // dequant(W) rounded to the activation dtype plus a dense cuBLAS GEMM beats the fused mma.sync
+  // kernel (H200, probe_mixed.py --sweep-m: at M=128 fused 22/68/223 us vs dense 25/84/290 us for
+  // 4096^2/8192^2/28672x8192 INT4; at M=192 fused 36/114/401 vs dense 30/93/296). The temporary
+  // [N, K] weight comes from the caching allocator, so this stays capturable.
   if (p.m >= mixed_dense_from_m()) {
     at::Tensor w = at::empty({p.n, p.k}, a.options());
     cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);

@@ -6,7 +6,7 @@
 
 namespace cute_gemm {
 
-constexpr int kDefaultDenseFromM = 256;
+constexpr int kDefaultDenseFromM = 192;
 
 int mixed_dense_from_m();
 // m >= 1; returns the previous value.

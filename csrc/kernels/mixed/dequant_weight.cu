@@ -1,9 +1,7 @@
 // Dequantizes a packed weight into a dense [N, K] matrix in the activation dtype with the register
-// tricks of dequant.cuh, rounding (q - z) * s once: the reference's values. Used for large M, where the product is compute-bound and a dense GEMM on the
-// dequantized weight beats the fused mma.sync kernel (see mixed_gemm_op.cpp).
-//
-// One thread per (n8 block, k block, lane): it reads its 16 packed bytes and writes the values of
-// its B fragments, two adjacent k at a time (4-byte stores), to rows n = 8 * nb + lane / 4.
+// tricks of dequant.cuh, rounding (q - z) * s once: the reference's values. Used for large M,
+// where the product is compute-bound and a dense GEMM on the dequantized weight beats the fused
+// mma.sync kernel (see mixed_gemm_op.cpp).
 
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
@@ -13,31 +11,40 @@
 namespace cute_gemm {
 namespace mixed {
 
+// One warp per (n8 block, k block): each lane dequantizes its 16 packed bytes into its B-fragment
+// values, which sit at scattered (row, k) places of the warp's 8 x kBlockK tile; the warp stages
+// the tile in shared memory and writes it back as whole row segments (16 bytes per lane, each
+// row's kBlockK values contiguous), so the global stores are coalesced. (Storing the fragments'
+// 4-byte pairs straight to global memory ran at about 2 TB/s of traffic on the H200.)
 template <class T, int Bits>
-__global__ void dequantize_weight_kernel(MixedGemmParams p, T* w) {
+__global__ void __launch_bounds__(256) dequantize_weight_kernel(MixedGemmParams p, T* w) {
   using D = Dequant<T>;
   constexpr int BK = block_k(Bits);
+  constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;
+  // Row stride in 4-byte words: BK / 2 + 4, so rows g = 0..7 of a lane quad t = 0..3 fall into
+  // 32 different banks on the fragment stores, and rows stay 16-byte aligned for the reads.
+  constexpr int kRowWords = BK / 2 + 4;
+  __shared__ uint32_t tile[8][8 * kRowWords];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint32_t* my = tile[warp];
   const int k_blocks = (p.k + BK - 1) / BK;
-  const int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (nb, kb, lane)
-  const int lane = int(item % 32);
-  const int64_t block = item / 32;
-  const int kb = int(block % k_blocks);
-  const int nb = int(block / k_blocks);
-  if (nb * 8 >= p.n) return;
-  const int n = nb * 8 + lane / 4, t = lane % 4;
+  const int64_t item = int64_t(blockIdx.x) * 8 + warp;  // (nb, kb)
+  const int64_t items = int64_t(p.n / 8) * k_blocks;
+  if (item >= items) return;  // whole warps only: no __syncthreads below
+  const int kb = int(item % k_blocks);
+  const int nb = int(item / k_blocks);
+  const int g = lane / 4, t = lane % 4;
+  const int n = nb * 8 + g;
   const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
   const int last_group = (p.k + group_size - 1) / group_size - 1;
-  const uint4 q = reinterpret_cast<uint4 const*>(p.qweight)[block * 32 + lane];
+  const uint4 q = reinterpret_cast<uint4 const*>(p.qweight)[item * 32 + lane];
   const uint32_t words[4] = {q.x, q.y, q.z, q.w};
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
-  T* row = w + int64_t(n) * p.k;
-  constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;
 #pragma unroll
   for (int wi = 0; wi < 4; ++wi) {
-    const int k0 = kb * BK + 16 * kStepsPerWord * wi;  // first k16 step of this word
-    if (k0 >= p.k) break;                                // K's padding
-    const int group = min(k0 / group_size, last_group);
+    const int k_local = 16 * kStepsPerWord * wi;  // first k of this word's first k16 step
+    const int group = min((kb * BK + k_local) / group_size, last_group);
     const float sf = HalfTraits<T>::to_float(scales[int64_t(group) * p.n + n]);
     const float zf = zeros != nullptr ? HalfTraits<T>::to_float(zeros[int64_t(group) * p.n + n])
                                       : float(1 << (Bits - 1));
@@ -53,24 +60,31 @@ __global__ void dequantize_weight_kernel(MixedGemmParams p, T* w) {
       r[0] = r2[0];
       r[1] = r2[1];
     }
+    // r0 = (k + 2t, +1), r1 = (k + 2t + 8, +9) for each k16 step of the word.
 #pragma unroll
-    for (int i = 0; i < 2 * kStepsPerWord; ++i) r[i] = D::as_u32(__hmul2(D::as_t2(r[i]), s2));
-    // r0 = (k0 + 2t, +1), r1 = (k0 + 2t + 8, +9) for each k16 step of the word.
-#pragma unroll
-    for (int s = 0; s < kStepsPerWord; ++s) {
-      const int ks = k0 + 16 * s;
-      if (ks >= p.k) break;
-      *reinterpret_cast<uint32_t*>(row + ks + 2 * t) = r[2 * s];
-      *reinterpret_cast<uint32_t*>(row + ks + 2 * t + 8) = r[2 * s + 1];
+    for (int i = 0; i < 2 * kStepsPerWord; ++i) {
+      const int k = k_local + 16 * (i / 2) + 8 * (i % 2) + 2 * t;
+      my[g * kRowWords + k / 2] = D::as_u32(__hmul2(D::as_t2(r[i]), s2));
     }
+  }
+  __syncwarp();
+  // Row segments: 8 rows x BK values = 8 * BK / 8 chunks of 16 bytes, 32 per pass.
+  constexpr int kChunksPerRow = BK / 8;
+  const int k_valid = min(BK, p.k - kb * BK);  // K's padding is not written
+#pragma unroll
+  for (int c = lane; c < 8 * kChunksPerRow; c += 32) {
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    if (8 * chunk >= k_valid) continue;  // K % 32 == 0: chunks are all in or all out
+    const uint4 v = *reinterpret_cast<uint4 const*>(&my[row * kRowWords + chunk * 4]);
+    *reinterpret_cast<uint4*>(w + int64_t(nb * 8 + row) * p.k + kb * BK + chunk * 8) = v;
   }
 }
 
 template <class T, int Bits>
 cudaError_t launch_dequantize(MixedGemmParams const& p, void* w, cudaStream_t stream) {
-  const int64_t items = int64_t(p.n / 8) * ((p.k + block_k(Bits) - 1) / block_k(Bits)) * 32;
+  const int64_t items = int64_t(p.n / 8) * ((p.k + block_k(Bits) - 1) / block_k(Bits));
   dequantize_weight_kernel<T, Bits>
-      <<<unsigned((items + 255) / 256), 256, 0, stream>>>(p, static_cast<T*>(w));
+      <<<unsigned((items + 7) / 8), 256, 0, stream>>>(p, static_cast<T*>(w));
   return cudaGetLastError();
 }
 
