@@ -2,7 +2,10 @@
 # GPU check for an H100/H200 machine with torch, pytest and pybind11 preinstalled and no network.
 # Usage: scripts/gpu_check.sh OUTDIR
 # Writes env.txt, build.log, build_time.txt, pytest.log and benchmark output into OUTDIR.
-# Exits nonzero if the build, the tests or a benchmark fail, but runs every step regardless.
+# Exits nonzero if the build, the tests, a benchmark or the main job fail, but runs every step.
+# Environment: CUTE_GEMM_BENCHES="bench_mixed_gemm bench_decode" picks benchmarks (default all),
+# CUTE_GEMM_BENCH_ARGS the GEMM benchmarks' arguments (default --quick; "" for the full sweep),
+# CUTE_GEMM_MAIN_JOB=0 skips the main job.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so
@@ -75,15 +78,31 @@ fi
 if [ ${#benches[@]} -eq 0 ]; then
   echo "[gpu_check] no benchmarks/bench_*.py yet; skipping benchmarks"
 fi
+# The GEMM benchmarks run --quick unless CUTE_GEMM_BENCH_ARGS says otherwise ("" = full);
+# bench_decode takes its defaults.
 for b in "${benches[@]}"; do
   name="$(basename "$b" .py)"
   echo "[gpu_check] running $b"
-  python3 "$b" --quick --out "$OUTDIR" 2>&1 | tee "$OUTDIR/$name.log"
+  case "$name" in
+    bench_decode) args=() ;;
+    *) read -r -a args <<<"${CUTE_GEMM_BENCH_ARGS---quick}" ;;
+  esac
+  python3 "$b" "${args[@]}" --out "$OUTDIR" 2>&1 | tee "$OUTDIR/$name.log"
   rc=${PIPESTATUS[0]}
   if [ $rc -ne 0 ]; then
     echo "[gpu_check] $b FAILED (rc=$rc)"; status=1
   fi
 done
+
+# The main job (README): per-layer and stack speedups of a Llama-3-8B-shaped stack.
+if [ "${CUTE_GEMM_MAIN_JOB:-1}" = 1 ]; then
+  echo "[gpu_check] running the main job (python3 -m cute_gemm)"
+  python3 -m cute_gemm --plot "$OUTDIR/main_job.png" 2>&1 | tee "$OUTDIR/main_job.txt"
+  rc=${PIPESTATUS[0]}
+  if [ $rc -ne 0 ]; then
+    echo "[gpu_check] main job FAILED (rc=$rc)"; status=1
+  fi
+fi
 
 echo "[gpu_check] done, status=$status, results in $OUTDIR"
 exit $status

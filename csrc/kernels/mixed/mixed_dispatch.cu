@@ -20,19 +20,21 @@ int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
 int block_k_for(int bits) { return bits == 4 ? 128 : 64; }
 
-// CTAs resident per SM at once: 4 at M <= 16 (4 warps, ~57 KB of shared memory and <= 128
-// registers per thread), 1 for the 8-warp instances of taller M tiles (up to 255 registers). The
-// grid aims at one full wave of them.
-int ctas_per_sm(int m_tiles) { return m_tiles == 1 ? 4 : 1; }
+// CTAs resident per SM at once (MixedConfig::kMinCtasPerSm): at M <= 16 (4 warps) 4 for INT4
+// (56 KB of shared memory, <= 128 registers), 5 for INT8 (42 KB, <= 102 registers); 1 for the
+// 8-warp instances of taller M tiles (up to 255 registers). The grid aims at one full wave.
+int ctas_per_sm(MixedInstance const& inst) {
+  return inst.m_tiles == 1 ? (inst.bits == 8 ? 5 : 4) : 1;
+}
 
-// As many splits as fill one wave (kCtasPerSm per SM), at least 2 k blocks per split. Measured on
+// As many splits as fill one wave (ctas_per_sm per SM), at least 2 k blocks per split. Measured on
 // the H200 (INT4 g128, M = 1 and 16): one wave beat both fewer CTAs and a second partial wave,
 // e.g. 8 splits of 8192x8192 (512 CTAs) 15.3 us vs 6: 15.8, 12: 17.4; 4096x28672 (224 column
 // tiles) 2 splits 24.3 us vs 3-4: 23.2-27. At most kMaxClusterSplits for the cluster reduction.
 int splits_for(int m, int n, int k_blocks, int sms, bool cluster, MixedInstance const& inst) {
   const int mt = inst.m_tiles, tile_n = inst.tile_n;
   const long long base = (long long)((n + tile_n - 1) / tile_n) * ((m + 16 * mt - 1) / (16 * mt));
-  const long long wave = (long long)ctas_per_sm(mt) * sms;
+  const long long wave = (long long)ctas_per_sm(inst) * sms;
   int splits = base >= wave ? 1 : int(wave / base);
   const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
   if (splits > max_splits) splits = max_splits;
