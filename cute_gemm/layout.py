@@ -16,7 +16,7 @@ here runs the same C++ layout core that the kernels' static layouts use.
 
 `from cute_gemm.layout import *` exports `_` (the slicing wildcard, as in CuTe) but not `filter`
 and `slice`, which would shadow Python builtins; use `cute_gemm.layout.filter(L)`.
-`python -m cute_gemm [--out DIR]` runs walkthrough(). cute_gemm.atoms builds and draws the GEMM
+`python -m cute_gemm layout [--out DIR]` runs walkthrough(). cute_gemm.atoms builds and draws the GEMM
 kernel's thread-value maps.
 """
 
@@ -133,5 +133,5 @@ def walkthrough(out_dir=None):
                 print("wrote %s" % path)
     else:
         print()
-        print("(walkthrough(out_dir), or python -m cute_gemm --out DIR, also writes SVG and TikZ "
-              "pictures)")
+        print("(walkthrough(out_dir), or python -m cute_gemm layout --out DIR, also writes SVG and "
+              "TikZ pictures)")
