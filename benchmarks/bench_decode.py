@@ -51,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import common  # noqa: E402
+from cute_gemm.demo import int_list  # noqa: E402
 
 LLAMA3_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
                  num_key_value_heads=8, vocab_size=128256)
@@ -64,22 +65,12 @@ VARIANTS = [  # (name, quantize_model settings or None for the fp16 baseline)
 AGREE_SUSPECT = 0.9
 
 
-def _int_list(text):
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers like 1,16; got {text!r}")
-    return values
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Decode tokens/s of a Llama-3-8B-shaped transformers model (a few layers, "
                     "random weights): fp16 vs cute_gemm INT4 g128 vs INT8 per-channel.")
     p.add_argument("--layers", type=int, default=4, help="decoder layers (default 4)")
-    p.add_argument("--batch", type=_int_list, default=[1, 16], help="batch sizes (default 1,16)")
+    p.add_argument("--batch", type=int_list, default=[1, 16], help="batch sizes (default 1,16)")
     p.add_argument("--prompt", type=int, default=32, help="prompt tokens (default 32)")
     p.add_argument("--steps", type=int, default=64, help="decode steps per timed run (64)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs; the median is reported")

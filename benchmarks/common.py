@@ -21,6 +21,9 @@ import warnings
 
 import torch
 
+# The CUDA-graph timer lives in the package, so the main job (cute_gemm.demo) uses the same one.
+from cute_gemm.timing import time_graph  # noqa: F401  (re-exported for the benchmarks)
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
 
@@ -86,55 +89,6 @@ def make_rotation(make_operands, bytes_per_set, min_bytes=None, max_copies=64):
         min_bytes = 2 * l2_cache_bytes()
     copies = max(1, min(max_copies, math.ceil(min_bytes / max(1, bytes_per_set))))
     return [make_operands(i) for i in range(copies)]
-
-
-def _event_ms(fn, reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for i in range(reps):
-        fn(i)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
-def time_graph(fn, target_ms=20.0, max_calls=500, replays=10, warmup=3):
-    """Median time of one fn(i) call in microseconds, measured by CUDA-graph replay.
-
-    fn(i) launches one call on the current stream; i counts the calls in the graph, so fn can
-    rotate through L2 copies (operands[i % len(operands)]). The number of calls per graph is
-    chosen so that one replay takes about target_ms (at most max_calls). Returns
-    (median_us, calls_per_graph).
-    """
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up (lazy init, autotuning, allocator) off the capture
-        for i in range(warmup):
-            fn(i)
-        # Rough per-call estimate from eager launches, to size the graph.
-        est_ms = _event_ms(fn, 3) / 3
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    calls = int(max(1, min(max_calls, target_ms / max(est_ms, 1e-4))))
-
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn(i)
-    graph.replay()  # warm replay
-    torch.cuda.synchronize()
-
-    times = []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    del graph
-    times.sort()
-    return times[len(times) // 2], calls
 
 
 def copy_bandwidth_gbs(nbytes=1 << 30, replays=10):

@@ -4,26 +4,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
+import common  # noqa: E402  (benchmarks/ is the script's directory)
 import cute_gemm
 
 
-def time_graph(fn, calls=20, reps=10):
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        fn(0)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fn(i)
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record(); g.replay(); e1.record(); torch.cuda.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1e3 / calls)
-    return sorted(ts)[len(ts) // 2]
+def time_graph(fn):
+    """Median us of one fn(i) call from CUDA-graph replays (common.time_graph)."""
+    return common.time_graph(fn)[0]
 
 
 def sweep_splits():

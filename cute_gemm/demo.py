@@ -53,6 +53,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .timing import time_graph
+
 __all__ = ["main", "run", "parse_args", "LinearStack", "decoder_shapes"]
 
 LLAMA3_8B = {"hidden": 4096, "kv": 1024, "intermediate": 14336}
@@ -123,7 +125,7 @@ class LinearStack(nn.Module):
 # ------------------------------------------------------------------------------------ options
 
 
-def _int_list(text):
+def int_list(text):
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -178,7 +180,7 @@ def build_parser(prog="python -m cute_gemm"):
                      help="symmetric quantization, no zero points (default)")
     sym.add_argument("--asymmetric", dest="symmetric", action="store_false",
                      help="asymmetric quantization with a zero point per group")
-    p.add_argument("--batch", type=_int_list, default=[1, 16, 256], metavar="M,M,...",
+    p.add_argument("--batch", type=int_list, default=[1, 16, 256], metavar="M,M,...",
                    help="activation rows to time (default 1,16,256)")
     p.add_argument("--layers", type=_positive_int, default=None, metavar="N",
                    help="decoder layers of distinct weights (default 4 on a GPU, 2 on the CPU)")
@@ -219,40 +221,8 @@ def parse_args(argv=None):
 
 
 def _cuda_us(fn, replays, target_ms=10.0, max_calls=200):
-    """Median microseconds of one fn(i) call from CUDA-graph replays (see the module docstring).
-
-    fn(i) is captured ``calls`` times back to back in one graph (enough for ~target_ms), after
-    warm-up launches on a side stream; each replay is timed with CUDA events."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(3):
-            fn(i)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(3):
-            fn(i)
-        end.record()
-        end.synchronize()
-        est_ms = start.elapsed_time(end) / 3
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    calls = int(max(1, min(max_calls, target_ms / max(est_ms, 1e-4))))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn(i)
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    del graph
-    return statistics.median(times)
+    """Median microseconds of one fn(i) call from CUDA-graph replays (cute_gemm.timing)."""
+    return time_graph(fn, target_ms=target_ms, max_calls=max_calls, replays=replays)[0]
 
 
 def _cpu_us(fn, replays):
