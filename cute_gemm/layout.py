@@ -16,8 +16,8 @@ here runs the same C++ layout core that the kernels' static layouts use.
 
 `from cute_gemm.layout import *` exports `_` (the slicing wildcard, as in CuTe) but not `filter`
 and `slice`, which would shadow Python builtins; use `cute_gemm.layout.filter(L)`.
-`python -m cute_gemm layout [--out DIR]` runs walkthrough(). cute_gemm.atoms builds and draws the GEMM
-kernel's thread-value maps.
+`python -m cute_gemm layout [--out DIR]` runs walkthrough(). cute_gemm.atoms builds and draws the
+GEMM kernel's thread-value maps.
 """
 
 import os

@@ -17,7 +17,8 @@ echo "[tune] build $(( $(date +%s) - t0 )) s"
 timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_mixed_gemm_gpu.py 2>&1 | tail -n 15
 timeout 300 python3 benchmarks/probe_mixed.py ${CUTE_GEMM_SWEEP:---sweep} 2>&1 | \
   tee "$OUTDIR/sweep.txt"
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+  head -n 1)
 [ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
 [ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
 for m in 1 16; do

@@ -71,7 +71,8 @@ MixedPlan plan_for(MixedGemmParams const& p, int sms, MixedInstance const** inst
                        current_cc_major() >= 9 && inst->cluster_supported();
   const int k_blocks = (p.k + block_k_for(p.bits) - 1) / block_k_for(p.bits);
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
-  int splits = forced_splits > 0 ? forced_splits : splits_for(p.m, p.n, k_blocks, sms, cluster, *inst);
+  int splits = forced_splits > 0 ? forced_splits
+                                 : splits_for(p.m, p.n, k_blocks, sms, cluster, *inst);
   // No empty split: each gets ceil(k_blocks / splits) blocks, the last one the rest.
   splits = splits < k_blocks ? splits : k_blocks;
   const int per_split = (k_blocks + splits - 1) / splits;

@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Activations: rows below M only; the others were zero-filled once.
   T const* a_ptr = static_cast<T const*>(p.a);
   const auto gA = make_tensor(a_ptr + int64_t(m0) * p.lda + int64_t(kb_begin) * BK,
-                              make_layout(make_shape(Int<BM>{}, Int<BK>{}), make_stride(p.lda, _1{})));
+                              make_layout(make_shape(Int<BM>{}, Int<BK>{}),
+                                          make_stride(p.lda, _1{})));
   auto sA = make_tensor(smem_a, typename Cfg::SmemA{});
   const auto g2s = get_thread_copy(typename Cfg::G2S{}, tid);
   const auto tAgA = g2s.partition_S(gA);
@@ -227,7 +228,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto tCrB = ThrMMA<Mma>::template partition_fragment_B<T>(
       make_shape(Int<Cfg::kTileN>{}, Int<BK>{}));  // (4, NB, KSteps)
   // acc: the scaled sum; part: the current chunk's unscaled sum of a * (q - z). Both (4, MT, NB):
-  // values c0..c3 of the m16n8 fragment, (row g, col 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+  // values c0..c3 of the m16n8 fragment: (row g, col 2t), (g, 2t + 1), (g + 8, 2t),
+  // (g + 8, 2t + 1).
   auto acc = ThrMMA<Mma>::template partition_fragment_C<float>(
       make_shape(Int<BM>{}, Int<Cfg::kTileN>{}));
   auto part = make_fragment_like<float>(acc);
@@ -239,7 +241,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // accumulator's column pair 2t, 2t + 1.
   const int g = lane / 4, t = lane % 4;
   const bool symmetric = zeros == nullptr;
-  const auto sym_consts = D::zero_constants(float(1 << (Cfg::kBits - 1)));
+  // Each n8 block's dequantization constants for the current group: the symmetric zero point
+  // 2^(bits-1) throughout, or the group's zero points, loaded per chunk.
+  ZeroConstants<T2> zc[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
 
   // ---- prologue. The first stages' weights go out before waiting for the previous kernel
   // (programmatic dependent launch on sm_90), so their DRAM latency overlaps its tail. Group s
@@ -275,12 +281,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       // The chunk's group row in this stage's scales: 32 columns of K per chunk when fine.
       const int grow = Cfg::kFineGroups ? (32 * c) >> group_shift : 0;
       T const* srow = s_scale + grow * Cfg::kTileN + NB * warp * 8;
-      ZeroConstants<T2> zc[NB];
-      CG_PRAGMA_UNROLL
-      for (int b = 0; b < NB; ++b) {
-        zc[b] = symmetric ? sym_consts
-                          : D::zero_constants(HalfTraits<T>::to_float(
-                                srow[Cfg::kScaleElems + b * 8 + g]));
+      if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
+        CG_PRAGMA_UNROLL
+        for (int b = 0; b < NB; ++b) {
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + b * 8 + g]));
+        }
       }
       CG_PRAGMA_UNROLL
       for (int j = c * Cfg::kStepsPerChunk; j < (c + 1) * Cfg::kStepsPerChunk; ++j) {
