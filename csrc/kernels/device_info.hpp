@@ -6,29 +6,28 @@
 
 namespace cute_gemm {
 
-inline int current_sm_count() {
-  static int cached[64] = {};
+// The current device's value of `Attr`, queried once per device; `fallback` when there is no
+// usable device or the query fails.
+template <cudaDeviceAttr Attr>
+int cached_device_attribute(int fallback) {
+  static int cached[64] = {};  // 0 = not queried yet
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 132;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return fallback;
   if (cached[device] == 0) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    cached[device] = n > 0 ? n : 132;
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, Attr, device) != cudaSuccess || v <= 0) v = fallback;
+    cached[device] = v;
   }
   return cached[device];
 }
 
-// The current device's compute capability major version (9 for Hopper), cached per device.
+inline int current_sm_count() {
+  return cached_device_attribute<cudaDevAttrMultiProcessorCount>(132);
+}
+
+// The compute capability's major version (9 for Hopper); -1 without a device.
 inline int current_cc_major() {
-  static int cached[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
-  if (cached[device] == 0) {
-    int v = 0;
-    cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, device);
-    cached[device] = v > 0 ? v : -1;
-  }
-  return cached[device];
+  return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(-1);
 }
 
 }  // namespace cute_gemm
