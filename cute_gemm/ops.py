@@ -224,9 +224,11 @@ def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None):
 def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None) -> torch.Tensor:
     """Linear layer with a quantized weight: ``a @ dequantize(qw).T (+ bias)``.
 
-    Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` where ``W = dequantize(qw)``
-    (``(q - z) * s`` rounded to the activation dtype), with fp32 accumulation and one rounding to
-    the output dtype. The weight is read in its packed INT4/INT8 form; it is never materialized.
+    Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` with ``W = (q - z) * s``, fp32
+    accumulation and one rounding to the output dtype. On CUDA below 192 rows the fused kernel
+    reads the weight in its packed INT4/INT8 form (never materialized) and uses the exact ``W``
+    (``qw.dequantize(torch.float32)``); from 192 rows, and on CPU, ``W`` is first rounded to the
+    activation dtype (``qw.dequantize()``). The two differ by at most half an ulp per weight.
 
     Args:
         a: ``[..., K]`` activations, ``qw.dtype`` (torch.float16 or torch.bfloat16), on

@@ -10,7 +10,9 @@
 // The CPU kernel is the reference: the weight is unpacked and dequantized with ATen ops (the same
 // arithmetic as cute_gemm.quant.dequantize: (q - z) * s in fp32, exact, rounded once to the
 // activation dtype), then an fp32 matmul, bias in fp32, one rounding. The CUDA kernel calls
-// cute_gemm::mixed_gemm_launch (kernels/mixed/mixed_gemm_launch.hpp) with a workspace tensor.
+// cute_gemm::mixed_gemm_launch (kernels/mixed/mixed_gemm_launch.hpp) with a workspace tensor; below
+// mixed_dense_from_m() rows it computes with the exact (unrounded) (q - z) * s, from there it
+// dequantizes to the activation dtype and runs a dense GEMM (see mixed_gemm_cuda).
 //
 // Autograd: gradients flow to `a` (dA = dOut @ dequant(W), in the activation dtype) and `bias`
 // (the column sums of dOut). The quantized weight is frozen: qweight is integer, and scales/zeros

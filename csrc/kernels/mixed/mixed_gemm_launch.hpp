@@ -6,7 +6,9 @@
 //   W packed as INT4 or INT8 (kernels/mixed/weight_format.hpp), fp32 accumulation.
 //
 // dequant(W)[n, k] = (q[n, k] - z) * scales[k / G, n], z = zeros[k / G, n] when zeros is given,
-// 2^(bits-1) otherwise; the product is exact in fp32 and rounded once to the activation dtype.
+// 2^(bits-1) otherwise; the product is exact in fp32. mixed_gemm_launch computes with it exactly
+// (the scales multiply fp32 sums of a * (q - z)); dequantize_weight_launch rounds it once to the
+// activation dtype.
 //
 // Preconditions checked by the caller (csrc/ops): M, N, K >= 1; N % 8 == 0; K % G == 0 and
 // K % 32 == 0; A row-major with lda % 8 == 0 (lda >= K); a, qweight, scales, zeros, bias and out

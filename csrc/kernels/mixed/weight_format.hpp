@@ -27,8 +27,8 @@
 // a byte permute of bytes (0, 2) and (1, 3) next to 0x64 exponent bytes yields r0 and r1.
 //
 // Dequantization in registers, no int->float conversions: a half with exponent bits 0x6400 and a
-// 10-bit mantissa m is 1024 + m, so (q | 0x6400) - (1024 + z) = q - z exactly; then times the
-// scale. bf16 uses 0x4300 (128 + m, 7-bit mantissa: exact for q < 128; INT8 in bf16 is split into
+// 10-bit mantissa m is 1024 + m, so (q | 0x6400) - (1024 + z) = q - z exactly; the kernel applies
+// the scale to the fp32 products afterwards (dequant.cuh). bf16 uses 0x4300 (128 + m, 7-bit mantissa: exact for q < 128; INT8 in bf16 is split into
 // two nibbles or handled with 0x4B00 on float). Symmetric weights use z = 2^(bits-1).
 //
 // Scales (and zero points for asymmetric weights) are [K / G, N] in the activation dtype, G the
