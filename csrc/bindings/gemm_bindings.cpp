@@ -119,7 +119,7 @@ std::tuple<int, bool, int, int> mixed_plan(int64_t m, int64_t n, int64_t k, int6
   p.bits = int(bits);
   p.group_size = group_size <= 0 ? int(k) : int(group_size);
   p.dtype = bf16 ? HalfType::kBFloat16 : HalfType::kFloat16;
-  const MixedPlan plan = mixed_gemm_plan(p, 0);
+  const MixedPlan plan = mixed_gemm_plan(p);
   return {plan.m_tiles, plan.fine_groups, plan.splits, int(plan.reduce)};
 #endif
 }

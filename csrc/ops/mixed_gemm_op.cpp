@@ -200,14 +200,6 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
 }
 
 #ifndef CUTE_GEMM_NO_CUDA
-int sm_count(int device) {
-  int count = 0;
-  cudaError_t const err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  TORCH_CHECK(err == cudaSuccess, kOp, "cudaDeviceGetAttribute failed: ", cudaGetErrorString(err));
-  return count;
-}
-
-
 at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                            int64_t bits, int64_t group_size, int64_t k,
@@ -252,7 +244,7 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   // Split-K partial sums and the like: a caching-allocator buffer on the current stream, never
   // cudaMalloc, so the call stays capturable in CUDA graphs. Uninitialized.
-  size_t const ws_bytes = mixed_gemm_workspace_bytes(params, sm_count(a.get_device()));
+  size_t const ws_bytes = mixed_gemm_workspace_bytes(params);
   at::Tensor workspace;
   if (ws_bytes > 0) {
     workspace = at::empty({static_cast<int64_t>(ws_bytes)}, a.options().dtype(at::kByte));

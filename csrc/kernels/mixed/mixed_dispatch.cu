@@ -7,6 +7,7 @@
 #include "kernels/device_info.hpp"
 #include "kernels/mixed/generated/mixed_instances.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 
@@ -17,8 +18,6 @@ std::atomic<int> g_forced_splits{-1};
 std::atomic<int> g_forced_reduce{-1};
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
-
-int block_k_for(int bits) { return bits == 4 ? 128 : 64; }
 
 // CTAs resident per SM at once (MixedConfig::kMinCtasPerSm): at M <= 16 (4 warps) 4 for INT4
 // (56 KB of shared memory, <= 128 registers), 5 for INT8 (42 KB, <= 102 registers); 1 for the
@@ -45,7 +44,7 @@ int splits_for(int m, int n, int k_blocks, int sms, bool cluster, MixedInstance 
 MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfType dtype) {
   const int mt = m_tiles_for(m);
   // Groups shorter than a packed k block need the scales every 2 k16 steps.
-  const bool fine = group_size > 0 && group_size < k && group_size < block_k_for(bits);
+  const bool fine = group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
   for (MixedInstance const& inst : kMixedInstances) {
     if (inst.bits == bits && inst.m_tiles == mt && inst.fine_groups == fine &&
         inst.bf16 == (dtype == HalfType::kBFloat16)) {
@@ -55,7 +54,7 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
   return nullptr;
 }
 
-MixedPlan plan_for(MixedGemmParams const& p, int sms, MixedInstance const** inst_out) {
+MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out) {
   MixedPlan plan;
   MixedInstance const* inst = find_instance(p.m, p.bits, p.group_size, p.k, p.dtype);
   if (inst_out != nullptr) *inst_out = inst;
@@ -69,10 +68,11 @@ MixedPlan plan_for(MixedGemmParams const& p, int sms, MixedInstance const** inst
   // e.g. 8192x8192 M=1 17.6 us vs 15.3 us, 28672x8192 48.5 us vs 38.3 us.
   const bool cluster = forced_reduce == int(SplitReduce::kCluster) &&
                        current_cc_major() >= 9 && inst->cluster_supported();
-  const int k_blocks = (p.k + block_k_for(p.bits) - 1) / block_k_for(p.bits);
+  const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
-  int splits = forced_splits > 0 ? forced_splits
-                                 : splits_for(p.m, p.n, k_blocks, sms, cluster, *inst);
+  int splits = forced_splits > 0
+                   ? forced_splits
+                   : splits_for(p.m, p.n, k_blocks, current_sm_count(), cluster, *inst);
   // No empty split: each gets ceil(k_blocks / splits) blocks, the last one the rest.
   splits = splits < k_blocks ? splits : k_blocks;
   const int per_split = (k_blocks + splits - 1) / splits;
@@ -85,9 +85,7 @@ MixedPlan plan_for(MixedGemmParams const& p, int sms, MixedInstance const** inst
 
 }  // namespace
 
-MixedPlan mixed_gemm_plan(MixedGemmParams const& p, int sm_count) {
-  return plan_for(p, sm_count > 0 ? sm_count : current_sm_count(), nullptr);
-}
+MixedPlan mixed_gemm_plan(MixedGemmParams const& p) { return plan_for(p, nullptr); }
 
 bool mixed_set_split_override(int splits, int reduce) {
   if (splits == 0 || splits < -1 || splits > kMaxSplits) return false;
@@ -104,8 +102,8 @@ void mixed_split_override(int& splits, int& reduce) {
   reduce = g_forced_reduce.load(std::memory_order_relaxed);
 }
 
-size_t mixed_gemm_workspace_bytes(MixedGemmParams const& p, int sm_count) {
-  const MixedPlan plan = mixed_gemm_plan(p, sm_count);
+size_t mixed_gemm_workspace_bytes(MixedGemmParams const& p) {
+  const MixedPlan plan = mixed_gemm_plan(p);
   return plan.reduce == SplitReduce::kWorkspace
              ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * sizeof(float)
              : 0;
@@ -113,7 +111,7 @@ size_t mixed_gemm_workspace_bytes(MixedGemmParams const& p, int sm_count) {
 
 cudaError_t mixed_gemm_launch(MixedGemmParams const& p, cudaStream_t stream) {
   MixedInstance const* inst = nullptr;
-  const MixedPlan plan = plan_for(p, current_sm_count(), &inst);
+  const MixedPlan plan = plan_for(p, &inst);
   if (inst == nullptr) return cudaErrorInvalidValue;
   if (plan.reduce == SplitReduce::kWorkspace &&
       p.workspace_bytes < size_t(plan.splits) * p.m * p.n * sizeof(float))

@@ -60,8 +60,8 @@ struct MixedGemmParams {
 
 // Bytes of workspace a launch of this problem needs (split-K partial sums where the splits cannot
 // meet in a cluster); 0 for none. Reads m, n, k, bits, group_size and dtype of `params`.
-// sm_count: the device's multiprocessor count, for choosing the split.
-size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params, int sm_count);
+// The split depends on the current device's multiprocessor count (kernels/device_info.hpp).
+size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params);
 
 // Writes dequant(W) as a dense row-major [N, K] matrix `w` in the activation dtype (the same
 // values the fused kernel uses). Only params' qweight, scales, zeros, n, k, bits, group_size and
@@ -77,7 +77,7 @@ struct MixedPlan {
   int splits = 1;
   SplitReduce reduce = SplitReduce::kNone;
 };
-MixedPlan mixed_gemm_plan(MixedGemmParams const& params, int sm_count);
+MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 
 // Process-wide override of the split-K plan, for tests and tuning: splits > 0 forces that many
 // splits (at most 64; fewer when K has fewer k blocks), reduce kWorkspace or kCluster forces that
