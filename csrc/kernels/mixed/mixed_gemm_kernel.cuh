@@ -107,6 +107,30 @@ struct MixedConfig {
   static_assert(kTileM * kAccStride * 4 <= kSmemBytes, "accumulator tile must fit");
 };
 
+// Epilogue pieces shared by the kernel's direct write, its cluster reduction and
+// split_k_reduce_kernel: out[row, col .. col + 1] = v0, v1 (+ bias[col .. col + 1]) rounded once
+// to the output dtype, one 4-byte store (col is even; N % 8 == 0).
+template <class T>
+CG_DEVICE void store_out_pair(MixedGemmParams const& p, int row, int col, float v0, float v1) {
+  T const* bias = static_cast<T const*>(p.bias);
+  if (bias != nullptr) {
+    v0 += HalfTraits<T>::to_float(bias[col]);
+    v1 += HalfTraits<T>::to_float(bias[col + 1]);
+  }
+  typename Dequant<T>::T2 o;
+  o.x = HalfTraits<T>::from_float(v0);
+  o.y = HalfTraits<T>::from_float(v1);
+  *reinterpret_cast<typename Dequant<T>::T2*>(static_cast<T*>(p.out) + int64_t(row) * p.ldo +
+                                               col) = o;
+}
+
+CG_DEVICE void add_f32x4(float4& acc, float4 const& v) {
+  acc.x += v.x;
+  acc.y += v.y;
+  acc.z += v.z;
+  acc.w += v.w;
+}
+
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits). Split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With SplitReduce::kCluster
 // the grid is launched with clusters of (1, 1, splits).
@@ -351,8 +375,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   // ---- epilogue. This lane's accumulators: rows 16 m + g (+ 8), columns (NB * warp + b) * 8 + 2t
   // (+ 1) of the tile.
-  T* out = static_cast<T*>(p.out);
-  T const* bias = static_cast<T const*>(p.bias);
   if (reduce_mode == int(SplitReduce::kCluster)) {
     // Each split stores its tile to its own shared memory; after the cluster barrier, split r adds
     // float4 column groups r, r + splits, ... of all valid rows over the splits in order.
@@ -381,27 +403,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (n0 + col >= p.n) continue;
       const uint32_t off = uint32_t(row * Cfg::kAccStride + col) * 4;
       float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int s = 0; s < splits; ++s) {
-        const float4 v = ld_shared_cluster_f32x4(map_shared_rank(tile_addr + off, s));
-        sum.x += v.x;
-        sum.y += v.y;
-        sum.z += v.z;
-        sum.w += v.w;
-      }
-      if (bias != nullptr) {
-        sum.x += HalfTraits<T>::to_float(bias[n0 + col]);
-        sum.y += HalfTraits<T>::to_float(bias[n0 + col + 1]);
-        sum.z += HalfTraits<T>::to_float(bias[n0 + col + 2]);
-        sum.w += HalfTraits<T>::to_float(bias[n0 + col + 3]);
-      }
-      T2 lo, hi;
-      lo.x = HalfTraits<T>::from_float(sum.x);
-      lo.y = HalfTraits<T>::from_float(sum.y);
-      hi.x = HalfTraits<T>::from_float(sum.z);
-      hi.y = HalfTraits<T>::from_float(sum.w);
-      T2* dst = reinterpret_cast<T2*>(out + int64_t(m0 + row) * p.ldo + n0 + col);
-      dst[0] = lo;
-      dst[1] = hi;
+      for (int s = 0; s < splits; ++s)
+        add_f32x4(sum, ld_shared_cluster_f32x4(map_shared_rank(tile_addr + off, s)));
+      store_out_pair<T>(p, m0 + row, n0 + col, sum.x, sum.y);
+      store_out_pair<T>(p, m0 + row, n0 + col + 2, sum.z, sum.w);
     }
     cluster_sync();  // peers may still read this CTA's tile
     return;
@@ -418,18 +423,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       for (int h = 0; h < 2; ++h) {
         const int row = m0 + 16 * m + g + 8 * h;
         if (row >= p.m) continue;
-        float v0 = acc(2 * h, m, b), v1 = acc(2 * h + 1, m, b);
+        const float v0 = acc(2 * h, m, b), v1 = acc(2 * h + 1, m, b);
         if (to_workspace) {
           *reinterpret_cast<float2*>(ws + int64_t(row) * p.n + col) = make_float2(v0, v1);
         } else {
-          if (bias != nullptr) {
-            v0 += HalfTraits<T>::to_float(bias[col]);
-            v1 += HalfTraits<T>::to_float(bias[col + 1]);
-          }
-          T2 o;
-          o.x = HalfTraits<T>::from_float(v0);
-          o.y = HalfTraits<T>::from_float(v1);
-          *reinterpret_cast<T2*>(out + int64_t(row) * p.ldo + col) = o;
+          store_out_pair<T>(p, row, col, v0, v1);
         }
       }
     }
@@ -453,12 +451,6 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
   if (idx >= total4) return;
   float4 const* ws = static_cast<float4 const*>(p.workspace) + idx;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  auto add = [&](float4 const& v) {
-    acc.x += v.x;
-    acc.y += v.y;
-    acc.z += v.z;
-    acc.w += v.w;
-  };
   constexpr int kBatch = 8;
   int s = 0;
   for (; s + kBatch <= splits; s += kBatch) {
@@ -466,27 +458,13 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(ws + (s + j) * total4);
     CG_PRAGMA_UNROLL
-    for (int j = 0; j < kBatch; ++j) add(v[j]);
+    for (int j = 0; j < kBatch; ++j) add_f32x4(acc, v[j]);
   }
-  for (; s < splits; ++s) add(__ldcg(ws + s * total4));
+  for (; s < splits; ++s) add_f32x4(acc, __ldcg(ws + s * total4));
   const int64_t e = idx * 4;
   const int row = int(e / p.n), col = int(e % p.n);
-  if (p.bias != nullptr) {
-    T const* bias = static_cast<T const*>(p.bias) + col;
-    acc.x += HalfTraits<T>::to_float(bias[0]);
-    acc.y += HalfTraits<T>::to_float(bias[1]);
-    acc.z += HalfTraits<T>::to_float(bias[2]);
-    acc.w += HalfTraits<T>::to_float(bias[3]);
-  }
-  using T2 = typename Dequant<T>::T2;
-  T2 lo, hi;
-  lo.x = HalfTraits<T>::from_float(acc.x);
-  lo.y = HalfTraits<T>::from_float(acc.y);
-  hi.x = HalfTraits<T>::from_float(acc.z);
-  hi.y = HalfTraits<T>::from_float(acc.w);
-  T2* dst = reinterpret_cast<T2*>(static_cast<T*>(p.out) + int64_t(row) * p.ldo + col);
-  dst[0] = lo;
-  dst[1] = hi;
+  store_out_pair<T>(p, row, col, acc.x, acc.y);
+  store_out_pair<T>(p, row, col + 2, acc.z, acc.w);
 }
 
 // Whether this build has sm_90 code for the kernel (distributed shared memory); cached.
@@ -500,15 +478,14 @@ bool cluster_reduce_supported() {
   return supported;
 }
 
-// splits: the split-K factor the dispatcher chose; reduce: how the splits meet (kCluster needs
-// cluster_reduce_supported() and splits <= kMaxClusterSplits; kWorkspace needs p.workspace).
+// splits: the split-K factor the dispatcher chose, none of them empty (mixed_gemm_plan); reduce:
+// how the splits meet, kNone exactly when splits == 1 (kCluster needs cluster_reduce_supported()
+// and splits <= kMaxClusterSplits; kWorkspace needs p.workspace).
 template <class Cfg>
 cudaError_t launch_mixed(MixedGemmParams const& p, int splits, SplitReduce reduce,
                          cudaStream_t stream) {
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   const int per_split = (k_blocks + splits - 1) / splits;
-  splits = (k_blocks + per_split - 1) / per_split;  // no empty splits
-  if (splits == 1) reduce = SplitReduce::kNone;
   dim3 grid((p.n + Cfg::kTileN - 1) / Cfg::kTileN, (p.m + Cfg::kTileM - 1) / Cfg::kTileM, splits);
   const int smem = Cfg::kSmemBytes;
   if (smem > 48 * 1024) {
