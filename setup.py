@@ -8,7 +8,9 @@ is installed without build isolation:
 
 Environment variables:
   TORCH_CUDA_ARCH_LIST      GPU targets, e.g. "9.0a" or "8.0;8.6;9.0a". When set it overrides the
-                            default "8.0;9.0a" (torch maps "9.0a" to compute_90a/sm_90a).
+                            default "8.0;9.0a" (torch maps "9.0a" to compute_90a/sm_90a). The
+                            Hopper (wgmma) kernels need "9.0a"; without it H100/H200 run the
+                            mma.sync kernels.
   MAX_JOBS                  parallel compile jobs (default: number of CPUs, at most 4).
   CUTE_GEMM_PTXAS_VERBOSE   set to 1 to pass -Xptxas=-v to nvcc (register/spill report).
   CUDA_HOME                 CUDA toolkit root, if torch cannot find it.
@@ -97,6 +99,12 @@ cxx_flags = ["-O3", "-DNDEBUG", CXX_STD]
 nvcc_flags = ["-O3", "-DNDEBUG", CXX_STD, "--expt-relaxed-constexpr", "-lineinfo"]
 if os.environ.get("CUTE_GEMM_PTXAS_VERBOSE") == "1":
     nvcc_flags.append("-Xptxas=-v")
+
+# The Hopper wgmma kernels have code only in an sm_90a build; the dispatcher (host code) must know
+# whether there is one.
+if "9.0a" in re.split(r"[;\s]+", os.environ["TORCH_CUDA_ARCH_LIST"]):
+    nvcc_flags.append("-DCUTE_GEMM_WITH_SM90A")
+    cxx_flags.append("-DCUTE_GEMM_WITH_SM90A")
 
 include_dirs = [os.path.join(ROOT, "csrc")]
 if cuda_usable and cu_sources:

@@ -1,4 +1,10 @@
-"""Quick look at the mixed kernel's speed (a subset of bench_mixed_gemm.py, for tuning runs)."""
+"""Quick look at the mixed kernel's speed (a subset of bench_mixed_gemm.py, for tuning runs).
+
+    python3 benchmarks/probe_mixed.py             INT4 / INT8 vs fp16 at a few M
+    python3 benchmarks/probe_mixed.py --sweep     split-K counts and reductions at M = 1, 16
+    python3 benchmarks/probe_mixed.py --sweep-m   the fused kernel vs the dense path over M
+    python3 benchmarks/probe_mixed.py --kernels   mma.sync vs wgmma kernels vs dense over M
+"""
 import sys
 
 import torch
@@ -35,7 +41,8 @@ def sweep_splits():
                     with cute_gemm.ops._forced_mixed_split(s, r):
                         t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
                     cells.append(f"{t:4.1f}")
-            print(f"{k:>5}x{n:<6} {m:>3} {t0:5.1f} s{plan[2]:<2} r{plan[3]} " + " ".join(cells),
+            print(f"{k:>5}x{n:<6} {m:>3} {t0:5.1f} s{plan['splits']:<2} r{plan['reduce']} " +
+                  " ".join(cells),
                   flush=True)
         del qs
         torch.cuda.empty_cache()
@@ -65,7 +72,43 @@ def sweep_m():
         torch.cuda.empty_cache()
 
 
+def sweep_kernels():
+    """The mma.sync and wgmma kernels (fused at every M) and the dense path against fp16, over M."""
+    torch.manual_seed(0)
+    print(f"{'K x N':>12} {'M':>4} {'fp16':>7} | {'i4 mma':>7} {'i4 wgmma':>8} {'i4 dense':>8} | "
+          f"{'i8 mma':>7} {'i8 wgmma':>8} | {'x i4':>5} {'x i8':>5} err4 err8")
+    for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
+        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
+        q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
+        for m in (1, 8, 16, 32, 64, 128, 256, 512):
+            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
+            row, errs = [], []
+            for qs in (q4, q8):
+                ref = a.double() @ cute_gemm.dequantize(qs[0], torch.float32).double().t()
+                for kernel in ("mma", "wgmma"):
+                    with cute_gemm.ops._forced_mixed_kernel(kernel), \
+                            cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
+                        row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
+                        if kernel == "wgmma":
+                            out = cute_gemm.mixed_gemm(a, qs[0]).double()
+                            errs.append(((out - ref).norm() / ref.norm()).item())
+                if qs is q4:
+                    with cute_gemm.ops._forced_mixed_dense_from_m(1):
+                        row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
+            best4, best8 = min(row[:3]), min(row[3:])
+            print(f"{k:>5}x{n:<6} {m:>4} {t16:7.1f} | {row[0]:7.1f} {row[1]:8.1f} {row[2]:8.1f} | "
+                  f"{row[3]:7.1f} {row[4]:8.1f} | {t16 / best4:5.2f} {t16 / best8:5.2f} "
+                  f"{errs[0]:.0e} {errs[1]:.0e}", flush=True)
+        del ws, q4, q8
+        torch.cuda.empty_cache()
+
+
 def main():
+    if "--kernels" in sys.argv:
+        return sweep_kernels()
     if "--sweep" in sys.argv:
         return sweep_splits()
     if "--sweep-m" in sys.argv:

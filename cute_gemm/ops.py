@@ -116,12 +116,24 @@ def _forced_gemm_config(config):
         index = int(config)
         if not 0 <= index < len(names):
             raise IndexError(f"GEMM configuration index {index} out of range: 0..{len(names) - 1}")
-    previous = _C._gemm_get_config()
-    _C._gemm_set_config(index)
-    try:
+    with _swapped(lambda v: (_C._gemm_get_config(), _C._gemm_set_config(v))[0], index):
         yield names[index]
+
+
+@contextlib.contextmanager
+def _swapped(setter, value):
+    """setter(value) returns the setting it replaced; that is restored on exit."""
+    previous = setter(value)
+    try:
+        yield
     finally:
-        _C._gemm_set_config(previous)
+        setter(previous)
+
+
+def _set_mixed_split(value):
+    previous = _C._mixed_get_split()
+    _C._mixed_set_split(*value)
+    return previous
 
 
 @contextlib.contextmanager
@@ -130,31 +142,37 @@ def _forced_mixed_split(splits=-1, reduce=-1):
 
     ``splits``: 1..64 k splits (fewer when K has fewer k blocks), -1 the heuristic. ``reduce``:
     ``"workspace"`` (fp32 partial sums and a second kernel), ``"cluster"`` (a thread block cluster
-    per column tile adding through distributed shared memory; sm_90 and at most 8 splits, else the
-    workspace) or -1 / None for the heuristic. Process-wide; the previous override is restored on
-    exit. For tests that must cover both reductions and for tuning runs.
+    per column tile adding through distributed shared memory; the mma.sync kernel on sm_90 with at
+    most 8 splits, else the workspace) or -1 / None for the heuristic. Process-wide; the previous
+    override is restored on exit. For tests that must cover both reductions and for tuning runs.
     """
     codes = {None: -1, -1: -1, "workspace": 1, "cluster": 2}
     if reduce not in codes:
         raise ValueError(f"reduce must be 'workspace', 'cluster' or None; got {reduce!r}")
-    previous = _C._mixed_get_split()
-    _C._mixed_set_split(int(splits), codes[reduce])
-    try:
+    with _swapped(_set_mixed_split, (int(splits), codes[reduce])):
         yield
-    finally:
-        _C._mixed_set_split(*previous)
 
 
 @contextlib.contextmanager
 def _forced_mixed_dense_from_m(m):
     """Inside the block the CUDA mixed_gemm takes the dense path (dequantize once, dense GEMM) from
-    ``m`` rows of A instead of 192, e.g. a huge ``m`` runs the fused kernel at every M. For tests
-    and tuning; process-wide, restored on exit."""
-    previous = _C._mixed_set_dense_from_m(int(m))
-    try:
+    ``m`` rows of A instead of the default, e.g. a huge ``m`` runs the fused kernel at every M. For
+    tests and tuning; process-wide, restored on exit."""
+    with _swapped(_C._mixed_set_dense_from_m, int(m)):
         yield
-    finally:
-        _C._mixed_set_dense_from_m(previous)
+
+
+@contextlib.contextmanager
+def _forced_mixed_kernel(kernel):
+    """Inside the block the CUDA mixed_gemm runs the given fused kernel: ``"mma"`` (mma.sync, any
+    sm_80+ GPU), ``"wgmma"`` (Hopper, where the build and device allow it; mma.sync otherwise) or
+    None (the default: wgmma where usable). For tests that must cover both kernels on a Hopper GPU
+    and for tuning; process-wide, restored on exit."""
+    codes = {None: -1, "mma": 0, "wgmma": 1}
+    if kernel not in codes:
+        raise ValueError(f"kernel must be 'mma', 'wgmma' or None; got {kernel!r}")
+    with _swapped(_C._mixed_set_kernel, codes[kernel]):
+        yield
 
 
 # ----------------------------------------------------------------------------------- mixed_gemm

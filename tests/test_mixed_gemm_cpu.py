@@ -381,23 +381,27 @@ def test_random_small_shapes(m, nb, groups, bits, group, symmetric, with_bias, b
 def test_mixed_plan_instance_choice(m, bits, group, k, mt, fine):
     # M tile: 16 rows up to M=16, 32 up to 32, else 64. Scales every 2 k16 steps ("fine") only
     # for groups shorter than the packed k block (128 INT4, 64 INT8) and shorter than K.
-    got = cute_gemm._C._mixed_plan(m, 4096, k, bits, group)
-    assert got[:2] == (mt, fine)
-    assert 1 <= got[2] <= 64 and got[3] in (0, 1, 2)
+    with cute_gemm.ops._forced_mixed_kernel("mma"):  # the default on Hopper is wgmma
+        got = cute_gemm._C._mixed_plan(m, 4096, k, bits, group)
+    assert got["kernel"] == "mma"
+    assert (got["m_tiles"], got["tile_m"], got["fine_groups"]) == (mt, 16 * mt, fine)
+    assert got["exact_scales"]
+    assert 1 <= got["splits"] <= 64 and got["reduce"] in (0, 1, 2)
 
 
 def test_mixed_split_override_round_trip_and_errors():
     assert cute_gemm._C._mixed_get_split() == (-1, -1)
     with cute_gemm.ops._forced_mixed_split(5, "workspace"):
         assert cute_gemm._C._mixed_get_split() == (5, 1)
-        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)[2:] == (5, 1)
+        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+        assert (plan["splits"], plan["reduce"]) == (5, 1)
         with cute_gemm.ops._forced_mixed_split(3):
             assert cute_gemm._C._mixed_get_split() == (3, -1)
         assert cute_gemm._C._mixed_get_split() == (5, 1)
     assert cute_gemm._C._mixed_get_split() == (-1, -1)
     # 4096 / 128 = 32 k blocks: 40 splits clamp to 32.
     with cute_gemm.ops._forced_mixed_split(40, "workspace"):
-        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)[2] == 32
+        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["splits"] == 32
     for bad in [(0, -1), (65, -1), (-2, -1), (4, 0), (4, 3)]:
         with pytest.raises(ValueError, match="_mixed_set_split: splits must be"):
             cute_gemm._C._mixed_set_split(*bad)
@@ -407,6 +411,26 @@ def test_mixed_split_override_round_trip_and_errors():
     with pytest.raises(ValueError, match="_mixed_plan: need"):
         cute_gemm._C._mixed_plan(1, 4096, 4096, 5, 128)
     assert cute_gemm._C._mixed_get_split() == (-1, -1)
+
+
+def test_mixed_kernel_override_round_trip_and_errors():
+    assert cute_gemm._C._mixed_set_kernel(-1) == -1  # returns the previous setting
+    with cute_gemm.ops._forced_mixed_kernel("wgmma"):
+        assert cute_gemm._C._mixed_set_kernel(1) == 1
+        with cute_gemm.ops._forced_mixed_kernel("mma"):
+            assert cute_gemm._C._mixed_set_kernel(0) == 0
+        assert cute_gemm._C._mixed_set_kernel(1) == 1
+        # Without an sm_90 device (and sm_90a build) the override cannot pick wgmma.
+        want = "wgmma" if cute_gemm._C._mixed_wgmma_usable() else "mma"
+        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == want
+    assert cute_gemm._C._mixed_set_kernel(-1) == -1
+    for bad in (-2, 2):
+        with pytest.raises(ValueError, match="_mixed_set_kernel: kernel must be"):
+            cute_gemm._C._mixed_set_kernel(bad)
+    with pytest.raises(ValueError, match="kernel must be 'mma', 'wgmma' or None"):
+        with cute_gemm.ops._forced_mixed_kernel("tensor cores"):
+            pass
+    assert cute_gemm._C._mixed_set_kernel(-1) == -1
 
 
 def test_mixed_dense_from_m_override():

@@ -31,16 +31,24 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 
 
 # From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (kDefaultDenseFromM in csrc/ops/mixed_policy.hpp); below it the fused kernel runs.
+# (kDefaultDenseFromM in csrc/ops/mixed_policy.hpp); below it a fused kernel runs.
 DENSE_FROM_M = 192
 
 
+def _plan(m, qw):
+    n, k = qw.shape
+    return cute_gemm._C._mixed_plan(m, n, k, qw.bits, qw.group_size, qw.dtype == torch.bfloat16)
+
+
 def _reference(a, qw, bias=None, fused=None):
-    """fp64 product with the weight the path computes with: the fused kernel (M < DENSE_FROM_M
-    unless `fused` says otherwise) applies the scales in fp32 after exact integer products, i.e.
-    uses the exact (q - z) * s; the dense path uses it rounded to the activation dtype
-    (cute_gemm.dequantize's default)."""
-    exact = a.reshape(-1, a.shape[-1]).shape[0] < DENSE_FROM_M if fused is None else fused
+    """fp64 product with the weight the path computes with. A fused kernel (M < DENSE_FROM_M unless
+    `fused` says otherwise) that applies the scales in fp32 after exact integer products
+    (`exact_scales` in its plan: the mma.sync kernel, and the wgmma kernel up to 32 rows) uses the
+    exact (q - z) * s; the wgmma kernel's larger tiles and the dense path use it rounded to the
+    activation dtype (cute_gemm.dequantize's default)."""
+    m = a.reshape(-1, a.shape[-1]).shape[0]
+    fused = m < DENSE_FROM_M if fused is None else fused
+    exact = fused and _plan(m, qw)["exact_scales"]
     w = qw.dequantize(torch.float32 if exact else None)
     out = a.double() @ w.double().t()
     if bias is not None:
@@ -328,38 +336,81 @@ def test_torch_compile_rejects_bad_shapes_at_trace_time():
                                               (16, 8, 8192, 4, 64)])
 @pytest.mark.parametrize("splits", [1, 3, 8])
 def test_split_reductions_agree(m, n, k, bits, group, splits):
-    # Both reductions add the splits' fp32 partial sums in split order, so for the same split
-    # count they must agree bit for bit, and both must be accurate.
+    # The mma.sync kernel's two reductions add the splits' fp32 partial sums in split order, so
+    # for the same split count they must agree bit for bit, and both must be accurate. The wgmma
+    # kernel (Hopper builds) with the same forced split count must be accurate too.
     qw = _qweight(n, k, bits, group, False, torch.float16, seed=21)
     a = _randn(m, k, seed=22)
     bias = _randn(n, seed=23)
-    ref = _reference(a, qw, bias)
+    k_blocks = -(-k // (128 if bits == 4 else 64))
+    per_split = -(-k_blocks // min(splits, k_blocks))
     outs = {}
-    for reduce in ("workspace", "cluster"):
-        with cute_gemm.ops._forced_mixed_split(splits, reduce):
-            mt, fine, got_splits, got_reduce = cute_gemm._C._mixed_plan(m, n, k, bits, group)
-            # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
-            k_blocks = -(-k // (128 if bits == 4 else 64))
-            per_split = -(-k_blocks // min(splits, k_blocks))
-            assert got_splits == -(-k_blocks // per_split)
-            if got_splits == 1:
-                assert got_reduce == 0
-            elif reduce == "workspace" or torch.cuda.get_device_capability()[0] < 9:
-                assert got_reduce == 1
-            else:
-                assert got_reduce == 2
-            outs[reduce] = cute_gemm.mixed_gemm(a, qw, bias)
-        assert_accurate(outs[reduce], ref, torch.float16, k)
+    with cute_gemm.ops._forced_mixed_kernel("mma"):
+        ref = _reference(a, qw, bias)
+        for reduce in ("workspace", "cluster"):
+            with cute_gemm.ops._forced_mixed_split(splits, reduce):
+                plan = _plan(m, qw)
+                assert plan["kernel"] == "mma"
+                # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
+                assert plan["splits"] == -(-k_blocks // per_split)
+                if plan["splits"] == 1:
+                    assert plan["reduce"] == 0
+                elif reduce == "workspace" or torch.cuda.get_device_capability()[0] < 9:
+                    assert plan["reduce"] == 1
+                else:
+                    assert plan["reduce"] == 2
+                outs[reduce] = cute_gemm.mixed_gemm(a, qw, bias)
+            assert_accurate(outs[reduce], ref, torch.float16, k)
     assert torch.equal(outs["workspace"], outs["cluster"])
+    if cute_gemm._C._mixed_wgmma_usable():
+        with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
+                cute_gemm.ops._forced_mixed_split(splits, "cluster"):
+            plan = _plan(m, qw)
+            assert plan["kernel"] == "wgmma" and plan["splits"] == -(-k_blocks // per_split)
+            assert plan["reduce"] == (0 if plan["splits"] == 1 else 1)  # no cluster reduction
+            out = cute_gemm.mixed_gemm(a, qw, bias)
+            assert_accurate(out, _reference(a, qw, bias), torch.float16, k)
 
 
 def test_default_plan_on_this_device():
-    # The heuristic: one full wave of 4 CTAs per SM at decode sizes, splits added through the
-    # workspace (the cluster reduction only on request).
+    # The heuristic: one full wave of CTAs at decode sizes, splits added through the workspace
+    # (the cluster reduction only on request); the wgmma kernel on Hopper builds and devices.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    mt, fine, splits, reduce = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
-    assert (mt, fine, reduce) == (1, False, 1)
-    assert 64 * splits <= 4 * sms < 64 * (splits + 1)
+    plan = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
+    assert plan["reduce"] == 1 and plan["exact_scales"]
+    if cute_gemm._C._mixed_wgmma_usable():
+        assert torch.cuda.get_device_capability() == (9, 0)
+        assert plan["kernel"] == "wgmma" and plan["tile_m"] == 8
+        assert 64 * plan["splits"] <= 6 * sms  # 128 columns per CTA, at most 6 CTAs per SM
+    else:
+        assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
+        assert 64 * plan["splits"] <= 4 * sms < 64 * (plan["splits"] + 1)
+
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype",
+                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
+def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
+    # On Hopper builds the wgmma kernel is the default, so the mma.sync kernel (the one sm_80 GPUs
+    # run) gets its own sweep here; elsewhere this repeats test_configs' kernel.
+    with cute_gemm.ops._forced_mixed_kernel("mma"):
+        for i, (m, (n, k)) in enumerate(itertools.product([1, 7, 16, 33, 64, 130],
+                                                          [(8, 128), (136, 640)])):
+            assert _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
+                                               symmetric))["kernel"] == "mma"
+            _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
+                      seed=hash((bits, group, symmetric, m, n, k, "mma")) % 100000)
+
+
+def test_kernel_override_round_trip():
+    usable = cute_gemm._C._mixed_wgmma_usable()
+    default = cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"]
+    assert default == ("wgmma" if usable else "mma")
+    with cute_gemm.ops._forced_mixed_kernel("mma"):
+        assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == "mma"
+        with cute_gemm.ops._forced_mixed_kernel("wgmma"):
+            assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == default
+        assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == "mma"
+    assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == default
 
 
 @pytest.mark.parametrize("m,n,k,bits,group,dtype", [

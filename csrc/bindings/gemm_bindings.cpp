@@ -10,8 +10,12 @@
 // and of the mixed-input GEMM's split-K plan (kernels/mixed/mixed_gemm_launch.hpp):
 //
 //   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16)
-//                                           (m_tiles, fine_groups, splits, reduce) a launch runs
-//                                           now; reduce 0 none, 1 workspace, 2 cluster
+//                                           what a launch runs now: a dict of kernel ("mma" or
+//                                           "wgmma"), tile_m, m_tiles, fine_groups, exact_scales,
+//                                           splits, reduce (0 none, 1 workspace, 2 cluster)
+//   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
+//                                           -1 the default; returns the previous setting
+//   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
 //   cute_gemm._C._mixed_set_split(splits, reduce)
 //                                           force the split count and/or the reduction; -1 = the
 //                                           heuristic (process-wide)
@@ -100,7 +104,7 @@ int get_config() {
 #endif
 }
 
-std::tuple<int, bool, int, int> mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
+py::dict mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
                                            int64_t group_size, bool bf16) {
 #ifdef CUTE_GEMM_NO_CUDA
   (void)m, (void)n, (void)k, (void)bits, (void)group_size, (void)bf16;
@@ -120,7 +124,37 @@ std::tuple<int, bool, int, int> mixed_plan(int64_t m, int64_t n, int64_t k, int6
   p.group_size = group_size <= 0 ? int(k) : int(group_size);
   p.dtype = bf16 ? HalfType::kBFloat16 : HalfType::kFloat16;
   const MixedPlan plan = mixed_gemm_plan(p);
-  return {plan.m_tiles, plan.fine_groups, plan.splits, int(plan.reduce)};
+  py::dict d;
+  d["kernel"] = plan.kernel == MixedKernel::kWgmma ? "wgmma" : "mma";
+  d["tile_m"] = plan.tile_m;
+  d["m_tiles"] = plan.m_tiles;
+  d["fine_groups"] = plan.fine_groups;
+  d["exact_scales"] = plan.exact_scales;
+  d["splits"] = plan.splits;
+  d["reduce"] = int(plan.reduce);
+  return d;
+#endif
+}
+
+int mixed_set_kernel(int64_t kernel) {
+#ifdef CUTE_GEMM_NO_CUDA
+  (void)kernel;
+  no_cuda("_mixed_set_kernel");
+#else
+  const int previous = mixed_kernel_override();
+  if (kernel < -1 || kernel > 1 || !mixed_set_kernel_override(int(kernel))) {
+    throw std::invalid_argument("_mixed_set_kernel: kernel must be -1 (the default), 0 (mma.sync) "
+                                "or 1 (wgmma); got " + std::to_string(kernel));
+  }
+  return previous;
+#endif
+}
+
+bool mixed_wgmma_usable_now() {
+#ifdef CUTE_GEMM_NO_CUDA
+  no_cuda("_mixed_wgmma_usable");
+#else
+  return mixed_wgmma_usable();
 #endif
 }
 
@@ -166,8 +200,15 @@ void bind_gemm(py::module_& m) {
         "instead of the fused kernel (process-wide); returns the previous value.");
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16") = false,
-        "(m_tiles, fine_groups, splits, reduce) of a mixed_gemm launch of that problem on the "
-        "current device now; reduce: 0 none, 1 workspace + second kernel, 2 cluster.");
+        "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
+        "kernel ('mma' or 'wgmma'), tile_m, m_tiles, fine_groups, exact_scales, splits and "
+        "reduce (0 none, 1 workspace + second kernel, 2 cluster).");
+  m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
+        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), -1 the default "
+        "(process-wide); returns the previous setting. Prefer "
+        "cute_gemm.ops._forced_mixed_kernel().");
+  m.def("_mixed_wgmma_usable", &mixed_wgmma_usable_now,
+        "Whether this build has the sm_90a wgmma kernels and the current device runs them.");
   m.def("_mixed_set_split", &mixed_set_split, py::arg("splits"), py::arg("reduce") = -1,
         "Forces the mixed GEMM's split count (1..64) and/or reduction (1 workspace, 2 cluster); "
         "-1 restores the heuristic. Prefer cute_gemm.ops._forced_mixed_split().");

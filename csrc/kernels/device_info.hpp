@@ -10,15 +10,19 @@ namespace cute_gemm {
 // usable device or the query fails.
 template <cudaDeviceAttr Attr>
 int cached_device_attribute(int fallback) {
-  static int cached[64] = {};  // 0 = not queried yet
+  static int cached[64] = {};  // the value + 1; 0 = not queried yet
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return fallback;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();  // no usable device: clear the error for the caller's next check
+    return fallback;
+  }
   if (cached[device] == 0) {
     int v = 0;
-    if (cudaDeviceGetAttribute(&v, Attr, device) != cudaSuccess || v <= 0) v = fallback;
-    cached[device] = v;
+    const bool ok = cudaDeviceGetAttribute(&v, Attr, device) == cudaSuccess && v >= 0;
+    if (!ok) cudaGetLastError();
+    cached[device] = (ok ? v : fallback) + 1;
   }
-  return cached[device];
+  return cached[device] - 1;
 }
 
 inline int current_sm_count() {
@@ -28,6 +32,11 @@ inline int current_sm_count() {
 // The compute capability's major version (9 for Hopper); -1 without a device.
 inline int current_cc_major() {
   return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(-1);
+}
+
+// The compute capability's minor version; -1 without a device.
+inline int current_cc_minor() {
+  return cached_device_attribute<cudaDevAttrComputeCapabilityMinor>(-1);
 }
 
 }  // namespace cute_gemm

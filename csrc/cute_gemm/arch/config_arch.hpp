@@ -18,6 +18,11 @@
 #define CG_ARCH_SM90_ENABLED 1
 #endif
 
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// wgmma.mma_async and the other architecture-specific features of sm_90a (not plain sm_90)
+#define CG_ARCH_WGMMA_ENABLED 1
+#endif
+
 namespace cute_gemm {
 namespace detail {
 // Reached only when a wrapper is called on an architecture that lacks the instruction; takes the

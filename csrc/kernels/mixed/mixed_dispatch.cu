@@ -1,11 +1,12 @@
-// Chooses the kernel instance (M tile, group granularity), the split-K factor and how the splits
-// are added, and launches. The kernels are instantiated one configuration per translation unit
-// under generated/.
+// Chooses the kernel (wgmma on sm_90 when the build has sm_90a code, mma.sync otherwise), its
+// instance (M tile, group granularity), the split-K factor and how the splits are added, and
+// launches. The kernels are instantiated one configuration per translation unit under generated/.
 
 #include <atomic>
 
 #include "kernels/device_info.hpp"
 #include "kernels/mixed/generated/mixed_instances.hpp"
+#include "kernels/mixed/generated/mixed_wgmma_instances.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
@@ -16,6 +17,10 @@ namespace {
 constexpr int kMaxSplits = 64;
 std::atomic<int> g_forced_splits{-1};
 std::atomic<int> g_forced_reduce{-1};
+std::atomic<int> g_forced_kernel{-1};
+
+int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap);
+int non_empty_splits(int splits, int k_blocks);
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
@@ -30,15 +35,10 @@ int ctas_per_sm(MixedInstance const& inst) {
 // the H200 (INT4 g128, M = 1 and 16): one wave beat both fewer CTAs and a second partial wave,
 // e.g. 8 splits of 8192x8192 (512 CTAs) 15.3 us vs 6: 15.8, 12: 17.4; 4096x28672 (224 column
 // tiles) 2 splits 24.3 us vs 3-4: 23.2-27. At most kMaxClusterSplits for the cluster reduction.
-int splits_for(int m, int n, int k_blocks, int sms, bool cluster, MixedInstance const& inst) {
+int splits_for(int m, int n, int k_blocks, bool cluster, MixedInstance const& inst) {
   const int mt = inst.m_tiles, tile_n = inst.tile_n;
   const long long base = (long long)((n + tile_n - 1) / tile_n) * ((m + 16 * mt - 1) / (16 * mt));
-  const long long wave = (long long)ctas_per_sm(inst) * sms;
-  int splits = base >= wave ? 1 : int(wave / base);
-  const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
-  if (splits > max_splits) splits = max_splits;
-  const int cap = cluster ? kMaxClusterSplits : kMaxSplits;
-  return splits > cap ? cap : splits;
+  return wave_splits(base, ctas_per_sm(inst), k_blocks, cluster ? kMaxClusterSplits : kMaxSplits);
 }
 
 MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfType dtype) {
@@ -54,12 +54,74 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
   return nullptr;
 }
 
-MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out) {
+// The smallest token tile that holds M (8, 16, 32, 64), else 128-row tiles.
+MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
+  const int tile_m = m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
+  for (MixedWgmmaInstance const& inst : kMixedWgmmaInstances) {
+    if (inst.bits == bits && inst.tile_m == tile_m && inst.bf16 == (dtype == HalfType::kBFloat16))
+      return &inst;
+  }
+  return nullptr;
+}
+
+bool use_wgmma() {
+  return g_forced_kernel.load(std::memory_order_relaxed) != int(MixedKernel::kMma) &&
+         mixed_wgmma_usable();
+}
+
+// Splits for `base` CTAs per split: as many as fill one wave of `ctas_per_sm` per SM, at least 2
+// k blocks per split, at most `cap`.
+int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap) {
+  const long long wave = (long long)ctas_per_sm * current_sm_count();
+  int splits = base >= wave ? 1 : int(wave / base);
+  const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
+  if (splits > max_splits) splits = max_splits;
+  return splits > cap ? cap : splits;
+}
+
+// The plan's split count with no empty split: each gets ceil(k_blocks / splits) k blocks.
+int non_empty_splits(int splits, int k_blocks) {
+  splits = splits < k_blocks ? splits : k_blocks;
+  const int per_split = (k_blocks + splits - 1) / splits;
+  return (k_blocks + per_split - 1) / per_split;
+}
+
+MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* inst) {
+  MixedPlan plan;
+  plan.kernel = MixedKernel::kWgmma;
+  plan.tile_m = inst->tile_m;
+  plan.m_tiles = 0;
+  plan.fine_groups = false;  // the wgmma kernel handles every group size in one instance
+  plan.exact_scales = inst->exact_scales;
+  const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
+  const long long base = (long long)((p.n + inst->tile_n - 1) / inst->tile_n) *
+                         ((p.m + inst->tile_m - 1) / inst->tile_m);
+  const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
+  const int splits = forced_splits > 0
+                         ? forced_splits
+                         : wave_splits(base, inst->ctas_per_sm(), k_blocks, kMaxSplits);
+  plan.splits = non_empty_splits(splits, k_blocks);
+  // The splits always meet through the workspace (no cluster reduction in this kernel).
+  plan.reduce = plan.splits == 1 ? SplitReduce::kNone : SplitReduce::kWorkspace;
+  return plan;
+}
+
+MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out,
+                   MixedWgmmaInstance const** wgmma_out = nullptr) {
+  if (use_wgmma()) {
+    MixedWgmmaInstance const* w = find_wgmma_instance(p.m, p.bits, p.dtype);
+    if (w != nullptr) {
+      if (wgmma_out != nullptr) *wgmma_out = w;
+      if (inst_out != nullptr) *inst_out = nullptr;
+      return wgmma_plan_for(p, w);
+    }
+  }
   MixedPlan plan;
   MixedInstance const* inst = find_instance(p.m, p.bits, p.group_size, p.k, p.dtype);
   if (inst_out != nullptr) *inst_out = inst;
   if (inst == nullptr) return plan;
   plan.m_tiles = inst->m_tiles;
+  plan.tile_m = 16 * inst->m_tiles;
   plan.fine_groups = inst->fine_groups;
   const int forced_reduce = g_forced_reduce.load(std::memory_order_relaxed);
   // The splits add through the workspace and a second kernel unless the cluster reduction is
@@ -70,13 +132,9 @@ MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out) {
                        current_cc_major() >= 9 && inst->cluster_supported();
   const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
-  int splits = forced_splits > 0
-                   ? forced_splits
-                   : splits_for(p.m, p.n, k_blocks, current_sm_count(), cluster, *inst);
-  // No empty split: each gets ceil(k_blocks / splits) blocks, the last one the rest.
-  splits = splits < k_blocks ? splits : k_blocks;
-  const int per_split = (k_blocks + splits - 1) / splits;
-  plan.splits = (k_blocks + per_split - 1) / per_split;
+  const int splits =
+      forced_splits > 0 ? forced_splits : splits_for(p.m, p.n, k_blocks, cluster, *inst);
+  plan.splits = non_empty_splits(splits, k_blocks);
   plan.reduce = plan.splits == 1                                   ? SplitReduce::kNone
                 : cluster && plan.splits <= kMaxClusterSplits ? SplitReduce::kCluster
                                                                    : SplitReduce::kWorkspace;
@@ -97,6 +155,25 @@ bool mixed_set_split_override(int splits, int reduce) {
   return true;
 }
 
+bool mixed_set_kernel_override(int kernel) {
+  if (kernel < -1 || kernel > int(MixedKernel::kWgmma)) return false;
+  g_forced_kernel.store(kernel, std::memory_order_relaxed);
+  return true;
+}
+
+int mixed_kernel_override() { return g_forced_kernel.load(std::memory_order_relaxed); }
+
+// The wgmma instances exist in every build, but their kernels have bodies only in sm_90a code,
+// which setup.py builds (and announces with CUTE_GEMM_WITH_SM90A) when TORCH_CUDA_ARCH_LIST names
+// 9.0a; sm_90a code runs on compute capability 9.0 only.
+bool mixed_wgmma_usable() {
+#if defined(CUTE_GEMM_WITH_SM90A)
+  return current_cc_major() == 9 && current_cc_minor() == 0;
+#else
+  return false;
+#endif
+}
+
 void mixed_split_override(int& splits, int& reduce) {
   splits = g_forced_splits.load(std::memory_order_relaxed);
   reduce = g_forced_reduce.load(std::memory_order_relaxed);
@@ -111,11 +188,13 @@ size_t mixed_gemm_workspace_bytes(MixedGemmParams const& p) {
 
 cudaError_t mixed_gemm_launch(MixedGemmParams const& p, cudaStream_t stream) {
   MixedInstance const* inst = nullptr;
-  const MixedPlan plan = plan_for(p, &inst);
-  if (inst == nullptr) return cudaErrorInvalidValue;
+  MixedWgmmaInstance const* wgmma = nullptr;
+  const MixedPlan plan = plan_for(p, &inst, &wgmma);
+  if (inst == nullptr && wgmma == nullptr) return cudaErrorInvalidValue;
   if (plan.reduce == SplitReduce::kWorkspace &&
       p.workspace_bytes < size_t(plan.splits) * p.m * p.n * sizeof(float))
     return cudaErrorInvalidValue;
+  if (wgmma != nullptr) return wgmma->launch(p, plan.splits, stream);
   return inst->launch(p, plan.splits, plan.reduce, stream);
 }
 

@@ -34,6 +34,7 @@
 #include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
+#include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
@@ -106,30 +107,6 @@ struct MixedConfig {
   static constexpr int kAccStride = kTileN + 8;
   static_assert(kTileM * kAccStride * 4 <= kSmemBytes, "accumulator tile must fit");
 };
-
-// Epilogue pieces shared by the kernel's direct write, its cluster reduction and
-// split_k_reduce_kernel: out[row, col .. col + 1] = v0, v1 (+ bias[col .. col + 1]) rounded once
-// to the output dtype, one 4-byte store (col is even; N % 8 == 0).
-template <class T>
-CG_DEVICE void store_out_pair(MixedGemmParams const& p, int row, int col, float v0, float v1) {
-  T const* bias = static_cast<T const*>(p.bias);
-  if (bias != nullptr) {
-    v0 += HalfTraits<T>::to_float(bias[col]);
-    v1 += HalfTraits<T>::to_float(bias[col + 1]);
-  }
-  typename Dequant<T>::T2 o;
-  o.x = HalfTraits<T>::from_float(v0);
-  o.y = HalfTraits<T>::from_float(v1);
-  *reinterpret_cast<typename Dequant<T>::T2*>(static_cast<T*>(p.out) + int64_t(row) * p.ldo +
-                                               col) = o;
-}
-
-CG_DEVICE void add_f32x4(float4& acc, float4 const& v) {
-  acc.x += v.x;
-  acc.y += v.y;
-  acc.z += v.z;
-  acc.w += v.w;
-}
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits). Split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With SplitReduce::kCluster
@@ -434,39 +411,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 }
 
-// out = sum over splits (in split order) of the partial sums, + bias, rounded. One thread per 4
-// adjacent outputs (N % 8 == 0), 16-byte loads. The loads of 8 splits are issued together and
-// then added in order: a split-by-split loop would wait out one L2 round trip per split (16
-// splits of a small layer add up to microseconds), and the fixed order keeps the sum
-// deterministic and identical to the cluster reduction's.
-template <class T>
-__global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
-  // A programmatic dependent of mixed_gemm_kernel: wait for its partial sums. The next layer's
-  // kernel may start streaming its weights meanwhile (it reads nothing this kernel writes before
-  // its own wait).
-  grid_dependency_wait();
-  grid_launch_dependents();
-  const int64_t total4 = int64_t(p.m) * p.n / 4;
-  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= total4) return;
-  float4 const* ws = static_cast<float4 const*>(p.workspace) + idx;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  constexpr int kBatch = 8;
-  int s = 0;
-  for (; s + kBatch <= splits; s += kBatch) {
-    float4 v[kBatch];
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(ws + (s + j) * total4);
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kBatch; ++j) add_f32x4(acc, v[j]);
-  }
-  for (; s < splits; ++s) add_f32x4(acc, __ldcg(ws + s * total4));
-  const int64_t e = idx * 4;
-  const int row = int(e / p.n), col = int(e % p.n);
-  store_out_pair<T>(p, row, col, acc.x, acc.y);
-  store_out_pair<T>(p, row, col + 2, acc.z, acc.w);
-}
-
 // Whether this build has sm_90 code for the kernel (distributed shared memory); cached.
 template <class Cfg>
 bool cluster_reduce_supported() {
@@ -520,14 +464,7 @@ cudaError_t launch_mixed(MixedGemmParams const& p, int splits, SplitReduce reduc
   cudaError_t e =
       cudaLaunchKernelEx(&config, mixed_gemm_kernel<Cfg>, p, per_split, int(reduce));
   if (e != cudaSuccess || reduce != SplitReduce::kWorkspace) return e;
-  const int64_t total4 = int64_t(p.m) * p.n / 4;
-  cudaLaunchConfig_t rconfig{};
-  rconfig.gridDim = dim3(unsigned((total4 + 255) / 256));
-  rconfig.blockDim = dim3(256);
-  rconfig.stream = stream;
-  rconfig.attrs = attr;
-  rconfig.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&rconfig, split_k_reduce_kernel<typename Cfg::Element>, p, splits);
+  return launch_split_k_reduce<typename Cfg::Element>(p, splits, pdl, stream);
 }
 
 }  // namespace mixed

@@ -68,12 +68,21 @@ size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params);
 // dtype are read. For large M the op runs a dense GEMM on it instead of the fused kernel.
 cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cudaStream_t stream);
 
-// What a launch of this problem runs: the instance's M tile (16 * m_tiles rows) and group
-// granularity, the split-K factor (no split empty) and how the splits meet. Reads m, n, k, bits,
-// group_size and dtype of `params`. m_tiles is 0 when no instance fits.
+// Which kernel runs a launch: mma.sync (mixed_gemm_kernel.cuh, sm_80+) or, on sm_90 devices when
+// the build has sm_90a code, wgmma (mixed_wgmma_kernel.cuh).
+enum class MixedKernel : int { kMma = 0, kWgmma = 1 };
+
+// What a launch of this problem runs: the kernel, its M tile (rows of A per CTA; m_tiles =
+// tile_m / 16 for the mma.sync kernel) and group granularity, whether the scales multiply exact
+// per-group sums (otherwise the weight is rounded to the activation dtype first), the split-K
+// factor (no split empty) and how the splits meet. Reads m, n, k, bits, group_size and dtype of
+// `params`. tile_m is 0 when no instance fits.
 struct MixedPlan {
+  MixedKernel kernel = MixedKernel::kMma;
+  int tile_m = 0;
   int m_tiles = 0;
   bool fine_groups = false;
+  bool exact_scales = true;
   int splits = 1;
   SplitReduce reduce = SplitReduce::kNone;
 };
@@ -85,6 +94,14 @@ MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 // the workspace). -1 restores the heuristic. Returns false (and changes nothing) when out of range.
 bool mixed_set_split_override(int splits, int reduce);
 void mixed_split_override(int& splits, int& reduce);
+
+// Process-wide choice of the kernel, for tests and tuning: -1 the default (wgmma where usable),
+// 0 mma.sync, 1 wgmma where usable (mma.sync otherwise). Returns false when out of range.
+bool mixed_set_kernel_override(int kernel);
+int mixed_kernel_override();
+
+// Whether this build has the sm_90a wgmma kernels and the current device can run them.
+bool mixed_wgmma_usable();
 
 // Launches out = A @ dequant(W)^T (+ bias) on `stream`. Returns the launch error, if any.
 cudaError_t mixed_gemm_launch(MixedGemmParams const& params, cudaStream_t stream);

@@ -1,0 +1,332 @@
+#pragma once
+// wgmma.mma_async (sm_90a): the warpgroup-wide asynchronous MMA of Hopper. The 4 warps of a
+// warpgroup (128 consecutive threads starting at a multiple of 128) issue it together:
+//   D[64 x N] (+)= A[64 x 16] * B[16 x N],  f32 accumulators.
+// Here A comes from registers ("RS": each warp w holds rows 16w .. 16w+15 in the mma.sync
+// m16n8k16 A-fragment order, see mma_traits_sm90.hpp) and B from shared memory through a matrix
+// descriptor (make_wgmma_desc_sw128 below), K-major (imm-trans-b = 0).
+//
+// The MMA runs asynchronously: its register operands must not be written, and its accumulators not
+// read, until a wgmma_wait_group<> that covers its commit group returns. Registers written before
+// the MMA need wgmma_fence() first; shared memory written by the generic proxy (ordinary stores,
+// cp.async) needs fence_proxy_async_shared() in the writing threads before the barrier that
+// publishes it.
+//
+// scale_d = 0 ignores the accumulators' old values (D = A * B): the first k step of a sum needs
+// no cleared registers.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cute_gemm/arch/config_arch.hpp"
+#include "cute_gemm/arch/wgmma_desc_sm90.hpp"
+
+namespace cute_gemm {
+
+// Orders this thread's earlier register writes before the next wgmma.mma_async reads them.
+CG_DEVICE void wgmma_fence() {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+// Closes the group of wgmma.mma_async issued since the previous commit.
+CG_DEVICE void wgmma_commit_group() {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most N commit groups are still running.
+template <int N>
+CG_DEVICE void wgmma_wait_group() {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async once waited
+// for) visible to the async proxy (wgmma's shared-memory operand reads, TMA).
+CG_DEVICE void fence_proxy_async_shared() {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// D[64 x N] (+)= A[64 x 16] (registers) * B[16 x N] (shared memory, K-major), f32 accumulators.
+// Per thread: a[4] = A-fragment registers, d[N / 2] accumulators ((T128, V N/2) -> (M64, N): warp
+// w, lane 4g + t holds rows 16w + g (values 4i, 4i + 1) and 16w + g + 8 (4i + 2, 4i + 3) of
+// columns 8i + 2t, 8i + 2t + 1).
+template <class T, int N>
+struct SM90_64xNx16_F32_RS;
+
+template <>
+struct SM90_64xNx16_F32_RS<__half, 8> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[4];
+  CG_DEVICE static void fma(float (&d)[4], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3"
+        "}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__half, 16> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[8];
+  CG_DEVICE static void fma(float (&d)[8], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__half, 32> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[16];
+  CG_DEVICE static void fma(float (&d)[16], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15"
+        "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__half, 64> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[32];
+  CG_DEVICE static void fma(float (&d)[32], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__half, 128> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[64];
+  CG_DEVICE static void fma(float (&d)[64], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+          "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+          "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__nv_bfloat16, 8> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[4];
+  CG_DEVICE static void fma(float (&d)[4], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3"
+        "}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__nv_bfloat16, 16> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[8];
+  CG_DEVICE static void fma(float (&d)[8], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__nv_bfloat16, 32> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[16];
+  CG_DEVICE static void fma(float (&d)[16], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15"
+        "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__nv_bfloat16, 64> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[32];
+  CG_DEVICE static void fma(float (&d)[32], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+template <>
+struct SM90_64xNx16_F32_RS<__nv_bfloat16, 128> {
+  using ARegisters = uint32_t[4];
+  using DRegisters = float[64];
+  CG_DEVICE static void fma(float (&d)[64], uint32_t const (&a)[4], uint64_t desc_b,
+                            int scale_d) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+          "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+          "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#else
+    detail::arch_unsupported(d, a, desc_b, scale_d);
+#endif
+  }
+};
+
+
+}  // namespace cute_gemm

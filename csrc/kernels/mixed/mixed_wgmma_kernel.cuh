@@ -1,0 +1,440 @@
+#pragma once
+// Mixed-input GEMM on Hopper (sm_90a) with wgmma: out[M, N] = A[M, K] @ dequant(W)^T (+ bias).
+//
+// wgmma takes only its A operand from registers, and the weights are what must be converted in
+// registers, so the kernel computes the transposed product
+//     out^T[N, M] = dequant(W)[N, K] @ A^T[K, M]
+// with the weights as wgmma's A (64 output columns per wgmma, dequantized in registers) and the
+// activations as its B (M's tokens are wgmma's N: 8 .. 128), read from shared memory through a
+// matrix descriptor. Against the mma.sync kernel (mixed_gemm_kernel.cuh) this
+//   - halves the tensor-core instructions at M <= 8 (an m64n8k16 wgmma per 16 weight rows instead
+//     of an m16n8k16 mma, whose 16 activation rows were mostly zero padding) and drops the
+//     ldmatrix of A altogether;
+//   - runs asynchronously: a warp dequantizes the next k block while its wgmmas run, and no
+//     dependent chain of HMMAs holds its issue slots;
+//   - reaches Hopper's full tensor rate at larger M (mma.sync tops out near 60% of it).
+//
+// The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
+// (column g of each, weight_format.hpp) are exactly the wgmma A fragment of rows g and g + 8 of
+// the 16 rows those blocks form:
+//     A regs {a0a1, a2a3, a4a5, a6a7} = {r0(block 2p), r0(block 2p+1), r1(block 2p), r1(block 2p+1)}
+// ((T128, V8) -> (M64, K16): warp w, lane 4g + t holds rows 16w + g and 16w + g + 8, columns
+// 2t, 2t + 1, 2t + 8, 2t + 9, as in the m16n8k16 A fragment).
+//
+// CTA: one warpgroup (4 warps), kRowTiles m64 tiles = 64 * kRowTiles output columns; warp w
+// dequantizes n8 blocks 8 r + 2w and 8 r + 2w + 1 of row tile r. Per k block the weights, scales
+// (and zeros) and the activation tile travel through a kStages-deep cp.async pipeline (weights
+// L2 evict-first); the activation tile is stored K-major with the 128-byte swizzle the descriptor
+// names (make_wgmma_desc_sw128).
+//
+// Scales, two ways (kExactScales):
+//   - exact (small token tiles): registers hold q - z, the wgmmas accumulate exact fp32 sums per
+//     group and the scale multiplies them once per group and output (as the mma.sync kernel does:
+//     the product uses the exact weight (q - z) * s).
+//   - rounded (token tiles of 64 and more, where a second accumulator set would not fit): the
+//     registers hold (q - z) * s rounded to the activation dtype, the weight the dense path uses,
+//     and the wgmmas accumulate the whole K without stopping at group ends.
+// Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
+
+#include "cute_gemm/arch/copy_sm80.hpp"
+#include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "cute_gemm/arch/mma_sm90.hpp"
+#include "cute_gemm/mma_traits_sm90.hpp"
+#include "kernels/device_info.hpp"
+#include "kernels/mixed/dequant.cuh"
+#include "kernels/mixed/mixed_epilogue.cuh"
+#include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/weight_format.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+template <class Element_, int Bits, int TileM, int RowTiles, bool ExactScales>
+struct MixedWgmmaConfig {
+  using Element = Element_;
+  static constexpr int kBits = Bits;
+  static constexpr int kThreads = 128;  // one warpgroup
+  static constexpr int kRowTiles = RowTiles;
+  static constexpr int kTileN = 64 * RowTiles;  // output columns per CTA (wgmma's M)
+  static constexpr int kTileM = TileM;          // rows of A per CTA (wgmma's N)
+  static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma N is 8 .. 256 in 8s");
+  static constexpr bool kExactScales = ExactScales;
+  static constexpr int kBlocksPerCta = kTileN / kBlockN;
+  static constexpr int kBlocksPerWarp = 2 * RowTiles;
+  static constexpr int kBlockK = block_k(Bits);                // 128 (INT4) or 64 (INT8)
+  static constexpr int kKSteps = kBlockK / 16;
+  static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;      // k16 steps one packed word feeds
+  static constexpr int kKPerWord = 16 * kStepsPerWord;
+  static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
+  static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
+  // Depth and the register cap (CTAs per SM): 4 stages for small token tiles (decode needs many
+  // weight bytes in flight), 3 for the larger ones, whose activation tiles are large. A k block's
+  // dequantized registers (64 for INT4) plus two accumulator sets fit 128 registers at 8 tokens,
+  // 168 at 16 and 32 (no spills, ptxas -v).
+  static constexpr int kStages = TileM <= 32 ? 4 : 3;
+  static constexpr int kMinCtasPerSm = TileM <= 8 ? 4 : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
+
+  // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
+  // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
+  // [blocks][32 lanes][16 B] and scales / zeros [kMaxGroups][kTileN].
+  // Activation tile of one stage: (TileM, kBlockK) K-major with the 128-byte swizzle, as the
+  // wgmma descriptor reads it.
+  using SmemA = Sw128KMajor<TileM, kBlockK>;
+  static constexpr int kAStageBytes = TileM * kBlockK * 2;
+  static_assert(kAStageBytes % 1024 == 0, "stages must keep the swizzle atoms 1024-byte aligned");
+  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;
+  static constexpr int kScaleElems = kMaxGroups * kTileN;
+  static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
+  // + 1 KB: the dynamic shared memory base is rounded up to 1024 bytes in the kernel.
+  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes);
+};
+
+// grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
+// [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
+// sums go to the workspace (to_workspace), otherwise to out.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
+    mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  using T = typename Cfg::Element;
+  using D = Dequant<T>;
+  using T2 = typename D::T2;
+  using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
+  constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
+  constexpr int RT = Cfg::kRowTiles, NB = Cfg::kBlocksPerWarp, NACC = Cfg::kAccRegs;
+  extern __shared__ uint128_t smem_raw[];
+  // The swizzle atoms must start on 1024-byte boundaries of the shared address space.
+  const uint32_t raw_addr = detail::smem_addr(smem_raw);
+  char* smem = reinterpret_cast<char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  T* smem_a = reinterpret_cast<T*>(smem);
+  char* smem_w = smem + S * Cfg::kAStageBytes;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int m0 = blockIdx.y * BM;
+  const int n0 = blockIdx.x * Cfg::kTileN;
+  const int k_blocks = (p.k + BK - 1) / BK;
+  const int kb_begin = blockIdx.z * blocks_per_split;
+  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
+  const int last_group = (p.k + group_size - 1) / group_size - 1;
+  // Groups are 32, 64 or 128 (shifts, no divisions) or the whole of K.
+  const bool per_channel = group_size == p.k && (group_size & (group_size - 1)) != 0;
+  const int group_shift = per_channel ? 30 : __ffs(group_size) - 1;
+
+  // ---- global -> shared. Weights: warp w copies the n8 blocks it dequantizes, each lane its own
+  // 16 bytes (and later reads back only those). Blocks past N read block 0 (never stored).
+  const uint64_t policy = make_l2_evict_first_policy();
+  uint128_t const* w_src[NB];
+  int w_dst[NB];  // block index within the CTA tile
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) {
+    const int cb = 8 * (b / 2) + 2 * warp + (b % 2);
+    const int nb = n0 / kBlockN + cb;
+    w_dst[b] = cb;
+    w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
+               (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
+  }
+  // Scales (and zeros): scale_rows rows of kTileN columns per stage, 16-byte chunks.
+  constexpr int kScaleChunks = Cfg::kTileN / 8;
+  const int scale_rows = per_channel || group_size >= BK ? 1 : BK >> group_shift;
+  const bool scale_copier = tid < scale_rows * kScaleChunks;
+  T const* scales = static_cast<T const*>(p.scales);
+  T const* zeros = static_cast<T const*>(p.zeros);
+  const int scale_col = n0 + (tid % kScaleChunks) * 8 < p.n ? n0 + (tid % kScaleChunks) * 8 : 0;
+  const int scale_row = tid / kScaleChunks;
+  // Activations: 16-byte chunks (row, 8 elements of K); thread tid copies chunks tid + 128 j.
+  constexpr int kChunksPerRow = BK / 8;
+  constexpr int kAChunks = BM * kChunksPerRow;
+  constexpr int kAPerThread = (kAChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  T const* a_ptr = static_cast<T const*>(p.a);
+  const auto sA = typename Cfg::SmemA{};
+  int a_soff[kAPerThread];   // element offset in a stage's tile
+  int64_t a_goff[kAPerThread];  // element offset in A of k block kb_begin
+  bool a_row_ok[kAPerThread], a_mine[kAPerThread];
+  const int a_kcol = (tid % kChunksPerRow) * 8;  // the same for every j (128 % kChunksPerRow == 0)
+  CG_PRAGMA_UNROLL
+  for (int j = 0; j < kAPerThread; ++j) {
+    const int q = tid + Cfg::kThreads * j;
+    const int r = q / kChunksPerRow;
+    a_mine[j] = q < kAChunks;
+    a_row_ok[j] = a_mine[j] && m0 + r < p.m;
+    a_soff[j] = sA(r % BM, a_kcol);
+    a_goff[j] = int64_t(m0 + (a_row_ok[j] ? r : 0)) * p.lda + int64_t(kb_begin) * BK + a_kcol;
+  }
+  // Rows past M are zero-filled once and never loaded again.
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S; ++s) {
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < kAPerThread; ++j) {
+      if (a_mine[j] && !a_row_ok[j]) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(a_ptr),
+            *reinterpret_cast<uint128_t*>(smem_a + s * (Cfg::kAStageBytes / 2) + a_soff[j]),
+            false);
+      }
+    }
+  }
+
+  auto load_weights = [&](int i, int stage) {
+    if (i >= n_kb) return;
+    const int kb = kb_begin + i;
+    char* st = smem_w + stage * Cfg::kStageBytes;
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) {
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
+          w_src[b][int64_t(i) * 32], reinterpret_cast<uint128_t*>(st)[w_dst[b] * 32 + lane], true,
+          policy);
+    }
+    if (scale_copier) {
+      const int grp = per_channel ? 0 : min(((kb * BK) >> group_shift) + scale_row, last_group);
+      const int64_t at = int64_t(grp) * p.n + scale_col;
+      uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
+                                            s_dst[0], true);
+      if (zeros != nullptr) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
+                                              s_dst[Cfg::kScaleElems / 8], true);
+      }
+    }
+  };
+  // Written by an earlier kernel: only after grid_dependency_wait. Columns past K read as zeros.
+  auto load_activations = [&](int i, int stage) {
+    if (i >= n_kb) return;
+    const bool col_ok = (kb_begin + i) * BK + a_kcol < p.k;
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < kAPerThread; ++j) {
+      if (a_row_ok[j]) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(a_ptr + a_goff[j] + int64_t(i) * BK),
+            *reinterpret_cast<uint128_t*>(smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff[j]),
+            col_ok);
+      }
+    }
+  };
+
+  // Descriptor of k16 step j of stage 0; stage s adds s * kAStageBytes, step j adds its atom
+  // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
+  const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem_a));
+  auto desc_at = [&](int stage, int j) {
+    return desc0 + uint64_t((stage * Cfg::kAStageBytes + (j / 4) * BM * 128 + (j % 4) * 32) >> 4);
+  };
+
+  // Accumulators per row tile: ((T128, V NACC) -> (M64 output columns, BM tokens)).
+  float acc[RT][NACC];
+  float part[Cfg::kExactScales ? RT : 1][Cfg::kExactScales ? NACC : 1];
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
+  }
+  const bool symmetric = zeros == nullptr;
+  // Dequantization constants of rows g and g + 8 of each row tile: the symmetric zero point
+  // throughout, or the current group's zero points.
+  ZeroConstants<T2> zc[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
+  // This lane's columns within the CTA tile, per block b (row tile b / 2): g, or g + 8.
+  int lane_col[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) lane_col[b] = 64 * (b / 2) + 16 * warp + 8 * (b % 2) + g;
+
+  // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S - 1; ++s) load_weights(s, s);
+  grid_dependency_wait();
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S - 1; ++s) {
+    load_activations(s, s);
+    cp_async_fence();
+  }
+
+  bool fresh = true;  // the exact path's part sums start over (scale-d = 0) at the next wgmma
+  CG_PRAGMA_NO_UNROLL
+  for (int i = 0; i < n_kb; ++i) {
+    // The previous k block's wgmmas read the stage that is refilled below and registers that are
+    // rewritten: they must be done.
+    wgmma_wait_group<0>();
+    cp_async_wait<S - 2>();
+    fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+    __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
+    const int stage = i % S;
+    load_weights(i + S - 1, (i + S - 1) % S);
+    load_activations(i + S - 1, (i + S - 1) % S);
+    cp_async_fence();
+
+    char const* st = smem_w + stage * Cfg::kStageBytes;
+    T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
+    uint4 w[NB];
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
+    const int kb = kb_begin + i;
+    const int group0 = per_channel ? 0 : (kb * BK) >> group_shift;
+
+    // Dequantize the whole k block first: ptxas serializes wgmmas whose input registers are
+    // written between them and the wait (C7513). a[wi][b][s][2] = registers (r0, r1) of block b
+    // at k16 step s of word wi: q - z (exact scales) or (q - z) * s rounded.
+    uint32_t a[4][NB][Cfg::kStepsPerWord][2];
+    CG_PRAGMA_UNROLL
+    for (int wi = 0; wi < 4; ++wi) {
+      // This word's group row in the stage's scales (groups never split a word: G >= 32).
+      const int grow = per_channel ? 0 : ((kb * BK + wi * Cfg::kKPerWord) >> group_shift) - group0;
+      T const* srow = s_scale + grow * Cfg::kTileN;
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) {
+        if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + lane_col[b]]));
+        }
+        const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
+        if constexpr (Cfg::kBits == 4) {
+          uint32_t r[4];
+          D::int4(word, zc[b], r);
+          a[wi][b][0][0] = r[0];
+          a[wi][b][0][1] = r[1];
+          a[wi][b][1][0] = r[2];
+          a[wi][b][1][1] = r[3];
+        } else {
+          uint32_t r[2];
+          D::int8(word, zc[b], r);
+          a[wi][b][0][0] = r[0];
+          a[wi][b][0][1] = r[1];
+        }
+        if constexpr (!Cfg::kExactScales) {
+          const T2 s2 = D::splat(HalfTraits<T>::to_float(srow[lane_col[b]]));
+          CG_PRAGMA_UNROLL
+          for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+            CG_PRAGMA_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              a[wi][b][s][h] = D::as_u32(__hmul2(D::as_t2(a[wi][b][s][h]), s2));
+            }
+          }
+        }
+      }
+    }
+    wgmma_fence();  // the registers just written feed the wgmmas
+
+    CG_PRAGMA_UNROLL
+    for (int wi = 0; wi < 4; ++wi) {
+      CG_PRAGMA_UNROLL
+      for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+        const uint64_t desc = desc_at(stage, wi * Cfg::kStepsPerWord + s);
+        CG_PRAGMA_UNROLL
+        for (int r = 0; r < RT; ++r) {
+          // Rows g and g + 8 of row tile r: blocks 2r and 2r + 1.
+          const uint32_t frag[4] = {a[wi][2 * r][s][0], a[wi][2 * r + 1][s][0],
+                                    a[wi][2 * r][s][1], a[wi][2 * r + 1][s][1]};
+          if constexpr (Cfg::kExactScales) {
+            Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
+          } else {
+            Wgmma::fma(acc[r], frag, desc, 1);
+          }
+        }
+      }
+      if constexpr (Cfg::kExactScales) {
+        fresh = false;
+        // The group ends with this word, or the split does: acc += s * part.
+        const int k_end = kb * BK + (wi + 1) * Cfg::kKPerWord;
+        const bool last = i == n_kb - 1 && wi == 3;
+        const bool group_end = last || (!per_channel && (k_end & (group_size - 1)) == 0);
+        if (group_end) {
+          wgmma_commit_group();
+          wgmma_wait_group<0>();
+          const int grow = per_channel ? 0 : ((k_end - 1) >> group_shift) - group0;
+          T const* srow = s_scale + grow * Cfg::kTileN;
+          CG_PRAGMA_UNROLL
+          for (int r = 0; r < RT; ++r) {
+            const float s_lo = HalfTraits<T>::to_float(srow[lane_col[2 * r]]);
+            const float s_hi = HalfTraits<T>::to_float(srow[lane_col[2 * r + 1]]);
+            CG_PRAGMA_UNROLL
+            for (int v = 0; v < NACC; ++v) {
+              acc[r][v] = fmaf((v & 2) ? s_hi : s_lo, part[r][v], acc[r][v]);
+            }
+          }
+          fresh = true;
+          wgmma_fence();  // part was read: order that before the next wgmma writes it
+        }
+      }
+    }
+    wgmma_commit_group();
+  }
+  wgmma_wait_group<0>();
+  cp_async_wait<0>();
+  grid_launch_dependents();
+
+  // ---- epilogue: acc[r][4i + v] is output column n0 + lane_col[2r + v / 2], row m0 + 8i + 2t +
+  // v % 2.
+  float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < NACC; ++v) {
+      const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
+      const int row = m0 + 8 * (v / 4) + 2 * t + (v & 1);
+      if (col >= p.n || row >= p.m) continue;
+      if (to_workspace) {
+        ws[int64_t(row) * p.n + col] = acc[r][v];
+      } else {
+        store_out_one<T>(p, row, col, acc[r][v]);
+      }
+    }
+  }
+#else
+  (void)p, (void)blocks_per_split, (void)to_workspace;
+#endif
+}
+
+// Raises the kernel's dynamic shared memory limit once (it needs more than 48 KB).
+template <class Cfg>
+cudaError_t prepare_mixed_wgmma() {
+  static const cudaError_t e =
+      Cfg::kSmemBytes > 48 * 1024
+          ? cudaFuncSetAttribute(mixed_wgmma_kernel<Cfg>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)
+          : cudaSuccess;
+  return e;
+}
+
+// CTAs of this kernel resident per SM (the occupancy calculator, cached): the dispatcher sizes
+// split-K to one full wave of them. 1 when it cannot tell.
+template <class Cfg>
+int mixed_wgmma_ctas_per_sm() {
+  static const int ctas = [] {
+    int n = 0;
+    if (prepare_mixed_wgmma<Cfg>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mixed_wgmma_kernel<Cfg>, Cfg::kThreads,
+                                                      Cfg::kSmemBytes) != cudaSuccess ||
+        n < 1) {
+      cudaGetLastError();  // clear the error this query may have left
+      return 1;
+    }
+    return n;
+  }();
+  return ctas;
+}
+
+// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
+template <class Cfg>
+cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
+  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+  const int per_split = (k_blocks + splits - 1) / splits;
+  const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
+  if (prepared != cudaSuccess) return prepared;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim =
+      dim3((p.n + Cfg::kTileN - 1) / Cfg::kTileN, (p.m + Cfg::kTileM - 1) / Cfg::kTileM, splits);
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Cfg::kSmemBytes;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&config, mixed_wgmma_kernel<Cfg>, p, per_split, splits > 1);
+  if (e != cudaSuccess || splits == 1) return e;
+  return launch_split_k_reduce<typename Cfg::Element>(p, splits, true, stream);
+}
+
+}  // namespace mixed
+}  // namespace cute_gemm
