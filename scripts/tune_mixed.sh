@@ -15,30 +15,40 @@ if ! MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a CUTE_GEMM_PTXAS_VERBOSE=1 \
   tail -n 60 "$OUTDIR/build.log"; exit 1
 fi
 echo "[tune] build $(( $(date +%s) - t0 )) s"
-timeout 300 python3 benchmarks/probe_mixed.py ${CUTE_GEMM_SWEEP:---sweep} 2>&1 | \
-  tee "$OUTDIR/sweep.txt"
-timeout 400 python3 -m pytest -q -p no:cacheprovider --maxfail=10 tests/test_mixed_gemm_gpu.py \
-  2>&1 | tail -n 40
+if [ "${CUTE_GEMM_SWEEP:-}" != none ]; then
+  timeout 300 python3 benchmarks/probe_mixed.py ${CUTE_GEMM_SWEEP:---sweep} 2>&1 | \
+    tee "$OUTDIR/sweep.txt"
+fi
+if [ "${CUTE_GEMM_TESTS:-1}" != 0 ]; then
+  timeout 400 python3 -m pytest -q -p no:cacheprovider --maxfail=10 tests/test_mixed_gemm_gpu.py \
+    2>&1 | tail -n 40
+fi
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
   head -n 1)
 [ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
 [ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
-for m in 1 16; do
+# CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_KERNEL: mma or wgmma (default:
+# the dispatcher's choice). The fused kernel runs at every M (no dense path).
+for m in ${CUTE_GEMM_NCU_MS:-1 16}; do
   cat >/tmp/cute_gemm_tune.py <<PY
 import torch, cute_gemm
 w = torch.randn(8192, 8192, device="cuda", dtype=torch.float16) * 0.02
 qw = cute_gemm.quantize(w, bits=4, group_size=128)
 a = torch.randn($m, 8192, device="cuda", dtype=torch.float16)
-for _ in range(3):
-    cute_gemm.mixed_gemm(a, qw)
+kernel = "${CUTE_GEMM_NCU_KERNEL:-}" or None
+with cute_gemm.ops._forced_mixed_kernel(kernel), cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
+    for _ in range(3):
+        cute_gemm.mixed_gemm(a, qw)
 torch.cuda.synchronize()
 PY
   timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma)_kernel" -s 2 -c 1 \
     --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis \
     python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_m$m.txt" 2>&1
   echo "== ncu M=$m"
   grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Achieved Occupancy|\
 Theoretical Occupancy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|\
-Block Limit|Waves Per SM|Cluster|Registers Per" "$OUTDIR/ncu_m$m.txt" | head -30
+Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX Hit|L2 Hit" \
+    "$OUTDIR/ncu_m$m.txt" | head -60
 done

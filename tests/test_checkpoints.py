@@ -242,7 +242,7 @@ def test_gptq_v1_act_order_on_cuda(bits, dtype):
     qw, input_perm = gptq_to_quantized(qweight.cuda(), qzeros.cuda(), s.cuda(), g_idx.cuda(),
                                        bits=bits, group_size=g)
     assert qw.device.type == "cuda" and input_perm.device.type == "cuda"
-    for m in (1, 16, 300):  # the fused kernel's small tiles and the dense path from M=256
+    for m in (1, 16, 300):  # the fused kernels (M=300: wgmma on Hopper) or the dense path
         x = torch.randn(m, k, generator=_gen(m)).to(dtype)
         out = cute_gemm.mixed_gemm(x.cuda()[..., input_perm], qw)
         ref = x.double() @ w.to(dtype).double().t()

@@ -434,13 +434,20 @@ def test_mixed_kernel_override_round_trip_and_errors():
 
 
 def test_mixed_dense_from_m_override():
+    # The default depends on the kernel the device runs: 192 (mma.sync), 384 (Hopper wgmma).
+    default = 384 if cute_gemm._C._mixed_wgmma_usable() else 192
+    assert cute_gemm._C._mixed_dense_from_m() == default
     previous = cute_gemm._C._mixed_set_dense_from_m(77)
     try:
-        assert previous == 192
+        assert previous == -1  # the default
+        assert cute_gemm._C._mixed_dense_from_m() == 77
         with cute_gemm.ops._forced_mixed_dense_from_m(5):
             assert cute_gemm._C._mixed_set_dense_from_m(5) == 5
+            assert cute_gemm._C._mixed_dense_from_m() == 5
         assert cute_gemm._C._mixed_set_dense_from_m(77) == 77
-        with pytest.raises(ValueError, match="_mixed_set_dense_from_m: m must be >= 1"):
-            cute_gemm._C._mixed_set_dense_from_m(0)
+        for bad in (0, -2):
+            with pytest.raises(ValueError, match="_mixed_set_dense_from_m: m must be >= 1, or -1"):
+                cute_gemm._C._mixed_set_dense_from_m(bad)
     finally:
         cute_gemm._C._mixed_set_dense_from_m(previous)
+    assert cute_gemm._C._mixed_dense_from_m() == default

@@ -31,8 +31,9 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 
 
 # From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (kDefaultDenseFromM in csrc/ops/mixed_policy.hpp); below it a fused kernel runs.
-DENSE_FROM_M = 192
+# (csrc/ops/mixed_policy.hpp: 192 with the mma.sync kernel, 384 with wgmma); below it a fused
+# kernel runs.
+DENSE_FROM_M = cute_gemm._C._mixed_dense_from_m()
 
 
 def _plan(m, qw):
@@ -376,15 +377,19 @@ def test_default_plan_on_this_device():
     # The heuristic: one full wave of CTAs at decode sizes, splits added through the workspace
     # (the cluster reduction only on request); the wgmma kernel on Hopper builds and devices.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # Decode (M <= 16): the mma.sync kernel everywhere.
     plan = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
     assert plan["reduce"] == 1 and plan["exact_scales"]
-    if cute_gemm._C._mixed_wgmma_usable():
-        assert torch.cuda.get_device_capability() == (9, 0)
-        assert plan["kernel"] == "wgmma" and plan["tile_m"] == 8
-        assert 64 * plan["splits"] <= 6 * sms  # 128 columns per CTA, at most 6 CTAs per SM
-    else:
-        assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
-        assert 64 * plan["splits"] <= 4 * sms < 64 * (plan["splits"] + 1)
+    assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
+    assert 64 * plan["splits"] <= 4 * sms < 64 * (plan["splits"] + 1)
+    # From M = 17 the wgmma kernel where usable: exact scales up to 32 rows, rounded above.
+    for m, tile_m, exact in ((17, 32, True), (64, 64, False), (300, 128, False)):
+        plan = cute_gemm._C._mixed_plan(m, 8192, 8192, 4, 128)
+        if cute_gemm._C._mixed_wgmma_usable():
+            assert torch.cuda.get_device_capability() == (9, 0)
+            assert (plan["kernel"], plan["tile_m"], plan["exact_scales"]) == ("wgmma", tile_m, exact)
+        else:
+            assert plan["kernel"] == "mma" and plan["exact_scales"]
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
@@ -403,14 +408,17 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
 
 def test_kernel_override_round_trip():
     usable = cute_gemm._C._mixed_wgmma_usable()
-    default = cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"]
+    default = cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"]
     assert default == ("wgmma" if usable else "mma")
     with cute_gemm.ops._forced_mixed_kernel("mma"):
-        assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == "mma"
+        assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == "mma"
         with cute_gemm.ops._forced_mixed_kernel("wgmma"):
-            assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == default
-        assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == "mma"
-    assert cute_gemm._C._mixed_plan(16, 4096, 4096, 4, 128)["kernel"] == default
+            assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == default
+            # Forced, wgmma also takes M <= 16 (in 32-row token tiles).
+            plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+            assert plan["kernel"] == default and plan["tile_m"] == (32 if usable else 16)
+        assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == "mma"
+    assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == default
 
 
 @pytest.mark.parametrize("m,n,k,bits,group,dtype", [

@@ -21,8 +21,10 @@
 //                                           heuristic (process-wide)
 //   cute_gemm._C._mixed_get_split()         the current override, (splits, reduce)
 //   cute_gemm._C._mixed_set_dense_from_m(m) rows from which the CUDA op dequantizes and runs a
-//                                           dense GEMM instead of the fused kernel; returns the
-//                                           previous value (ops/mixed_policy.hpp)
+//                                           dense GEMM instead of the fused kernel (-1 the
+//                                           default); returns the previous setting
+//                                           (ops/mixed_policy.hpp)
+//   cute_gemm._C._mixed_dense_from_m()      the threshold in effect now
 //
 // cute_gemm.ops._forced_gemm_config(i) and _forced_mixed_split(splits, reduce) wrap set/get in
 // context managers. Without CUDA
@@ -184,10 +186,11 @@ std::tuple<int, int> mixed_get_split() {
 }
 
 int mixed_set_dense_from_m(int64_t m) {
-  if (m < 1 || m > 0x7fffffff) {
-    throw std::invalid_argument("_mixed_set_dense_from_m: m must be >= 1 (the default is " +
-                                std::to_string(kDefaultDenseFromM) + "); got " +
-                                std::to_string(m));
+  if ((m < 1 && m != -1) || m > 0x7fffffff) {
+    throw std::invalid_argument("_mixed_set_dense_from_m: m must be >= 1, or -1 for the default (" +
+                                std::to_string(kDefaultDenseFromM) + ", " +
+                                std::to_string(kDefaultDenseFromMWgmma) +
+                                " with the wgmma kernel); got " + std::to_string(m));
   }
   return set_mixed_dense_from_m(int(m));
 }
@@ -197,7 +200,11 @@ int mixed_set_dense_from_m(int64_t m) {
 void bind_gemm(py::module_& m) {
   m.def("_mixed_set_dense_from_m", &mixed_set_dense_from_m, py::arg("m"),
         "Rows of A from which the CUDA mixed_gemm dequantizes the weight and runs a dense GEMM "
-        "instead of the fused kernel (process-wide); returns the previous value.");
+        "instead of the fused kernel (process-wide; -1 the default); returns the previous "
+        "setting.");
+  m.def("_mixed_dense_from_m", &mixed_dense_from_m,
+        "Rows of A from which the CUDA mixed_gemm takes the dense path now (the override or the "
+        "default for the kernel this device runs).");
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16") = false,
         "What a mixed_gemm launch of that problem runs on the current device now: a dict of "

@@ -11,8 +11,10 @@
 // arithmetic as cute_gemm.quant.dequantize: (q - z) * s in fp32, exact, rounded once to the
 // activation dtype), then an fp32 matmul, bias in fp32, one rounding. The CUDA kernel calls
 // cute_gemm::mixed_gemm_launch (kernels/mixed/mixed_gemm_launch.hpp) with a workspace tensor; below
-// mixed_dense_from_m() rows it computes with the exact (unrounded) (q - z) * s, from there it
-// dequantizes to the activation dtype and runs a dense GEMM (see mixed_gemm_cuda).
+// mixed_dense_from_m() rows a fused kernel runs (with the exact (q - z) * s up to 32 rows on
+// Hopper and at every M with mma.sync; with it rounded to the activation dtype from 33 rows with
+// wgmma: the plan's exact_scales), from there it dequantizes to the activation dtype and runs a
+// dense GEMM (see mixed_gemm_cuda).
 //
 // Autograd: gradients flow to `a` (dA = dOut @ dequant(W), in the activation dtype) and `bias`
 // (the column sums of dOut). The quantized weight is frozen: qweight is integer, and scales/zeros
@@ -39,10 +41,17 @@
 namespace cute_gemm {
 
 namespace {
-std::atomic<int> g_dense_from_m{kDefaultDenseFromM};
+std::atomic<int> g_dense_from_m{-1};  // -1: the default
 }  // namespace
 
-int mixed_dense_from_m() { return g_dense_from_m.load(std::memory_order_relaxed); }
+int mixed_dense_from_m() {
+  const int m = g_dense_from_m.load(std::memory_order_relaxed);
+  if (m >= 1) return m;
+#ifndef CUTE_GEMM_NO_CUDA
+  if (mixed_wgmma_usable()) return kDefaultDenseFromMWgmma;
+#endif
+  return kDefaultDenseFromM;
+}
 
 int set_mixed_dense_from_m(int m) {
   return g_dense_from_m.exchange(m, std::memory_order_relaxed);
@@ -226,11 +235,12 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
-  // From mixed_dense_from_m() rows (192) the product is compute-bound and one pass that writes
-  // dequant(W) rounded to the activation dtype plus a dense cuBLAS GEMM beats the fused mma.sync
-  // kernel (H200, probe_mixed.py --sweep-m: at M=128 fused 22/68/223 us vs dense 25/84/290 us for
-  // 4096^2/8192^2/28672x8192 INT4; at M=192 fused 36/114/401 vs dense 30/93/296). The temporary
-  // [N, K] weight comes from the caching allocator, so this stays capturable.
+  // From mixed_dense_from_m() rows (192 with the mma.sync kernel, 384 with wgmma) the product is
+  // compute-bound and one pass that writes dequant(W) rounded to the activation dtype plus a dense
+  // cuBLAS GEMM beats the fused kernel (H200, probe_mixed.py --sweep-m: at M=128 fused mma.sync
+  // 22/68/223 us vs dense 25/84/290 us for 4096^2/8192^2/28672x8192 INT4; at M=192 fused
+  // 36/114/401 vs dense 30/93/296; mixed_policy.hpp for wgmma). The temporary [N, K] weight comes
+  // from the caching allocator, so this stays capturable.
   if (p.m >= mixed_dense_from_m()) {
     at::Tensor w = at::empty({p.n, p.k}, a.options());
     cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);

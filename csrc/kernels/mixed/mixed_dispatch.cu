@@ -54,9 +54,9 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
   return nullptr;
 }
 
-// The smallest token tile that holds M (8, 16, 32, 64), else 128-row tiles.
+// The smallest token tile that holds M (32, 64), else 128-row tiles.
 MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
-  const int tile_m = m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
+  const int tile_m = m <= 32 ? 32 : m <= 64 ? 64 : 128;
   for (MixedWgmmaInstance const& inst : kMixedWgmmaInstances) {
     if (inst.bits == bits && inst.tile_m == tile_m && inst.bf16 == (dtype == HalfType::kBFloat16))
       return &inst;
@@ -64,9 +64,14 @@ MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
   return nullptr;
 }
 
-bool use_wgmma() {
-  return g_forced_kernel.load(std::memory_order_relaxed) != int(MixedKernel::kMma) &&
-         mixed_wgmma_usable();
+// wgmma from M = 17 where usable, mma.sync below (decode), unless overridden. Measured on the H200
+// (probe_mixed.py --kernels, INT4 g128, us, mma.sync vs wgmma): 8192x8192 M=1 14.5 vs 15.0 (8-row
+// token tiles), M=16 15.1 vs 16.8, M=32 21.4 vs 19.6, M=64 32.9 vs 27.8, M=128 61.6 vs 47.5,
+// M=256 106.7 vs 85.9; 28672x8192 M=256 361.9 vs 293.8.
+bool use_wgmma(int m) {
+  const int forced = g_forced_kernel.load(std::memory_order_relaxed);
+  if (forced == int(MixedKernel::kMma) || !mixed_wgmma_usable()) return false;
+  return forced == int(MixedKernel::kWgmma) || m > 16;
 }
 
 // Splits for `base` CTAs per split: as many as fill one wave of `ctas_per_sm` per SM, at least 2
@@ -108,7 +113,7 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
 
 MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out,
                    MixedWgmmaInstance const** wgmma_out = nullptr) {
-  if (use_wgmma()) {
+  if (use_wgmma(p.m)) {
     MixedWgmmaInstance const* w = find_wgmma_instance(p.m, p.bits, p.dtype);
     if (w != nullptr) {
       if (wgmma_out != nullptr) *wgmma_out = w;

@@ -5,14 +5,17 @@
 // registers, so the kernel computes the transposed product
 //     out^T[N, M] = dequant(W)[N, K] @ A^T[K, M]
 // with the weights as wgmma's A (64 output columns per wgmma, dequantized in registers) and the
-// activations as its B (M's tokens are wgmma's N: 8 .. 128), read from shared memory through a
-// matrix descriptor. Against the mma.sync kernel (mixed_gemm_kernel.cuh) this
-//   - halves the tensor-core instructions at M <= 8 (an m64n8k16 wgmma per 16 weight rows instead
-//     of an m16n8k16 mma, whose 16 activation rows were mostly zero padding) and drops the
-//     ldmatrix of A altogether;
-//   - runs asynchronously: a warp dequantizes the next k block while its wgmmas run, and no
-//     dependent chain of HMMAs holds its issue slots;
-//   - reaches Hopper's full tensor rate at larger M (mma.sync tops out near 60% of it).
+// activations as its B (M's tokens are wgmma's N: 32 .. 128 per CTA), read from shared memory
+// through a matrix descriptor. The dispatcher runs it from M = 17 (below, at decode sizes, the
+// mma.sync kernel of mixed_gemm_kernel.cuh measured as fast or faster): against mma.sync it has
+//   - no ldmatrix of the activations and half the tensor-core instructions per weight;
+//   - asynchronous MMAs: with rounded weights a warp dequantizes k block i while the wgmmas of
+//     block i - 1 run;
+//   - Hopper's full tensor rate per instruction (mma.sync tops out near 60% of it).
+// On the H200 it is 15-25% faster than the mma.sync kernel from M = 32 to 512 (probe_mixed.py
+// --kernels). What it lacks for cuBLAS's efficiency at M >= 128: one warpgroup per CTA (8 warps
+// per SM), no producer/consumer warp specialization, cp.async instead of TMA, and activation
+// tiles re-read from L2 for every 64 (M = 128) or 128 output columns.
 //
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
 // (column g of each, weight_format.hpp) are exactly the wgmma A fragment of rows g and g + 8 of
@@ -67,12 +70,12 @@ struct MixedWgmmaConfig {
   static constexpr int kKPerWord = 16 * kStepsPerWord;
   static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
-  // Depth and the register cap (CTAs per SM): 4 stages for small token tiles (decode needs many
-  // weight bytes in flight), 3 for the larger ones, whose activation tiles are large. A k block's
-  // dequantized registers (64 for INT4) plus two accumulator sets fit 128 registers at 8 tokens,
-  // 168 at 16 and 32 (no spills, ptxas -v).
+  // Depth and the register cap (CTAs per SM): 4 stages and 3 CTAs at 32 tokens (a k block's 64
+  // dequantized registers plus two accumulator sets in 167 registers), 3 stages and 2 CTAs above
+  // (two register sets of a k block for the overlap: 250 registers at 64 tokens); ptxas -v, no
+  // spills.
   static constexpr int kStages = TileM <= 32 ? 4 : 3;
-  static constexpr int kMinCtasPerSm = TileM <= 8 ? 4 : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
+  static constexpr int kMinCtasPerSm = TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1);
 
   // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
   // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
@@ -149,19 +152,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   constexpr int kAPerThread = (kAChunks + Cfg::kThreads - 1) / Cfg::kThreads;
   T const* a_ptr = static_cast<T const*>(p.a);
   const auto sA = typename Cfg::SmemA{};
-  int a_soff[kAPerThread];   // element offset in a stage's tile
-  int64_t a_goff[kAPerThread];  // element offset in A of k block kb_begin
+  // Thread tid's chunks j are rows r0 + kRowStep * j of one column: a row step of a multiple of 8
+  // rows keeps the swizzle (row % 8) and adds kRowStep * 64 elements, so one offset per thread.
+  constexpr int kRowStep = Cfg::kThreads / kChunksPerRow;
+  const int a_kcol = (tid % kChunksPerRow) * 8;
+  const int a_row0 = tid / kChunksPerRow;
+  const int a_soff = sA(a_row0 % BM, a_kcol);
+  T const* a_src = a_ptr + int64_t(m0 + (m0 + a_row0 < p.m ? a_row0 : 0)) * p.lda +
+                   int64_t(kb_begin) * BK + a_kcol;
   bool a_row_ok[kAPerThread], a_mine[kAPerThread];
-  const int a_kcol = (tid % kChunksPerRow) * 8;  // the same for every j (128 % kChunksPerRow == 0)
   CG_PRAGMA_UNROLL
   for (int j = 0; j < kAPerThread; ++j) {
-    const int q = tid + Cfg::kThreads * j;
-    const int r = q / kChunksPerRow;
-    a_mine[j] = q < kAChunks;
+    const int r = a_row0 + kRowStep * j;
+    a_mine[j] = r < BM;
     a_row_ok[j] = a_mine[j] && m0 + r < p.m;
-    a_soff[j] = sA(r % BM, a_kcol);
-    a_goff[j] = int64_t(m0 + (a_row_ok[j] ? r : 0)) * p.lda + int64_t(kb_begin) * BK + a_kcol;
   }
+  static_assert(kAPerThread == 1 || kRowStep % 8 == 0, "row steps must keep the swizzle phase");
   // Rows past M are zero-filled once and never loaded again.
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S; ++s) {
@@ -170,7 +176,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (a_mine[j] && !a_row_ok[j]) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(a_ptr),
-            *reinterpret_cast<uint128_t*>(smem_a + s * (Cfg::kAStageBytes / 2) + a_soff[j]),
+            *reinterpret_cast<uint128_t*>(smem_a + s * (Cfg::kAStageBytes / 2) + a_soff +
+                                          kRowStep * 64 * j),
             false);
       }
     }
@@ -206,8 +213,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     for (int j = 0; j < kAPerThread; ++j) {
       if (a_row_ok[j]) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-            *reinterpret_cast<uint128_t const*>(a_ptr + a_goff[j] + int64_t(i) * BK),
-            *reinterpret_cast<uint128_t*>(smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff[j]),
+            *reinterpret_cast<uint128_t const*>(a_src + int64_t(kRowStep * j) * p.lda +
+                                                int64_t(i) * BK),
+            *reinterpret_cast<uint128_t*>(smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff +
+                                          kRowStep * 64 * j),
             col_ok);
       }
     }
@@ -249,32 +258,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     cp_async_fence();
   }
 
-  bool fresh = true;  // the exact path's part sums start over (scale-d = 0) at the next wgmma
-  CG_PRAGMA_NO_UNROLL
-  for (int i = 0; i < n_kb; ++i) {
-    // The previous k block's wgmmas read the stage that is refilled below and registers that are
-    // rewritten: they must be done.
-    wgmma_wait_group<0>();
-    cp_async_wait<S - 2>();
-    fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
-    __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
-    const int stage = i % S;
-    load_weights(i + S - 1, (i + S - 1) % S);
-    load_activations(i + S - 1, (i + S - 1) % S);
-    cp_async_fence();
-
+  // The weight registers of one k block: a[wi][b][s][2] = registers (r0, r1) of block b at k16
+  // step s of packed word wi, holding q - z (exact scales) or (q - z) * s rounded.
+  using BlockRegs = uint32_t[4][NB][Cfg::kStepsPerWord][2];
+  auto dequantize_block = [&](int stage, int kb, BlockRegs& a) {
     char const* st = smem_w + stage * Cfg::kStageBytes;
     T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
-    const int kb = kb_begin + i;
     const int group0 = per_channel ? 0 : (kb * BK) >> group_shift;
-
-    // Dequantize the whole k block first: ptxas serializes wgmmas whose input registers are
-    // written between them and the wait (C7513). a[wi][b][s][2] = registers (r0, r1) of block b
-    // at k16 step s of word wi: q - z (exact scales) or (q - z) * s rounded.
-    uint32_t a[4][NB][Cfg::kStepsPerWord][2];
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       // This word's group row in the stage's scales (groups never split a word: G >= 32).
@@ -311,26 +304,87 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         }
       }
     }
-    wgmma_fence();  // the registers just written feed the wgmmas
+  };
+  // Rows g and g + 8 of row tile r at step s of word wi: blocks 2r and 2r + 1.
+  auto fragment = [&](BlockRegs const& a, int wi, int s, int r, uint32_t (&frag)[4]) {
+    frag[0] = a[wi][2 * r][s][0];
+    frag[1] = a[wi][2 * r + 1][s][0];
+    frag[2] = a[wi][2 * r][s][1];
+    frag[3] = a[wi][2 * r + 1][s][1];
+  };
 
-    CG_PRAGMA_UNROLL
-    for (int wi = 0; wi < 4; ++wi) {
+  if constexpr (!Cfg::kExactScales) {
+    // Rounded weights, one accumulation over the whole K: k block i is dequantized while the
+    // wgmmas of block i - 1 run (two register sets, the loop unrolled by 2); only then does the
+    // warp wait for those wgmmas, and after a barrier (every warp's wgmmas have read stage
+    // (i - 1) % S) that stage is refilled.
+    BlockRegs regs[2];
+    auto step = [&](int i, auto set) {
+      BlockRegs& a = regs[decltype(set)::value];
+      cp_async_wait<S - 2>();
+      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+      __syncthreads();             // stage i % S landed everywhere
+      const int stage = i % S;
+      dequantize_block(stage, kb_begin + i, a);
+      wgmma_wait_group<0>();  // block i - 1's wgmmas are done (this warp's view)
+      __syncthreads();        // ... every warp's: stage (i - 1) % S is free
+      load_weights(i + S - 1, (i + S - 1) % S);
+      load_activations(i + S - 1, (i + S - 1) % S);
+      cp_async_fence();
+      wgmma_fence();  // the registers just written feed the wgmmas
       CG_PRAGMA_UNROLL
-      for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
-        const uint64_t desc = desc_at(stage, wi * Cfg::kStepsPerWord + s);
+      for (int j = 0; j < Cfg::kKSteps; ++j) {
+        const uint64_t desc = desc_at(stage, j);
         CG_PRAGMA_UNROLL
         for (int r = 0; r < RT; ++r) {
-          // Rows g and g + 8 of row tile r: blocks 2r and 2r + 1.
-          const uint32_t frag[4] = {a[wi][2 * r][s][0], a[wi][2 * r + 1][s][0],
-                                    a[wi][2 * r][s][1], a[wi][2 * r + 1][s][1]};
-          if constexpr (Cfg::kExactScales) {
-            Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
-          } else {
-            Wgmma::fma(acc[r], frag, desc, 1);
-          }
+          uint32_t frag[4];
+          fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
+          Wgmma::fma(acc[r], frag, desc, 1);
         }
       }
-      if constexpr (Cfg::kExactScales) {
+      wgmma_commit_group();
+    };
+    CG_PRAGMA_NO_UNROLL
+    for (int i = 0; i < n_kb; i += 2) {
+      step(i, Int<0>{});
+      if (i + 1 < n_kb) step(i + 1, Int<1>{});
+    }
+  } else {
+    // Exact scales: the scale is applied to each group's fp32 sums after waiting for its wgmmas.
+    bool fresh = true;  // the part sums start over (scale-d = 0) at the next wgmma
+    CG_PRAGMA_NO_UNROLL
+    for (int i = 0; i < n_kb; ++i) {
+      // The previous k block's wgmmas read the stage that is refilled below and registers that
+      // are rewritten: they must be done.
+      wgmma_wait_group<0>();
+      cp_async_wait<S - 2>();
+      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+      __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
+      const int stage = i % S;
+      load_weights(i + S - 1, (i + S - 1) % S);
+      load_activations(i + S - 1, (i + S - 1) % S);
+      cp_async_fence();
+      // The whole k block first: ptxas serializes wgmmas whose input registers are written
+      // between them and the wait (C7513).
+      BlockRegs a;
+      const int kb = kb_begin + i;
+      dequantize_block(stage, kb, a);
+      wgmma_fence();  // the registers just written feed the wgmmas
+      T const* s_scale = reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes +
+                                                    Cfg::kWeightBytes);
+      const int group0 = per_channel ? 0 : (kb * BK) >> group_shift;
+      CG_PRAGMA_UNROLL
+      for (int wi = 0; wi < 4; ++wi) {
+        CG_PRAGMA_UNROLL
+        for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+          const uint64_t desc = desc_at(stage, wi * Cfg::kStepsPerWord + s);
+          CG_PRAGMA_UNROLL
+          for (int r = 0; r < RT; ++r) {
+            uint32_t frag[4];
+            fragment(a, wi, s, r, frag);
+            Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
+          }
+        }
         fresh = false;
         // The group ends with this word, or the split does: acc += s * part.
         const int k_end = kb * BK + (wi + 1) * Cfg::kKPerWord;
@@ -354,8 +408,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           wgmma_fence();  // part was read: order that before the next wgmma writes it
         }
       }
+      wgmma_commit_group();
     }
-    wgmma_commit_group();
   }
   wgmma_wait_group<0>();
   cp_async_wait<0>();

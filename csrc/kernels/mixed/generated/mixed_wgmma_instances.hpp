@@ -5,40 +5,24 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_wgmma_f16_int4_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_f16_int4_m8_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int4_m16(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_f16_int4_m16_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int4_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int4_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int4_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int8_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_f16_int8_m8_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int8_m16(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_f16_int8_m16_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int4_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_bf16_int4_m8_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int4_m16(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_bf16_int4_m16_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int8_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_bf16_int8_m8_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int8_m16(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_bf16_int8_m16_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
@@ -56,23 +40,15 @@ struct MixedWgmmaInstance {
 };
 
 inline constexpr MixedWgmmaInstance kMixedWgmmaInstances[] = {
-    {4, 8, 128, true, false, mixed_wgmma_f16_int4_m8, mixed_wgmma_f16_int4_m8_ctas_per_sm},
-    {4, 16, 128, true, false, mixed_wgmma_f16_int4_m16, mixed_wgmma_f16_int4_m16_ctas_per_sm},
     {4, 32, 128, true, false, mixed_wgmma_f16_int4_m32, mixed_wgmma_f16_int4_m32_ctas_per_sm},
     {4, 64, 128, false, false, mixed_wgmma_f16_int4_m64, mixed_wgmma_f16_int4_m64_ctas_per_sm},
     {4, 128, 64, false, false, mixed_wgmma_f16_int4_m128, mixed_wgmma_f16_int4_m128_ctas_per_sm},
-    {8, 8, 128, true, false, mixed_wgmma_f16_int8_m8, mixed_wgmma_f16_int8_m8_ctas_per_sm},
-    {8, 16, 128, true, false, mixed_wgmma_f16_int8_m16, mixed_wgmma_f16_int8_m16_ctas_per_sm},
     {8, 32, 128, true, false, mixed_wgmma_f16_int8_m32, mixed_wgmma_f16_int8_m32_ctas_per_sm},
     {8, 64, 128, false, false, mixed_wgmma_f16_int8_m64, mixed_wgmma_f16_int8_m64_ctas_per_sm},
     {8, 128, 64, false, false, mixed_wgmma_f16_int8_m128, mixed_wgmma_f16_int8_m128_ctas_per_sm},
-    {4, 8, 128, true, true, mixed_wgmma_bf16_int4_m8, mixed_wgmma_bf16_int4_m8_ctas_per_sm},
-    {4, 16, 128, true, true, mixed_wgmma_bf16_int4_m16, mixed_wgmma_bf16_int4_m16_ctas_per_sm},
     {4, 32, 128, true, true, mixed_wgmma_bf16_int4_m32, mixed_wgmma_bf16_int4_m32_ctas_per_sm},
     {4, 64, 128, false, true, mixed_wgmma_bf16_int4_m64, mixed_wgmma_bf16_int4_m64_ctas_per_sm},
     {4, 128, 64, false, true, mixed_wgmma_bf16_int4_m128, mixed_wgmma_bf16_int4_m128_ctas_per_sm},
-    {8, 8, 128, true, true, mixed_wgmma_bf16_int8_m8, mixed_wgmma_bf16_int8_m8_ctas_per_sm},
-    {8, 16, 128, true, true, mixed_wgmma_bf16_int8_m16, mixed_wgmma_bf16_int8_m16_ctas_per_sm},
     {8, 32, 128, true, true, mixed_wgmma_bf16_int8_m32, mixed_wgmma_bf16_int8_m32_ctas_per_sm},
     {8, 64, 128, false, true, mixed_wgmma_bf16_int8_m64, mixed_wgmma_bf16_int8_m64_ctas_per_sm},
     {8, 128, 64, false, true, mixed_wgmma_bf16_int8_m128, mixed_wgmma_bf16_int8_m128_ctas_per_sm}
