@@ -67,7 +67,8 @@ MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
 // wgmma from M = 17 where usable, mma.sync below (decode), unless overridden. Measured on the H200
 // (probe_mixed.py --kernels, INT4 g128, us, mma.sync vs wgmma): 8192x8192 M=1 14.5 vs 15.0 (8-row
 // token tiles), M=16 15.1 vs 16.8, M=32 21.4 vs 19.6, M=64 32.9 vs 27.8, M=128 61.6 vs 47.5,
-// M=256 106.7 vs 85.9; 28672x8192 M=256 361.9 vs 293.8.
+// M=256 106.7 vs 85.9; 28672x8192 M=256 361.9 vs 293.8. At M=32 the two are within 10% either way
+// (4096^2 9.1 vs 9.7, 28672x8192 62.6 vs 58.2).
 bool use_wgmma(int m) {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
   if (forced == int(MixedKernel::kMma) || !mixed_wgmma_usable()) return false;
