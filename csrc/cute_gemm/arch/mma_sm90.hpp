@@ -60,273 +60,109 @@ CG_DEVICE void fence_proxy_async_shared() {
 template <class T, int N>
 struct SM90_64xNx16_F32_RS;
 
-template <>
-struct SM90_64xNx16_F32_RS<__half, 8> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[4];
-  CG_DEVICE static void fma(float (&d)[4], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
+// The asm statement where this pass has wgmma, a trap otherwise (operands still seen as used).
 #if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
-        "{"
-        "%0, %1, %2, %3"
-        "}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#define CG_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
 #else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
+#define CG_WGMMA_ASM(...) detail::arch_unsupported(d, a, desc_b, scale_d)
 #endif
-  }
-};
 
-template <>
-struct SM90_64xNx16_F32_RS<__half, 16> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[8];
-  CG_DEVICE static void fma(float (&d)[8], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7"
-        "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+// One specialization per (N, element type): the asm operand lists differ per N, the element types
+// only in the PTX type name, so a macro per N writes both types. N = 32, 64, 128: the token tiles
+// of the mixed kernel (mixed_wgmma_kernel.cuh); other N of the PTX's 8 .. 256 would follow the
+// same pattern.
 
-template <>
-struct SM90_64xNx16_F32_RS<__half, 32> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[16];
-  CG_DEVICE static void fma(float (&d)[16], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15"
-        "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+#define CG_SM90_64x32x16_F32_RS(T, TYPE)                                                           \
+  template <>                                                                                      \
+  struct SM90_64xNx16_F32_RS<T, 32> {                                                              \
+    using ARegisters = uint32_t[4];                                                                \
+    using DRegisters = float[16];                                                                  \
+    CG_DEVICE static void fma(float (&d)[16], uint32_t const (&a)[4], uint64_t desc_b,             \
+                              int scale_d) {                                                       \
+      CG_WGMMA_ASM(                                                                                \
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                             \
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " {"                         \
+          "%0, %1, %2, %3, %4, %5, %6, %7, "                                                       \
+          "%8, %9, %10, %11, %12, %13, %14, %15"                                                   \
+          "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                                         \
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),                \
+            "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),              \
+            "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                                     \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                \
+    }                                                                                              \
+  };
 
-template <>
-struct SM90_64xNx16_F32_RS<__half, 64> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[32];
-  CG_DEVICE static void fma(float (&d)[32], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31"
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-          "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+CG_SM90_64x32x16_F32_RS(__half, "f16")
+CG_SM90_64x32x16_F32_RS(__nv_bfloat16, "bf16")
+#undef CG_SM90_64x32x16_F32_RS
 
-template <>
-struct SM90_64xNx16_F32_RS<__half, 128> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[64];
-  CG_DEVICE static void fma(float (&d)[64], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, "
-        "%40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, "
-        "%56, %57, %58, %59, %60, %61, %62, %63"
-        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-          "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-          "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+#define CG_SM90_64x64x16_F32_RS(T, TYPE)                                                           \
+  template <>                                                                                      \
+  struct SM90_64xNx16_F32_RS<T, 64> {                                                              \
+    using ARegisters = uint32_t[4];                                                                \
+    using DRegisters = float[32];                                                                  \
+    CG_DEVICE static void fma(float (&d)[32], uint32_t const (&a)[4], uint64_t desc_b,             \
+                              int scale_d) {                                                       \
+      CG_WGMMA_ASM(                                                                                \
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                             \
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                         \
+          "%0, %1, %2, %3, %4, %5, %6, %7, "                                                       \
+          "%8, %9, %10, %11, %12, %13, %14, %15, "                                                 \
+          "%16, %17, %18, %19, %20, %21, %22, %23, "                                               \
+          "%24, %25, %26, %27, %28, %29, %30, %31"                                                 \
+          "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                         \
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),                \
+            "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),              \
+            "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),          \
+            "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),          \
+            "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),          \
+            "+f"(d[30]), "+f"(d[31])                                                               \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                \
+    }                                                                                              \
+  };
 
-template <>
-struct SM90_64xNx16_F32_RS<__nv_bfloat16, 8> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[4];
-  CG_DEVICE static void fma(float (&d)[4], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3"
-        "}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+CG_SM90_64x64x16_F32_RS(__half, "f16")
+CG_SM90_64x64x16_F32_RS(__nv_bfloat16, "bf16")
+#undef CG_SM90_64x64x16_F32_RS
 
-template <>
-struct SM90_64xNx16_F32_RS<__nv_bfloat16, 16> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[8];
-  CG_DEVICE static void fma(float (&d)[8], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7"
-        "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+#define CG_SM90_64x128x16_F32_RS(T, TYPE)                                                          \
+  template <>                                                                                      \
+  struct SM90_64xNx16_F32_RS<T, 128> {                                                             \
+    using ARegisters = uint32_t[4];                                                                \
+    using DRegisters = float[64];                                                                  \
+    CG_DEVICE static void fma(float (&d)[64], uint32_t const (&a)[4], uint64_t desc_b,             \
+                              int scale_d) {                                                       \
+      CG_WGMMA_ASM(                                                                                \
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                             \
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+          "%0, %1, %2, %3, %4, %5, %6, %7, "                                                       \
+          "%8, %9, %10, %11, %12, %13, %14, %15, "                                                 \
+          "%16, %17, %18, %19, %20, %21, %22, %23, "                                               \
+          "%24, %25, %26, %27, %28, %29, %30, %31, "                                               \
+          "%32, %33, %34, %35, %36, %37, %38, %39, "                                               \
+          "%40, %41, %42, %43, %44, %45, %46, %47, "                                               \
+          "%48, %49, %50, %51, %52, %53, %54, %55, "                                               \
+          "%56, %57, %58, %59, %60, %61, %62, %63"                                                 \
+          "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                         \
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),                \
+            "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),              \
+            "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),          \
+            "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),          \
+            "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),          \
+            "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),          \
+            "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),          \
+            "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),          \
+            "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),          \
+            "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),          \
+            "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                     \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                \
+    }                                                                                              \
+  };
 
-template <>
-struct SM90_64xNx16_F32_RS<__nv_bfloat16, 32> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[16];
-  CG_DEVICE static void fma(float (&d)[16], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15"
-        "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
+CG_SM90_64x128x16_F32_RS(__half, "f16")
+CG_SM90_64x128x16_F32_RS(__nv_bfloat16, "bf16")
+#undef CG_SM90_64x128x16_F32_RS
 
-template <>
-struct SM90_64xNx16_F32_RS<__nv_bfloat16, 64> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[32];
-  CG_DEVICE static void fma(float (&d)[32], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31"
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-          "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
-
-template <>
-struct SM90_64xNx16_F32_RS<__nv_bfloat16, 128> {
-  using ARegisters = uint32_t[4];
-  using DRegisters = float[64];
-  CG_DEVICE static void fma(float (&d)[64], uint32_t const (&a)[4], uint64_t desc_b,
-                            int scale_d) {
-#if defined(CG_ARCH_WGMMA_ENABLED)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, "
-        "%40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, "
-        "%56, %57, %58, %59, %60, %61, %62, %63"
-        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-          "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-          "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#else
-    detail::arch_unsupported(d, a, desc_b, scale_d);
-#endif
-  }
-};
-
+#undef CG_WGMMA_ASM
 
 }  // namespace cute_gemm
