@@ -5,6 +5,7 @@
 
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
+#include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
@@ -35,8 +36,7 @@ __global__ void __launch_bounds__(256) dequantize_weight_kernel(MixedGemmParams 
   const int nb = int(item / k_blocks);
   const int g = lane / 4, t = lane % 4;
   const int n = nb * 8 + g;
-  const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
-  const int last_group = (p.k + group_size - 1) / group_size - 1;
+  const GroupShape groups(p);
   const uint4 q = reinterpret_cast<uint4 const*>(p.qweight)[item * 32 + lane];
   const uint32_t words[4] = {q.x, q.y, q.z, q.w};
   T const* scales = static_cast<T const*>(p.scales);
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(256) dequantize_weight_kernel(MixedGemmParams 
 #pragma unroll
   for (int wi = 0; wi < 4; ++wi) {
     const int k_local = 16 * kStepsPerWord * wi;  // first k of this word's first k16 step
-    const int group = min((kb * BK + k_local) / group_size, last_group);
+    const int group = min(groups.of(kb * BK + k_local), groups.last);
     const float sf = HalfTraits<T>::to_float(scales[int64_t(group) * p.n + n]);
     const float zf = zeros != nullptr ? HalfTraits<T>::to_float(zeros[int64_t(group) * p.n + n])
                                       : float(1 << (Bits - 1));

@@ -34,6 +34,7 @@
 #include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
+#include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
@@ -131,13 +132,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int k_blocks = (p.k + BK - 1) / BK;
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
-  // Per-channel scales are one group of K.
-  const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
-  const int last_group = (p.k + group_size - 1) / group_size - 1;
-  // Group sizes are 32, 64 or 128 (powers of two) or the whole of K: shifts instead of run-time
-  // divisions in the loop.
-  const bool per_channel = group_size == p.k && (group_size & (group_size - 1)) != 0;
-  const int group_shift = per_channel ? 0 : __ffs(group_size) - 1;
+  const GroupShape groups(p);
 
   // ---- global -> shared, one k block per stage. Every source address is computed here once and
   // advanced by one k block per stage.
@@ -154,14 +149,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Scales (and zeros): `scale_rows` rows of 128 columns per stage, 16 columns of 8 each; thread
   // tid < 16 * scale_rows copies row tid / 16, chunk tid % 16. Columns past N read column 0.
   constexpr int kScaleChunks = Cfg::kTileN / 8;
-  const int scale_rows = Cfg::kFineGroups ? BK >> group_shift : 1;
+  const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
   const bool scale_copier = tid < scale_rows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
   const int scale_col = n0 + (tid % kScaleChunks) * 8 < p.n ? n0 + (tid % kScaleChunks) * 8 : 0;
   const int scale_row = tid / kScaleChunks;
   auto scale_group = [&](int kb) {  // the group of row scale_row of k block kb
-    return per_channel ? 0 : min(((kb * BK) >> group_shift) + scale_row, last_group);
+    return groups.per_channel ? 0 : min(groups.of(kb * BK) + scale_row, groups.last);
   };
   // Activations: rows below M only; the others were zero-filled once.
   T const* a_ptr = static_cast<T const*>(p.a);
@@ -280,7 +275,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int c = 0; c < Cfg::kChunks; ++c) {
       // The chunk's group row in this stage's scales: 32 columns of K per chunk when fine.
-      const int grow = Cfg::kFineGroups ? (32 * c) >> group_shift : 0;
+      const int grow = Cfg::kFineGroups ? (32 * c) >> groups.shift : 0;
       T const* srow = s_scale + grow * Cfg::kTileN + NB * warp * 8;
       if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
         CG_PRAGMA_UNROLL

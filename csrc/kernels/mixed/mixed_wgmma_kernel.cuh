@@ -45,6 +45,7 @@
 #include "cute_gemm/mma_traits_sm90.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/mixed/dequant.cuh"
+#include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
@@ -119,11 +120,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int k_blocks = (p.k + BK - 1) / BK;
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
-  const int group_size = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
-  const int last_group = (p.k + group_size - 1) / group_size - 1;
-  // Groups are 32, 64 or 128 (shifts, no divisions) or the whole of K.
-  const bool per_channel = group_size == p.k && (group_size & (group_size - 1)) != 0;
-  const int group_shift = per_channel ? 30 : __ffs(group_size) - 1;
+  const GroupShape groups(p);
 
   // ---- global -> shared. Weights: warp w copies the n8 blocks it dequantizes, each lane its own
   // 16 bytes (and later reads back only those). Blocks past N read block 0 (never stored).
@@ -140,7 +137,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   // Scales (and zeros): scale_rows rows of kTileN columns per stage, 16-byte chunks.
   constexpr int kScaleChunks = Cfg::kTileN / 8;
-  const int scale_rows = per_channel || group_size >= BK ? 1 : BK >> group_shift;
+  const int scale_rows = groups.per_channel || groups.size >= BK ? 1 : BK >> groups.shift;
   const bool scale_copier = tid < scale_rows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
@@ -194,7 +191,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           policy);
     }
     if (scale_copier) {
-      const int grp = per_channel ? 0 : min(((kb * BK) >> group_shift) + scale_row, last_group);
+      const int grp = groups.per_channel ? 0 : min(groups.of(kb * BK) + scale_row, groups.last);
       const int64_t at = int64_t(grp) * p.n + scale_col;
       uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
@@ -267,11 +264,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
-    const int group0 = per_channel ? 0 : (kb * BK) >> group_shift;
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       // This word's group row in the stage's scales (groups never split a word: G >= 32).
-      const int grow = per_channel ? 0 : ((kb * BK + wi * Cfg::kKPerWord) >> group_shift) - group0;
+      const int grow = groups.of(kb * BK + wi * Cfg::kKPerWord) - groups.of(kb * BK);
       T const* srow = s_scale + grow * Cfg::kTileN;
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
@@ -372,7 +368,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       wgmma_fence();  // the registers just written feed the wgmmas
       T const* s_scale = reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes +
                                                     Cfg::kWeightBytes);
-      const int group0 = per_channel ? 0 : (kb * BK) >> group_shift;
       CG_PRAGMA_UNROLL
       for (int wi = 0; wi < 4; ++wi) {
         CG_PRAGMA_UNROLL
@@ -389,11 +384,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         // The group ends with this word, or the split does: acc += s * part.
         const int k_end = kb * BK + (wi + 1) * Cfg::kKPerWord;
         const bool last = i == n_kb - 1 && wi == 3;
-        const bool group_end = last || (!per_channel && (k_end & (group_size - 1)) == 0);
+        const bool group_end = last || (!groups.per_channel && (k_end & (groups.size - 1)) == 0);
         if (group_end) {
           wgmma_commit_group();
           wgmma_wait_group<0>();
-          const int grow = per_channel ? 0 : ((k_end - 1) >> group_shift) - group0;
+          const int grow = groups.of(k_end - 1) - groups.of(kb * BK);
           T const* srow = s_scale + grow * Cfg::kTileN;
           CG_PRAGMA_UNROLL
           for (int r = 0; r < RT; ++r) {

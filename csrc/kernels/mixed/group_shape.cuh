@@ -1,0 +1,40 @@
+#pragma once
+// The quantization groups of a mixed GEMM launch, as both kernels (mixed_gemm_kernel.cuh,
+// mixed_wgmma_kernel.cuh) index their scales: group sizes are 32, 64 or 128 (powers of two, so
+// shifts instead of run-time divisions in the loops) or per-channel, one group of the whole K.
+
+#include "cute_gemm/config.hpp"
+#include "kernels/mixed/mixed_gemm_launch.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+CG_DEVICE int log2_of_power_of_two(int x) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(x) - 1;
+#else
+  (void)x;  // host passes never run device code; __ffs is declared for device passes only
+  return 0;
+#endif
+}
+
+struct GroupShape {
+  int size;          // G; K for per-channel scales
+  int last;          // index of the last group
+  bool per_channel;  // one group of a K that is not a power of two: no shift applies
+  int shift;         // log2(size) unless per_channel (then 0)
+
+  // Example: K = 4224, G = 128 -> size 128, last 32, shift 7; G = -1 (per-channel) -> size 4224,
+  // last 0, per_channel, shift 0; G = -1 with K = 4096 -> size 4096, shift 12 (k >> 12 == 0).
+  CG_DEVICE explicit GroupShape(MixedGemmParams const& p)
+      : size((p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size),
+        last((p.k + size - 1) / size - 1),
+        per_channel(size == p.k && (size & (size - 1)) != 0),
+        shift(per_channel ? 0 : log2_of_power_of_two(size)) {}
+
+  // The group of k.
+  CG_DEVICE int of(int k) const { return per_channel ? 0 : k >> shift; }
+};
+
+}  // namespace mixed
+}  // namespace cute_gemm
