@@ -5,6 +5,7 @@
     python3 benchmarks/probe_mixed.py --sweep-m   the fused kernel vs the dense path over M
     python3 benchmarks/probe_mixed.py --kernels   mma.sync vs wgmma kernels vs dense over M
 """
+import os
 import sys
 
 import torch
@@ -72,36 +73,46 @@ def sweep_m():
         torch.cuda.empty_cache()
 
 
+# The M values of --kernels; CUTE_GEMM_KERNEL_MS (space-separated) narrows them for quick runs.
+KERNEL_MS = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 8 16 32 64 128 256 512").split()]
+
+
 def sweep_kernels():
-    """The mma.sync and wgmma kernels (fused at every M) and the dense path against fp16, over M."""
+    """The fused kernels (mma.sync and wgmma at every M, decode up to M = 16) and the dense path
+    against fp16, over M; the error is that of the default choice."""
     torch.manual_seed(0)
-    print(f"{'K x N':>12} {'M':>4} {'fp16':>7} | {'i4 mma':>7} {'i4 wgmma':>8} {'i4 dense':>8} | "
-          f"{'i8 mma':>7} {'i8 wgmma':>8} | {'x i4':>5} {'x i8':>5} err4 err8")
+    kernels = ("mma", "wgmma", "decode")
+    print(f"{'K x N':>12} {'M':>4} {'fp16':>7} | {'i4 mma':>7} {'wgmma':>7} {'decode':>7} "
+          f"{'dense':>7} | {'i8 mma':>7} {'wgmma':>7} {'decode':>7} | {'x i4':>5} {'x i8':>5} "
+          "err4 err8")
     for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
         copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
         ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
         q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
         q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
-        for m in (1, 8, 16, 32, 64, 128, 256, 512):
+        for m in KERNEL_MS:
             a = torch.randn(m, k, device="cuda", dtype=torch.float16)
             t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
             row, errs = [], []
             for qs in (q4, q8):
                 ref = a.double() @ cute_gemm.dequantize(qs[0], torch.float32).double().t()
-                for kernel in ("mma", "wgmma"):
+                for kernel in kernels:
+                    if kernel == "decode" and m > 16:
+                        row.append(float("nan"))
+                        continue
                     with cute_gemm.ops._forced_mixed_kernel(kernel), \
                             cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
                         row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
-                        if kernel == "wgmma":
-                            out = cute_gemm.mixed_gemm(a, qs[0]).double()
-                            errs.append(((out - ref).norm() / ref.norm()).item())
+                out = cute_gemm.mixed_gemm(a, qs[0]).double()
+                errs.append(((out - ref).norm() / ref.norm()).item())
                 if qs is q4:
                     with cute_gemm.ops._forced_mixed_dense_from_m(1):
                         row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
-            best4, best8 = min(row[:3]), min(row[3:])
-            print(f"{k:>5}x{n:<6} {m:>4} {t16:7.1f} | {row[0]:7.1f} {row[1]:8.1f} {row[2]:8.1f} | "
-                  f"{row[3]:7.1f} {row[4]:8.1f} | {t16 / best4:5.2f} {t16 / best8:5.2f} "
-                  f"{errs[0]:.0e} {errs[1]:.0e}", flush=True)
+            best4 = min(x for x in row[:4] if x == x)
+            best8 = min(x for x in row[4:] if x == x)
+            print(f"{k:>5}x{n:<6} {m:>4} {t16:7.1f} | {row[0]:7.1f} {row[1]:7.1f} {row[2]:7.1f} "
+                  f"{row[3]:7.1f} | {row[4]:7.1f} {row[5]:7.1f} {row[6]:7.1f} | "
+                  f"{t16 / best4:5.2f} {t16 / best8:5.2f} {errs[0]:.0e} {errs[1]:.0e}", flush=True)
         del ws, q4, q8
         torch.cuda.empty_cache()
 

@@ -165,12 +165,13 @@ def _forced_mixed_dense_from_m(m):
 @contextlib.contextmanager
 def _forced_mixed_kernel(kernel):
     """Inside the block the CUDA mixed_gemm runs the given fused kernel: ``"mma"`` (mma.sync, any
-    sm_80+ GPU), ``"wgmma"`` (Hopper, where the build and device allow it; mma.sync otherwise) or
-    None (the default: wgmma where usable). For tests that must cover both kernels on a Hopper GPU
-    and for tuning; process-wide, restored on exit."""
-    codes = {None: -1, "mma": 0, "wgmma": 1}
+    sm_80+ GPU), ``"wgmma"`` (Hopper, where the build and device allow it; mma.sync otherwise),
+    ``"decode"`` (up to M = 8, any sm_80+ GPU; the default above) or None (the default: decode
+    for INT4 at M = 1, mma.sync up to M = 16, then wgmma where usable). For tests that must cover
+    every kernel and for tuning; process-wide, restored on exit."""
+    codes = {None: -1, "mma": 0, "wgmma": 1, "decode": 2}
     if kernel not in codes:
-        raise ValueError(f"kernel must be 'mma', 'wgmma' or None; got {kernel!r}")
+        raise ValueError(f"kernel must be 'mma', 'wgmma', 'decode' or None; got {kernel!r}")
     with _swapped(_C._mixed_set_kernel, codes[kernel]):
         yield
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tuning run for the mixed-input GEMM on the GPU machine: build (sm_90a), a sweep
 # (benchmarks/probe_mixed.py $CUTE_GEMM_SWEEP: --sweep (default) split-K counts and reductions,
-# --sweep-m the fused kernel vs the dense path over M, --kernels mma.sync vs wgmma vs dense), the
-# mixed GPU tests (at most 10 failures shown) and ncu counters of the decode kernel at M=1 and
+# --sweep-m the fused kernel vs the dense path over M, --kernels mma.sync vs wgmma vs decode vs
+# dense, its M values narrowed by CUTE_GEMM_KERNEL_MS), the mixed GPU tests (at most 10 failures shown) and ncu counters of the decode kernel at M=1 and
 # M=16 (8192x8192 INT4 g128; skipped with CUTE_GEMM_NCU=0).
 # Usage: scripts/tune_mixed.sh OUTDIR
 set -uo pipefail
@@ -27,8 +27,8 @@ NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
   head -n 1)
 [ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
 [ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
-# CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_KERNEL: mma or wgmma (default:
-# the dispatcher's choice). The fused kernel runs at every M (no dense path).
+# CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_KERNEL: mma, wgmma or decode
+# (default: the dispatcher's choice). The fused kernel runs at every M (no dense path).
 for m in ${CUTE_GEMM_NCU_MS:-1 16}; do
   cat >/tmp/cute_gemm_tune.py <<PY
 import torch, cute_gemm
@@ -41,7 +41,7 @@ with cute_gemm.ops._forced_mixed_kernel(kernel), cute_gemm.ops._forced_mixed_den
         cute_gemm.mixed_gemm(a, qw)
 torch.cuda.synchronize()
 PY
-  timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma)_kernel" -s 2 -c 1 \
+  timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|decode)_kernel" -s 2 -c 1 \
     --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis \

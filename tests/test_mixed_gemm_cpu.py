@@ -424,10 +424,21 @@ def test_mixed_kernel_override_round_trip_and_errors():
         want = "wgmma" if cute_gemm._C._mixed_wgmma_usable() else "mma"
         assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == want
     assert cute_gemm._C._mixed_set_kernel(-1) == -1
-    for bad in (-2, 2):
+    # The default, on every device: the decode kernel for INT4 at M = 1, mma.sync up to M = 16.
+    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "decode"
+    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 8, 128)["kernel"] == "mma"
+    assert cute_gemm._C._mixed_plan(2, 4096, 4096, 4, 128)["kernel"] == "mma"
+    with cute_gemm.ops._forced_mixed_kernel("decode"):
+        assert cute_gemm._C._mixed_set_kernel(2) == 2
+        # The decode kernel takes M <= 8 only; above, the default kernel runs.
+        assert cute_gemm._C._mixed_plan(8, 4096, 4096, 8, 128)["kernel"] == "decode"
+        assert cute_gemm._C._mixed_plan(9, 4096, 4096, 4, 128)["kernel"] == "mma"
+        assert cute_gemm._C._mixed_plan(17, 4096, 4096, 4, 128)["kernel"] == want
+    assert cute_gemm._C._mixed_set_kernel(-1) == -1
+    for bad in (-2, 3):
         with pytest.raises(ValueError, match="_mixed_set_kernel: kernel must be"):
             cute_gemm._C._mixed_set_kernel(bad)
-    with pytest.raises(ValueError, match="kernel must be 'mma', 'wgmma' or None"):
+    with pytest.raises(ValueError, match="kernel must be 'mma', 'wgmma', 'decode' or None"):
         with cute_gemm.ops._forced_mixed_kernel("tensor cores"):
             pass
     assert cute_gemm._C._mixed_set_kernel(-1) == -1

@@ -375,13 +375,18 @@ def test_split_reductions_agree(m, n, k, bits, group, splits):
 
 def test_default_plan_on_this_device():
     # The heuristic: one full wave of CTAs at decode sizes, splits added through the workspace
-    # (the cluster reduction only on request); the wgmma kernel on Hopper builds and devices.
+    # (the cluster reduction only on request); the decode kernel for INT4 at M = 1, mma.sync up to
+    # M = 16, then the wgmma kernel on Hopper builds and devices.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # Decode (M <= 16): the mma.sync kernel everywhere.
     plan = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
-    assert plan["reduce"] == 1 and plan["exact_scales"]
-    assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
-    assert 64 * plan["splits"] <= 4 * sms < 64 * (plan["splits"] + 1)
+    assert plan["reduce"] == 1 and plan["exact_scales"] and plan["splits"] >= 2
+    assert (plan["kernel"], plan["tile_m"], plan["fine_groups"]) == ("decode", 8, False)
+    for m, bits in ((2, 4), (16, 4), (1, 8)):
+        plan = cute_gemm._C._mixed_plan(m, 8192, 8192, bits, 128)
+        assert plan["reduce"] == 1 and plan["exact_scales"]
+        assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
+        ctas = 4 if bits == 4 else 5
+        assert 64 * plan["splits"] <= ctas * sms < 64 * (plan["splits"] + 1)
     # From M = 17 the wgmma kernel where usable: exact scales up to 32 rows, rounded above.
     for m, tile_m, exact in ((17, 32, True), (64, 64, False), (300, 128, False)):
         plan = cute_gemm._C._mixed_plan(m, 8192, 8192, 4, 128)
@@ -406,12 +411,44 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
                       seed=hash((bits, group, symmetric, m, n, k, "mma")) % 100000)
 
 
+@pytest.mark.parametrize("bits,group,symmetric,dtype",
+                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
+def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
+    # The decode kernel (the default for INT4 at M = 1) at every M it takes, N not a multiple of
+    # its 32-column warp tiles, K off the k block.
+    with cute_gemm.ops._forced_mixed_kernel("decode"):
+        for i, (m, (n, k)) in enumerate(itertools.product([1, 2, 5, 8],
+                                                          [(8, 128), (136, 640), (264, 1408)])):
+            assert _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
+                                               symmetric))["kernel"] == "decode"
+            _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
+                      seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000)
+
+
+@pytest.mark.parametrize("splits", [1, 3, 64])
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_decode_kernel_forced_splits(m, splits):
+    # Every split count, down to one k block per split (the reduction adds 64 partial sums), and
+    # repeated runs bit-identical.
+    n, k = 200, 4224  # 33 k blocks of 128 (INT4): the last split is short; K % 128 != 0
+    qw = _qweight(n, k, 4, 64, True, torch.float16, seed=31)
+    a = _randn(m, k, seed=32)
+    with cute_gemm.ops._forced_mixed_kernel("decode"), cute_gemm.ops._forced_mixed_split(splits):
+        plan = _plan(m, qw)
+        assert plan["kernel"] == "decode" and plan["splits"] == min(splits, 33)
+        out = cute_gemm.mixed_gemm(a, qw)
+        assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
+    assert_accurate(out, _reference(a, qw, None), torch.float16, k)
+
+
 def test_kernel_override_round_trip():
     usable = cute_gemm._C._mixed_wgmma_usable()
     default = cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"]
     assert default == ("wgmma" if usable else "mma")
+    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "decode"
     with cute_gemm.ops._forced_mixed_kernel("mma"):
         assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == "mma"
+        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "mma"
         with cute_gemm.ops._forced_mixed_kernel("wgmma"):
             assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == default
             # Forced, wgmma also takes M <= 16 (in 32-row token tiles).

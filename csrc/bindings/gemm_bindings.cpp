@@ -10,11 +10,12 @@
 // and of the mixed-input GEMM's split-K plan (kernels/mixed/mixed_gemm_launch.hpp):
 //
 //   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16)
-//                                           what a launch runs now: a dict of kernel ("mma" or
-//                                           "wgmma"), tile_m, m_tiles, fine_groups, exact_scales,
+//                                           what a launch runs now: a dict of kernel ("mma",
+//                                           "wgmma" or "decode"), tile_m, m_tiles, fine_groups, exact_scales,
 //                                           splits, reduce (0 none, 1 workspace, 2 cluster)
 //   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
-//                                           -1 the default; returns the previous setting
+//                                           2 decode (M <= 8), -1 the default; returns the
+//                                           previous setting
 //   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
 //   cute_gemm._C._mixed_set_split(splits, reduce)
 //                                           force the split count and/or the reduction; -1 = the
@@ -127,7 +128,9 @@ py::dict mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
   p.dtype = bf16 ? HalfType::kBFloat16 : HalfType::kFloat16;
   const MixedPlan plan = mixed_gemm_plan(p);
   py::dict d;
-  d["kernel"] = plan.kernel == MixedKernel::kWgmma ? "wgmma" : "mma";
+  d["kernel"] = plan.kernel == MixedKernel::kWgmma    ? "wgmma"
+                : plan.kernel == MixedKernel::kDecode ? "decode"
+                                                      : "mma";
   d["tile_m"] = plan.tile_m;
   d["m_tiles"] = plan.m_tiles;
   d["fine_groups"] = plan.fine_groups;
@@ -144,9 +147,9 @@ int mixed_set_kernel(int64_t kernel) {
   no_cuda("_mixed_set_kernel");
 #else
   const int previous = mixed_kernel_override();
-  if (kernel < -1 || kernel > 1 || !mixed_set_kernel_override(int(kernel))) {
-    throw std::invalid_argument("_mixed_set_kernel: kernel must be -1 (the default), 0 (mma.sync) "
-                                "or 1 (wgmma); got " + std::to_string(kernel));
+  if (kernel < -1 || kernel > 2 || !mixed_set_kernel_override(int(kernel))) {
+    throw std::invalid_argument("_mixed_set_kernel: kernel must be -1 (the default), 0 (mma.sync), "
+                                "1 (wgmma) or 2 (decode); got " + std::to_string(kernel));
   }
   return previous;
 #endif
@@ -208,10 +211,11 @@ void bind_gemm(py::module_& m) {
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16") = false,
         "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
-        "kernel ('mma' or 'wgmma'), tile_m, m_tiles, fine_groups, exact_scales, splits and "
+        "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, splits and "
         "reduce (0 none, 1 workspace + second kernel, 2 cluster).");
   m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
-        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), -1 the default "
+        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "
+        "-1 the default "
         "(process-wide); returns the previous setting. Prefer "
         "cute_gemm.ops._forced_mixed_kernel().");
   m.def("_mixed_wgmma_usable", &mixed_wgmma_usable_now,

@@ -1,10 +1,11 @@
-// Chooses the kernel (wgmma on sm_90 when the build has sm_90a code, mma.sync otherwise), its
-// instance (M tile, group granularity), the split-K factor and how the splits are added, and
+// Chooses the kernel (the decode kernel for INT4 at M = 1; up to M = 16 mma.sync; above, wgmma on
+// sm_90 when the build has sm_90a code, mma.sync otherwise), its instance (M tile, group granularity), the split-K factor and how the splits are added, and
 // launches. The kernels are instantiated one configuration per translation unit under generated/.
 
 #include <atomic>
 
 #include "kernels/device_info.hpp"
+#include "kernels/mixed/generated/mixed_decode_instances.hpp"
 #include "kernels/mixed/generated/mixed_instances.hpp"
 #include "kernels/mixed/generated/mixed_wgmma_instances.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
@@ -21,6 +22,16 @@ std::atomic<int> g_forced_kernel{-1};
 
 int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap);
 int non_empty_splits(int splits, int k_blocks);
+
+constexpr int kDecodeMaxM = 8;   // the decode kernel's largest M (one 8-row token tile)
+constexpr int kMmaSyncMaxM = 16;  // the default kernel up to here is mma.sync, wgmma above
+// The decode kernel is the default for INT4 up to this M. Measured on the H200 (probe_mixed.py
+// --kernels, INT4 g128, us, decode vs mma.sync): M=1 4096^2 5.9 vs 6.5, 4096x28672 22.1 vs 23.4,
+// 14336x4096 12.7 vs 13.3, 8192^2 13.9 vs 14.6, 28672x8192 35.7 vs 38.0; M=4 within 5% either
+// way (4096x28672 25.0 vs 23.7, 8192^2 14.2 vs 14.7); M=8 slower (28672x8192 48.0 vs 39.5: each
+// warp copies its own activation rows). INT8 within 10% either way at M=1 (4096^2 7.9 vs 7.3,
+// 14336x4096 17.0 vs 19.3): mma.sync stays.
+constexpr int kDecodeDefaultMaxM = 1;
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
@@ -72,7 +83,28 @@ MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
 bool use_wgmma(int m) {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
   if (forced == int(MixedKernel::kMma) || !mixed_wgmma_usable()) return false;
-  return forced == int(MixedKernel::kWgmma) || m > 16;
+  return forced == int(MixedKernel::kWgmma) || m > kMmaSyncMaxM;
+}
+
+// The decode kernel (mixed_decode_kernel.cuh, any sm_80+ GPU): forced, up to kDecodeMaxM rows; by
+// default for INT4 up to kDecodeDefaultMaxM.
+bool use_decode(int m, int bits) {
+  const int forced = g_forced_kernel.load(std::memory_order_relaxed);
+  if (forced == int(MixedKernel::kDecode)) return m <= kDecodeMaxM;
+  return forced == -1 && bits == 4 && m <= kDecodeDefaultMaxM;
+}
+
+MixedDecodeInstance const* find_decode_instance(int m, int bits, int group_size, int k,
+                                                HalfType dtype) {
+  const int tile_m = 8 * ((m + 7) / 8);
+  const bool fine = group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
+  for (MixedDecodeInstance const& inst : kMixedDecodeInstances) {
+    if (inst.bits == bits && inst.tile_m == tile_m && inst.fine_groups == fine &&
+        inst.bf16 == (dtype == HalfType::kBFloat16)) {
+      return &inst;
+    }
+  }
+  return nullptr;
 }
 
 // Splits for `base` CTAs per split: as many as fill one wave of `ctas_per_sm` per SM, at least 2
@@ -112,8 +144,35 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
   return plan;
 }
 
+MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* inst) {
+  MixedPlan plan;
+  plan.kernel = MixedKernel::kDecode;
+  plan.tile_m = inst->tile_m;
+  plan.m_tiles = 0;
+  plan.fine_groups = inst->fine_groups;
+  plan.exact_scales = true;
+  const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
+  const long long base = (long long)((p.n + 127) / 128) * ((p.m + inst->tile_m - 1) / inst->tile_m);
+  const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
+  const int splits = forced_splits > 0
+                         ? forced_splits
+                         : wave_splits(base, inst->ctas_per_sm(p.m), k_blocks, kMaxSplits);
+  plan.splits = non_empty_splits(splits, k_blocks);
+  plan.reduce = plan.splits == 1 ? SplitReduce::kNone : SplitReduce::kWorkspace;
+  return plan;
+}
+
 MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out,
-                   MixedWgmmaInstance const** wgmma_out = nullptr) {
+                   MixedWgmmaInstance const** wgmma_out = nullptr,
+                   MixedDecodeInstance const** decode_out = nullptr) {
+  if (use_decode(p.m, p.bits)) {
+    MixedDecodeInstance const* d = find_decode_instance(p.m, p.bits, p.group_size, p.k, p.dtype);
+    if (d != nullptr) {
+      if (decode_out != nullptr) *decode_out = d;
+      if (inst_out != nullptr) *inst_out = nullptr;
+      return decode_plan_for(p, d);
+    }
+  }
   if (use_wgmma(p.m)) {
     MixedWgmmaInstance const* w = find_wgmma_instance(p.m, p.bits, p.dtype);
     if (w != nullptr) {
@@ -162,7 +221,7 @@ bool mixed_set_split_override(int splits, int reduce) {
 }
 
 bool mixed_set_kernel_override(int kernel) {
-  if (kernel < -1 || kernel > int(MixedKernel::kWgmma)) return false;
+  if (kernel < -1 || kernel > int(MixedKernel::kDecode)) return false;
   g_forced_kernel.store(kernel, std::memory_order_relaxed);
   return true;
 }
@@ -195,11 +254,13 @@ size_t mixed_gemm_workspace_bytes(MixedGemmParams const& p) {
 cudaError_t mixed_gemm_launch(MixedGemmParams const& p, cudaStream_t stream) {
   MixedInstance const* inst = nullptr;
   MixedWgmmaInstance const* wgmma = nullptr;
-  const MixedPlan plan = plan_for(p, &inst, &wgmma);
-  if (inst == nullptr && wgmma == nullptr) return cudaErrorInvalidValue;
+  MixedDecodeInstance const* decode = nullptr;
+  const MixedPlan plan = plan_for(p, &inst, &wgmma, &decode);
+  if (inst == nullptr && wgmma == nullptr && decode == nullptr) return cudaErrorInvalidValue;
   if (plan.reduce == SplitReduce::kWorkspace &&
       p.workspace_bytes < size_t(plan.splits) * p.m * p.n * sizeof(float))
     return cudaErrorInvalidValue;
+  if (decode != nullptr) return decode->launch(p, plan.splits, stream);
   if (wgmma != nullptr) return wgmma->launch(p, plan.splits, stream);
   return inst->launch(p, plan.splits, plan.reduce, stream);
 }

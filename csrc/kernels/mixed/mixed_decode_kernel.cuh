@@ -1,0 +1,412 @@
+#pragma once
+// Mixed-input GEMM for decode (M <= 8): out[M, N] = A[M, K] @ dequant(W)^T (+ bias), the same
+// contract and packed format as mixed_gemm_kernel.cuh, built around what limits that kernel at
+// small M (benchmarks/results/NOTES.md, session 5). Not the memory system: its access pattern
+// streams at 4.0-4.5 TB/s with no arithmetic (benchmarks/stream_probe.cu). What costs is each
+// warp's instruction stream per weight byte and the CTA barrier per k block.
+//   - Every warp is an independent pipeline: it copies its own 4 n8 blocks of weights, its
+//     columns' scales (and zeros) and its own copy of the activation rows into its own stages
+//     (cp.async), waits for its own copies (cp.async.wait_group + __syncwarp), and never meets
+//     the other warps of its CTA. A slow warp delays nobody, and the loop has no CTA barrier. The
+//     price is that each warp reads the activations itself (from L2): M * 256 bytes per 2 KB of
+//     weights per k block.
+//   - The transposed product out^T = dequant(W) @ A^T: the weights are the mma's A operand (16
+//     weight rows per m16n8k16), tokens its N of 8. A lane's B fragments of n8 blocks 2p and
+//     2p + 1 (column g of each) are exactly the A fragment of rows g and g + 8 of the 16 rows they
+//     form, so the packed format is unchanged. Against the weights-as-B kernel this halves the
+//     mmas and the ldmatrix of the activations at M <= 8, and the accumulators.
+//   - Only the M rows of A are stored; the ldmatrix rows past M read a zeroed 256-byte buffer.
+//     Rows are 16-byte units XOR the row (mod 8), so the 8 rows an ldmatrix reads hit 8 distinct
+//     bank groups.
+//   - The dequantization and the exact per-group scaling of fp32 sums of a * (q - z), the split-K
+//     workspace and its reduction kernel are the mma.sync kernel's (dequant.cuh,
+//     mixed_epilogue.cuh).
+
+#include <atomic>
+
+#include "cute_gemm/arch/copy_sm75.hpp"
+#include "cute_gemm/arch/copy_sm80.hpp"
+#include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "kernels/device_info.hpp"
+#include "kernels/gemm/gemm_kernel.cuh"
+#include "kernels/mixed/dequant.cuh"
+#include "kernels/mixed/group_shape.cuh"
+#include "kernels/mixed/mixed_epilogue.cuh"
+#include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/weight_format.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+// TokenTiles n8 tiles of tokens (up to 8 or 16 rows of A; only 1 is instantiated: see
+// generate_kernels.py); FineGroups: groups shorter than a packed k block (32, 64), scaled every 2
+// k16 steps.
+template <class Element_, int Bits, int TokenTiles, bool FineGroups>
+struct MixedDecodeConfig {
+  using Element = Element_;
+  static constexpr int kBits = Bits;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlocksPerWarp = 4;  // n8 blocks: 2 tiles of 16 weight rows
+  static constexpr int kRowTiles = kBlocksPerWarp / 2;
+  static constexpr int kWarpN = kBlocksPerWarp * kBlockN;  // 32 output columns per warp
+  static constexpr int kTileN = kWarps * kWarpN;          // 128 per CTA
+  static constexpr int kTokenTiles = TokenTiles;
+  static constexpr int kTileM = 8 * TokenTiles;
+  static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8)
+  static constexpr int kKSteps = kBlockK / 16;
+  static constexpr int kPairs = kKSteps / 2;  // one ldmatrix.x4 feeds 2 k16 steps
+  // 5 stages and 4 CTAs per SM (<= 128 registers). Measured on the H200 at M = 1 against 4 stages
+  // and 5 CTAs (<= 96 registers, a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096 12.7 vs
+  // 14.2, 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5.
+  static constexpr int kStages = 5;
+  static constexpr int kMinCtasPerSm = 4;
+  static constexpr bool kFineGroups = FineGroups;
+  static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
+  static constexpr int kChunks = kKSteps / kStepsPerChunk;
+  static constexpr int kScaleRows = FineGroups ? kBlockK / 32 : 1;
+
+  // Shared memory of one warp's stage: weights [4 blocks][32 lanes][16 B], scales then zeros
+  // [kScaleRows][32 columns], then `rows` activation rows of kBlockK (swizzled 16-byte units).
+  static constexpr int kWeightBytes = kBlocksPerWarp * kLanes * 16;  // 2 KB
+  static constexpr int kScaleBytes = kScaleRows * kWarpN * 2;
+  static constexpr int kARowBytes = kBlockK * 2;
+  static constexpr int kAOffset = kWeightBytes + 2 * kScaleBytes;
+  static constexpr int kZeroRowBytes = 256;  // what ldmatrix rows past M read
+  CG_HOST_DEVICE static constexpr int stage_bytes(int rows) { return kAOffset + rows * kARowBytes; }
+  CG_HOST_DEVICE static constexpr int smem_bytes(int rows) {
+    return kZeroRowBytes + kWarps * kStages * stage_bytes(rows);
+  }
+};
+
+template <class T>
+CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1,
+                         float const (&c)[4]) {
+  HalfTraits<T>::MmaOp::fma(d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], b0, b1, c[0], c[1],
+                            c[2], c[3]);
+}
+
+// grid: (ceil(N / 128), ceil(M / kTileM), splits); split z handles k blocks
+// [z * blocks_per_split, min((z + 1) * blocks_per_split, k_blocks)), none empty. With split-K the
+// fp32 partial sums go to p.workspace ([split][M][N]) for split_k_reduce_kernel.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
+    mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
+  using T = typename Cfg::Element;
+  using D = Dequant<T>;
+  constexpr int S = Cfg::kStages, BK = Cfg::kBlockK, TT = Cfg::kTokenTiles;
+  constexpr int RT = Cfg::kRowTiles, NB = Cfg::kBlocksPerWarp;
+  extern __shared__ uint128_t smem_raw[];
+  char* smem = reinterpret_cast<char*>(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int n_warp = blockIdx.x * Cfg::kTileN + warp * Cfg::kWarpN;  // this warp's columns
+  const int m0 = blockIdx.y * Cfg::kTileM;
+  const int rows = min(Cfg::kTileM, p.m - m0);
+  const int k_blocks = (p.k + BK - 1) / BK;
+  const int kb_begin = blockIdx.z * blocks_per_split;
+  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  const GroupShape groups(p);
+  T const* scales = static_cast<T const*>(p.scales);
+  T const* zeros = static_cast<T const*>(p.zeros);
+  const bool symmetric = zeros == nullptr;
+
+  // The zero row (every warp's rows past M read it; written before any warp can read it).
+  if (tid < Cfg::kZeroRowBytes / 16) reinterpret_cast<uint4*>(smem)[tid] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  if (n_warp >= p.n) return;  // no column of this warp exists (N % 32 != 0); no barrier follows
+  const int stage_bytes = Cfg::stage_bytes(rows);
+  char* wsmem = smem + Cfg::kZeroRowBytes + warp * S * stage_bytes;
+
+  // ---- global -> shared. Source offsets are computed once and advanced per k block.
+  const uint64_t policy = make_l2_evict_first_policy();  // weights are read once
+  // Weights: lane l copies its 16 bytes of each of the warp's 4 blocks (512-byte runs); blocks
+  // past N read zeros (their columns are never stored).
+  uint128_t const* w_src[NB];
+  bool w_ok[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) {
+    const int nb = n_warp / kBlockN + b;
+    w_ok[b] = nb * kBlockN < p.n;
+    w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
+               (int64_t(w_ok[b] ? nb : 0) * k_blocks + kb_begin) * kLanes + lane;
+  }
+  // Scales (and zeros): lanes 4 r + c (c < 4) copy 16 bytes (8 columns) of group row r.
+  const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
+  const int s_row = lane / 4, s_col = n_warp + (lane % 4) * 8;
+  const bool s_copier = s_row < scale_rows;
+  const bool s_ok = s_col < p.n;
+  // Activations: rows * kBlockK / 8 units of 16 bytes per k block, lane l takes units l, l + 32,
+  // ... (row u / units_per_row, unit u % units_per_row), stored at unit (u ^ row) % 8 + ... .
+  constexpr int kUnitsPerRow = BK / 8;
+  T const* a_ptr = static_cast<T const*>(p.a);
+
+  auto load_weights = [&](int i) {  // weights, scales, zeros of split-local k block i
+    if (i >= n_kb) return;
+    const int kb = kb_begin + i;
+    char* st = wsmem + (i % S) * stage_bytes;
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) {
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
+          w_src[b][int64_t(i) * kLanes], reinterpret_cast<uint128_t*>(st)[b * kLanes + lane],
+          w_ok[b], policy);
+    }
+    if (s_copier) {
+      const int grp = groups.per_channel ? 0 : min(groups.of(kb * BK) + s_row, groups.last);
+      const int64_t at = int64_t(grp) * p.n + (s_ok ? s_col : 0);
+      uint128_t* dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + lane;
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at), dst[0],
+                                            s_ok);
+      if (!symmetric) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
+                                              dst[Cfg::kScaleBytes / 16], s_ok);
+      }
+    }
+  };
+  auto load_activations = [&](int i) {  // written by an earlier kernel: after the dependency wait
+    if (i >= n_kb) return;
+    const int kb = kb_begin + i;
+    char* st = wsmem + (i % S) * stage_bytes + Cfg::kAOffset;
+    for (int u = lane; u < rows * kUnitsPerRow; u += kLanes) {
+      const int r = u / kUnitsPerRow, c = u % kUnitsPerRow;
+      const int k = kb * BK + c * 8;
+      const bool ok = k < p.k;  // columns past K read as zeros
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+          *reinterpret_cast<uint128_t const*>(a_ptr + int64_t(m0 + r) * p.lda + (ok ? k : 0)),
+          reinterpret_cast<uint128_t*>(st + r * Cfg::kARowBytes)[c ^ (r % 8)], ok);
+    }
+  };
+
+  // ---- prologue: the first stages' weights go out before waiting for the previous kernel
+  // (programmatic dependent launch on sm_90); group s then holds stage s's activations, group 0
+  // also all the prologue's weights.
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S - 1; ++s) load_weights(s);
+  grid_dependency_wait();  // also orders this kernel's output writes after the previous kernel
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S - 1; ++s) {
+    load_activations(s);
+    cp_async_fence();
+  }
+
+  // acc / part: (row tile, token tile, c0..c3): rows g (c0, c1) and g + 8 (c2, c3) of the row
+  // tile, tokens 2t (c0, c2) and 2t + 1 (c1, c3) of the token tile.
+  float acc[RT][TT][4], part[RT][TT][4];
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int tt = 0; tt < TT; ++tt) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < 4; ++v) acc[r][tt][v] = 0.f;
+    }
+  }
+  ZeroConstants<typename D::T2> zc[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
+  // ldmatrix.x4 of 8 token rows x 32 k (pair pr = k16 steps 2 pr, 2 pr + 1): lane l addresses row
+  // r = l % 8 of matrix q = l / 8, unit 4 pr + q, stored at unit (4 pr + q) ^ r = (4 pr) ^ u with
+  // u = q ^ r < 8: u for even pr, u ^ 4 for odd, + 8 units (128 bytes) for pr >= 2. Rows past M
+  // read the zero row instead (any offset within it).
+  const int lr = lane % 8, u = (lane / 8) ^ lr;
+  int a_off[TT][2];  // per token tile and pr % 2, from the stage's activation base; -1: zero row
+  CG_PRAGMA_UNROLL
+  for (int tt = 0; tt < TT; ++tt) {
+    const int row = 8 * tt + lr;
+    a_off[tt][0] = row < rows ? row * Cfg::kARowBytes + u * 16 : -1;
+    a_off[tt][1] = row < rows ? row * Cfg::kARowBytes + (u ^ 4) * 16 : -1;
+  }
+  const float zero[4] = {0.f, 0.f, 0.f, 0.f};
+
+  CG_PRAGMA_NO_UNROLL
+  for (int i = 0; i < n_kb; ++i) {
+    cp_async_wait<S - 2>();
+    __syncwarp();  // every lane's copies of block i landed; every lane is done with block i - 1
+    const int stage = i % S;
+    load_weights(i + S - 1);
+    load_activations(i + S - 1);
+    cp_async_fence();
+
+    char const* st = wsmem + stage * stage_bytes;
+    uint4 w[NB];
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[b * kLanes + lane];
+    T const* s_base = reinterpret_cast<T const*>(st + Cfg::kWeightBytes) + g;
+    char const* a_base[TT][2];
+    CG_PRAGMA_UNROLL
+    for (int tt = 0; tt < TT; ++tt) {
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h)
+        a_base[tt][h] = a_off[tt][h] < 0 ? smem : st + Cfg::kAOffset + a_off[tt][h];
+    }
+
+    CG_PRAGMA_UNROLL
+    for (int c = 0; c < Cfg::kChunks; ++c) {
+      const int grow = Cfg::kFineGroups ? (32 * c) >> groups.shift : 0;
+      if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
+        CG_PRAGMA_UNROLL
+        for (int b = 0; b < NB; ++b) {
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(
+              s_base[Cfg::kScaleBytes / 2 + grow * Cfg::kWarpN + 8 * b]));
+        }
+      }
+      CG_PRAGMA_UNROLL
+      for (int pr = c * Cfg::kStepsPerChunk / 2; pr < (c + 1) * Cfg::kStepsPerChunk / 2; ++pr) {
+        uint32_t bf[TT][4];
+        CG_PRAGMA_UNROLL
+        for (int tt = 0; tt < TT; ++tt) {
+          SM75_U32x4_LDSM_N::copy(
+              *reinterpret_cast<uint128_t const*>(a_base[tt][pr % 2] + (pr / 2) * 128), bf[tt][0],
+              bf[tt][1], bf[tt][2], bf[tt][3]);
+        }
+        // A fragments of the pair's two k16 steps for each row tile: (r0 of block 2p, r0 of 2p + 1,
+        // r1 of 2p, r1 of 2p + 1).
+        uint32_t af[RT][2][4];
+        CG_PRAGMA_UNROLL
+        for (int r = 0; r < RT; ++r) {
+          if constexpr (Cfg::kBits == 4) {
+            auto word = [&](uint4 const& v) {
+              return pr == 0 ? v.x : pr == 1 ? v.y : pr == 2 ? v.z : v.w;
+            };
+            uint32_t lo[4], hi[4];
+            D::int4(word(w[2 * r]), zc[2 * r], lo);
+            D::int4(word(w[2 * r + 1]), zc[2 * r + 1], hi);
+            CG_PRAGMA_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              af[r][h][0] = lo[2 * h];
+              af[r][h][1] = hi[2 * h];
+              af[r][h][2] = lo[2 * h + 1];
+              af[r][h][3] = hi[2 * h + 1];
+            }
+          } else {
+            CG_PRAGMA_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              const int wi = 2 * pr + h;
+              auto word = [&](uint4 const& v) {
+                return wi == 0 ? v.x : wi == 1 ? v.y : wi == 2 ? v.z : v.w;
+              };
+              uint32_t lo[2], hi[2];
+              D::int8(word(w[2 * r]), zc[2 * r], lo);
+              D::int8(word(w[2 * r + 1]), zc[2 * r + 1], hi);
+              af[r][h][0] = lo[0];
+              af[r][h][1] = hi[0];
+              af[r][h][2] = lo[1];
+              af[r][h][3] = hi[1];
+            }
+          }
+        }
+        const bool first = pr == c * Cfg::kStepsPerChunk / 2;
+        CG_PRAGMA_UNROLL
+        for (int r = 0; r < RT; ++r) {
+          CG_PRAGMA_UNROLL
+          for (int tt = 0; tt < TT; ++tt) {
+            if (first) {
+              mma_16816<T>(part[r][tt], af[r][0], bf[tt][0], bf[tt][1], zero);
+            } else {
+              mma_16816<T>(part[r][tt], af[r][0], bf[tt][0], bf[tt][1], part[r][tt]);
+            }
+            mma_16816<T>(part[r][tt], af[r][1], bf[tt][2], bf[tt][3], part[r][tt]);
+          }
+        }
+      }
+      // acc += scale * part: rows g (c0, c1) and g + 8 (c2, c3) of row tile r are the warp's
+      // columns 16 r + g (+ 8).
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < RT; ++r) {
+        const float s_lo = HalfTraits<T>::to_float(s_base[grow * Cfg::kWarpN + 16 * r]);
+        const float s_hi = HalfTraits<T>::to_float(s_base[grow * Cfg::kWarpN + 16 * r + 8]);
+        CG_PRAGMA_UNROLL
+        for (int tt = 0; tt < TT; ++tt) {
+          acc[r][tt][0] = fmaf(s_lo, part[r][tt][0], acc[r][tt][0]);
+          acc[r][tt][1] = fmaf(s_lo, part[r][tt][1], acc[r][tt][1]);
+          acc[r][tt][2] = fmaf(s_hi, part[r][tt][2], acc[r][tt][2]);
+          acc[r][tt][3] = fmaf(s_hi, part[r][tt][3], acc[r][tt][3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  grid_launch_dependents();  // the next kernel may start streaming its weights
+
+  // ---- epilogue: value v of (r, tt) is column n_warp + 16 r + g + 8 (v / 2), token
+  // m0 + 8 tt + 2 t + v % 2.
+  float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int tt = 0; tt < TT; ++tt) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        const int col = n_warp + 16 * r + g + 8 * (v / 2);
+        const int row = m0 + 8 * tt + 2 * t + v % 2;
+        if (col >= p.n || row >= p.m) continue;
+        if (to_workspace) {
+          ws[int64_t(row) * p.n + col] = acc[r][tt][v];
+        } else {
+          store_out_one<T>(p, row, col, acc[r][tt][v]);
+        }
+      }
+    }
+  }
+}
+
+// Shared memory of a launch: per warp kStages stages of `rows` activation rows (M rows, at most
+// kTileM), plus the zero row. Above 48 KB the kernel's dynamic limit is raised (once).
+template <class Cfg>
+cudaError_t prepare_mixed_decode(int rows, int& smem) {
+  smem = Cfg::smem_bytes(rows);
+  static const cudaError_t e =
+      cudaFuncSetAttribute(mixed_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Cfg::smem_bytes(Cfg::kTileM));
+  return e;
+}
+
+// CTAs resident per SM for M rows (the occupancy calculator, cached per row count): the
+// dispatcher sizes split-K to one full wave of them. 1 when it cannot tell.
+template <class Cfg>
+int mixed_decode_ctas_per_sm(int m) {
+  static std::atomic<int> cache[Cfg::kTileM + 1] = {};
+  const int rows = m < Cfg::kTileM ? (m < 1 ? 1 : m) : Cfg::kTileM;
+  int ctas = cache[rows].load(std::memory_order_relaxed);
+  if (ctas > 0) return ctas;
+  int smem = 0;
+  if (prepare_mixed_decode<Cfg>(rows, smem) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, mixed_decode_kernel<Cfg>, Cfg::kThreads,
+                                                    smem) != cudaSuccess ||
+      ctas < 1) {
+    cudaGetLastError();  // clear the error this query may have left
+    ctas = 1;
+  }
+  cache[rows].store(ctas, std::memory_order_relaxed);
+  return ctas;
+}
+
+// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
+template <class Cfg>
+cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, cudaStream_t stream) {
+  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+  const int per_split = (k_blocks + splits - 1) / splits;
+  int smem = 0;
+  const cudaError_t prepared = prepare_mixed_decode<Cfg>(p.m < Cfg::kTileM ? p.m : Cfg::kTileM, smem);
+  if (prepared != cudaSuccess) return prepared;
+  // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
+  const bool pdl = current_cc_major() >= 9;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim =
+      dim3((p.n + Cfg::kTileN - 1) / Cfg::kTileN, (p.m + Cfg::kTileM - 1) / Cfg::kTileM, splits);
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = pdl ? 1 : 0;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&config, mixed_decode_kernel<Cfg>, p, per_split, splits > 1);
+  if (e != cudaSuccess || splits == 1) return e;
+  return launch_split_k_reduce<typename Cfg::Element>(p, splits, pdl, stream);
+}
+
+}  // namespace mixed
+}  // namespace cute_gemm
