@@ -74,7 +74,8 @@ def sweep_m():
 
 
 # The M values of --kernels; CUTE_GEMM_KERNEL_MS (space-separated) narrows them for quick runs.
-KERNEL_MS = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 8 16 32 64 128 256 512").split()]
+KERNEL_MS = [int(x) for x in
+             os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 8 16 32 64 128 256 512").split()]
 
 
 def sweep_kernels():

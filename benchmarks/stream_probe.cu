@@ -246,7 +246,8 @@ int main() {
       auto prob = [&](int c) { return Problem{bufs[c], k_blocks, per, sink}; };
       if (ctas == 4) {
         const int smem4 = 4 * 16 * 512;
-        CHECK(cudaFuncSetAttribute(k_cpasync<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
+        CHECK(cudaFuncSetAttribute(k_cpasync<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   smem4));
         report("cpasync_s4", ctas, time_us([&](int c) {
                  k_cpasync<4><<<grid, 128, smem4>>>(prob(c));
                }, copies));

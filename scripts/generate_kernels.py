@@ -187,9 +187,11 @@ def main_mixed():
                 bits, 8 * tt, "true" if fine else "false",
                 "true" if dtype == "bf16" else "false", n, n))
     write_instances_header(
-        os.path.join(MIXED_OUT, "mixed_decode_instances.hpp"), "kernels/mixed/mixed_gemm_launch.hpp",
+        os.path.join(MIXED_OUT, "mixed_decode_instances.hpp"),
+        "kernels/mixed/mixed_gemm_launch.hpp",
         decls,
-        "// Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group granularity.\n"
+        "// Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group\n"
+        "// granularity.\n"
         "struct MixedDecodeInstance {\n  int bits, tile_m;\n  bool fine_groups, bf16;\n"
         "  cudaError_t (*launch)(MixedGemmParams const&, int, cudaStream_t);\n"
         "  int (*ctas_per_sm)(int m);  // resident CTAs per SM at M rows (cached)\n"

@@ -11,8 +11,9 @@
 //
 //   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16)
 //                                           what a launch runs now: a dict of kernel ("mma",
-//                                           "wgmma" or "decode"), tile_m, m_tiles, fine_groups, exact_scales,
-//                                           splits, reduce (0 none, 1 workspace, 2 cluster)
+//                                           "wgmma" or "decode"), tile_m, m_tiles,
+//                                           fine_groups, exact_scales, splits, reduce (0 none,
+//                                           1 workspace, 2 cluster)
 //   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
 //                                           2 decode (M <= 8), -1 the default; returns the
 //                                           previous setting
@@ -211,7 +212,8 @@ void bind_gemm(py::module_& m) {
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16") = false,
         "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
-        "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, splits and "
+        "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, "
+        "splits and "
         "reduce (0 none, 1 workspace + second kernel, 2 cluster).");
   m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
         "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "

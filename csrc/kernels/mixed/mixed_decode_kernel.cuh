@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       const int grp = groups.per_channel ? 0 : min(groups.of(kb * BK) + s_row, groups.last);
       const int64_t at = int64_t(grp) * p.n + (s_ok ? s_col : 0);
       uint128_t* dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + lane;
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at), dst[0],
-                                            s_ok);
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
+                                            dst[0], s_ok);
       if (!symmetric) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
                                               dst[Cfg::kScaleBytes / 16], s_ok);
@@ -387,7 +387,8 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, cudaStream
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   const int per_split = (k_blocks + splits - 1) / splits;
   int smem = 0;
-  const cudaError_t prepared = prepare_mixed_decode<Cfg>(p.m < Cfg::kTileM ? p.m : Cfg::kTileM, smem);
+  const int rows = p.m < Cfg::kTileM ? p.m : Cfg::kTileM;
+  const cudaError_t prepared = prepare_mixed_decode<Cfg>(rows, smem);
   if (prepared != cudaSuccess) return prepared;
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   const bool pdl = current_cc_major() >= 9;

@@ -1,6 +1,7 @@
 // Chooses the kernel (the decode kernel for INT4 at M = 1; up to M = 16 mma.sync; above, wgmma on
-// sm_90 when the build has sm_90a code, mma.sync otherwise), its instance (M tile, group granularity), the split-K factor and how the splits are added, and
-// launches. The kernels are instantiated one configuration per translation unit under generated/.
+// sm_90 when the build has sm_90a code, mma.sync otherwise), its instance (M tile, group
+// granularity), the split-K factor and how the splits are added, and launches. The kernels are
+// instantiated one configuration per translation unit under generated/.
 
 #include <atomic>
 

@@ -22,7 +22,8 @@ int mixed_decode_bf16_int8_m8_ctas_per_sm(int m);
 cudaError_t mixed_decode_bf16_int8_m8_fine(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_decode_bf16_int8_m8_fine_ctas_per_sm(int m);
 
-// Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group granularity.
+// Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group
+// granularity.
 struct MixedDecodeInstance {
   int bits, tile_m;
   bool fine_groups, bf16;
