@@ -384,29 +384,14 @@ int mixed_decode_ctas_per_sm(int m) {
 // splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
 template <class Cfg>
 cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, cudaStream_t stream) {
-  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
-  const int per_split = (k_blocks + splits - 1) / splits;
   int smem = 0;
   const int rows = p.m < Cfg::kTileM ? p.m : Cfg::kTileM;
   const cudaError_t prepared = prepare_mixed_decode<Cfg>(rows, smem);
   if (prepared != cudaSuccess) return prepared;
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
-  const bool pdl = current_cc_major() >= 9;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim =
-      dim3((p.n + Cfg::kTileN - 1) / Cfg::kTileN, (p.m + Cfg::kTileM - 1) / Cfg::kTileM, splits);
-  config.blockDim = dim3(Cfg::kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&config, mixed_decode_kernel<Cfg>, p, per_split, splits > 1);
-  if (e != cudaSuccess || splits == 1) return e;
-  return launch_split_k_reduce<typename Cfg::Element>(p, splits, pdl, stream);
+  return launch_split_k<typename Cfg::Element>(mixed_decode_kernel<Cfg>, p, Cfg::kTileM,
+                                               Cfg::kTileN, Cfg::kThreads, smem, splits,
+                                               current_cc_major() >= 9, stream);
 }
 
 }  // namespace mixed

@@ -1,7 +1,7 @@
 #pragma once
-// The output side of the mixed-input GEMM kernels (mixed_gemm_kernel.cuh, mixed_wgmma_kernel.cuh):
-// rounding with the bias, and the split-K reduction kernel that adds the splits' fp32 partial
-// sums in split order (deterministic).
+// The output side of the mixed-input GEMM kernels (mixed_gemm_kernel.cuh, mixed_wgmma_kernel.cuh,
+// mixed_decode_kernel.cuh): rounding with the bias, the split-K reduction kernel that adds the
+// splits' fp32 partial sums in split order (deterministic), and the launch of a kernel with it.
 
 #include <cuda_runtime.h>
 
@@ -10,6 +10,7 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
@@ -96,6 +97,31 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, split_k_reduce_kernel<T>, p, splits);
+}
+
+// Launches kernel(p, per_split, splits > 1) on a (ceil(N / tile_n), ceil(M / tile_m), splits) grid
+// (a programmatic dependent of the previous kernel in the stream when pdl, i.e. on sm_90), then,
+// with split-K, split_k_reduce_kernel. The kernel writes `out` itself when splits == 1 and the
+// fp32 partial sums to p.workspace otherwise.
+template <class T>
+cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool), MixedGemmParams const& p,
+                           int tile_m, int tile_n, int threads, int smem, int splits, bool pdl,
+                           cudaStream_t stream) {
+  const int k_blocks = (p.k + block_k(p.bits) - 1) / block_k(p.bits);
+  const int per_split = (k_blocks + splits - 1) / splits;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3((p.n + tile_n - 1) / tile_n, (p.m + tile_m - 1) / tile_m, splits);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = pdl ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, splits > 1);
+  if (e != cudaSuccess || splits == 1) return e;
+  return launch_split_k_reduce<T>(p, splits, pdl, stream);
 }
 
 }  // namespace mixed

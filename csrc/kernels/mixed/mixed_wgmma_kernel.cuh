@@ -464,25 +464,11 @@ int mixed_wgmma_ctas_per_sm() {
 // splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
 template <class Cfg>
 cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
-  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
-  const int per_split = (k_blocks + splits - 1) / splits;
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim =
-      dim3((p.n + Cfg::kTileN - 1) / Cfg::kTileN, (p.m + Cfg::kTileM - 1) / Cfg::kTileM, splits);
-  config.blockDim = dim3(Cfg::kThreads);
-  config.dynamicSmemBytes = Cfg::kSmemBytes;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&config, mixed_wgmma_kernel<Cfg>, p, per_split, splits > 1);
-  if (e != cudaSuccess || splits == 1) return e;
-  return launch_split_k_reduce<typename Cfg::Element>(p, splits, true, stream);
+  return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
+                                               Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes, splits,
+                                               true, stream);
 }
 
 }  // namespace mixed
