@@ -98,6 +98,22 @@ def mixed_warps(mt):
     return 4 if mt == 1 else 8
 
 
+def write_split_k_instance(n, cfg, kernel, ctas_param):
+    """The TU of one wgmma or decode instance (mixed_{kernel}_kernel.cuh): its launcher and its
+    resident-CTA query (taking `ctas_param`); returns their declarations."""
+    arg = ctas_param.split()[-1] if ctas_param else ""
+    write_tu(MIXED_OUT, n, [f"kernels/mixed/mixed_{kernel}_kernel.cuh",
+                            f"kernels/mixed/generated/mixed_{kernel}_instances.hpp"],
+             f"using {n}_config = {cfg};\n\n"
+             f"cudaError_t {n}(MixedGemmParams const& p, int splits, cudaStream_t stream) {{\n"
+             f"  return mixed::launch_mixed_{kernel}<{n}_config>(p, splits, stream);\n"
+             "}\n\n"
+             f"int {n}_ctas_per_sm({ctas_param}) {{\n"
+             f"  return mixed::mixed_{kernel}_ctas_per_sm<{n}_config>({arg});\n}}\n")
+    return [f"cudaError_t {n}(MixedGemmParams const& p, int splits, cudaStream_t stream);",
+            f"int {n}_ctas_per_sm({ctas_param});"]
+
+
 def main_mixed():
     os.makedirs(MIXED_OUT, exist_ok=True)
     for f in os.listdir(MIXED_OUT):
@@ -139,18 +155,7 @@ def main_mixed():
             n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}"
             cfg = (f"mixed::MixedWgmmaConfig<{ctype}, {bits}, {tm}, {rt}, "
                    f"{'true' if exact else 'false'}>")
-            write_tu(MIXED_OUT, n, ["kernels/mixed/mixed_wgmma_kernel.cuh",
-                                    "kernels/mixed/generated/mixed_wgmma_instances.hpp"],
-                     f"using {n}_config = {cfg};\n\n"
-                     f"cudaError_t {n}(MixedGemmParams const& p, int splits, "
-                     "cudaStream_t stream) {\n"
-                     f"  return mixed::launch_mixed_wgmma<{n}_config>(p, splits, stream);\n"
-                     "}\n\n"
-                     f"int {n}_ctas_per_sm() {{\n"
-                     f"  return mixed::mixed_wgmma_ctas_per_sm<{n}_config>();\n}}\n")
-            decls.append(f"cudaError_t {n}(MixedGemmParams const& p, int splits, "
-                         "cudaStream_t stream);")
-            decls.append(f"int {n}_ctas_per_sm();")
+            decls += write_split_k_instance(n, cfg, "wgmma", "")
             rows.append("    {%d, %d, %d, %s, %s, %s, %s_ctas_per_sm}" % (
                 bits, tm, 64 * rt, "true" if exact else "false",
                 "true" if dtype == "bf16" else "false", n, n))
@@ -171,18 +176,7 @@ def main_mixed():
         for bits, tt, fine in MIXED_DECODE_CONFIGS:
             n = f"mixed_decode_{dtype}_int{bits}_m{8 * tt}" + ("_fine" if fine else "")
             cfg = f"mixed::MixedDecodeConfig<{ctype}, {bits}, {tt}, {'true' if fine else 'false'}>"
-            write_tu(MIXED_OUT, n, ["kernels/mixed/mixed_decode_kernel.cuh",
-                                    "kernels/mixed/generated/mixed_decode_instances.hpp"],
-                     f"using {n}_config = {cfg};\n\n"
-                     f"cudaError_t {n}(MixedGemmParams const& p, int splits, "
-                     "cudaStream_t stream) {\n"
-                     f"  return mixed::launch_mixed_decode<{n}_config>(p, splits, stream);\n"
-                     "}\n\n"
-                     f"int {n}_ctas_per_sm(int m) {{\n"
-                     f"  return mixed::mixed_decode_ctas_per_sm<{n}_config>(m);\n}}\n")
-            decls.append(f"cudaError_t {n}(MixedGemmParams const& p, int splits, "
-                         "cudaStream_t stream);")
-            decls.append(f"int {n}_ctas_per_sm(int m);")
+            decls += write_split_k_instance(n, cfg, "decode", "int m")
             rows.append("    {%d, %d, %s, %s, %s, %s_ctas_per_sm}" % (
                 bits, 8 * tt, "true" if fine else "false",
                 "true" if dtype == "bf16" else "false", n, n))

@@ -55,7 +55,6 @@ struct MixedDecodeConfig {
   static constexpr int kTileM = 8 * TokenTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8)
   static constexpr int kKSteps = kBlockK / 16;
-  static constexpr int kPairs = kKSteps / 2;  // one ldmatrix.x4 feeds 2 k16 steps
   // 5 stages and 4 CTAs per SM (<= 128 registers). Measured on the H200 at M = 1 against 4 stages
   // and 5 CTAs (<= 96 registers, a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096 12.7 vs
   // 14.2, 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5.
@@ -370,11 +369,10 @@ int mixed_decode_ctas_per_sm(int m) {
   int ctas = cache[rows].load(std::memory_order_relaxed);
   if (ctas > 0) return ctas;
   int smem = 0;
-  if (prepare_mixed_decode<Cfg>(rows, smem) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, mixed_decode_kernel<Cfg>, Cfg::kThreads,
-                                                    smem) != cudaSuccess ||
-      ctas < 1) {
-    cudaGetLastError();  // clear the error this query may have left
+  if (prepare_mixed_decode<Cfg>(rows, smem) == cudaSuccess) {
+    ctas = resident_ctas_per_sm(mixed_decode_kernel<Cfg>, Cfg::kThreads, smem);
+  } else {
+    cudaGetLastError();  // clear the error
     ctas = 1;
   }
   cache[rows].store(ctas, std::memory_order_relaxed);

@@ -99,6 +99,20 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
   return cudaLaunchKernelEx(&config, split_k_reduce_kernel<T>, p, splits);
 }
 
+// CTAs of `kernel` resident per SM at `threads` threads and `smem` bytes of dynamic shared memory
+// (the occupancy calculator; the caller has raised the kernel's shared memory limit). 1 when it
+// cannot tell, e.g. without a device.
+template <class Kernel>
+int resident_ctas_per_sm(Kernel kernel, int threads, int smem) {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess ||
+      n < 1) {
+    cudaGetLastError();  // clear the error this query may have left
+    return 1;
+  }
+  return n;
+}
+
 // Launches kernel(p, per_split, splits > 1) on a (ceil(N / tile_n), ceil(M / tile_m), splits) grid
 // (a programmatic dependent of the previous kernel in the stream when pdl, i.e. on sm_90), then,
 // with split-K, split_k_reduce_kernel. The kernel writes `out` itself when splits == 1 and the

@@ -448,15 +448,11 @@ cudaError_t prepare_mixed_wgmma() {
 template <class Cfg>
 int mixed_wgmma_ctas_per_sm() {
   static const int ctas = [] {
-    int n = 0;
-    if (prepare_mixed_wgmma<Cfg>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mixed_wgmma_kernel<Cfg>, Cfg::kThreads,
-                                                      Cfg::kSmemBytes) != cudaSuccess ||
-        n < 1) {
-      cudaGetLastError();  // clear the error this query may have left
+    if (prepare_mixed_wgmma<Cfg>() != cudaSuccess) {
+      cudaGetLastError();  // clear the error
       return 1;
     }
-    return n;
+    return resident_ctas_per_sm(mixed_wgmma_kernel<Cfg>, Cfg::kThreads, Cfg::kSmemBytes);
   }();
   return ctas;
 }
