@@ -76,6 +76,8 @@ def sweep_m():
 # The M values of --kernels; CUTE_GEMM_KERNEL_MS (space-separated) narrows them for quick runs.
 KERNEL_MS = [int(x) for x in
              os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 8 16 32 64 128 256 512").split()]
+# The activation dtype of --kernels (CUTE_GEMM_PROBE_DTYPE=bfloat16 for bf16).
+KERNEL_DTYPE = getattr(torch, os.environ.get("CUTE_GEMM_PROBE_DTYPE", "float16"))
 
 
 def sweep_kernels():
@@ -88,11 +90,11 @@ def sweep_kernels():
           "err4 err8")
     for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
         copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
-        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        ws = [torch.randn(n, k, device="cuda", dtype=KERNEL_DTYPE) * 0.02 for _ in range(copies)]
         q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
         q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
         for m in KERNEL_MS:
-            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            a = torch.randn(m, k, device="cuda", dtype=KERNEL_DTYPE)
             t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
             row, errs = [], []
             for qs in (q4, q8):

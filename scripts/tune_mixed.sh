@@ -29,7 +29,8 @@ NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
 [ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
 [ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
 # CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_KERNEL: mma, wgmma or decode
-# (default: the dispatcher's choice). The fused kernel runs at every M (no dense path).
+# (default: the dispatcher's choice); CUTE_GEMM_NCU_EXTRA: more ncu arguments (e.g. --metrics).
+# The fused kernel runs at every M (no dense path).
 for m in ${CUTE_GEMM_NCU_MS:-1 16}; do
   cat >/tmp/cute_gemm_tune.py <<PY
 import torch, cute_gemm
@@ -45,11 +46,11 @@ PY
   timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|decode)_kernel" -s 2 -c 1 \
     --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
-    --section ComputeWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis ${CUTE_GEMM_NCU_EXTRA:-} \
     python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_m$m.txt" 2>&1
   echo "== ncu M=$m"
   grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Achieved Occupancy|\
 Theoretical Occupancy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|\
-Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX Hit|L2 Hit" \
-    "$OUTDIR/ncu_m$m.txt" | head -60
+Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX Hit|L2 Hit|stalled" \
+    "$OUTDIR/ncu_m$m.txt" | head -90
 done

@@ -424,10 +424,11 @@ def test_mixed_kernel_override_round_trip_and_errors():
         want = "wgmma" if cute_gemm._C._mixed_wgmma_usable() else "mma"
         assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == want
     assert cute_gemm._C._mixed_set_kernel(-1) == -1
-    # The default, on every device: the decode kernel for INT4 at M = 1, mma.sync up to M = 16.
+    # The default, on every device: the decode kernel up to M = 4, mma.sync up to M = 16.
     assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "decode"
-    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 8, 128)["kernel"] == "mma"
-    assert cute_gemm._C._mixed_plan(2, 4096, 4096, 4, 128)["kernel"] == "mma"
+    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 8, 128)["kernel"] == "decode"
+    assert cute_gemm._C._mixed_plan(4, 4096, 4096, 4, 128)["kernel"] == "decode"
+    assert cute_gemm._C._mixed_plan(5, 4096, 4096, 4, 128)["kernel"] == "mma"
     with cute_gemm.ops._forced_mixed_kernel("decode"):
         assert cute_gemm._C._mixed_set_kernel(2) == 2
         # The decode kernel takes M <= 8 only; above, the default kernel runs.

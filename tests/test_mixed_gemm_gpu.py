@@ -375,13 +375,14 @@ def test_split_reductions_agree(m, n, k, bits, group, splits):
 
 def test_default_plan_on_this_device():
     # The heuristic: one full wave of CTAs at decode sizes, splits added through the workspace
-    # (the cluster reduction only on request); the decode kernel for INT4 at M = 1, mma.sync up to
+    # (the cluster reduction only on request); the decode kernel up to M = 4, mma.sync up to
     # M = 16, then the wgmma kernel on Hopper builds and devices.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    plan = cute_gemm._C._mixed_plan(1, 8192, 8192, 4, 128)
-    assert plan["reduce"] == 1 and plan["exact_scales"] and plan["splits"] >= 2
-    assert (plan["kernel"], plan["tile_m"], plan["fine_groups"]) == ("decode", 8, False)
-    for m, bits in ((2, 4), (16, 4), (1, 8)):
+    for m, bits in ((1, 4), (4, 4), (1, 8)):
+        plan = cute_gemm._C._mixed_plan(m, 8192, 8192, bits, 128)
+        assert plan["reduce"] == 1 and plan["exact_scales"] and plan["splits"] >= 2
+        assert (plan["kernel"], plan["tile_m"], plan["fine_groups"]) == ("decode", 8, False)
+    for m, bits in ((5, 4), (16, 4), (5, 8)):
         plan = cute_gemm._C._mixed_plan(m, 8192, 8192, bits, 128)
         assert plan["reduce"] == 1 and plan["exact_scales"]
         assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
@@ -439,6 +440,29 @@ def test_decode_kernel_forced_splits(m, splits):
         out = cute_gemm.mixed_gemm(a, qw)
         assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
     assert_accurate(out, _reference(a, qw, None), torch.float16, k)
+
+
+@pytest.mark.parametrize("kernel", ["decode", "mma"])
+@pytest.mark.parametrize("bits,symmetric,dtype", [(4, True, torch.float16),
+                                                  (4, False, torch.float16),
+                                                  (4, True, torch.bfloat16),
+                                                  (4, False, torch.bfloat16),
+                                                  (8, True, torch.float16),
+                                                  (8, False, torch.float16)])
+def test_same_sign_activations(kernel, bits, symmetric, dtype):
+    # The decode kernel keeps the weights' magic offset (128 + q in bf16 INT4, 1024 + q in fp16
+    # INT8) through the mma and subtracts (off + z) * sum(a) afterwards (dequant.cuh), so its fp32
+    # sums cancel off * sum(a). Activations of one sign make sum(a) as large as it gets: the result
+    # must still be as accurate as the exact path's (fp16 INT4, the mma.sync kernel). Large K, so
+    # the rounding of many groups adds up.
+    n, k = 264, 8192
+    qw = _qweight(n, k, bits, 128 if bits == 4 else -1, symmetric, dtype, seed=41)
+    for m in (1, 3, 8):
+        a = (1.0 + 0.25 * _randn(m, k, dtype=torch.float32, seed=42 + m)).to(dtype)
+        with cute_gemm.ops._forced_mixed_kernel(kernel):
+            assert _plan(m, qw)["kernel"] == kernel
+            out = cute_gemm.mixed_gemm(a, qw)
+        assert_accurate(out, _reference(a, qw, None), dtype, k)
 
 
 def test_kernel_override_round_trip():

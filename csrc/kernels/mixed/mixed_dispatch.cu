@@ -26,13 +26,15 @@ int non_empty_splits(int splits, int k_blocks);
 
 constexpr int kDecodeMaxM = 8;   // the decode kernel's largest M (one 8-row token tile)
 constexpr int kMmaSyncMaxM = 16;  // the default kernel up to here is mma.sync, wgmma above
-// The decode kernel is the default for INT4 up to this M. Measured on the H200 (probe_mixed.py
-// --kernels, INT4 g128, us, decode vs mma.sync): M=1 4096^2 5.9 vs 6.5, 4096x28672 22.1 vs 23.4,
-// 14336x4096 12.7 vs 13.3, 8192^2 13.9 vs 14.6, 28672x8192 35.7 vs 38.0; M=4 within 5% either
-// way (4096x28672 25.0 vs 23.7, 8192^2 14.2 vs 14.7); M=8 slower (28672x8192 48.0 vs 39.5: each
-// warp copies its own activation rows). INT8 within 10% either way at M=1 (4096^2 7.9 vs 7.3,
-// 14336x4096 17.0 vs 19.3): mma.sync stays.
-constexpr int kDecodeDefaultMaxM = 1;
+// The decode kernel is the default up to this M. Measured on the H200 (probe_mixed.py --kernels,
+// g128 INT4 / per-channel INT8, fp16, us, decode vs mma.sync):
+//   INT4 M=1: 4096^2 5.7 vs 6.5, 4096x28672 20.3 vs 23.4, 14336x4096 11.9 vs 13.5, 8192^2 13.4 vs
+//   14.6, 28672x8192 34.4 vs 38.7; M=4: 6.4 vs 6.8, 22.3 vs 23.6, 12.2 vs 13.6, 13.1 vs 14.8, 37.3
+//   vs 40.1; M=8 slower on the largest (28672x8192 43.8 vs 41.4: each warp copies its own
+//   activation rows, M * 256 bytes per 2 KB of weights).
+//   INT8 M=1 even on fp16 (4096^2 7.8 vs 7.3, 14336x4096 17.2 vs 19.4, 28672x8192 62.5 vs 61.5);
+//   bf16 INT8, whose exact dequantization goes through fp32, gains: 4096x28672 36.5 vs 45.8.
+constexpr int kDecodeDefaultMaxM = 4;
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
@@ -88,11 +90,11 @@ bool use_wgmma(int m) {
 }
 
 // The decode kernel (mixed_decode_kernel.cuh, any sm_80+ GPU): forced, up to kDecodeMaxM rows; by
-// default for INT4 up to kDecodeDefaultMaxM.
-bool use_decode(int m, int bits) {
+// default up to kDecodeDefaultMaxM.
+bool use_decode(int m) {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
   if (forced == int(MixedKernel::kDecode)) return m <= kDecodeMaxM;
-  return forced == -1 && bits == 4 && m <= kDecodeDefaultMaxM;
+  return forced == -1 && m <= kDecodeDefaultMaxM;
 }
 
 MixedDecodeInstance const* find_decode_instance(int m, int bits, int group_size, int k,
@@ -166,7 +168,7 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
 MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out,
                    MixedWgmmaInstance const** wgmma_out = nullptr,
                    MixedDecodeInstance const** decode_out = nullptr) {
-  if (use_decode(p.m, p.bits)) {
+  if (use_decode(p.m)) {
     MixedDecodeInstance const* d = find_decode_instance(p.m, p.bits, p.group_size, p.k, p.dtype);
     if (d != nullptr) {
       if (decode_out != nullptr) *decode_out = d;

@@ -195,7 +195,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           reinterpret_cast<uint128_t*>(st)[(NB * warp + b) * 32 + lane], true, policy);
     }
     if (scale_copier) {
-      const int64_t at = int64_t(scale_group(kb)) * p.n + scale_col;
+      // 32 x 32 -> 64-bit multiply-add: one IMAD.WIDE.U32 (group and N are non-negative ints).
+      const size_t at = size_t(unsigned(scale_group(kb))) * unsigned(p.n) + unsigned(scale_col);
       uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
                                             s_dst[0], true);
