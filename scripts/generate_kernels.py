@@ -98,20 +98,28 @@ def mixed_warps(mt):
     return 4 if mt == 1 else 8
 
 
-def write_split_k_instance(n, cfg, kernel, ctas_param):
-    """The TU of one wgmma or decode instance (mixed_{kernel}_kernel.cuh): its launcher and its
-    resident-CTA query (taking `ctas_param`); returns their declarations."""
-    arg = ctas_param.split()[-1] if ctas_param else ""
+def write_split_k_instance(n, cfg, kernel, launch_params, queries):
+    """The TU of one wgmma or decode instance (mixed_{kernel}_kernel.cuh): its launcher (taking
+    `launch_params` after p, e.g. "int splits") and its host queries, (name, params) pairs that
+    forward to mixed::mixed_{kernel}_{name}<config>(params' names); returns their declarations."""
+    def names(params):
+        return ", ".join(x.split()[-1] for x in params.split(", ") if x)
+
+    launch = f"cudaError_t {n}(MixedGemmParams const& p, {launch_params}, cudaStream_t stream)"
+    if len(launch) + 2 > 100:  # the column limit, with " {" or ";"
+        launch = launch.replace(", cudaStream_t", ",\n" + " " * (len(n) + 13) + "cudaStream_t")
+    call = f"  return mixed::launch_mixed_{kernel}<{n}_config>(p, {names(launch_params)}, stream);"
+    if len(call) > 100:
+        call = call.replace("(p, ", "(\n      p, ")
+    body = f"using {n}_config = {cfg};\n\n{launch} {{\n{call}\n}}\n"
+    decls = [launch + ";"]
+    for name, params in queries:
+        body += (f"\nint {n}_{name}({params}) {{\n"
+                 f"  return mixed::mixed_{kernel}_{name}<{n}_config>({names(params)});\n}}\n")
+        decls.append(f"int {n}_{name}({params});")
     write_tu(MIXED_OUT, n, [f"kernels/mixed/mixed_{kernel}_kernel.cuh",
-                            f"kernels/mixed/generated/mixed_{kernel}_instances.hpp"],
-             f"using {n}_config = {cfg};\n\n"
-             f"cudaError_t {n}(MixedGemmParams const& p, int splits, cudaStream_t stream) {{\n"
-             f"  return mixed::launch_mixed_{kernel}<{n}_config>(p, splits, stream);\n"
-             "}\n\n"
-             f"int {n}_ctas_per_sm({ctas_param}) {{\n"
-             f"  return mixed::mixed_{kernel}_ctas_per_sm<{n}_config>({arg});\n}}\n")
-    return [f"cudaError_t {n}(MixedGemmParams const& p, int splits, cudaStream_t stream);",
-            f"int {n}_ctas_per_sm({ctas_param});"]
+                            f"kernels/mixed/generated/mixed_{kernel}_instances.hpp"], body)
+    return decls
 
 
 def main_mixed():
@@ -155,7 +163,8 @@ def main_mixed():
             n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}"
             cfg = (f"mixed::MixedWgmmaConfig<{ctype}, {bits}, {tm}, {rt}, "
                    f"{'true' if exact else 'false'}>")
-            decls += write_split_k_instance(n, cfg, "wgmma", "")
+            decls += write_split_k_instance(n, cfg, "wgmma", "int splits",
+                                            [("ctas_per_sm", "")])
             rows.append("    {%d, %d, %d, %s, %s, %s, %s_ctas_per_sm}" % (
                 bits, tm, 64 * rt, "true" if exact else "false",
                 "true" if dtype == "bf16" else "false", n, n))
@@ -176,19 +185,22 @@ def main_mixed():
         for bits, tt, fine in MIXED_DECODE_CONFIGS:
             n = f"mixed_decode_{dtype}_int{bits}_m{8 * tt}" + ("_fine" if fine else "")
             cfg = f"mixed::MixedDecodeConfig<{ctype}, {bits}, {tt}, {'true' if fine else 'false'}>"
-            decls += write_split_k_instance(n, cfg, "decode", "int m")
-            rows.append("    {%d, %d, %s, %s, %s, %s_ctas_per_sm}" % (
+            decls += write_split_k_instance(
+                n, cfg, "decode", "int splits, int warps",
+                [("max_warps", "int m"), ("ctas_per_sm", "int m, int warps")])
+            rows.append("    {%d, %d, %s, %s, %s,\n     %s_max_warps, %s_ctas_per_sm}" % (
                 bits, 8 * tt, "true" if fine else "false",
-                "true" if dtype == "bf16" else "false", n, n))
+                "true" if dtype == "bf16" else "false", n, n, n))
     write_instances_header(
         os.path.join(MIXED_OUT, "mixed_decode_instances.hpp"),
         "kernels/mixed/mixed_gemm_launch.hpp",
         decls,
         "// Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group\n"
-        "// granularity.\n"
+        "// granularity. launch(p, splits, warps per CTA, stream).\n"
         "struct MixedDecodeInstance {\n  int bits, tile_m;\n  bool fine_groups, bf16;\n"
-        "  cudaError_t (*launch)(MixedGemmParams const&, int, cudaStream_t);\n"
-        "  int (*ctas_per_sm)(int m);  // resident CTAs per SM at M rows (cached)\n"
+        "  cudaError_t (*launch)(MixedGemmParams const&, int, int, cudaStream_t);\n"
+        "  int (*max_warps)(int m);  // the most warps per CTA that fit at M rows\n"
+        "  int (*ctas_per_sm)(int m, int warps);  // resident CTAs per SM (cached)\n"
         "};\n\n"
         "inline constexpr MixedDecodeInstance kMixedDecodeInstances[] = {\n" +
         ",\n".join(rows) + "\n};")

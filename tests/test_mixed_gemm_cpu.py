@@ -387,6 +387,7 @@ def test_mixed_plan_instance_choice(m, bits, group, k, mt, fine):
     assert (got["m_tiles"], got["tile_m"], got["fine_groups"]) == (mt, 16 * mt, fine)
     assert got["exact_scales"]
     assert 1 <= got["splits"] <= 64 and got["reduce"] in (0, 1, 2)
+    assert got["warps"] == 0  # only the decode kernel splits a CTA's k range among its warps
 
 
 def test_mixed_split_override_round_trip_and_errors():
@@ -399,9 +400,15 @@ def test_mixed_split_override_round_trip_and_errors():
             assert cute_gemm._C._mixed_get_split() == (3, -1)
         assert cute_gemm._C._mixed_get_split() == (5, 1)
     assert cute_gemm._C._mixed_get_split() == (-1, -1)
-    # 4096 / 128 = 32 k blocks: 40 splits clamp to 32.
+    # 4096 / 128 = 32 k blocks: 40 splits clamp to 32, and then the decode kernel's CTAs have one
+    # warp (one k block each).
     with cute_gemm.ops._forced_mixed_split(40, "workspace"):
-        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["splits"] == 32
+        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+        assert (plan["kernel"], plan["splits"], plan["warps"]) == ("decode", 32, 1)
+    # 5 splits of at most 7 k blocks: at most 7 warps per CTA.
+    with cute_gemm.ops._forced_mixed_split(5):
+        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+        assert plan["splits"] == 5 and 1 <= plan["warps"] <= 7
     for bad in [(0, -1), (65, -1), (-2, -1), (4, 0), (4, 3)]:
         with pytest.raises(ValueError, match="_mixed_set_split: splits must be"):
             cute_gemm._C._mixed_set_split(*bad)

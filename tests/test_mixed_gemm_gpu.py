@@ -378,10 +378,19 @@ def test_default_plan_on_this_device():
     # (the cluster reduction only on request); the decode kernel up to M = 4, mma.sync up to
     # M = 16, then the wgmma kernel on Hopper builds and devices.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for m, bits in ((1, 4), (4, 4), (1, 8)):
-        plan = cute_gemm._C._mixed_plan(m, 8192, 8192, bits, 128)
-        assert plan["reduce"] == 1 and plan["exact_scales"] and plan["splits"] >= 2
+    # Decode: CTAs of 32 columns whose warps split the k range, one wave; a split-K grid (and the
+    # second kernel) only where the warps of a CTA cannot fill the GPU.
+    hopper_132 = sms == 132 and torch.cuda.get_device_capability() == (9, 0)
+    for m, bits, n, warps in ((1, 4, 8192, 8), (4, 4, 8192, 6), (1, 8, 8192, 8),
+                              (1, 4, 4096, 16)):
+        plan = cute_gemm._C._mixed_plan(m, n, 8192 if n == 8192 else 4096, bits, 128)
         assert (plan["kernel"], plan["tile_m"], plan["fine_groups"]) == ("decode", 8, False)
+        assert plan["exact_scales"] and plan["warps"] >= 1
+        assert plan["reduce"] == (0 if plan["splits"] == 1 else 1)
+        if hopper_132:  # H100 / H200: 227 KB of shared memory per SM
+            assert (plan["warps"], plan["splits"]) == (warps, 1)
+    plan = cute_gemm._C._mixed_plan(1, 512, 8192, 4, 128)  # 16 column tiles
+    assert plan["splits"] > 1 and plan["reduce"] == 1
     for m, bits in ((5, 4), (16, 4), (5, 8)):
         plan = cute_gemm._C._mixed_plan(m, 8192, 8192, bits, 128)
         assert plan["reduce"] == 1 and plan["exact_scales"]
@@ -437,6 +446,8 @@ def test_decode_kernel_forced_splits(m, splits):
     with cute_gemm.ops._forced_mixed_kernel("decode"), cute_gemm.ops._forced_mixed_split(splits):
         plan = _plan(m, qw)
         assert plan["kernel"] == "decode" and plan["splits"] == min(splits, 33)
+        # Each warp of a CTA gets a slice of the split's k blocks: never more warps than blocks.
+        assert 1 <= plan["warps"] <= -(-33 // plan["splits"])
         out = cute_gemm.mixed_gemm(a, qw)
         assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
     assert_accurate(out, _reference(a, qw, None), torch.float16, k)

@@ -13,7 +13,7 @@
 //                                           what a launch runs now: a dict of kernel ("mma",
 //                                           "wgmma" or "decode"), tile_m, m_tiles,
 //                                           fine_groups, exact_scales, splits, reduce (0 none,
-//                                           1 workspace, 2 cluster)
+//                                           1 workspace, 2 cluster), warps (decode: per CTA)
 //   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
 //                                           2 decode (M <= 8), -1 the default; returns the
 //                                           previous setting
@@ -138,6 +138,7 @@ py::dict mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
   d["exact_scales"] = plan.exact_scales;
   d["splits"] = plan.splits;
   d["reduce"] = int(plan.reduce);
+  d["warps"] = plan.warps;
   return d;
 #endif
 }
@@ -213,8 +214,8 @@ void bind_gemm(py::module_& m) {
         py::arg("group_size"), py::arg("bf16") = false,
         "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
         "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, "
-        "splits and "
-        "reduce (0 none, 1 workspace + second kernel, 2 cluster).");
+        "splits, reduce (0 none, 1 workspace + second kernel, 2 cluster) and warps (the decode "
+        "kernel's warps per CTA, 0 for the others).");
   m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
         "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "
         "-1 the default "

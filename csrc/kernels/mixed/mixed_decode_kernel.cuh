@@ -5,11 +5,16 @@
 // streams at 4.0-4.5 TB/s with no arithmetic (benchmarks/stream_probe.cu). What costs is each
 // warp's instruction stream per weight byte and the CTA barrier per k block.
 //   - Every warp is an independent pipeline: it copies its own 4 n8 blocks of weights, its
-//     columns' scales (and zeros) and its own copy of the activation rows into its own stages
-//     (cp.async), waits for its own copies (cp.async.wait_group + __syncwarp), and never meets
-//     the other warps of its CTA. A slow warp delays nobody, and the loop has no CTA barrier. The
-//     price is that each warp reads the activations itself (from L2): M * 256 bytes per 2 KB of
-//     weights per k block.
+//     columns' scales (and zeros) and the activation rows into its own stages (cp.async), waits
+//     for its own copies (cp.async.wait_group + __syncwarp), and meets the other warps of its CTA
+//     only once, at the end. A slow warp delays nobody, and the loop has no CTA barrier. The
+//     price is that the activations are read from L2 once per 32 columns: M * 256 bytes per 2 KB
+//     of weights per k block.
+//   - A CTA is 1-16 warps on the same 32 columns, each a slice of the CTA's k range; their sums
+//     meet in shared memory (in warp order) and warp 0 writes the output. Decode needs a K split
+//     to fill the GPU (8192^2 has 256 column tiles for 132 SMs x 16 warps), and this one needs
+//     neither a workspace nor a second kernel; the grid splits K only where 16 warps per column
+//     tile are not enough.
 //   - The transposed product out^T = dequant(W) @ A^T: the weights are the mma's A operand (16
 //     weight rows per m16n8k16), tokens its N of 8. A lane's B fragments of n8 blocks 2p and
 //     2p + 1 (column g of each) are exactly the A fragment of rows g and g + 8 of the 16 rows they
@@ -22,7 +27,7 @@
 //     source address, and they delay the next requests: every address is computed once and
 //     advanced (5-9% faster at M = 1 on the H200).
 //   - The per-group scaling of fp32 sums of a * (q - z), the split-K workspace and its reduction
-//     kernel are the mma.sync kernel's (mixed_epilogue.cuh). The dequantization is exact
+//     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The dequantization is exact
 //     (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the magic offset and subtract
 //     (off + z) * sum(a) per group: one mma per k16 step yields sum(a) for all the warp's columns.
 
@@ -49,21 +54,22 @@ template <class Element_, int Bits, int TokenTiles, bool FineGroups>
 struct MixedDecodeConfig {
   using Element = Element_;
   static constexpr int kBits = Bits;
-  static constexpr int kWarps = 4;
-  static constexpr int kThreads = 32 * kWarps;
+  // A CTA is 1..kMaxWarps warps on the same 32 columns, each with a slice of the CTA's k range
+  // (run-time: the dispatcher picks it so that a wave fills the GPU without a second kernel).
+  static constexpr int kMaxWarps = 16;
+  static constexpr int kMaxThreads = 32 * kMaxWarps;
   static constexpr int kBlocksPerWarp = 4;  // n8 blocks: 2 tiles of 16 weight rows
   static constexpr int kRowTiles = kBlocksPerWarp / 2;
   static constexpr int kWarpN = kBlocksPerWarp * kBlockN;  // 32 output columns per warp
-  static constexpr int kTileN = kWarps * kWarpN;          // 128 per CTA
+  static constexpr int kTileN = kWarpN;                   // and per CTA
   static constexpr int kTokenTiles = TokenTiles;
   static constexpr int kTileM = 8 * TokenTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8)
   static constexpr int kKSteps = kBlockK / 16;
-  // 5 stages and 4 CTAs per SM (<= 128 registers). Measured on the H200 at M = 1 against 4 stages
-  // and 5 CTAs (<= 96 registers, a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096 12.7 vs
-  // 14.2, 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5.
+  // 5 stages, <= 128 registers (16 warps per SM). Measured on the H200 at M = 1 against 4 stages
+  // and <= 96 registers (a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096 12.7 vs 14.2,
+  // 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5 (4-warp CTAs of 128 columns then).
   static constexpr int kStages = 5;
-  static constexpr int kMinCtasPerSm = 4;
   static constexpr bool kFineGroups = FineGroups;
   static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
   static constexpr int kChunks = kKSteps / kStepsPerChunk;
@@ -76,9 +82,12 @@ struct MixedDecodeConfig {
   static constexpr int kARowBytes = kBlockK * 2;
   static constexpr int kAOffset = kWeightBytes + 2 * kScaleBytes;
   static constexpr int kZeroRowBytes = 256;  // what ldmatrix rows past M read
+  // A warp's accumulators, as the warps' sum reads them: kAccs floats per lane.
+  static constexpr int kAccs = kRowTiles * kTokenTiles * 4;
   CG_HOST_DEVICE static constexpr int stage_bytes(int rows) { return kAOffset + rows * kARowBytes; }
-  CG_HOST_DEVICE static constexpr int smem_bytes(int rows) {
-    return kZeroRowBytes + kWarps * kStages * stage_bytes(rows);
+  // The zero row, each warp's stages, then warps 1.. 's accumulators for the sum.
+  CG_HOST_DEVICE static constexpr int smem_bytes(int rows, int warps) {
+    return kZeroRowBytes + warps * kStages * stage_bytes(rows) + (warps - 1) * kLanes * kAccs * 4;
   }
 };
 
@@ -89,11 +98,13 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
                             c[2], c[3]);
 }
 
-// grid: (ceil(N / 128), ceil(M / kTileM), splits); split z handles k blocks
-// [z * blocks_per_split, min((z + 1) * blocks_per_split, k_blocks)), none empty. With split-K the
-// fp32 partial sums go to p.workspace ([split][M][N]) for split_k_reduce_kernel.
+// grid: (ceil(N / 32), ceil(M / kTileM), splits), blockDim.x = 32 * warps. Split z handles k
+// blocks [z * blocks_per_split, min((z + 1) * blocks_per_split, k_blocks)), none empty; warp w of
+// its CTA the w-th of `warps` near-equal slices of them (empty when the split is shorter than
+// `warps`). The warps' sums meet in shared memory, added in warp order; with split-K the CTA's
+// fp32 sum goes to p.workspace ([split][M][N]) for split_k_reduce_kernel.
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
+__global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
   using T = typename Cfg::Element;
   using D = Dequant<T>;
@@ -102,14 +113,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   extern __shared__ uint128_t smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
 
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   const int g = lane / 4, t = lane % 4;
-  const int n_warp = blockIdx.x * Cfg::kTileN + warp * Cfg::kWarpN;  // this warp's columns
+  const int n_warp = blockIdx.x * Cfg::kTileN;  // the CTA's (and every warp's) columns
   const int m0 = blockIdx.y * Cfg::kTileM;
   const int rows = min(Cfg::kTileM, p.m - m0);
   const int k_blocks = (p.k + BK - 1) / BK;
-  const int kb_begin = blockIdx.z * blocks_per_split;
-  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  const int split_begin = blockIdx.z * blocks_per_split;
+  const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
+  const int kb_begin = split_begin + warp * split_blocks / warps;
+  const int n_kb = split_begin + (warp + 1) * split_blocks / warps - kb_begin;
   const GroupShape groups(p);
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
@@ -118,7 +131,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // The zero row (every warp's rows past M read it; written before any warp can read it).
   if (tid < Cfg::kZeroRowBytes / 16) reinterpret_cast<uint4*>(smem)[tid] = make_uint4(0, 0, 0, 0);
   __syncthreads();
-  if (n_warp >= p.n) return;  // no column of this warp exists (N % 32 != 0); no barrier follows
   const int stage_bytes = Cfg::stage_bytes(rows);
   char* wsmem = smem + Cfg::kZeroRowBytes + warp * S * stage_bytes;
 
@@ -403,7 +415,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   cp_async_wait<0>();
   grid_launch_dependents();  // the next kernel may start streaming its weights
 
-  // ---- epilogue: value v of (r, tt) is column n_warp + 16 r + g + 8 (v / 2), token
+  // ---- the warps' sum, in warp order: warps 1.. park their accumulators, warp 0 adds them.
+  // Layout [warp - 1][value][lane]: conflict-free.
+  if (warps > 1) {
+    float* parked = reinterpret_cast<float*>(smem + Cfg::kZeroRowBytes + warps * S * stage_bytes);
+    if (warp > 0) {
+      float* mine = parked + (warp - 1) * Cfg::kAccs * kLanes + lane;
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < RT; ++r) {
+        CG_PRAGMA_UNROLL
+        for (int tt = 0; tt < TT; ++tt) {
+          CG_PRAGMA_UNROLL
+          for (int v = 0; v < 4; ++v) mine[((r * TT + tt) * 4 + v) * kLanes] = acc[r][tt][v];
+        }
+      }
+    }
+    __syncthreads();
+    if (warp > 0) return;
+    for (int w = 1; w < warps; ++w) {
+      float const* theirs = parked + (w - 1) * Cfg::kAccs * kLanes + lane;
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < RT; ++r) {
+        CG_PRAGMA_UNROLL
+        for (int tt = 0; tt < TT; ++tt) {
+          CG_PRAGMA_UNROLL
+          for (int v = 0; v < 4; ++v) acc[r][tt][v] += theirs[((r * TT + tt) * 4 + v) * kLanes];
+        }
+      }
+    }
+  }
+
+  // ---- epilogue (warp 0): value v of (r, tt) is column n_warp + 16 r + g + 8 (v / 2), token
   // m0 + 8 tt + 2 t + v % 2.
   float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
   CG_PRAGMA_UNROLL
@@ -425,46 +467,63 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 }
 
-// Shared memory of a launch: per warp kStages stages of `rows` activation rows (M rows, at most
-// kTileM), plus the zero row. Above 48 KB the kernel's dynamic limit is raised (once).
+// The kernel may use all the shared memory a CTA can opt in to (set once per process).
+inline int decode_smem_limit() {
+  return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024);
+}
 template <class Cfg>
-cudaError_t prepare_mixed_decode(int rows, int& smem) {
-  smem = Cfg::smem_bytes(rows);
-  static const cudaError_t e =
-      cudaFuncSetAttribute(mixed_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           Cfg::smem_bytes(Cfg::kTileM));
+cudaError_t prepare_mixed_decode() {
+  static const cudaError_t e = cudaFuncSetAttribute(
+      mixed_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_limit());
   return e;
 }
 
-// CTAs resident per SM for M rows (the occupancy calculator, cached per row count): the
-// dispatcher sizes split-K to one full wave of them. 1 when it cannot tell.
 template <class Cfg>
-int mixed_decode_ctas_per_sm(int m) {
-  static std::atomic<int> cache[Cfg::kTileM + 1] = {};
-  const int rows = m < Cfg::kTileM ? (m < 1 ? 1 : m) : Cfg::kTileM;
-  int ctas = cache[rows].load(std::memory_order_relaxed);
+int decode_rows(int m) {
+  return m < 1 ? 1 : (m < Cfg::kTileM ? m : Cfg::kTileM);
+}
+
+// The most warps per CTA (<= kMaxWarps) whose stages fit in shared memory at M rows: 16 up to
+// M = 2, 8 at M = 8 (INT4, 227 KB).
+template <class Cfg>
+int mixed_decode_max_warps(int m) {
+  const int rows = decode_rows<Cfg>(m), limit = decode_smem_limit();
+  int warps = Cfg::kMaxWarps;
+  while (warps > 1 && Cfg::smem_bytes(rows, warps) > limit) --warps;
+  return warps;
+}
+
+// CTAs of `warps` warps resident per SM at M rows (the occupancy calculator, cached per row and
+// warp count): the dispatcher sizes the grid to one full wave of them. 1 when it cannot tell.
+template <class Cfg>
+int mixed_decode_ctas_per_sm(int m, int warps) {
+  static std::atomic<int> cache[Cfg::kTileM + 1][Cfg::kMaxWarps + 1] = {};
+  const int rows = decode_rows<Cfg>(m);
+  warps = warps < 1 ? 1 : (warps > Cfg::kMaxWarps ? Cfg::kMaxWarps : warps);
+  int ctas = cache[rows][warps].load(std::memory_order_relaxed);
   if (ctas > 0) return ctas;
-  int smem = 0;
-  if (prepare_mixed_decode<Cfg>(rows, smem) == cudaSuccess) {
-    ctas = resident_ctas_per_sm(mixed_decode_kernel<Cfg>, Cfg::kThreads, smem);
+  if (prepare_mixed_decode<Cfg>() == cudaSuccess) {
+    ctas = resident_ctas_per_sm(mixed_decode_kernel<Cfg>, 32 * warps,
+                                Cfg::smem_bytes(rows, warps));
   } else {
     cudaGetLastError();  // clear the error
     ctas = 1;
   }
-  cache[rows].store(ctas, std::memory_order_relaxed);
+  cache[rows][warps].store(ctas, std::memory_order_relaxed);
   return ctas;
 }
 
-// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
+// splits, warps: the dispatcher's grid split-K factor (none empty; > 1 needs p.workspace) and
+// warps per CTA (<= mixed_decode_max_warps(p.m)).
 template <class Cfg>
-cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, cudaStream_t stream) {
-  int smem = 0;
-  const int rows = p.m < Cfg::kTileM ? p.m : Cfg::kTileM;
-  const cudaError_t prepared = prepare_mixed_decode<Cfg>(rows, smem);
+cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
+                                cudaStream_t stream) {
+  const cudaError_t prepared = prepare_mixed_decode<Cfg>();
   if (prepared != cudaSuccess) return prepared;
+  const int smem = Cfg::smem_bytes(decode_rows<Cfg>(p.m), warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(mixed_decode_kernel<Cfg>, p, Cfg::kTileM,
-                                               Cfg::kTileN, Cfg::kThreads, smem, splits,
+                                               Cfg::kTileN, 32 * warps, smem, splits,
                                                current_cc_major() >= 9, stream);
 }
 

@@ -27,13 +27,13 @@ int non_empty_splits(int splits, int k_blocks);
 constexpr int kDecodeMaxM = 8;   // the decode kernel's largest M (one 8-row token tile)
 constexpr int kMmaSyncMaxM = 16;  // the default kernel up to here is mma.sync, wgmma above
 // The decode kernel is the default up to this M. Measured on the H200 (probe_mixed.py --kernels,
-// g128 INT4 / per-channel INT8, fp16, us, decode vs mma.sync):
-//   INT4 M=1: 4096^2 5.7 vs 6.5, 4096x28672 20.3 vs 23.4, 14336x4096 11.9 vs 13.5, 8192^2 13.4 vs
-//   14.6, 28672x8192 34.4 vs 38.7; M=4: 6.4 vs 6.8, 22.3 vs 23.6, 12.2 vs 13.6, 13.1 vs 14.8, 37.3
-//   vs 40.1; M=8 slower on the largest (28672x8192 43.8 vs 41.4: each warp copies its own
-//   activation rows, M * 256 bytes per 2 KB of weights).
-//   INT8 M=1 even on fp16 (4096^2 7.8 vs 7.3, 14336x4096 17.2 vs 19.4, 28672x8192 62.5 vs 61.5);
-//   bf16 INT8, whose exact dequantization goes through fp32, gains: 4096x28672 36.5 vs 45.8.
+// g128 INT4 / per-channel INT8, fp16, us, decode vs mma.sync; 4096^2, 4096x28672, 14336x4096,
+// 8192^2, 28672x8192):
+//   INT4 M=1: 5.0 vs 6.5, 19.6 vs 23.4, 11.2 vs 13.7, 12.2 vs 14.7, 33.4 vs 38.2;
+//        M=4: 5.4 vs 6.8, 23.7 vs 23.8, 12.0 vs 13.8, 12.0 vs 14.9, 36.5 vs 39.9;
+//        M=8: 5.4 vs 6.7, 25.9 vs 24.1, 12.8 vs 13.8, 13.6 vs 14.9, 43.3 vs 41.1 (a warp's stages
+//        hold M activation rows, so fewer warps fit per SM).
+//   INT8 M=1: 7.2 vs 7.3, 32.2 vs 33.5, 16.4 vs 19.4, 18.7 vs 20.5, 62.7 vs 61.3.
 constexpr int kDecodeDefaultMaxM = 4;
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
@@ -147,6 +147,12 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
   return plan;
 }
 
+// The decode kernel's CTAs are `warps` warps on 32 columns, each warp a slice of the CTA's k range,
+// summed in shared memory, so that one wave fills the GPU without a second kernel where it can.
+// The plan takes the warps per CTA (each warp at least 2 k blocks) whose single wave keeps the
+// most warps busy (shared memory bounds the CTAs per SM at larger M), with the fewest grid splits
+// on a tie; splits (through the workspace) then fill the wave. Forced splits keep at least one k
+// block per warp.
 MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* inst) {
   MixedPlan plan;
   plan.kernel = MixedKernel::kDecode;
@@ -155,12 +161,32 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   plan.fine_groups = inst->fine_groups;
   plan.exact_scales = true;
   const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
-  const long long base = (long long)((p.n + 127) / 128) * ((p.m + inst->tile_m - 1) / inst->tile_m);
+  const long long base = (long long)((p.n + 31) / 32) * ((p.m + inst->tile_m - 1) / inst->tile_m);
+  const long long sms = current_sm_count();
+  int max_warps = inst->max_warps(p.m);
+  if (k_blocks / 2 < max_warps) max_warps = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
-  const int splits = forced_splits > 0
-                         ? forced_splits
-                         : wave_splits(base, inst->ctas_per_sm(p.m), k_blocks, kMaxSplits);
-  plan.splits = non_empty_splits(splits, k_blocks);
+  if (forced_splits > 0) {
+    plan.splits = non_empty_splits(forced_splits, k_blocks);
+    const int per_split = (k_blocks + plan.splits - 1) / plan.splits;
+    plan.warps = per_split < max_warps ? per_split : max_warps;
+  } else {
+    long long best = -1;
+    for (int w = 1; w <= max_warps; ++w) {
+      const int per_sm = inst->ctas_per_sm(p.m, w);
+      const long long resident = per_sm * sms;
+      if (w > 1 && base > resident) continue;  // more than one wave
+      const int splits =
+          non_empty_splits(wave_splits(base, per_sm, k_blocks / w, kMaxSplits), k_blocks);
+      const long long ctas = base * splits;
+      const long long busy = (ctas < resident ? ctas : resident) * w;
+      if (busy > best || (busy == best && splits < plan.splits)) {
+        best = busy;
+        plan.warps = w;
+        plan.splits = splits;
+      }
+    }
+  }
   plan.reduce = plan.splits == 1 ? SplitReduce::kNone : SplitReduce::kWorkspace;
   return plan;
 }
@@ -263,7 +289,7 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, cudaStream_t stream) {
   if (plan.reduce == SplitReduce::kWorkspace &&
       p.workspace_bytes < size_t(plan.splits) * p.m * p.n * sizeof(float))
     return cudaErrorInvalidValue;
-  if (decode != nullptr) return decode->launch(p, plan.splits, stream);
+  if (decode != nullptr) return decode->launch(p, plan.splits, plan.warps, stream);
   if (wgmma != nullptr) return wgmma->launch(p, plan.splits, stream);
   return inst->launch(p, plan.splits, plan.reduce, stream);
 }

@@ -86,6 +86,7 @@ struct MixedPlan {
   bool exact_scales = true;
   int splits = 1;
   SplitReduce reduce = SplitReduce::kNone;
+  int warps = 0;  // decode: warps per CTA, each a slice of the CTA's k range (0 otherwise)
 };
 MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 
@@ -96,10 +97,9 @@ MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 bool mixed_set_split_override(int splits, int reduce);
 void mixed_split_override(int& splits, int& reduce);
 
-// Process-wide choice of the kernel, for tests and tuning: -1 the default (decode for INT4 at
-// M = 1, mma.sync up to M = 16, then wgmma where usable), 0 mma.sync, 1 wgmma where usable
-// (mma.sync otherwise), 2 decode up to M = 8 (the default above). Returns false when out of
-// range.
+// Process-wide choice of the kernel, for tests and tuning: -1 the default (decode up to M = 4,
+// mma.sync up to M = 16, then wgmma where usable), 0 mma.sync, 1 wgmma where usable (mma.sync
+// otherwise), 2 decode up to M = 8. Returns false when out of range.
 bool mixed_set_kernel_override(int kernel);
 int mixed_kernel_override();
 

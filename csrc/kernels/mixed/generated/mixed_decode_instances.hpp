@@ -5,41 +5,66 @@
 
 namespace cute_gemm {
 
-cudaError_t mixed_decode_f16_int4_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_f16_int4_m8_ctas_per_sm(int m);
-cudaError_t mixed_decode_f16_int4_m8_fine(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_f16_int4_m8_fine_ctas_per_sm(int m);
-cudaError_t mixed_decode_f16_int8_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_f16_int8_m8_ctas_per_sm(int m);
-cudaError_t mixed_decode_f16_int8_m8_fine(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_f16_int8_m8_fine_ctas_per_sm(int m);
-cudaError_t mixed_decode_bf16_int4_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_bf16_int4_m8_ctas_per_sm(int m);
-cudaError_t mixed_decode_bf16_int4_m8_fine(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_bf16_int4_m8_fine_ctas_per_sm(int m);
-cudaError_t mixed_decode_bf16_int8_m8(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_bf16_int8_m8_ctas_per_sm(int m);
-cudaError_t mixed_decode_bf16_int8_m8_fine(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_decode_bf16_int8_m8_fine_ctas_per_sm(int m);
+cudaError_t mixed_decode_f16_int4_m8(MixedGemmParams const& p, int splits, int warps,
+                                     cudaStream_t stream);
+int mixed_decode_f16_int4_m8_max_warps(int m);
+int mixed_decode_f16_int4_m8_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_f16_int4_m8_fine(MixedGemmParams const& p, int splits, int warps,
+                                          cudaStream_t stream);
+int mixed_decode_f16_int4_m8_fine_max_warps(int m);
+int mixed_decode_f16_int4_m8_fine_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_f16_int8_m8(MixedGemmParams const& p, int splits, int warps,
+                                     cudaStream_t stream);
+int mixed_decode_f16_int8_m8_max_warps(int m);
+int mixed_decode_f16_int8_m8_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_f16_int8_m8_fine(MixedGemmParams const& p, int splits, int warps,
+                                          cudaStream_t stream);
+int mixed_decode_f16_int8_m8_fine_max_warps(int m);
+int mixed_decode_f16_int8_m8_fine_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_bf16_int4_m8(MixedGemmParams const& p, int splits, int warps,
+                                      cudaStream_t stream);
+int mixed_decode_bf16_int4_m8_max_warps(int m);
+int mixed_decode_bf16_int4_m8_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_bf16_int4_m8_fine(MixedGemmParams const& p, int splits, int warps,
+                                           cudaStream_t stream);
+int mixed_decode_bf16_int4_m8_fine_max_warps(int m);
+int mixed_decode_bf16_int4_m8_fine_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_bf16_int8_m8(MixedGemmParams const& p, int splits, int warps,
+                                      cudaStream_t stream);
+int mixed_decode_bf16_int8_m8_max_warps(int m);
+int mixed_decode_bf16_int8_m8_ctas_per_sm(int m, int warps);
+cudaError_t mixed_decode_bf16_int8_m8_fine(MixedGemmParams const& p, int splits, int warps,
+                                           cudaStream_t stream);
+int mixed_decode_bf16_int8_m8_fine_max_warps(int m);
+int mixed_decode_bf16_int8_m8_fine_ctas_per_sm(int m, int warps);
 
 // Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group
-// granularity.
+// granularity. launch(p, splits, warps per CTA, stream).
 struct MixedDecodeInstance {
   int bits, tile_m;
   bool fine_groups, bf16;
-  cudaError_t (*launch)(MixedGemmParams const&, int, cudaStream_t);
-  int (*ctas_per_sm)(int m);  // resident CTAs per SM at M rows (cached)
+  cudaError_t (*launch)(MixedGemmParams const&, int, int, cudaStream_t);
+  int (*max_warps)(int m);  // the most warps per CTA that fit at M rows
+  int (*ctas_per_sm)(int m, int warps);  // resident CTAs per SM (cached)
 };
 
 inline constexpr MixedDecodeInstance kMixedDecodeInstances[] = {
-    {4, 8, false, false, mixed_decode_f16_int4_m8, mixed_decode_f16_int4_m8_ctas_per_sm},
-    {4, 8, true, false, mixed_decode_f16_int4_m8_fine, mixed_decode_f16_int4_m8_fine_ctas_per_sm},
-    {8, 8, false, false, mixed_decode_f16_int8_m8, mixed_decode_f16_int8_m8_ctas_per_sm},
-    {8, 8, true, false, mixed_decode_f16_int8_m8_fine, mixed_decode_f16_int8_m8_fine_ctas_per_sm},
-    {4, 8, false, true, mixed_decode_bf16_int4_m8, mixed_decode_bf16_int4_m8_ctas_per_sm},
-    {4, 8, true, true, mixed_decode_bf16_int4_m8_fine, mixed_decode_bf16_int4_m8_fine_ctas_per_sm},
-    {8, 8, false, true, mixed_decode_bf16_int8_m8, mixed_decode_bf16_int8_m8_ctas_per_sm},
-    {8, 8, true, true, mixed_decode_bf16_int8_m8_fine, mixed_decode_bf16_int8_m8_fine_ctas_per_sm}
+    {4, 8, false, false, mixed_decode_f16_int4_m8,
+     mixed_decode_f16_int4_m8_max_warps, mixed_decode_f16_int4_m8_ctas_per_sm},
+    {4, 8, true, false, mixed_decode_f16_int4_m8_fine,
+     mixed_decode_f16_int4_m8_fine_max_warps, mixed_decode_f16_int4_m8_fine_ctas_per_sm},
+    {8, 8, false, false, mixed_decode_f16_int8_m8,
+     mixed_decode_f16_int8_m8_max_warps, mixed_decode_f16_int8_m8_ctas_per_sm},
+    {8, 8, true, false, mixed_decode_f16_int8_m8_fine,
+     mixed_decode_f16_int8_m8_fine_max_warps, mixed_decode_f16_int8_m8_fine_ctas_per_sm},
+    {4, 8, false, true, mixed_decode_bf16_int4_m8,
+     mixed_decode_bf16_int4_m8_max_warps, mixed_decode_bf16_int4_m8_ctas_per_sm},
+    {4, 8, true, true, mixed_decode_bf16_int4_m8_fine,
+     mixed_decode_bf16_int4_m8_fine_max_warps, mixed_decode_bf16_int4_m8_fine_ctas_per_sm},
+    {8, 8, false, true, mixed_decode_bf16_int8_m8,
+     mixed_decode_bf16_int8_m8_max_warps, mixed_decode_bf16_int8_m8_ctas_per_sm},
+    {8, 8, true, true, mixed_decode_bf16_int8_m8_fine,
+     mixed_decode_bf16_int8_m8_fine_max_warps, mixed_decode_bf16_int8_m8_fine_ctas_per_sm}
 };
 
 }  // namespace cute_gemm
