@@ -134,5 +134,27 @@ struct Dequant<__nv_bfloat16> {
   }
 };
 
+// Word i (0..3) of a lane's 16-byte load.
+CG_DEVICE uint32_t word_of(uint4 const& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// One packed word into fragment registers, exact (q - z, with zc) or biased (off + q): INT4
+// r0(2w), r1(2w), r0(2w + 1), r1(2w + 1); INT8 r0, r1 of its k16 step.
+template <class T, int Bits, bool Biased>
+CG_DEVICE void dequant_word(uint32_t w, ZeroConstants<typename Dequant<T>::T2> const& zc,
+                            uint32_t (&out)[Bits == 4 ? 4 : 2]) {
+  using D = Dequant<T>;
+  if constexpr (Bits == 4 && Biased) {
+    D::int4_biased(w, out);
+  } else if constexpr (Bits == 4) {
+    D::int4(w, zc, out);
+  } else if constexpr (Biased) {
+    D::int8_biased(w, out);
+  } else {
+    D::int8(w, zc, out);
+  }
+}
+
 }  // namespace mixed
 }  // namespace cute_gemm

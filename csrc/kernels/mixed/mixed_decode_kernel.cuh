@@ -314,48 +314,24 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
               bf[tt][1], bf[tt][2], bf[tt][3]);
         }
         // A fragments of the pair's two k16 steps for each row tile: (r0 of block 2p, r0 of 2p + 1,
-        // r1 of 2p, r1 of 2p + 1).
+        // r1 of 2p, r1 of 2p + 1). INT4 word pr holds both steps, INT8 words 2 pr and 2 pr + 1 one
+        // each.
+        constexpr int kWords = Cfg::kBits == 4 ? 1 : 2, kRegs = Cfg::kBits == 4 ? 4 : 2;
         uint32_t af[RT][2][4];
         CG_PRAGMA_UNROLL
         for (int r = 0; r < RT; ++r) {
-          if constexpr (Cfg::kBits == 4) {
-            auto word = [&](uint4 const& v) {
-              return pr == 0 ? v.x : pr == 1 ? v.y : pr == 2 ? v.z : v.w;
-            };
-            uint32_t lo[4], hi[4];
-            if constexpr (kBiased) {
-              D::int4_biased(word(w[2 * r]), lo);
-              D::int4_biased(word(w[2 * r + 1]), hi);
-            } else {
-              D::int4(word(w[2 * r]), zc[2 * r], lo);
-              D::int4(word(w[2 * r + 1]), zc[2 * r + 1], hi);
-            }
+          CG_PRAGMA_UNROLL
+          for (int x = 0; x < kWords; ++x) {
+            uint32_t lo[kRegs], hi[kRegs];
+            dequant_word<T, Cfg::kBits, kBiased>(word_of(w[2 * r], kWords * pr + x), zc[2 * r], lo);
+            dequant_word<T, Cfg::kBits, kBiased>(word_of(w[2 * r + 1], kWords * pr + x),
+                                                 zc[2 * r + 1], hi);
             CG_PRAGMA_UNROLL
-            for (int h = 0; h < 2; ++h) {
-              af[r][h][0] = lo[2 * h];
-              af[r][h][1] = hi[2 * h];
-              af[r][h][2] = lo[2 * h + 1];
-              af[r][h][3] = hi[2 * h + 1];
-            }
-          } else {
-            CG_PRAGMA_UNROLL
-            for (int h = 0; h < 2; ++h) {
-              const int wi = 2 * pr + h;
-              auto word = [&](uint4 const& v) {
-                return wi == 0 ? v.x : wi == 1 ? v.y : wi == 2 ? v.z : v.w;
-              };
-              uint32_t lo[2], hi[2];
-              if constexpr (kBiased) {
-                D::int8_biased(word(w[2 * r]), lo);
-                D::int8_biased(word(w[2 * r + 1]), hi);
-              } else {
-                D::int8(word(w[2 * r]), zc[2 * r], lo);
-                D::int8(word(w[2 * r + 1]), zc[2 * r + 1], hi);
-              }
-              af[r][h][0] = lo[0];
-              af[r][h][1] = hi[0];
-              af[r][h][2] = lo[1];
-              af[r][h][3] = hi[1];
+            for (int h = 0; h < 2 / kWords; ++h) {
+              af[r][x + h][0] = lo[2 * h];
+              af[r][x + h][1] = hi[2 * h];
+              af[r][x + h][2] = lo[2 * h + 1];
+              af[r][x + h][3] = hi[2 * h + 1];
             }
           }
         }

@@ -291,21 +291,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           const int wi = j / Cfg::kStepsPerWord;
           CG_PRAGMA_UNROLL
           for (int b = 0; b < NB; ++b) {
-            const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
-            uint32_t* f0 = reinterpret_cast<uint32_t*>(&tCrB(0, b, j));
-            if constexpr (Cfg::kBits == 4) {
-              uint32_t r[4];
-              D::int4(word, zc[b], r);
-              uint32_t* f1 = reinterpret_cast<uint32_t*>(&tCrB(0, b, j + 1));
-              f0[0] = r[0];
-              f0[1] = r[1];
-              f1[0] = r[2];
-              f1[1] = r[3];
-            } else {
-              uint32_t r[2];
-              D::int8(word, zc[b], r);
-              f0[0] = r[0];
-              f0[1] = r[1];
+            uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of steps j, j + 1 (INT4) or j (INT8)
+            dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
+            CG_PRAGMA_UNROLL
+            for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+              uint32_t* f = reinterpret_cast<uint32_t*>(&tCrB(0, b, j + s));
+              f[0] = r[2 * s];
+              f[1] = r[2 * s + 1];
             }
           }
         }

@@ -274,19 +274,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
           zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + lane_col[b]]));
         }
-        const uint32_t word = wi == 0 ? w[b].x : wi == 1 ? w[b].y : wi == 2 ? w[b].z : w[b].w;
-        if constexpr (Cfg::kBits == 4) {
-          uint32_t r[4];
-          D::int4(word, zc[b], r);
-          a[wi][b][0][0] = r[0];
-          a[wi][b][0][1] = r[1];
-          a[wi][b][1][0] = r[2];
-          a[wi][b][1][1] = r[3];
-        } else {
-          uint32_t r[2];
-          D::int8(word, zc[b], r);
-          a[wi][b][0][0] = r[0];
-          a[wi][b][0][1] = r[1];
+        uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
+        dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
+        CG_PRAGMA_UNROLL
+        for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+          a[wi][b][s][0] = r[2 * s];
+          a[wi][b][s][1] = r[2 * s + 1];
         }
         if constexpr (!Cfg::kExactScales) {
           const T2 s2 = D::splat(HalfTraits<T>::to_float(srow[lane_col[b]]));
