@@ -4,6 +4,9 @@
     python3 benchmarks/probe_mixed.py --sweep     split-K counts and reductions at M = 1, 16
     python3 benchmarks/probe_mixed.py --sweep-m   the fused kernel vs the dense path over M
     python3 benchmarks/probe_mixed.py --kernels   mma.sync vs wgmma kernels vs dense over M
+    python3 benchmarks/probe_mixed.py --decode-shapes
+                                                  the decode kernel's k groups of 1, 2, 4 warps
+                                                  vs mma.sync vs the default, M = 8..16
 """
 import os
 import sys
@@ -120,7 +123,44 @@ def sweep_kernels():
         torch.cuda.empty_cache()
 
 
+def sweep_decode_shapes():
+    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 5 8 12 16): the default
+    plan, mma.sync, and the decode kernel with its k groups forced to 1, 2 and 4 warps (the
+    heuristic's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
+    torch.manual_seed(0)
+    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "5 8 12 16").split()]
+    print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>16} {'mma':>6} | "
+          f"{'decode cw=1':>16} {'cw=2':>16} {'cw=4':>16}")
+    for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
+        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        for bits, group in ((4, 128), (8, -1)):
+            qs = [cute_gemm.quantize(w, bits=bits, group_size=group) for w in ws]
+            for m in ms:
+                a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+                t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
+
+                def timed(kernel=None):
+                    with cute_gemm.ops._forced_mixed_kernel(kernel):
+                        plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
+                        t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
+                    shape = (f"{plan['warps']}/{plan['col_warps']}/{plan['splits']}"
+                             if plan["kernel"] == "decode" else plan["kernel"])
+                    return f"{t:6.1f} {shape:>9}"
+                cells = [timed(), f"{timed('mma').split()[0]:>6}"]
+                for cw in (1, 2, 4):
+                    with cute_gemm.ops._forced_decode_shape(-1, cw):
+                        cells.append(timed("decode"))
+                print(f"{k:>5}x{n:<6} {m:>3} {bits:>1} {t16:6.1f} | {cells[0]:>16} {cells[1]} | "
+                      + " ".join(f"{c:>16}" for c in cells[2:]), flush=True)
+            del qs
+        del ws
+        torch.cuda.empty_cache()
+
+
 def main():
+    if "--decode-shapes" in sys.argv:
+        return sweep_decode_shapes()
     if "--kernels" in sys.argv:
         return sweep_kernels()
     if "--sweep" in sys.argv:

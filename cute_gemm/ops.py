@@ -154,6 +154,16 @@ def _forced_mixed_split(splits=-1, reduce=-1):
 
 
 @contextlib.contextmanager
+def _forced_decode_shape(warps=-1, col_warps=-1):
+    """Inside the block the decode kernel runs CTAs of ``warps`` warps (1..16, rounded down to
+    whole k groups that fit in shared memory) in k groups of ``col_warps`` warps (1, 2 or 4) that
+    share the activations; -1 leaves either to the heuristic. For tests and tuning; process-wide,
+    the previous override is restored on exit."""
+    with _swapped(lambda v: _C._mixed_set_decode_shape(*v), (int(warps), int(col_warps))):
+        yield
+
+
+@contextlib.contextmanager
 def _forced_mixed_dense_from_m(m):
     """Inside the block the CUDA mixed_gemm takes the dense path (dequantize once, dense GEMM) from
     ``m`` rows of A instead of the default, e.g. a huge ``m`` runs the fused kernel at every M. For
@@ -166,7 +176,7 @@ def _forced_mixed_dense_from_m(m):
 def _forced_mixed_kernel(kernel):
     """Inside the block the CUDA mixed_gemm runs the given fused kernel: ``"mma"`` (mma.sync, any
     sm_80+ GPU), ``"wgmma"`` (Hopper, where the build and device allow it; mma.sync otherwise),
-    ``"decode"`` (up to M = 8, any sm_80+ GPU) or None (the default: decode up to M = 4,
+    ``"decode"`` (up to M = 16, any sm_80+ GPU) or None (the default: decode up to M = 4,
     mma.sync up to M = 16, then wgmma where usable). For tests that must cover
     every kernel and for tuning; process-wide, restored on exit."""
     codes = {None: -1, "mma": 0, "wgmma": 1, "decode": 2}

@@ -387,7 +387,8 @@ def test_mixed_plan_instance_choice(m, bits, group, k, mt, fine):
     assert (got["m_tiles"], got["tile_m"], got["fine_groups"]) == (mt, 16 * mt, fine)
     assert got["exact_scales"]
     assert 1 <= got["splits"] <= 64 and got["reduce"] in (0, 1, 2)
-    assert got["warps"] == 0  # only the decode kernel splits a CTA's k range among its warps
+    # Only the decode kernel splits a CTA's k range among k groups of warps.
+    assert got["warps"] == 0 and got["col_warps"] == 0
 
 
 def test_mixed_split_override_round_trip_and_errors():
@@ -438,9 +439,12 @@ def test_mixed_kernel_override_round_trip_and_errors():
     assert cute_gemm._C._mixed_plan(5, 4096, 4096, 4, 128)["kernel"] == "mma"
     with cute_gemm.ops._forced_mixed_kernel("decode"):
         assert cute_gemm._C._mixed_set_kernel(2) == 2
-        # The decode kernel takes M <= 8 only; above, the default kernel runs.
-        assert cute_gemm._C._mixed_plan(8, 4096, 4096, 8, 128)["kernel"] == "decode"
-        assert cute_gemm._C._mixed_plan(9, 4096, 4096, 4, 128)["kernel"] == "mma"
+        # The decode kernel takes M <= 16 only (8-row token tiles up to 8, then 16); above, the
+        # default kernel runs.
+        for m, tile_m in ((8, 8), (9, 16), (16, 16)):
+            plan = cute_gemm._C._mixed_plan(m, 4096, 4096, 8, 128)
+            assert (plan["kernel"], plan["tile_m"]) == ("decode", tile_m)
+            assert plan["warps"] >= plan["col_warps"] >= 1
         assert cute_gemm._C._mixed_plan(17, 4096, 4096, 4, 128)["kernel"] == want
     assert cute_gemm._C._mixed_set_kernel(-1) == -1
     for bad in (-2, 3):
@@ -450,6 +454,29 @@ def test_mixed_kernel_override_round_trip_and_errors():
         with cute_gemm.ops._forced_mixed_kernel("tensor cores"):
             pass
     assert cute_gemm._C._mixed_set_kernel(-1) == -1
+
+
+def test_decode_shape_override_round_trip_and_errors():
+    # Forced k groups of 1, 2 or 4 warps and warps per CTA; the plan rounds the warps down to
+    # whole k groups (at least one) and -1 leaves either to the heuristic.
+    assert cute_gemm._C._mixed_set_decode_shape(-1, -1) == (-1, -1)
+    with cute_gemm.ops._forced_decode_shape(6, 4):
+        assert cute_gemm._C._mixed_set_decode_shape(6, 4) == (6, 4)
+        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+        assert (plan["kernel"], plan["col_warps"]) == ("decode", 4)
+        assert plan["warps"] in (4,)  # 6 rounds down to one k group of 4
+        with cute_gemm.ops._forced_decode_shape(-1, 2):
+            plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+            assert plan["col_warps"] == 2 and plan["warps"] % 2 == 0
+        assert cute_gemm._C._mixed_set_decode_shape(6, 4) == (6, 4)
+        with cute_gemm.ops._forced_mixed_kernel("mma"):  # no effect on the other kernels
+            plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
+            assert (plan["kernel"], plan["warps"], plan["col_warps"]) == ("mma", 0, 0)
+    assert cute_gemm._C._mixed_set_decode_shape(-1, -1) == (-1, -1)
+    for bad in [(0, -1), (17, -1), (-2, -1), (4, 0), (4, 3), (4, 8), (4, -2)]:
+        with pytest.raises(ValueError, match="_mixed_set_decode_shape: warps must be"):
+            cute_gemm._C._mixed_set_decode_shape(*bad)
+    assert cute_gemm._C._mixed_set_decode_shape(-1, -1) == (-1, -1)
 
 
 def test_mixed_dense_from_m_override():

@@ -424,19 +424,45 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
-    # The decode kernel (the default for INT4 at M = 1) at every M it takes, N not a multiple of
-    # its 32-column warp tiles, K off the k block.
-    with cute_gemm.ops._forced_mixed_kernel("decode"):
-        for i, (m, (n, k)) in enumerate(itertools.product([1, 2, 5, 8],
-                                                          [(8, 128), (136, 640), (264, 1408)])):
-            assert _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
-                                               symmetric))["kernel"] == "decode"
+    # The decode kernel (the default at small M) at every M it takes (one and two token tiles),
+    # N not a multiple of its 32-column warp tiles, K off the k block, k groups of 1, 2 and 4
+    # warps in turn.
+    cases = itertools.product([1, 2, 5, 8, 9, 16], [(8, 128), (136, 640), (264, 1408)])
+    for i, (m, (n, k)) in enumerate(cases):
+        cw = (1, 2, 4)[i % 3]
+        with cute_gemm.ops._forced_mixed_kernel("decode"), \
+                cute_gemm.ops._forced_decode_shape(-1, cw):
+            plan = _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
+                                               symmetric))
+            assert (plan["kernel"], plan["col_warps"]) == ("decode", cw)
+            assert plan["tile_m"] == (8 if m <= 8 else 16)
             _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
                       seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000)
 
 
+@pytest.mark.parametrize("m", [3, 8, 13, 16])
+@pytest.mark.parametrize("warps,col_warps", [(1, 1), (7, 1), (16, 1), (2, 2), (6, 2), (12, 2),
+                                             (4, 4), (8, 4), (12, 4)])
+def test_decode_kernel_cta_shapes(m, warps, col_warps):
+    # Every CTA shape the decode kernel can run: k groups of 1, 2 or 4 warps side by side (sharing
+    # the activations, at a named barrier per k block), 1..16 warps per CTA, their k groups' sums
+    # added in shared memory; N off the CTA's columns (32 col_warps), fine groups, K % 128 != 0.
+    # The forced warps are rounded down to whole k groups that fit in shared memory.
+    n, k = 392, 4224  # 33 k blocks
+    qw = _qweight(n, k, 4, 64, False, torch.bfloat16, seed=51)
+    a = _randn(m, k, dtype=torch.bfloat16, seed=52 + m)
+    with cute_gemm.ops._forced_mixed_kernel("decode"), \
+            cute_gemm.ops._forced_decode_shape(warps, col_warps):
+        plan = _plan(m, qw)
+        assert plan["kernel"] == "decode" and plan["col_warps"] == col_warps
+        assert plan["warps"] % col_warps == 0 and col_warps <= plan["warps"] <= warps
+        out = cute_gemm.mixed_gemm(a, qw)
+        assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
+    assert_accurate(out, _reference(a, qw, None), torch.bfloat16, k)
+
+
 @pytest.mark.parametrize("splits", [1, 3, 64])
-@pytest.mark.parametrize("m", [1, 5, 8])
+@pytest.mark.parametrize("m", [1, 5, 8, 16])
 def test_decode_kernel_forced_splits(m, splits):
     # Every split count, down to one k block per split (the reduction adds 64 partial sums), and
     # repeated runs bit-identical.
@@ -446,8 +472,9 @@ def test_decode_kernel_forced_splits(m, splits):
     with cute_gemm.ops._forced_mixed_kernel("decode"), cute_gemm.ops._forced_mixed_split(splits):
         plan = _plan(m, qw)
         assert plan["kernel"] == "decode" and plan["splits"] == min(splits, 33)
-        # Each warp of a CTA gets a slice of the split's k blocks: never more warps than blocks.
-        assert 1 <= plan["warps"] <= -(-33 // plan["splits"])
+        # Each k group of a CTA gets a slice of the split's k blocks: never more k groups than
+        # blocks.
+        assert 1 <= plan["warps"] // plan["col_warps"] <= -(-33 // plan["splits"])
         out = cute_gemm.mixed_gemm(a, qw)
         assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
     assert_accurate(out, _reference(a, qw, None), torch.float16, k)
@@ -468,7 +495,7 @@ def test_same_sign_activations(kernel, bits, symmetric, dtype):
     # the rounding of many groups adds up.
     n, k = 264, 8192
     qw = _qweight(n, k, bits, 128 if bits == 4 else -1, symmetric, dtype, seed=41)
-    for m in (1, 3, 8):
+    for m in (1, 3, 8, 16):
         a = (1.0 + 0.25 * _randn(m, k, dtype=torch.float32, seed=42 + m)).to(dtype)
         with cute_gemm.ops._forced_mixed_kernel(kernel):
             assert _plan(m, qw)["kernel"] == kernel

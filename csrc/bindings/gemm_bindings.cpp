@@ -13,10 +13,15 @@
 //                                           what a launch runs now: a dict of kernel ("mma",
 //                                           "wgmma" or "decode"), tile_m, m_tiles,
 //                                           fine_groups, exact_scales, splits, reduce (0 none,
-//                                           1 workspace, 2 cluster), warps (decode: per CTA)
+//                                           1 workspace, 2 cluster), warps (decode: per CTA),
+//                                           col_warps (decode: per k group)
 //   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
-//                                           2 decode (M <= 8), -1 the default; returns the
+//                                           2 decode (M <= 16), -1 the default; returns the
 //                                           previous setting
+//   cute_gemm._C._mixed_set_decode_shape(warps, col_warps)
+//                                           force the decode kernel's warps per CTA and/or per
+//                                           k group; -1 = the heuristic (process-wide); returns
+//                                           the previous (warps, col_warps)
 //   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
 //   cute_gemm._C._mixed_set_split(splits, reduce)
 //                                           force the split count and/or the reduction; -1 = the
@@ -28,8 +33,8 @@
 //                                           (ops/mixed_policy.hpp)
 //   cute_gemm._C._mixed_dense_from_m()      the threshold in effect now
 //
-// cute_gemm.ops._forced_gemm_config(i) and _forced_mixed_split(splits, reduce) wrap set/get in
-// context managers. Without CUDA
+// cute_gemm.ops._forced_gemm_config(i), _forced_mixed_split(splits, reduce) and
+// _forced_decode_shape(warps, col_warps) wrap set/get in context managers. Without CUDA
 // (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises RuntimeError.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
@@ -139,6 +144,7 @@ py::dict mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
   d["splits"] = plan.splits;
   d["reduce"] = int(plan.reduce);
   d["warps"] = plan.warps;
+  d["col_warps"] = plan.col_warps;
   return d;
 #endif
 }
@@ -180,6 +186,24 @@ void mixed_set_split(int64_t splits, int64_t reduce) {
 #endif
 }
 
+std::tuple<int, int> mixed_set_decode_shape(int64_t warps, int64_t col_warps) {
+#ifdef CUTE_GEMM_NO_CUDA
+  (void)warps, (void)col_warps;
+  no_cuda("_mixed_set_decode_shape");
+#else
+  int previous_warps = -1, previous_col_warps = -1;
+  mixed_decode_override(previous_warps, previous_col_warps);
+  if (warps < -1 || warps > 16 || col_warps < -1 || col_warps > 4 ||
+      !mixed_set_decode_override(int(warps), int(col_warps))) {
+    throw std::invalid_argument("_mixed_set_decode_shape: warps must be -1 (the heuristic) or "
+                                "1..16 and col_warps -1 (the heuristic), 1, 2 or 4; got warps=" +
+                                std::to_string(warps) + ", col_warps=" +
+                                std::to_string(col_warps));
+  }
+  return {previous_warps, previous_col_warps};
+#endif
+}
+
 std::tuple<int, int> mixed_get_split() {
 #ifdef CUTE_GEMM_NO_CUDA
   no_cuda("_mixed_get_split");
@@ -214,10 +238,10 @@ void bind_gemm(py::module_& m) {
         py::arg("group_size"), py::arg("bf16") = false,
         "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
         "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, "
-        "splits, reduce (0 none, 1 workspace + second kernel, 2 cluster) and warps (the decode "
-        "kernel's warps per CTA, 0 for the others).");
+        "splits, reduce (0 none, 1 workspace + second kernel, 2 cluster), warps and col_warps "
+        "(the decode kernel's warps per CTA and per k group, 0 for the others).");
   m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
-        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "
+        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 16), "
         "-1 the default "
         "(process-wide); returns the previous setting. Prefer "
         "cute_gemm.ops._forced_mixed_kernel().");
@@ -226,6 +250,11 @@ void bind_gemm(py::module_& m) {
   m.def("_mixed_set_split", &mixed_set_split, py::arg("splits"), py::arg("reduce") = -1,
         "Forces the mixed GEMM's split count (1..64) and/or reduction (1 workspace, 2 cluster); "
         "-1 restores the heuristic. Prefer cute_gemm.ops._forced_mixed_split().");
+  m.def("_mixed_set_decode_shape", &mixed_set_decode_shape, py::arg("warps"),
+        py::arg("col_warps") = -1,
+        "Forces the decode kernel's warps per CTA (1..16, rounded down to whole k groups that "
+        "fit) and/or warps per k group (1, 2 or 4); -1 restores the heuristic. Returns the "
+        "previous (warps, col_warps). Prefer cute_gemm.ops._forced_decode_shape().");
   m.def("_mixed_get_split", &mixed_get_split, "The mixed GEMM's split override (splits, reduce).");
   m.def("_gemm_configs", &configs,
         "Names ('BMxBNxBK_sS_wWMxWN') of the GEMM configurations, in index order.");

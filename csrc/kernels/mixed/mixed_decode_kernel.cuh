@@ -1,20 +1,23 @@
 #pragma once
-// Mixed-input GEMM for decode (M <= 8): out[M, N] = A[M, K] @ dequant(W)^T (+ bias), the same
+// Mixed-input GEMM for decode (M <= 16): out[M, N] = A[M, K] @ dequant(W)^T (+ bias), the same
 // contract and packed format as mixed_gemm_kernel.cuh, built around what limits that kernel at
-// small M (benchmarks/results/NOTES.md, session 5). Not the memory system: its access pattern
+// small M (benchmarks/results/NOTES.md, sessions 5-7). Not the memory system: its access pattern
 // streams at 4.0-4.5 TB/s with no arithmetic (benchmarks/stream_probe.cu). What costs is each
-// warp's instruction stream per weight byte and the CTA barrier per k block.
-//   - Every warp is an independent pipeline: it copies its own 4 n8 blocks of weights, its
-//     columns' scales (and zeros) and the activation rows into its own stages (cp.async), waits
-//     for its own copies (cp.async.wait_group + __syncwarp), and meets the other warps of its CTA
-//     only once, at the end. A slow warp delays nobody, and the loop has no CTA barrier. The
-//     price is that the activations are read from L2 once per 32 columns: M * 256 bytes per 2 KB
-//     of weights per k block.
-//   - A CTA is 1-16 warps on the same 32 columns, each a slice of the CTA's k range; their sums
-//     meet in shared memory (in warp order) and warp 0 writes the output. Decode needs a K split
-//     to fill the GPU (8192^2 has 256 column tiles for 132 SMs x 16 warps), and this one needs
-//     neither a workspace nor a second kernel; the grid splits K only where 16 warps per column
-//     tile are not enough.
+// warp's instruction stream per weight byte, the CTA barrier per k block and the split-K kernel.
+//   - Every warp copies its own 4 n8 blocks of weights and its columns' scales (and zeros) into
+//     its own slice of each stage (cp.async) and waits for its own copies (cp.async.wait_group).
+//   - A k group is col_warps warps side by side (32 columns each) that share the activation rows
+//     of each stage, copied by all of them. With col_warps = 1 a warp is an independent pipeline
+//     (a __syncwarp per k block, no barrier in the loop; a slow warp delays nobody), but it reads
+//     the activations from L2 once per 32 columns: M * 256 bytes per 2 KB of weights per k block,
+//     as many bytes as the weights at M = 8. With 2 or 4 the group meets at a named barrier per
+//     k block (only its own warps) and the activations cost a half or a quarter of that in L2
+//     traffic and shared memory, which is what lets M = 9-16 keep the weight stream.
+//   - A CTA is 1-16 warps: k groups on the same columns, each a slice of the CTA's k range; their
+//     sums meet in shared memory (in k group order) and group 0 writes the output. Decode needs a
+//     K split to fill the GPU (8192^2 has 256 column tiles for 132 SMs x 16 warps), and this one
+//     needs neither a workspace nor a second kernel; the grid splits K only where 16 warps per
+//     column tile are not enough.
 //   - The transposed product out^T = dequant(W) @ A^T: the weights are the mma's A operand (16
 //     weight rows per m16n8k16), tokens its N of 8. A lane's B fragments of n8 blocks 2p and
 //     2p + 1 (column g of each) are exactly the A fragment of rows g and g + 8 of the 16 rows they
@@ -27,15 +30,17 @@
 //     source address, and they delay the next requests: every address is computed once and
 //     advanced (5-9% faster at M = 1 on the H200).
 //   - The per-group scaling of fp32 sums of a * (q - z), the split-K workspace and its reduction
-//     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The dequantization is exact
-//     (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the magic offset and subtract
-//     (off + z) * sum(a) per group: one mma per k16 step yields sum(a) for all the warp's columns.
+//     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The
+//     dequantization is exact (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the
+//     magic offset and subtract (off + z) * sum(a) per group: one mma per k16 step yields sum(a)
+//     for all the warp's columns.
 
 #include <atomic>
 
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "cute_gemm/arch/named_barrier.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
@@ -47,47 +52,57 @@
 namespace cute_gemm {
 namespace mixed {
 
-// TokenTiles n8 tiles of tokens (up to 8 or 16 rows of A; only 1 is instantiated: see
-// generate_kernels.py); FineGroups: groups shorter than a packed k block (32, 64), scaled every 2
-// k16 steps.
+// TokenTiles n8 tiles of tokens (8 or 16 rows of A); FineGroups: groups shorter than a packed k
+// block (32, 64), scaled every 2 k16 steps.
 template <class Element_, int Bits, int TokenTiles, bool FineGroups>
 struct MixedDecodeConfig {
   using Element = Element_;
   static constexpr int kBits = Bits;
-  // A CTA is 1..kMaxWarps warps on the same 32 columns, each with a slice of the CTA's k range
-  // (run-time: the dispatcher picks it so that a wave fills the GPU without a second kernel).
-  static constexpr int kMaxWarps = 16;
+  // A CTA is 1..kMaxWarps warps: col_warps warps side by side on 32 columns each (a k group), and
+  // k groups on slices of the CTA's k range (run-time, blockDim = (32 col_warps, k groups): the
+  // dispatcher picks them so that a wave fills the GPU without a second kernel).
+  // Two token tiles: at most 12 warps, so that a thread may use 168 registers (with 128, 16 warps
+  // per SM, ptxas spilled); 12 warps are 3 k groups of 4 or 6 of 2.
+  static constexpr int kMaxWarps = TokenTiles == 1 ? 16 : 12;
   static constexpr int kMaxThreads = 32 * kMaxWarps;
+  static constexpr int kMaxColWarps = 4;
   static constexpr int kBlocksPerWarp = 4;  // n8 blocks: 2 tiles of 16 weight rows
   static constexpr int kRowTiles = kBlocksPerWarp / 2;
   static constexpr int kWarpN = kBlocksPerWarp * kBlockN;  // 32 output columns per warp
-  static constexpr int kTileN = kWarpN;                   // and per CTA
   static constexpr int kTokenTiles = TokenTiles;
   static constexpr int kTileM = 8 * TokenTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8)
   static constexpr int kKSteps = kBlockK / 16;
-  // 5 stages, <= 128 registers (16 warps per SM). Measured on the H200 at M = 1 against 4 stages
-  // and <= 96 registers (a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096 12.7 vs 14.2,
-  // 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5 (4-warp CTAs of 128 columns then).
-  static constexpr int kStages = 5;
+  // One token tile: 5 stages, <= 128 registers (16 warps per SM). Measured on the H200 at M = 1
+  // against 4 stages and <= 96 registers (a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096
+  // 12.7 vs 14.2, 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5 (4-warp CTAs of 128 columns then).
+  // Two token tiles: 4 stages, whose 16 activation rows (4 KB) take more shared memory per stage.
+  static constexpr int kStages = TokenTiles == 1 ? 5 : 4;
   static constexpr bool kFineGroups = FineGroups;
   static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
   static constexpr int kChunks = kKSteps / kStepsPerChunk;
   static constexpr int kScaleRows = FineGroups ? kBlockK / 32 : 1;
 
-  // Shared memory of one warp's stage: weights [4 blocks][32 lanes][16 B], scales then zeros
-  // [kScaleRows][32 columns], then `rows` activation rows of kBlockK (swizzled 16-byte units).
+  // Shared memory of one k group's stage: each of its col_warps warps' slice (weights [4 blocks]
+  // [32 lanes][16 B], scales then zeros [kScaleRows][32 columns]), then `rows` activation rows of
+  // kBlockK (swizzled 16-byte units) that the slices share. Slices are multiples of 128 bytes,
+  // so the activation rows start on one.
   static constexpr int kWeightBytes = kBlocksPerWarp * kLanes * 16;  // 2 KB
   static constexpr int kScaleBytes = kScaleRows * kWarpN * 2;
+  static constexpr int kSliceBytes = kWeightBytes + 2 * kScaleBytes;
+  static_assert(kSliceBytes % 128 == 0, "activation rows must start on 128 bytes");
   static constexpr int kARowBytes = kBlockK * 2;
-  static constexpr int kAOffset = kWeightBytes + 2 * kScaleBytes;
   static constexpr int kZeroRowBytes = 256;  // what ldmatrix rows past M read
   // A warp's accumulators, as the warps' sum reads them: kAccs floats per lane.
   static constexpr int kAccs = kRowTiles * kTokenTiles * 4;
-  CG_HOST_DEVICE static constexpr int stage_bytes(int rows) { return kAOffset + rows * kARowBytes; }
-  // The zero row, each warp's stages, then warps 1.. 's accumulators for the sum.
-  CG_HOST_DEVICE static constexpr int smem_bytes(int rows, int warps) {
-    return kZeroRowBytes + warps * kStages * stage_bytes(rows) + (warps - 1) * kLanes * kAccs * 4;
+  CG_HOST_DEVICE static constexpr int a_offset(int col_warps) { return col_warps * kSliceBytes; }
+  CG_HOST_DEVICE static constexpr int stage_bytes(int rows, int col_warps) {
+    return a_offset(col_warps) + rows * kARowBytes;
+  }
+  // The zero row, each k group's stages, then the accumulators of the warps outside k group 0.
+  CG_HOST_DEVICE static constexpr int smem_bytes(int rows, int warps, int col_warps) {
+    return kZeroRowBytes + warps / col_warps * kStages * stage_bytes(rows, col_warps) +
+           (warps - col_warps) * kLanes * kAccs * 4;
   }
 };
 
@@ -98,11 +113,12 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
                             c[2], c[3]);
 }
 
-// grid: (ceil(N / 32), ceil(M / kTileM), splits), blockDim.x = 32 * warps. Split z handles k
-// blocks [z * blocks_per_split, min((z + 1) * blocks_per_split, k_blocks)), none empty; warp w of
-// its CTA the w-th of `warps` near-equal slices of them (empty when the split is shorter than
-// `warps`). The warps' sums meet in shared memory, added in warp order; with split-K the CTA's
-// fp32 sum goes to p.workspace ([split][M][N]) for split_k_reduce_kernel.
+// grid: (ceil(N / (32 col_warps)), ceil(M / kTileM), splits), blockDim = (32 col_warps, k groups).
+// Split z handles k blocks [z * blocks_per_split, min((z + 1) * blocks_per_split, k_blocks)), none
+// empty; k group y of its CTA the y-th of blockDim.y near-equal slices of them (empty when the
+// split is shorter), warp x / 32 of the group its 32 columns x / 32 of the CTA's. The k groups'
+// sums meet in shared memory, added in k group order; with split-K the CTA's fp32 sum goes to
+// p.workspace ([split][M][N]) for split_k_reduce_kernel.
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
@@ -113,16 +129,19 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   extern __shared__ uint128_t smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
 
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  const int col_warps = blockDim.x / 32, k_groups = blockDim.y;
+  const int lane = threadIdx.x % 32, col_warp = threadIdx.x / 32, k_group = threadIdx.y;
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int warp = k_group * col_warps + col_warp;
   const int g = lane / 4, t = lane % 4;
-  const int n_warp = blockIdx.x * Cfg::kTileN;  // the CTA's (and every warp's) columns
+  const int n_warp = (blockIdx.x * col_warps + col_warp) * Cfg::kWarpN;  // the warp's columns
   const int m0 = blockIdx.y * Cfg::kTileM;
   const int rows = min(Cfg::kTileM, p.m - m0);
   const int k_blocks = (p.k + BK - 1) / BK;
   const int split_begin = blockIdx.z * blocks_per_split;
   const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
-  const int kb_begin = split_begin + warp * split_blocks / warps;
-  const int n_kb = split_begin + (warp + 1) * split_blocks / warps - kb_begin;
+  const int kb_begin = split_begin + k_group * split_blocks / k_groups;
+  const int n_kb = split_begin + (k_group + 1) * split_blocks / k_groups - kb_begin;
   const GroupShape groups(p);
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
@@ -131,8 +150,9 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // The zero row (every warp's rows past M read it; written before any warp can read it).
   if (tid < Cfg::kZeroRowBytes / 16) reinterpret_cast<uint4*>(smem)[tid] = make_uint4(0, 0, 0, 0);
   __syncthreads();
-  const int stage_bytes = Cfg::stage_bytes(rows);
-  char* wsmem = smem + Cfg::kZeroRowBytes + warp * S * stage_bytes;
+  const int stage_bytes = Cfg::stage_bytes(rows, col_warps), a_offset = Cfg::a_offset(col_warps);
+  char* gsmem = smem + Cfg::kZeroRowBytes + k_group * S * stage_bytes;  // the k group's stages
+  const int slice = col_warp * Cfg::kSliceBytes;  // the warp's weights and scales in a stage
 
   // ---- global -> shared. Every source address is computed once and advanced per k block: at
   // M = 1 the copies are a third of a warp's instructions if each recomputes its address.
@@ -156,13 +176,14 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const bool s_ok = s_col < p.n;
   T const* s_src = scales + (s_ok ? s_col : 0);
   T const* z_src = symmetric ? nullptr : zeros + (s_ok ? s_col : 0);
-  // Activations: rows * kBlockK / 8 units of 16 bytes per k block; lane l copies units l + 32 j:
-  // row a_row + j * kRowsPerIter, unit a_unit of it, stored at unit a_unit ^ (row % 8).
+  // Activations, shared by the k group's warps: rows * kBlockK / 8 units of 16 bytes per k block;
+  // thread x of the group copies units x + 32 col_warps j: row a_row + j * rows_per_iter, unit
+  // a_unit of it, stored at unit a_unit ^ (row % 8).
   constexpr int kUnitsPerRow = BK / 8;
-  constexpr int kRowsPerIter = kLanes / kUnitsPerRow;
-  constexpr int kUnitIters = (Cfg::kTileM + kRowsPerIter - 1) / kRowsPerIter;
-  const int a_row = lane / kUnitsPerRow, a_unit = lane % kUnitsPerRow;
-  const int64_t a_iter_stride = int64_t(kRowsPerIter) * p.lda;
+  constexpr int kUnitIters = (Cfg::kTileM * kUnitsPerRow + kLanes - 1) / kLanes;  // 1 warp
+  const int rows_per_iter = int(blockDim.x) / kUnitsPerRow;
+  const int a_row = threadIdx.x / kUnitsPerRow, a_unit = threadIdx.x % kUnitsPerRow;
+  const int64_t a_iter_stride = int64_t(rows_per_iter) * p.lda;
   T const* a_src = static_cast<T const*>(p.a) + int64_t(m0 + min(a_row, rows - 1)) * p.lda +
                    int64_t(kb_begin) * BK + a_unit * 8;
   T const* const a_fallback = static_cast<T const*>(p.a);  // the address of zero-filled copies
@@ -173,7 +194,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // so the prologue issues them after the dependency wait.
   auto load_weights = [&](int next, int stage) {
     if (next >= n_kb) return;
-    char* st = wsmem + stage * stage_bytes;
+    char* st = gsmem + stage * stage_bytes + slice;
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
@@ -195,12 +216,12 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   };
   auto load_activations = [&](int next, int stage) {
     if (next >= n_kb) return;
-    char* st = wsmem + stage * stage_bytes + Cfg::kAOffset;
+    char* st = gsmem + stage * stage_bytes + a_offset;
     const bool k_ok = a_k < p.k;  // columns past K read as zeros
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kUnitIters; ++j) {
-      const int r = a_row + j * kRowsPerIter;
-      if (j * kRowsPerIter >= rows) break;  // warp-uniform
+      const int r = a_row + j * rows_per_iter;
+      if (j * rows_per_iter >= rows) break;  // warp-uniform
       if (r < rows) {
         T const* src = k_ok ? a_src + j * a_iter_stride : a_fallback;
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
@@ -274,24 +295,33 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   CG_PRAGMA_NO_UNROLL
   for (int i = 0; i < n_kb; ++i) {
     cp_async_wait<S - 2>();
-    __syncwarp();  // every lane's copies of block i landed; every lane is done with block i - 1
+    // Every thread's copies of block i landed, and every warp of the k group is done with block
+    // i - 1 (whose stage the next copies overwrite): the warp alone, or the group's warps that
+    // share the activations.
+    if (col_warps == 1) {
+      __syncwarp();
+    } else {
+      named_barrier_sync(1 + k_group, 32 * col_warps);
+    }
     load_weights(i + S - 1, write_stage);
     load_activations(i + S - 1, write_stage);
     cp_async_fence();
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
 
-    char const* st = wsmem + read_stage * stage_bytes;
+    char const* st = gsmem + read_stage * stage_bytes;
     read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
     uint4 w[NB];
     CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[b * kLanes + lane];
-    T const* s_base = reinterpret_cast<T const*>(st + Cfg::kWeightBytes) + g;
+    for (int b = 0; b < NB; ++b) {
+      w[b] = reinterpret_cast<uint4 const*>(st + slice)[b * kLanes + lane];
+    }
+    T const* s_base = reinterpret_cast<T const*>(st + slice + Cfg::kWeightBytes) + g;
     char const* a_base[TT][2];
     CG_PRAGMA_UNROLL
     for (int tt = 0; tt < TT; ++tt) {
       CG_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h)
-        a_base[tt][h] = a_off[tt][h] < 0 ? smem : st + Cfg::kAOffset + a_off[tt][h];
+        a_base[tt][h] = a_off[tt][h] < 0 ? smem : st + a_offset + a_off[tt][h];
     }
 
     CG_PRAGMA_UNROLL
@@ -391,12 +421,14 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   cp_async_wait<0>();
   grid_launch_dependents();  // the next kernel may start streaming its weights
 
-  // ---- the warps' sum, in warp order: warps 1.. park their accumulators, warp 0 adds them.
-  // Layout [warp - 1][value][lane]: conflict-free.
-  if (warps > 1) {
-    float* parked = reinterpret_cast<float*>(smem + Cfg::kZeroRowBytes + warps * S * stage_bytes);
-    if (warp > 0) {
-      float* mine = parked + (warp - 1) * Cfg::kAccs * kLanes + lane;
+  // ---- the k groups' sum, in k group order: the warps of groups 1.. park their accumulators,
+  // each warp of group 0 adds those of its columns. Layout [warp - col_warps][value][lane]:
+  // conflict-free.
+  if (k_groups > 1) {
+    float* parked =
+        reinterpret_cast<float*>(smem + Cfg::kZeroRowBytes + k_groups * S * stage_bytes);
+    if (k_group > 0) {
+      float* mine = parked + (warp - col_warps) * Cfg::kAccs * kLanes + lane;
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
         CG_PRAGMA_UNROLL
@@ -407,9 +439,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       }
     }
     __syncthreads();
-    if (warp > 0) return;
-    for (int w = 1; w < warps; ++w) {
-      float const* theirs = parked + (w - 1) * Cfg::kAccs * kLanes + lane;
+    if (k_group > 0) return;
+    for (int y = 1; y < k_groups; ++y) {
+      float const* theirs =
+          parked + ((y - 1) * col_warps + col_warp) * Cfg::kAccs * kLanes + lane;
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
         CG_PRAGMA_UNROLL
@@ -421,7 +454,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     }
   }
 
-  // ---- epilogue (warp 0): value v of (r, tt) is column n_warp + 16 r + g + 8 (v / 2), token
+  // ---- epilogue (k group 0): value v of (r, tt) is column n_warp + 16 r + g + 8 (v / 2), token
   // m0 + 8 tt + 2 t + v % 2.
   float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
   CG_PRAGMA_UNROLL
@@ -459,48 +492,62 @@ int decode_rows(int m) {
   return m < 1 ? 1 : (m < Cfg::kTileM ? m : Cfg::kTileM);
 }
 
-// The most warps per CTA (<= kMaxWarps) whose stages fit in shared memory at M rows: 16 up to
-// M = 2, 8 at M = 8 (INT4, 227 KB).
+// Whether `col_warps` warps side by side can share a k group's activations: 1, 2 or 4.
 template <class Cfg>
-int mixed_decode_max_warps(int m) {
+bool decode_col_warps_valid(int col_warps) {
+  return col_warps == 1 || col_warps == 2 || col_warps == Cfg::kMaxColWarps;
+}
+
+// The most warps per CTA (<= kMaxWarps, a multiple of col_warps) whose stages fit in shared memory
+// at M rows; 0 when not even one k group fits. One token tile, col_warps 1: 16 up to M = 2, 8 at
+// M = 8 (INT4, 227 KB).
+template <class Cfg>
+int mixed_decode_max_warps(int m, int col_warps) {
+  if (!decode_col_warps_valid<Cfg>(col_warps)) return 0;
   const int rows = decode_rows<Cfg>(m), limit = decode_smem_limit();
   int warps = Cfg::kMaxWarps;
-  while (warps > 1 && Cfg::smem_bytes(rows, warps) > limit) --warps;
+  while (warps > 0 && Cfg::smem_bytes(rows, warps, col_warps) > limit) warps -= col_warps;
   return warps;
 }
 
-// CTAs of `warps` warps resident per SM at M rows (the occupancy calculator, cached per row and
-// warp count): the dispatcher sizes the grid to one full wave of them. 1 when it cannot tell.
+// CTAs of `warps` warps (k groups of col_warps) resident per SM at M rows (the occupancy
+// calculator, cached per row count, warp count and col_warps): the dispatcher sizes the grid to
+// one full wave of them. 1 when it cannot tell.
 template <class Cfg>
-int mixed_decode_ctas_per_sm(int m, int warps) {
-  static std::atomic<int> cache[Cfg::kTileM + 1][Cfg::kMaxWarps + 1] = {};
+int mixed_decode_ctas_per_sm(int m, int warps, int col_warps) {
+  static std::atomic<int> cache[Cfg::kTileM + 1][Cfg::kMaxWarps + 1][Cfg::kMaxColWarps + 1] = {};
+  if (!decode_col_warps_valid<Cfg>(col_warps)) return 1;
   const int rows = decode_rows<Cfg>(m);
-  warps = warps < 1 ? 1 : (warps > Cfg::kMaxWarps ? Cfg::kMaxWarps : warps);
-  int ctas = cache[rows][warps].load(std::memory_order_relaxed);
+  warps = warps < col_warps ? col_warps : (warps > Cfg::kMaxWarps ? Cfg::kMaxWarps : warps);
+  warps -= warps % col_warps;
+  int ctas = cache[rows][warps][col_warps].load(std::memory_order_relaxed);
   if (ctas > 0) return ctas;
   if (prepare_mixed_decode<Cfg>() == cudaSuccess) {
     ctas = resident_ctas_per_sm(mixed_decode_kernel<Cfg>, 32 * warps,
-                                Cfg::smem_bytes(rows, warps));
+                                Cfg::smem_bytes(rows, warps, col_warps));
   } else {
     cudaGetLastError();  // clear the error
     ctas = 1;
   }
-  cache[rows][warps].store(ctas, std::memory_order_relaxed);
+  cache[rows][warps][col_warps].store(ctas, std::memory_order_relaxed);
   return ctas;
 }
 
-// splits, warps: the dispatcher's grid split-K factor (none empty; > 1 needs p.workspace) and
-// warps per CTA (<= mixed_decode_max_warps(p.m)).
+// splits, warps, col_warps: the dispatcher's grid split-K factor (none empty; > 1 needs
+// p.workspace), warps per CTA (<= mixed_decode_max_warps(p.m, col_warps)) and warps per k group.
 template <class Cfg>
-cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
+cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps, int col_warps,
                                 cudaStream_t stream) {
+  if (!decode_col_warps_valid<Cfg>(col_warps) || warps < col_warps || warps % col_warps != 0 ||
+      warps > Cfg::kMaxWarps)
+    return cudaErrorInvalidValue;
   const cudaError_t prepared = prepare_mixed_decode<Cfg>();
   if (prepared != cudaSuccess) return prepared;
-  const int smem = Cfg::smem_bytes(decode_rows<Cfg>(p.m), warps);
+  const int smem = Cfg::smem_bytes(decode_rows<Cfg>(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
-  return launch_split_k<typename Cfg::Element>(mixed_decode_kernel<Cfg>, p, Cfg::kTileM,
-                                               Cfg::kTileN, 32 * warps, smem, splits,
-                                               current_cc_major() >= 9, stream);
+  return launch_split_k<typename Cfg::Element>(
+      mixed_decode_kernel<Cfg>, p, Cfg::kTileM, col_warps * Cfg::kWarpN,
+      dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
 }
 
 }  // namespace mixed

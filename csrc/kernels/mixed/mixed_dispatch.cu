@@ -1,8 +1,9 @@
-// Chooses the kernel (the decode kernel for INT4 at M = 1; up to M = 16 mma.sync; above, wgmma on
+// Chooses the kernel (the decode kernel at small M; then mma.sync up to M = 16; above, wgmma on
 // sm_90 when the build has sm_90a code, mma.sync otherwise), its instance (M tile, group
 // granularity), the split-K factor and how the splits are added, and launches. The kernels are
 // instantiated one configuration per translation unit under generated/.
 
+#include <algorithm>
 #include <atomic>
 
 #include "kernels/device_info.hpp"
@@ -20,11 +21,13 @@ constexpr int kMaxSplits = 64;
 std::atomic<int> g_forced_splits{-1};
 std::atomic<int> g_forced_reduce{-1};
 std::atomic<int> g_forced_kernel{-1};
+std::atomic<int> g_forced_decode_warps{-1};
+std::atomic<int> g_forced_col_warps{-1};
 
 int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap);
 int non_empty_splits(int splits, int k_blocks);
 
-constexpr int kDecodeMaxM = 8;   // the decode kernel's largest M (one 8-row token tile)
+constexpr int kDecodeMaxM = 16;  // the decode kernel's largest M (two 8-row token tiles)
 constexpr int kMmaSyncMaxM = 16;  // the default kernel up to here is mma.sync, wgmma above
 // The decode kernel is the default up to this M. Measured on the H200 (probe_mixed.py --kernels,
 // g128 INT4 / per-channel INT8, fp16, us, decode vs mma.sync; 4096^2, 4096x28672, 14336x4096,
@@ -99,7 +102,7 @@ bool use_decode(int m) {
 
 MixedDecodeInstance const* find_decode_instance(int m, int bits, int group_size, int k,
                                                 HalfType dtype) {
-  const int tile_m = 8 * ((m + 7) / 8);
+  const int tile_m = m <= 8 ? 8 : 16;
   const bool fine = group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
   for (MixedDecodeInstance const& inst : kMixedDecodeInstances) {
     if (inst.bits == bits && inst.tile_m == tile_m && inst.fine_groups == fine &&
@@ -147,12 +150,22 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
   return plan;
 }
 
-// The decode kernel's CTAs are `warps` warps on 32 columns, each warp a slice of the CTA's k range,
-// summed in shared memory, so that one wave fills the GPU without a second kernel where it can.
-// The plan takes the warps per CTA (each warp at least 2 k blocks) whose single wave keeps the
-// most warps busy (shared memory bounds the CTAs per SM at larger M), with the fewest grid splits
-// on a tie; splits (through the workspace) then fill the wave. Forced splits keep at least one k
-// block per warp.
+// The decode kernel's CTAs are k groups of col_warps warps (32 columns each, sharing the
+// activations), each k group a slice of the CTA's k range, summed in shared memory, so that one
+// wave fills the GPU without a second kernel where it can. The plan takes the k groups per CTA
+// (each at least 2 k blocks) and col_warps whose single wave keeps the most warps busy (shared
+// memory bounds the CTAs per SM at larger M), then the fewest grid splits, then the preferred
+// col_warps (decode_col_warps_order); splits (through the workspace) then fill the wave. Forced
+// splits keep at least one k block per k group.
+constexpr int kColWarpChoices[] = {1, 2, 4};
+
+// The order in which col_warps win a tie: up to M = 4 the activations are a small part of a k
+// block's bytes, and a warp alone needs no barrier, so 1 first; above, the widest first.
+int decode_col_warps_rank(int m, int col_warps) {
+  const int i = col_warps == 1 ? 0 : (col_warps == 2 ? 1 : 2);
+  return m <= 4 ? i : 2 - i;
+}
+
 MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* inst) {
   MixedPlan plan;
   plan.kernel = MixedKernel::kDecode;
@@ -161,28 +174,48 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   plan.fine_groups = inst->fine_groups;
   plan.exact_scales = true;
   const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
-  const long long base = (long long)((p.n + 31) / 32) * ((p.m + inst->tile_m - 1) / inst->tile_m);
+  const long long m_tiles = (p.m + inst->tile_m - 1) / inst->tile_m;
   const long long sms = current_sm_count();
-  int max_warps = inst->max_warps(p.m);
-  if (k_blocks / 2 < max_warps) max_warps = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
-  if (forced_splits > 0) {
-    plan.splits = non_empty_splits(forced_splits, k_blocks);
-    const int per_split = (k_blocks + plan.splits - 1) / plan.splits;
-    plan.warps = per_split < max_warps ? per_split : max_warps;
-  } else {
-    long long best = -1;
-    for (int w = 1; w <= max_warps; ++w) {
-      const int per_sm = inst->ctas_per_sm(p.m, w);
+  const int forced_warps = g_forced_decode_warps.load(std::memory_order_relaxed);
+  const int forced_cw = g_forced_col_warps.load(std::memory_order_relaxed);
+  long long best = -1;
+  int best_rank = 0;
+  for (int cw : kColWarpChoices) {
+    if (forced_cw > 0 && cw != forced_cw) continue;
+    // k groups per CTA: at most what fits, and at least 2 k blocks each.
+    int max_groups = inst->max_warps(p.m, cw) / cw;
+    if (max_groups < 1) continue;
+    if (k_blocks / 2 < max_groups) max_groups = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
+    const long long base = (long long)((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles;
+    int lo = 1, hi = max_groups;
+    if (forced_splits > 0) {  // as many k groups as the split has k blocks, in ranked col_warps
+      const int per_split = (k_blocks + forced_splits - 1) / forced_splits;
+      lo = hi = std::max(1, std::min(per_split, max_groups));
+    }
+    if (forced_warps > 0) {  // the forced warps, rounded down to whole k groups that fit
+      lo = hi = std::max(1, std::min(forced_warps / cw, max_groups));
+    }
+    for (int groups = lo; groups <= hi; ++groups) {
+      const int w = groups * cw;
+      const int per_sm = inst->ctas_per_sm(p.m, w, cw);
       const long long resident = per_sm * sms;
-      if (w > 1 && base > resident) continue;  // more than one wave
+      if (groups > lo && base > resident) continue;  // more than one wave
       const int splits =
-          non_empty_splits(wave_splits(base, per_sm, k_blocks / w, kMaxSplits), k_blocks);
+          forced_splits > 0
+              ? non_empty_splits(forced_splits, k_blocks)
+              : non_empty_splits(wave_splits(base, per_sm, k_blocks / groups, kMaxSplits),
+                                 k_blocks);
       const long long ctas = base * splits;
-      const long long busy = (ctas < resident ? ctas : resident) * w;
-      if (busy > best || (busy == best && splits < plan.splits)) {
+      // Forced splits: the ranked col_warps decide.
+      const long long busy = forced_splits > 0 ? 0 : (ctas < resident ? ctas : resident) * w;
+      const int rank = decode_col_warps_rank(p.m, cw);
+      if (busy > best || (busy == best && splits < plan.splits) ||
+          (busy == best && splits == plan.splits && rank < best_rank)) {
         best = busy;
+        best_rank = rank;
         plan.warps = w;
+        plan.col_warps = cw;
         plan.splits = splits;
       }
     }
@@ -257,6 +290,19 @@ bool mixed_set_kernel_override(int kernel) {
 
 int mixed_kernel_override() { return g_forced_kernel.load(std::memory_order_relaxed); }
 
+bool mixed_set_decode_override(int warps, int col_warps) {
+  if (warps == 0 || warps < -1 || warps > 16) return false;
+  if (col_warps != -1 && col_warps != 1 && col_warps != 2 && col_warps != 4) return false;
+  g_forced_decode_warps.store(warps, std::memory_order_relaxed);
+  g_forced_col_warps.store(col_warps, std::memory_order_relaxed);
+  return true;
+}
+
+void mixed_decode_override(int& warps, int& col_warps) {
+  warps = g_forced_decode_warps.load(std::memory_order_relaxed);
+  col_warps = g_forced_col_warps.load(std::memory_order_relaxed);
+}
+
 // The wgmma instances exist in every build, but their kernels have bodies only in sm_90a code,
 // which setup.py builds (and announces with CUTE_GEMM_WITH_SM90A) when TORCH_CUDA_ARCH_LIST names
 // 9.0a; sm_90a code runs on compute capability 9.0 only.
@@ -289,7 +335,10 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, cudaStream_t stream) {
   if (plan.reduce == SplitReduce::kWorkspace &&
       p.workspace_bytes < size_t(plan.splits) * p.m * p.n * sizeof(float))
     return cudaErrorInvalidValue;
-  if (decode != nullptr) return decode->launch(p, plan.splits, plan.warps, stream);
+  if (decode != nullptr) {
+    if (plan.warps < 1) return cudaErrorInvalidValue;  // no k group fits in shared memory
+    return decode->launch(p, plan.splits, plan.warps, plan.col_warps, stream);
+  }
   if (wgmma != nullptr) return wgmma->launch(p, plan.splits, stream);
   return inst->launch(p, plan.splits, plan.reduce, stream);
 }

@@ -114,12 +114,12 @@ int resident_ctas_per_sm(Kernel kernel, int threads, int smem) {
 }
 
 // Launches kernel(p, per_split, splits > 1) on a (ceil(N / tile_n), ceil(M / tile_m), splits) grid
-// (a programmatic dependent of the previous kernel in the stream when pdl, i.e. on sm_90), then,
-// with split-K, split_k_reduce_kernel. The kernel writes `out` itself when splits == 1 and the
+// of `threads` blocks (a programmatic dependent of the previous kernel in the stream when pdl,
+// i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out` itself when splits == 1 and the
 // fp32 partial sums to p.workspace otherwise.
 template <class T>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool), MixedGemmParams const& p,
-                           int tile_m, int tile_n, int threads, int smem, int splits, bool pdl,
+                           int tile_m, int tile_n, dim3 threads, int smem, int splits, bool pdl,
                            cudaStream_t stream) {
   const int k_blocks = (p.k + block_k(p.bits) - 1) / block_k(p.bits);
   const int per_split = (k_blocks + splits - 1) / splits;
@@ -128,7 +128,7 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool), MixedGemm
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3((p.n + tile_n - 1) / tile_n, (p.m + tile_m - 1) / tile_m, splits);
-  config.blockDim = dim3(threads);
+  config.blockDim = threads;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;

@@ -69,7 +69,7 @@ size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params);
 cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cudaStream_t stream);
 
 // Which kernel runs a launch: mma.sync (mixed_gemm_kernel.cuh, sm_80+), on sm_90 devices when
-// the build has sm_90a code wgmma (mixed_wgmma_kernel.cuh), or up to M = 8 the decode kernel
+// the build has sm_90a code wgmma (mixed_wgmma_kernel.cuh), or up to M = 16 the decode kernel
 // (mixed_decode_kernel.cuh, sm_80+).
 enum class MixedKernel : int { kMma = 0, kWgmma = 1, kDecode = 2 };
 
@@ -86,7 +86,9 @@ struct MixedPlan {
   bool exact_scales = true;
   int splits = 1;
   SplitReduce reduce = SplitReduce::kNone;
-  int warps = 0;  // decode: warps per CTA, each a slice of the CTA's k range (0 otherwise)
+  int warps = 0;      // decode: warps per CTA (0 otherwise)
+  int col_warps = 0;  // decode: warps per k group, side by side on 32 columns each; the CTA's
+                      // warps / col_warps k groups each take a slice of its k range (0 otherwise)
 };
 MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 
@@ -99,9 +101,16 @@ void mixed_split_override(int& splits, int& reduce);
 
 // Process-wide choice of the kernel, for tests and tuning: -1 the default (decode up to M = 4,
 // mma.sync up to M = 16, then wgmma where usable), 0 mma.sync, 1 wgmma where usable (mma.sync
-// otherwise), 2 decode up to M = 8. Returns false when out of range.
+// otherwise), 2 decode up to M = 16. Returns false when out of range.
 bool mixed_set_kernel_override(int kernel);
 int mixed_kernel_override();
+
+// Process-wide override of the decode kernel's CTA shape, for tests and tuning: warps 1..16 forces
+// that many warps per CTA (rounded down to whole k groups that fit, at least one), col_warps 1, 2
+// or 4 the warps per k group; -1 restores the heuristic for each. Returns false (and changes
+// nothing) when out of range.
+bool mixed_set_decode_override(int warps, int col_warps);
+void mixed_decode_override(int& warps, int& col_warps);
 
 // Whether this build has the sm_90a wgmma kernels and the current device can run them.
 bool mixed_wgmma_usable();

@@ -7,17 +7,18 @@ namespace cute_gemm {
 using mixed_decode_bf16_int8_m8_fine_config = mixed::MixedDecodeConfig<__nv_bfloat16, 8, 1, true>;
 
 cudaError_t mixed_decode_bf16_int8_m8_fine(MixedGemmParams const& p, int splits, int warps,
-                                           cudaStream_t stream) {
+                                           int col_warps, cudaStream_t stream) {
   return mixed::launch_mixed_decode<mixed_decode_bf16_int8_m8_fine_config>(
-      p, splits, warps, stream);
+      p, splits, warps, col_warps, stream);
 }
 
-int mixed_decode_bf16_int8_m8_fine_max_warps(int m) {
-  return mixed::mixed_decode_max_warps<mixed_decode_bf16_int8_m8_fine_config>(m);
+int mixed_decode_bf16_int8_m8_fine_max_warps(int m, int col_warps) {
+  return mixed::mixed_decode_max_warps<mixed_decode_bf16_int8_m8_fine_config>(m, col_warps);
 }
 
-int mixed_decode_bf16_int8_m8_fine_ctas_per_sm(int m, int warps) {
-  return mixed::mixed_decode_ctas_per_sm<mixed_decode_bf16_int8_m8_fine_config>(m, warps);
+int mixed_decode_bf16_int8_m8_fine_ctas_per_sm(int m, int warps, int col_warps) {
+  return mixed::mixed_decode_ctas_per_sm<mixed_decode_bf16_int8_m8_fine_config>(
+      m, warps, col_warps);
 }
 
 }  // namespace cute_gemm
