@@ -6,7 +6,7 @@
     python3 benchmarks/probe_mixed.py --kernels   mma.sync vs wgmma kernels vs dense over M
     python3 benchmarks/probe_mixed.py --decode-shapes
                                                   the decode kernel's k groups of 1, 2, 4 warps
-                                                  vs mma.sync vs the default, M = 8..16
+                                                  vs mma.sync vs the default, M = 1..8
 """
 import os
 import sys
@@ -124,11 +124,11 @@ def sweep_kernels():
 
 
 def sweep_decode_shapes():
-    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 5 8 12 16): the default
+    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 1 4 5 8): the default
     plan, mma.sync, and the decode kernel with its k groups forced to 1, 2 and 4 warps (the
     heuristic's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
     torch.manual_seed(0)
-    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "5 8 12 16").split()]
+    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 5 8").split()]
     print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>16} {'mma':>6} | "
           f"{'decode cw=1':>16} {'cw=2':>16} {'cw=4':>16}")
     for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:

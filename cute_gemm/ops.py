@@ -176,7 +176,7 @@ def _forced_mixed_dense_from_m(m):
 def _forced_mixed_kernel(kernel):
     """Inside the block the CUDA mixed_gemm runs the given fused kernel: ``"mma"`` (mma.sync, any
     sm_80+ GPU), ``"wgmma"`` (Hopper, where the build and device allow it; mma.sync otherwise),
-    ``"decode"`` (up to M = 16, any sm_80+ GPU) or None (the default: decode up to M = 4,
+    ``"decode"`` (up to M = 8, any sm_80+ GPU) or None (the default: decode up to M = 8,
     mma.sync up to M = 16, then wgmma where usable). For tests that must cover
     every kernel and for tuning; process-wide, restored on exit."""
     codes = {None: -1, "mma": 0, "wgmma": 1, "decode": 2}

@@ -432,19 +432,19 @@ def test_mixed_kernel_override_round_trip_and_errors():
         want = "wgmma" if cute_gemm._C._mixed_wgmma_usable() else "mma"
         assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == want
     assert cute_gemm._C._mixed_set_kernel(-1) == -1
-    # The default, on every device: the decode kernel up to M = 4, mma.sync up to M = 16.
+    # The default, on every device: the decode kernel up to M = 8, mma.sync up to M = 16.
     assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "decode"
     assert cute_gemm._C._mixed_plan(1, 4096, 4096, 8, 128)["kernel"] == "decode"
-    assert cute_gemm._C._mixed_plan(4, 4096, 4096, 4, 128)["kernel"] == "decode"
-    assert cute_gemm._C._mixed_plan(5, 4096, 4096, 4, 128)["kernel"] == "mma"
+    assert cute_gemm._C._mixed_plan(8, 4096, 4096, 4, 128)["kernel"] == "decode"
+    assert cute_gemm._C._mixed_plan(9, 4096, 4096, 4, 128)["kernel"] == "mma"
     with cute_gemm.ops._forced_mixed_kernel("decode"):
         assert cute_gemm._C._mixed_set_kernel(2) == 2
-        # The decode kernel takes M <= 16 only (8-row token tiles up to 8, then 16); above, the
-        # default kernel runs.
-        for m, tile_m in ((8, 8), (9, 16), (16, 16)):
-            plan = cute_gemm._C._mixed_plan(m, 4096, 4096, 8, 128)
-            assert (plan["kernel"], plan["tile_m"]) == ("decode", tile_m)
-            assert plan["warps"] >= plan["col_warps"] >= 1
+        # The decode kernel takes M <= 8 only (one 8-row token tile); above, the default kernel
+        # runs.
+        plan = cute_gemm._C._mixed_plan(8, 4096, 4096, 8, 128)
+        assert (plan["kernel"], plan["tile_m"]) == ("decode", 8)
+        assert plan["warps"] >= plan["col_warps"] >= 1 and plan["warps"] % plan["col_warps"] == 0
+        assert cute_gemm._C._mixed_plan(9, 4096, 4096, 4, 128)["kernel"] == "mma"
         assert cute_gemm._C._mixed_plan(17, 4096, 4096, 4, 128)["kernel"] == want
     assert cute_gemm._C._mixed_set_kernel(-1) == -1
     for bad in (-2, 3):

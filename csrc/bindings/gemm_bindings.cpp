@@ -16,7 +16,7 @@
 //                                           1 workspace, 2 cluster), warps (decode: per CTA),
 //                                           col_warps (decode: per k group)
 //   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
-//                                           2 decode (M <= 16), -1 the default; returns the
+//                                           2 decode (M <= 8), -1 the default; returns the
 //                                           previous setting
 //   cute_gemm._C._mixed_set_decode_shape(warps, col_warps)
 //                                           force the decode kernel's warps per CTA and/or per
@@ -241,7 +241,7 @@ void bind_gemm(py::module_& m) {
         "splits, reduce (0 none, 1 workspace + second kernel, 2 cluster), warps and col_warps "
         "(the decode kernel's warps per CTA and per k group, 0 for the others).");
   m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
-        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 16), "
+        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "
         "-1 the default "
         "(process-wide); returns the previous setting. Prefer "
         "cute_gemm.ops._forced_mixed_kernel().");

@@ -1,5 +1,5 @@
 #pragma once
-// Mixed-input GEMM for decode (M <= 16): out[M, N] = A[M, K] @ dequant(W)^T (+ bias), the same
+// Mixed-input GEMM for decode (M <= 8): out[M, N] = A[M, K] @ dequant(W)^T (+ bias), the same
 // contract and packed format as mixed_gemm_kernel.cuh, built around what limits that kernel at
 // small M (benchmarks/results/NOTES.md, sessions 5-7). Not the memory system: its access pattern
 // streams at 4.0-4.5 TB/s with no arithmetic (benchmarks/stream_probe.cu). What costs is each
@@ -12,7 +12,7 @@
 //     the activations from L2 once per 32 columns: M * 256 bytes per 2 KB of weights per k block,
 //     as many bytes as the weights at M = 8. With 2 or 4 the group meets at a named barrier per
 //     k block (only its own warps) and the activations cost a half or a quarter of that in L2
-//     traffic and shared memory, which is what lets M = 9-16 keep the weight stream.
+//     traffic and shared memory: at M = 5-8, and for wide layers, that keeps more warps per SM.
 //   - A CTA is 1-16 warps: k groups on the same columns, each a slice of the CTA's k range; their
 //     sums meet in shared memory (in k group order) and group 0 writes the output. Decode needs a
 //     K split to fill the GPU (8192^2 has 256 column tiles for 132 SMs x 16 warps), and this one
@@ -52,8 +52,9 @@
 namespace cute_gemm {
 namespace mixed {
 
-// TokenTiles n8 tiles of tokens (8 or 16 rows of A); FineGroups: groups shorter than a packed k
-// block (32, 64), scaled every 2 k16 steps.
+// TokenTiles n8 tiles of tokens (up to 8 or 16 rows of A; only 1 is instantiated: see
+// generate_kernels.py); FineGroups: groups shorter than a packed k block (32, 64), scaled every 2
+// k16 steps.
 template <class Element_, int Bits, int TokenTiles, bool FineGroups>
 struct MixedDecodeConfig {
   using Element = Element_;
@@ -61,9 +62,7 @@ struct MixedDecodeConfig {
   // A CTA is 1..kMaxWarps warps: col_warps warps side by side on 32 columns each (a k group), and
   // k groups on slices of the CTA's k range (run-time, blockDim = (32 col_warps, k groups): the
   // dispatcher picks them so that a wave fills the GPU without a second kernel).
-  // Two token tiles: at most 12 warps, so that a thread may use 168 registers (with 128, 16 warps
-  // per SM, ptxas spilled); 12 warps are 3 k groups of 4 or 6 of 2.
-  static constexpr int kMaxWarps = TokenTiles == 1 ? 16 : 12;
+  static constexpr int kMaxWarps = 16;
   static constexpr int kMaxThreads = 32 * kMaxWarps;
   static constexpr int kMaxColWarps = 4;
   static constexpr int kBlocksPerWarp = 4;  // n8 blocks: 2 tiles of 16 weight rows
@@ -73,11 +72,10 @@ struct MixedDecodeConfig {
   static constexpr int kTileM = 8 * TokenTiles;
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8)
   static constexpr int kKSteps = kBlockK / 16;
-  // One token tile: 5 stages, <= 128 registers (16 warps per SM). Measured on the H200 at M = 1
-  // against 4 stages and <= 96 registers (a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096
-  // 12.7 vs 14.2, 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5 (4-warp CTAs of 128 columns then).
-  // Two token tiles: 4 stages, whose 16 activation rows (4 KB) take more shared memory per stage.
-  static constexpr int kStages = TokenTiles == 1 ? 5 : 4;
+  // 5 stages, <= 128 registers (16 warps per SM). Measured on the H200 at M = 1 against 4 stages
+  // and <= 96 registers (a few spilled): 4096x28672 22.1 vs 25.8 us, 14336x4096 12.7 vs 14.2,
+  // 8192^2 13.9 vs 14.2, 28672x8192 35.7 vs 36.5 (4-warp CTAs of 128 columns then).
+  static constexpr int kStages = 5;
   static constexpr bool kFineGroups = FineGroups;
   static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
   static constexpr int kChunks = kKSteps / kStepsPerChunk;

@@ -27,17 +27,20 @@ std::atomic<int> g_forced_col_warps{-1};
 int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap);
 int non_empty_splits(int splits, int k_blocks);
 
-constexpr int kDecodeMaxM = 16;  // the decode kernel's largest M (two 8-row token tiles)
+constexpr int kDecodeMaxM = 8;   // the decode kernel's largest M (one 8-row token tile)
 constexpr int kMmaSyncMaxM = 16;  // the default kernel up to here is mma.sync, wgmma above
 // The decode kernel is the default up to this M. Measured on the H200 (probe_mixed.py --kernels,
 // g128 INT4 / per-channel INT8, fp16, us, decode vs mma.sync; 4096^2, 4096x28672, 14336x4096,
 // 8192^2, 28672x8192):
 //   INT4 M=1: 5.0 vs 6.5, 19.6 vs 23.4, 11.2 vs 13.7, 12.2 vs 14.7, 33.4 vs 38.2;
-//        M=4: 5.4 vs 6.8, 23.7 vs 23.8, 12.0 vs 13.8, 12.0 vs 14.9, 36.5 vs 39.9;
-//        M=8: 5.4 vs 6.7, 25.9 vs 24.1, 12.8 vs 13.8, 13.6 vs 14.9, 43.3 vs 41.1 (a warp's stages
-//        hold M activation rows, so fewer warps fit per SM).
+//        M=4: 5.4 vs 6.8, 23.7 vs 23.8, 12.0 vs 13.8, 12.0 vs 14.9, 36.5 vs 39.9 (k groups of 1).
 //   INT8 M=1: 7.2 vs 7.3, 32.2 vs 33.5, 16.4 vs 19.4, 18.7 vs 20.5, 62.7 vs 61.3.
-constexpr int kDecodeDefaultMaxM = 4;
+// With k groups of 2 and 4 warps (probe_mixed.py --decode-shapes, the best k group):
+//   INT4 M=5: 5.4 vs 6.9, 21.8 vs 23.7, 12.3 vs 13.7, 13.4 vs 14.8, 38.2 vs 39.4;
+//        M=8: 5.7 vs 6.8, 21.9 vs 23.9, 13.4 vs 13.8, 12.8 vs 14.8, 38.7 vs 40.8;
+//   INT8 M=5: 7.4 vs 8.2, 32.6 vs 34.2, 16.4 vs 19.3, 18.3 vs 20.7, 62.3 vs 61.3;
+//        M=8: 7.1 vs 8.3, 32.3 vs 35.2, 17.4 vs 19.3, 18.8 vs 20.4, 63.2 vs 61.3.
+constexpr int kDecodeDefaultMaxM = 8;
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
 
@@ -102,7 +105,7 @@ bool use_decode(int m) {
 
 MixedDecodeInstance const* find_decode_instance(int m, int bits, int group_size, int k,
                                                 HalfType dtype) {
-  const int tile_m = m <= 8 ? 8 : 16;
+  const int tile_m = 8 * ((m + 7) / 8);
   const bool fine = group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
   for (MixedDecodeInstance const& inst : kMixedDecodeInstances) {
     if (inst.bits == bits && inst.tile_m == tile_m && inst.fine_groups == fine &&
@@ -152,12 +155,19 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
 
 // The decode kernel's CTAs are k groups of col_warps warps (32 columns each, sharing the
 // activations), each k group a slice of the CTA's k range, summed in shared memory, so that one
-// wave fills the GPU without a second kernel where it can. The plan takes the k groups per CTA
-// (each at least 2 k blocks) and col_warps whose single wave keeps the most warps busy (shared
-// memory bounds the CTAs per SM at larger M), then the fewest grid splits, then the preferred
-// col_warps (decode_col_warps_order); splits (through the workspace) then fill the wave. Forced
-// splits keep at least one k block per k group.
+// wave fills the GPU without a second kernel where it can. Candidates: col_warps 1, 2, 4, k groups
+// per CTA (each at least 2 k blocks) whose CTAs fit in one wave, no split or the splits that fill
+// the wave. The plan takes, in order: a split-K grid only where it is cheap (below), the most warps
+// busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
+// preferred col_warps (decode_col_warps_rank). Forced splits get as many k groups as the split has
+// k blocks; forced warps are rounded down to whole k groups.
+//
+// The split-K grid (workspace + second kernel, a few us) pays only where each split keeps at least
+// kDecodeMinSplitK of K: measured on the H200 (INT4, M = 5), 28672x8192 in 2 splits of 4-warp k
+// groups 38.2 us vs 41.8 unsplit in 2-warp k groups, but 8192^2 14.7 vs 13.4 and 4096^2 (4 splits)
+// 6.7 vs 5.4 unsplit in 1-warp k groups; INT8 14336x4096 (2 splits of 7168) 17.9 vs 16.4.
 constexpr int kColWarpChoices[] = {1, 2, 4};
+constexpr int kDecodeMinSplitK = 8192;
 
 // The order in which col_warps win a tie: up to M = 4 the activations are a small part of a k
 // block's bytes, and a warp alone needs no barrier, so 1 first; above, the widest first.
@@ -179,44 +189,54 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
   const int forced_warps = g_forced_decode_warps.load(std::memory_order_relaxed);
   const int forced_cw = g_forced_col_warps.load(std::memory_order_relaxed);
-  long long best = -1;
+  // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
+  bool best_cheap = false;
+  long long best_busy = -1;
   int best_rank = 0;
   for (int cw : kColWarpChoices) {
     if (forced_cw > 0 && cw != forced_cw) continue;
-    // k groups per CTA: at most what fits, and at least 2 k blocks each.
     int max_groups = inst->max_warps(p.m, cw) / cw;
-    if (max_groups < 1) continue;
+    if (max_groups < 1) continue;  // not one k group fits in shared memory
     if (k_blocks / 2 < max_groups) max_groups = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
     const long long base = (long long)((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles;
+    const int rank = decode_col_warps_rank(p.m, cw);
     int lo = 1, hi = max_groups;
-    if (forced_splits > 0) {  // as many k groups as the split has k blocks, in ranked col_warps
+    if (forced_splits > 0) {
       const int per_split = (k_blocks + forced_splits - 1) / forced_splits;
       lo = hi = std::max(1, std::min(per_split, max_groups));
     }
-    if (forced_warps > 0) {  // the forced warps, rounded down to whole k groups that fit
-      lo = hi = std::max(1, std::min(forced_warps / cw, max_groups));
-    }
+    if (forced_warps > 0) lo = hi = std::max(1, std::min(forced_warps / cw, max_groups));
     for (int groups = lo; groups <= hi; ++groups) {
       const int w = groups * cw;
       const int per_sm = inst->ctas_per_sm(p.m, w, cw);
       const long long resident = per_sm * sms;
       if (groups > lo && base > resident) continue;  // more than one wave
-      const int splits =
-          forced_splits > 0
-              ? non_empty_splits(forced_splits, k_blocks)
-              : non_empty_splits(wave_splits(base, per_sm, k_blocks / groups, kMaxSplits),
-                                 k_blocks);
-      const long long ctas = base * splits;
-      // Forced splits: the ranked col_warps decide.
-      const long long busy = forced_splits > 0 ? 0 : (ctas < resident ? ctas : resident) * w;
-      const int rank = decode_col_warps_rank(p.m, cw);
-      if (busy > best || (busy == best && splits < plan.splits) ||
-          (busy == best && splits == plan.splits && rank < best_rank)) {
-        best = busy;
-        best_rank = rank;
-        plan.warps = w;
-        plan.col_warps = cw;
-        plan.splits = splits;
+      const int filling =
+          non_empty_splits(wave_splits(base, per_sm, k_blocks / groups, kMaxSplits), k_blocks);
+      // No split, or the wave-filling splits; forced splits: no cost model, the ranked col_warps
+      // decide.
+      const int options[2] = {1, forced_splits > 0 ? non_empty_splits(forced_splits, k_blocks)
+                                                   : filling};
+      for (int i = forced_splits > 0 ? 1 : 0; i < 2; ++i) {
+        const int splits = options[i];
+        const long long ctas = base * splits;
+        const bool cheap = forced_splits > 0 || splits == 1 ||
+                           (long long)p.k >= (long long)kDecodeMinSplitK * splits;
+        const long long busy = forced_splits > 0 ? 0 : (ctas < resident ? ctas : resident) * w;
+        const bool better =
+            best_busy < 0 || cheap > best_cheap ||
+            (cheap == best_cheap &&
+             (busy > best_busy ||
+              (busy == best_busy &&
+               (splits < plan.splits || (splits == plan.splits && rank < best_rank)))));
+        if (better) {
+          best_cheap = cheap;
+          best_busy = busy;
+          best_rank = rank;
+          plan.warps = w;
+          plan.col_warps = cw;
+          plan.splits = splits;
+        }
       }
     }
   }

@@ -69,7 +69,7 @@ size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params);
 cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cudaStream_t stream);
 
 // Which kernel runs a launch: mma.sync (mixed_gemm_kernel.cuh, sm_80+), on sm_90 devices when
-// the build has sm_90a code wgmma (mixed_wgmma_kernel.cuh), or up to M = 16 the decode kernel
+// the build has sm_90a code wgmma (mixed_wgmma_kernel.cuh), or up to M = 8 the decode kernel
 // (mixed_decode_kernel.cuh, sm_80+).
 enum class MixedKernel : int { kMma = 0, kWgmma = 1, kDecode = 2 };
 
@@ -99,9 +99,9 @@ MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 bool mixed_set_split_override(int splits, int reduce);
 void mixed_split_override(int& splits, int& reduce);
 
-// Process-wide choice of the kernel, for tests and tuning: -1 the default (decode up to M = 4,
+// Process-wide choice of the kernel, for tests and tuning: -1 the default (decode up to M = 8,
 // mma.sync up to M = 16, then wgmma where usable), 0 mma.sync, 1 wgmma where usable (mma.sync
-// otherwise), 2 decode up to M = 16. Returns false when out of range.
+// otherwise), 2 decode up to M = 8. Returns false when out of range.
 bool mixed_set_kernel_override(int kernel);
 int mixed_kernel_override();
 

@@ -21,22 +21,6 @@ cudaError_t mixed_decode_f16_int8_m8_fine(MixedGemmParams const& p, int splits, 
                                           int col_warps, cudaStream_t stream);
 int mixed_decode_f16_int8_m8_fine_max_warps(int m, int col_warps);
 int mixed_decode_f16_int8_m8_fine_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_f16_int4_m16(MixedGemmParams const& p, int splits, int warps,
-                                      int col_warps, cudaStream_t stream);
-int mixed_decode_f16_int4_m16_max_warps(int m, int col_warps);
-int mixed_decode_f16_int4_m16_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_f16_int4_m16_fine(MixedGemmParams const& p, int splits, int warps,
-                                           int col_warps, cudaStream_t stream);
-int mixed_decode_f16_int4_m16_fine_max_warps(int m, int col_warps);
-int mixed_decode_f16_int4_m16_fine_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_f16_int8_m16(MixedGemmParams const& p, int splits, int warps,
-                                      int col_warps, cudaStream_t stream);
-int mixed_decode_f16_int8_m16_max_warps(int m, int col_warps);
-int mixed_decode_f16_int8_m16_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_f16_int8_m16_fine(MixedGemmParams const& p, int splits, int warps,
-                                           int col_warps, cudaStream_t stream);
-int mixed_decode_f16_int8_m16_fine_max_warps(int m, int col_warps);
-int mixed_decode_f16_int8_m16_fine_ctas_per_sm(int m, int warps, int col_warps);
 cudaError_t mixed_decode_bf16_int4_m8(MixedGemmParams const& p, int splits, int warps,
                                       int col_warps, cudaStream_t stream);
 int mixed_decode_bf16_int4_m8_max_warps(int m, int col_warps);
@@ -53,22 +37,6 @@ cudaError_t mixed_decode_bf16_int8_m8_fine(MixedGemmParams const& p, int splits,
                                            int col_warps, cudaStream_t stream);
 int mixed_decode_bf16_int8_m8_fine_max_warps(int m, int col_warps);
 int mixed_decode_bf16_int8_m8_fine_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_bf16_int4_m16(MixedGemmParams const& p, int splits, int warps,
-                                       int col_warps, cudaStream_t stream);
-int mixed_decode_bf16_int4_m16_max_warps(int m, int col_warps);
-int mixed_decode_bf16_int4_m16_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_bf16_int4_m16_fine(MixedGemmParams const& p, int splits, int warps,
-                                            int col_warps, cudaStream_t stream);
-int mixed_decode_bf16_int4_m16_fine_max_warps(int m, int col_warps);
-int mixed_decode_bf16_int4_m16_fine_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_bf16_int8_m16(MixedGemmParams const& p, int splits, int warps,
-                                       int col_warps, cudaStream_t stream);
-int mixed_decode_bf16_int8_m16_max_warps(int m, int col_warps);
-int mixed_decode_bf16_int8_m16_ctas_per_sm(int m, int warps, int col_warps);
-cudaError_t mixed_decode_bf16_int8_m16_fine(MixedGemmParams const& p, int splits, int warps,
-                                            int col_warps, cudaStream_t stream);
-int mixed_decode_bf16_int8_m16_fine_max_warps(int m, int col_warps);
-int mixed_decode_bf16_int8_m16_fine_ctas_per_sm(int m, int warps, int col_warps);
 
 // Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group
 // granularity. launch(p, splits, warps per CTA, warps per k group, stream).
@@ -90,14 +58,6 @@ inline constexpr MixedDecodeInstance kMixedDecodeInstances[] = {
      mixed_decode_f16_int8_m8_max_warps, mixed_decode_f16_int8_m8_ctas_per_sm},
     {8, 8, true, false, mixed_decode_f16_int8_m8_fine,
      mixed_decode_f16_int8_m8_fine_max_warps, mixed_decode_f16_int8_m8_fine_ctas_per_sm},
-    {4, 16, false, false, mixed_decode_f16_int4_m16,
-     mixed_decode_f16_int4_m16_max_warps, mixed_decode_f16_int4_m16_ctas_per_sm},
-    {4, 16, true, false, mixed_decode_f16_int4_m16_fine,
-     mixed_decode_f16_int4_m16_fine_max_warps, mixed_decode_f16_int4_m16_fine_ctas_per_sm},
-    {8, 16, false, false, mixed_decode_f16_int8_m16,
-     mixed_decode_f16_int8_m16_max_warps, mixed_decode_f16_int8_m16_ctas_per_sm},
-    {8, 16, true, false, mixed_decode_f16_int8_m16_fine,
-     mixed_decode_f16_int8_m16_fine_max_warps, mixed_decode_f16_int8_m16_fine_ctas_per_sm},
     {4, 8, false, true, mixed_decode_bf16_int4_m8,
      mixed_decode_bf16_int4_m8_max_warps, mixed_decode_bf16_int4_m8_ctas_per_sm},
     {4, 8, true, true, mixed_decode_bf16_int4_m8_fine,
@@ -105,15 +65,7 @@ inline constexpr MixedDecodeInstance kMixedDecodeInstances[] = {
     {8, 8, false, true, mixed_decode_bf16_int8_m8,
      mixed_decode_bf16_int8_m8_max_warps, mixed_decode_bf16_int8_m8_ctas_per_sm},
     {8, 8, true, true, mixed_decode_bf16_int8_m8_fine,
-     mixed_decode_bf16_int8_m8_fine_max_warps, mixed_decode_bf16_int8_m8_fine_ctas_per_sm},
-    {4, 16, false, true, mixed_decode_bf16_int4_m16,
-     mixed_decode_bf16_int4_m16_max_warps, mixed_decode_bf16_int4_m16_ctas_per_sm},
-    {4, 16, true, true, mixed_decode_bf16_int4_m16_fine,
-     mixed_decode_bf16_int4_m16_fine_max_warps, mixed_decode_bf16_int4_m16_fine_ctas_per_sm},
-    {8, 16, false, true, mixed_decode_bf16_int8_m16,
-     mixed_decode_bf16_int8_m16_max_warps, mixed_decode_bf16_int8_m16_ctas_per_sm},
-    {8, 16, true, true, mixed_decode_bf16_int8_m16_fine,
-     mixed_decode_bf16_int8_m16_fine_max_warps, mixed_decode_bf16_int8_m16_fine_ctas_per_sm}
+     mixed_decode_bf16_int8_m8_fine_max_warps, mixed_decode_bf16_int8_m8_fine_ctas_per_sm}
 };
 
 }  // namespace cute_gemm
