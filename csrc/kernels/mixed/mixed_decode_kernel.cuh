@@ -10,9 +10,11 @@
 //     of each stage, copied by all of them. With col_warps = 1 a warp is an independent pipeline
 //     (a __syncwarp per k block, no barrier in the loop; a slow warp delays nobody), but it reads
 //     the activations from L2 once per 32 columns: M * 256 bytes per 2 KB of weights per k block,
-//     as many bytes as the weights at M = 8. With 2 or 4 the group meets at a named barrier per
-//     k block (only its own warps) and the activations cost a half or a quarter of that in L2
-//     traffic and shared memory: at M = 5-8, and for wide layers, that keeps more warps per SM.
+//     as many bytes as the weights at M = 8. With 2 or 4 the group meets at its own mbarrier per
+//     k block (only its own warps; a bar.sync with a run-time id would reserve all 16 hardware
+//     barriers and limit the CTAs per SM), and the activations cost a half or a quarter of that
+//     in L2 traffic and shared memory: at M = 5-8, and for wide layers, that keeps more warps per
+//     SM.
 //   - A CTA is 1-16 warps: k groups on the same columns, each a slice of the CTA's k range; their
 //     sums meet in shared memory (in k group order) and group 0 writes the output. Decode needs a
 //     K split to fill the GPU (8192^2 has 256 column tiles for 132 SMs x 16 warps), and this one
@@ -40,7 +42,7 @@
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
-#include "cute_gemm/arch/named_barrier.hpp"
+#include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
@@ -91,15 +93,18 @@ struct MixedDecodeConfig {
   static_assert(kSliceBytes % 128 == 0, "activation rows must start on 128 bytes");
   static constexpr int kARowBytes = kBlockK * 2;
   static constexpr int kZeroRowBytes = 256;  // what ldmatrix rows past M read
+  static constexpr int kBarrierBytes = 8 * kMaxWarps;  // an mbarrier per k group (128 bytes)
   // A warp's accumulators, as the warps' sum reads them: kAccs floats per lane.
   static constexpr int kAccs = kRowTiles * kTokenTiles * 4;
   CG_HOST_DEVICE static constexpr int a_offset(int col_warps) { return col_warps * kSliceBytes; }
   CG_HOST_DEVICE static constexpr int stage_bytes(int rows, int col_warps) {
     return a_offset(col_warps) + rows * kARowBytes;
   }
-  // The zero row, each k group's stages, then the accumulators of the warps outside k group 0.
+  static constexpr int kStagesOffset = kZeroRowBytes + kBarrierBytes;
+  // The zero row, the k groups' mbarriers, each k group's stages, then the accumulators of the
+  // warps outside k group 0.
   CG_HOST_DEVICE static constexpr int smem_bytes(int rows, int warps, int col_warps) {
-    return kZeroRowBytes + warps / col_warps * kStages * stage_bytes(rows, col_warps) +
+    return kStagesOffset + warps / col_warps * kStages * stage_bytes(rows, col_warps) +
            (warps - col_warps) * kLanes * kAccs * 4;
   }
 };
@@ -145,11 +150,14 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   T const* zeros = static_cast<T const*>(p.zeros);
   const bool symmetric = zeros == nullptr;
 
-  // The zero row (every warp's rows past M read it; written before any warp can read it).
+  // The zero row (every warp's rows past M read it) and the k groups' mbarriers, ready before any
+  // warp uses them.
   if (tid < Cfg::kZeroRowBytes / 16) reinterpret_cast<uint4*>(smem)[tid] = make_uint4(0, 0, 0, 0);
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Cfg::kZeroRowBytes);
+  if (col_warps > 1 && tid < k_groups) mbarrier_init(bars + tid, 32 * col_warps);
   __syncthreads();
   const int stage_bytes = Cfg::stage_bytes(rows, col_warps), a_offset = Cfg::a_offset(col_warps);
-  char* gsmem = smem + Cfg::kZeroRowBytes + k_group * S * stage_bytes;  // the k group's stages
+  char* gsmem = smem + Cfg::kStagesOffset + k_group * S * stage_bytes;  // the k group's stages
   const int slice = col_warp * Cfg::kSliceBytes;  // the warp's weights and scales in a stage
 
   // ---- global -> shared. Every source address is computed once and advanced per k block: at
@@ -295,11 +303,12 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     cp_async_wait<S - 2>();
     // Every thread's copies of block i landed, and every warp of the k group is done with block
     // i - 1 (whose stage the next copies overwrite): the warp alone, or the group's warps that
-    // share the activations.
+    // share the activations (phase i of the group's mbarrier).
     if (col_warps == 1) {
       __syncwarp();
     } else {
-      named_barrier_sync(1 + k_group, 32 * col_warps);
+      mbarrier_arrive(bars + k_group);
+      mbarrier_wait_parity(bars + k_group, i & 1);
     }
     load_weights(i + S - 1, write_stage);
     load_activations(i + S - 1, write_stage);
@@ -424,7 +433,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // conflict-free.
   if (k_groups > 1) {
     float* parked =
-        reinterpret_cast<float*>(smem + Cfg::kZeroRowBytes + k_groups * S * stage_bytes);
+        reinterpret_cast<float*>(smem + Cfg::kStagesOffset + k_groups * S * stage_bytes);
     if (k_group > 0) {
       float* mine = parked + (warp - col_warps) * Cfg::kAccs * kLanes + lane;
       CG_PRAGMA_UNROLL

@@ -162,10 +162,11 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
 // preferred col_warps (decode_col_warps_rank). Forced splits get as many k groups as the split has
 // k blocks; forced warps are rounded down to whole k groups.
 //
-// The split-K grid (workspace + second kernel, a few us) pays only where each split keeps at least
-// kDecodeMinSplitK of K: measured on the H200 (INT4, M = 5), 28672x8192 in 2 splits of 4-warp k
-// groups 38.2 us vs 41.8 unsplit in 2-warp k groups, but 8192^2 14.7 vs 13.4 and 4096^2 (4 splits)
-// 6.7 vs 5.4 unsplit in 1-warp k groups; INT8 14336x4096 (2 splits of 7168) 17.9 vs 16.4.
+// The split-K grid (workspace + second kernel, a few us) pays where no unsplit grid has CTAs for
+// half the SMs, and otherwise only where each split keeps at least kDecodeMinSplitK of K. Measured
+// on the H200 (INT4, M = 5): 28672x8192 in 2 splits of 4-warp k groups 38.2 us vs 41.8 unsplit in
+// 2-warp k groups, but 8192^2 14.7 vs 13.4 and 4096^2 (4 splits) 6.7 vs 5.4 unsplit in 1-warp k
+// groups; INT8 14336x4096 (2 splits of 7168) 17.9 vs 16.4.
 constexpr int kColWarpChoices[] = {1, 2, 4};
 constexpr int kDecodeMinSplitK = 8192;
 
@@ -189,6 +190,12 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
   const int forced_warps = g_forced_decode_warps.load(std::memory_order_relaxed);
   const int forced_cw = g_forced_col_warps.load(std::memory_order_relaxed);
+  // Whether some unsplit grid has CTAs for half the SMs (the one of 32-column k groups has most).
+  bool unsplit_fills = false;
+  for (int cw : kColWarpChoices) {
+    if ((forced_cw > 0 && cw != forced_cw) || inst->max_warps(p.m, cw) < cw) continue;
+    unsplit_fills |= 2 * ((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles >= sms;
+  }
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
   bool best_cheap = false;
   long long best_busy = -1;
@@ -220,7 +227,7 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
       for (int i = forced_splits > 0 ? 1 : 0; i < 2; ++i) {
         const int splits = options[i];
         const long long ctas = base * splits;
-        const bool cheap = forced_splits > 0 || splits == 1 ||
+        const bool cheap = forced_splits > 0 || splits == 1 || !unsplit_fills ||
                            (long long)p.k >= (long long)kDecodeMinSplitK * splits;
         const long long busy = forced_splits > 0 ? 0 : (ctas < resident ? ctas : resident) * w;
         const bool better =

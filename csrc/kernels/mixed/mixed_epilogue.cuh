@@ -115,8 +115,8 @@ int resident_ctas_per_sm(Kernel kernel, int threads, int smem) {
 
 // Launches kernel(p, per_split, splits > 1) on a (ceil(N / tile_n), ceil(M / tile_m), splits) grid
 // of `threads` blocks (a programmatic dependent of the previous kernel in the stream when pdl,
-// i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out` itself when splits == 1 and the
-// fp32 partial sums to p.workspace otherwise.
+// i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out` itself when
+// splits == 1 and the fp32 partial sums to p.workspace otherwise.
 template <class T>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool), MixedGemmParams const& p,
                            int tile_m, int tile_n, dim3 threads, int smem, int splits, bool pdl,
