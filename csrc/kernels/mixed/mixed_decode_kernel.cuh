@@ -121,8 +121,10 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
 // empty; k group y of its CTA the y-th of blockDim.y near-equal slices of them (empty when the
 // split is shorter), warp x / 32 of the group its 32 columns x / 32 of the CTA's. The k groups'
 // sums meet in shared memory, added in k group order; with split-K the CTA's fp32 sum goes to
-// p.workspace ([split][M][N]) for split_k_reduce_kernel.
-template <class Cfg>
+// p.workspace ([split][M][N]) for split_k_reduce_kernel. Shared: k groups of 2 or 4 warps
+// (blockDim.x 64 or 128); otherwise of 1, compiled apart so that its copies' offsets fold to
+// constants (about 10% fewer instructions per k block than the run-time k group width).
+template <class Cfg, bool Shared>
 __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
   using T = typename Cfg::Element;
@@ -132,9 +134,9 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   extern __shared__ uint128_t smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
 
-  const int col_warps = blockDim.x / 32, k_groups = blockDim.y;
-  const int lane = threadIdx.x % 32, col_warp = threadIdx.x / 32, k_group = threadIdx.y;
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int col_warps = Shared ? blockDim.x / 32 : 1, k_groups = blockDim.y;
+  const int lane = threadIdx.x % 32, col_warp = Shared ? threadIdx.x / 32 : 0;
+  const int k_group = threadIdx.y;
   const int warp = k_group * col_warps + col_warp;
   const int g = lane / 4, t = lane % 4;
   const int n_warp = (blockIdx.x * col_warps + col_warp) * Cfg::kWarpN;  // the warp's columns
@@ -150,11 +152,12 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   T const* zeros = static_cast<T const*>(p.zeros);
   const bool symmetric = zeros == nullptr;
 
-  // The zero row (every warp's rows past M read it) and the k groups' mbarriers, ready before any
-  // warp uses them.
+  // The zero row (every warp's rows past M read it; written by each k group's first 16 threads,
+  // the same zeros) and the k groups' mbarriers, ready before any warp uses them.
+  const int tid = threadIdx.x;
   if (tid < Cfg::kZeroRowBytes / 16) reinterpret_cast<uint4*>(smem)[tid] = make_uint4(0, 0, 0, 0);
   uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Cfg::kZeroRowBytes);
-  if (col_warps > 1 && tid < k_groups) mbarrier_init(bars + tid, 32 * col_warps);
+  if (Shared && tid == 0) mbarrier_init(bars + k_group, 32 * col_warps);
   __syncthreads();
   const int stage_bytes = Cfg::stage_bytes(rows, col_warps), a_offset = Cfg::a_offset(col_warps);
   char* gsmem = smem + Cfg::kStagesOffset + k_group * S * stage_bytes;  // the k group's stages
@@ -187,8 +190,9 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // a_unit of it, stored at unit a_unit ^ (row % 8).
   constexpr int kUnitsPerRow = BK / 8;
   constexpr int kUnitIters = (Cfg::kTileM * kUnitsPerRow + kLanes - 1) / kLanes;  // 1 warp
-  const int rows_per_iter = int(blockDim.x) / kUnitsPerRow;
-  const int a_row = threadIdx.x / kUnitsPerRow, a_unit = threadIdx.x % kUnitsPerRow;
+  const int rows_per_iter = 32 * col_warps / kUnitsPerRow;
+  const int copier = Shared ? int(threadIdx.x) : lane;  // the thread's index in its k group
+  const int a_row = copier / kUnitsPerRow, a_unit = copier % kUnitsPerRow;
   const int64_t a_iter_stride = int64_t(rows_per_iter) * p.lda;
   T const* a_src = static_cast<T const*>(p.a) + int64_t(m0 + min(a_row, rows - 1)) * p.lda +
                    int64_t(kb_begin) * BK + a_unit * 8;
@@ -304,7 +308,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     // Every thread's copies of block i landed, and every warp of the k group is done with block
     // i - 1 (whose stage the next copies overwrite): the warp alone, or the group's warps that
     // share the activations (phase i of the group's mbarrier).
-    if (col_warps == 1) {
+    if constexpr (!Shared) {
       __syncwarp();
     } else {
       mbarrier_arrive(bars + k_group);
@@ -489,8 +493,14 @@ inline int decode_smem_limit() {
 }
 template <class Cfg>
 cudaError_t prepare_mixed_decode() {
-  static const cudaError_t e = cudaFuncSetAttribute(
-      mixed_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_limit());
+  static const cudaError_t e = [] {
+    const cudaError_t alone = cudaFuncSetAttribute(mixed_decode_kernel<Cfg, false>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   decode_smem_limit());
+    if (alone != cudaSuccess) return alone;
+    return cudaFuncSetAttribute(mixed_decode_kernel<Cfg, true>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_limit());
+  }();
   return e;
 }
 
@@ -530,7 +540,9 @@ int mixed_decode_ctas_per_sm(int m, int warps, int col_warps) {
   int ctas = cache[rows][warps][col_warps].load(std::memory_order_relaxed);
   if (ctas > 0) return ctas;
   if (prepare_mixed_decode<Cfg>() == cudaSuccess) {
-    ctas = resident_ctas_per_sm(mixed_decode_kernel<Cfg>, 32 * warps,
+    ctas = resident_ctas_per_sm(col_warps > 1 ? mixed_decode_kernel<Cfg, true>
+                                              : mixed_decode_kernel<Cfg, false>,
+                                32 * warps,
                                 Cfg::smem_bytes(rows, warps, col_warps));
   } else {
     cudaGetLastError();  // clear the error
@@ -553,7 +565,8 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
   const int smem = Cfg::smem_bytes(decode_rows<Cfg>(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(
-      mixed_decode_kernel<Cfg>, p, Cfg::kTileM, col_warps * Cfg::kWarpN,
+      col_warps > 1 ? mixed_decode_kernel<Cfg, true> : mixed_decode_kernel<Cfg, false>, p,
+      Cfg::kTileM, col_warps * Cfg::kWarpN,
       dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
 }
 
