@@ -159,8 +159,8 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
 // per CTA (each at least 2 k blocks) whose CTAs fit in one wave, no split or the splits that fill
 // the wave. The plan takes, in order: a split-K grid only where it is cheap (below), the most warps
 // busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
-// preferred col_warps (decode_col_warps_rank). Forced splits get as many k groups as the split has
-// k blocks; forced warps are rounded down to whole k groups.
+// preferred col_warps (decode_col_warps_rank; only 1 below kDecodeSharedFromM). Forced splits get
+// as many k groups as the split has k blocks; forced warps are rounded down to whole k groups.
 //
 // The split-K grid (workspace + second kernel, a few us) pays where no unsplit grid has CTAs for
 // half the SMs, and otherwise only where each split keeps at least kDecodeMinSplitK of K. Measured
@@ -170,12 +170,14 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
 constexpr int kColWarpChoices[] = {1, 2, 4};
 constexpr int kDecodeMinSplitK = 8192;
 
-// The order in which col_warps win a tie: up to M = 4 the activations are a small part of a k
-// block's bytes, and a warp alone needs no barrier, so 1 first; above, the widest first.
-int decode_col_warps_rank(int m, int col_warps) {
-  const int i = col_warps == 1 ? 0 : (col_warps == 2 ? 1 : 2);
-  return m <= 4 ? i : 2 - i;
-}
+// The order in which col_warps win a tie: the widest first (from M = 5; below, only 1 is tried).
+int decode_col_warps_rank(int col_warps) { return col_warps == 4 ? 0 : (col_warps == 2 ? 1 : 2); }
+
+// Up to M = 4 the activations are a small part of a k block's bytes and k groups of 1 warp need
+// no barrier: the plan tries only those (unless forced). Measured on the H200 at M = 4 (INT4 g128):
+// 8192^2 11.9 us in 6-warp CTAs of 1-warp k groups vs 13.3 in 16-warp CTAs of 2-warp k groups,
+// which keep more warps busy.
+constexpr int kDecodeSharedFromM = 5;
 
 MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* inst) {
   MixedPlan plan;
@@ -193,7 +195,8 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   // Whether some unsplit grid has CTAs for half the SMs (the one of 32-column k groups has most).
   bool unsplit_fills = false;
   for (int cw : kColWarpChoices) {
-    if ((forced_cw > 0 && cw != forced_cw) || inst->max_warps(p.m, cw) < cw) continue;
+    if (forced_cw > 0 ? cw != forced_cw : (cw > 1 && p.m < kDecodeSharedFromM)) continue;
+    if (inst->max_warps(p.m, cw) < cw) continue;
     unsplit_fills |= 2 * ((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles >= sms;
   }
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
@@ -201,12 +204,12 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   long long best_busy = -1;
   int best_rank = 0;
   for (int cw : kColWarpChoices) {
-    if (forced_cw > 0 && cw != forced_cw) continue;
+    if (forced_cw > 0 ? cw != forced_cw : (cw > 1 && p.m < kDecodeSharedFromM)) continue;
     int max_groups = inst->max_warps(p.m, cw) / cw;
     if (max_groups < 1) continue;  // not one k group fits in shared memory
     if (k_blocks / 2 < max_groups) max_groups = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
     const long long base = (long long)((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles;
-    const int rank = decode_col_warps_rank(p.m, cw);
+    const int rank = decode_col_warps_rank(cw);
     int lo = 1, hi = max_groups;
     if (forced_splits > 0) {
       const int per_split = (k_blocks + forced_splits - 1) / forced_splits;
