@@ -35,11 +35,11 @@ constexpr int kMmaSyncMaxM = 16;  // the default kernel up to here is mma.sync, 
 //   INT4 M=1: 5.0 vs 6.5, 19.6 vs 23.4, 11.2 vs 13.7, 12.2 vs 14.7, 33.4 vs 38.2;
 //        M=4: 5.4 vs 6.8, 23.7 vs 23.8, 12.0 vs 13.8, 12.0 vs 14.9, 36.5 vs 39.9 (k groups of 1).
 //   INT8 M=1: 7.2 vs 7.3, 32.2 vs 33.5, 16.4 vs 19.4, 18.7 vs 20.5, 62.7 vs 61.3.
-// With k groups of 2 and 4 warps (probe_mixed.py --decode-shapes, the best k group):
-//   INT4 M=5: 5.4 vs 6.9, 21.8 vs 23.7, 12.3 vs 13.7, 13.4 vs 14.8, 38.2 vs 39.4;
-//        M=8: 5.7 vs 6.8, 21.9 vs 23.9, 13.4 vs 13.8, 12.8 vs 14.8, 38.7 vs 40.8;
-//   INT8 M=5: 7.4 vs 8.2, 32.6 vs 34.2, 16.4 vs 19.3, 18.3 vs 20.7, 62.3 vs 61.3;
-//        M=8: 7.1 vs 8.3, 32.3 vs 35.2, 17.4 vs 19.3, 18.8 vs 20.4, 63.2 vs 61.3.
+// With k groups of 1, 2 and 4 warps (probe_mixed.py --decode-shapes, the best k group):
+//   INT4 M=5: 5.4 vs 6.9, 22.4 vs 23.7, 12.3 vs 13.7, 13.2 vs 14.8, 39.9 vs 42.5;
+//        M=8: 5.8 vs 6.8, 22.5 vs 23.9, 13.6 vs 13.7, 13.6 vs 14.8, 41.2 vs 43.2;
+//   INT8 M=5: 7.3 vs 8.2, 34.3 vs 34.7, 16.5 vs 19.7, 18.6 vs 20.7, 62.0 vs 64.3;
+//        M=8: 7.1 vs 8.3, 34.4 vs 35.8, 17.6 vs 19.7, 18.8 vs 20.6, 64.4 vs 63.1.
 constexpr int kDecodeDefaultMaxM = 8;
 
 int m_tiles_for(int m) { return m <= 16 ? 1 : (m <= 32 ? 2 : 4); }
@@ -164,9 +164,9 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
 //
 // The split-K grid (workspace + second kernel, a few us) pays where no unsplit grid has CTAs for
 // half the SMs, and otherwise only where each split keeps at least kDecodeMinSplitK of K. Measured
-// on the H200 (INT4, M = 5): 28672x8192 in 2 splits of 4-warp k groups 38.2 us vs 41.8 unsplit in
-// 2-warp k groups, but 8192^2 14.7 vs 13.4 and 4096^2 (4 splits) 6.7 vs 5.4 unsplit in 1-warp k
-// groups; INT8 14336x4096 (2 splits of 7168) 17.9 vs 16.4.
+// on the H200 (INT4, M = 5): 28672x8192 in 2 splits of 4-warp k groups 39.9 us vs 43.2 unsplit in
+// 2-warp k groups, but 8192^2 15.2 vs 13.2 and 4096^2 (4 splits) 7.0 vs 5.4 unsplit in 1-warp k
+// groups; INT8 14336x4096 (2 splits of 7168) 18.1 vs 16.5.
 constexpr int kColWarpChoices[] = {1, 2, 4};
 constexpr int kDecodeMinSplitK = 8192;
 
@@ -175,7 +175,7 @@ int decode_col_warps_rank(int col_warps) { return col_warps == 4 ? 0 : (col_warp
 
 // Up to M = 4 the activations are a small part of a k block's bytes and k groups of 1 warp need
 // no barrier: the plan tries only those (unless forced). Measured on the H200 at M = 4 (INT4 g128):
-// 8192^2 11.9 us in 6-warp CTAs of 1-warp k groups vs 13.3 in 16-warp CTAs of 2-warp k groups,
+// 8192^2 12.3 us in 6-warp CTAs of 1-warp k groups vs 13.2 in 16-warp CTAs of 2-warp k groups,
 // which keep more warps busy.
 constexpr int kDecodeSharedFromM = 5;
 
