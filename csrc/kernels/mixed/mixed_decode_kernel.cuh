@@ -515,6 +515,12 @@ bool decode_col_warps_valid(int col_warps) {
   return col_warps == 1 || col_warps == 2 || col_warps == Cfg::kMaxColWarps;
 }
 
+// The instantiation that runs k groups of col_warps warps.
+template <class Cfg>
+auto decode_kernel_for(int col_warps) {
+  return col_warps > 1 ? mixed_decode_kernel<Cfg, true> : mixed_decode_kernel<Cfg, false>;
+}
+
 // The most warps per CTA (<= kMaxWarps, a multiple of col_warps) whose stages fit in shared memory
 // at M rows; 0 when not even one k group fits. One token tile, col_warps 1: 16 up to M = 2, 8 at
 // M = 8 (INT4, 227 KB).
@@ -540,9 +546,7 @@ int mixed_decode_ctas_per_sm(int m, int warps, int col_warps) {
   int ctas = cache[rows][warps][col_warps].load(std::memory_order_relaxed);
   if (ctas > 0) return ctas;
   if (prepare_mixed_decode<Cfg>() == cudaSuccess) {
-    ctas = resident_ctas_per_sm(col_warps > 1 ? mixed_decode_kernel<Cfg, true>
-                                              : mixed_decode_kernel<Cfg, false>,
-                                32 * warps,
+    ctas = resident_ctas_per_sm(decode_kernel_for<Cfg>(col_warps), 32 * warps,
                                 Cfg::smem_bytes(rows, warps, col_warps));
   } else {
     cudaGetLastError();  // clear the error
@@ -565,8 +569,7 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
   const int smem = Cfg::smem_bytes(decode_rows<Cfg>(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(
-      col_warps > 1 ? mixed_decode_kernel<Cfg, true> : mixed_decode_kernel<Cfg, false>, p,
-      Cfg::kTileM, col_warps * Cfg::kWarpN,
+      decode_kernel_for<Cfg>(col_warps), p, Cfg::kTileM, col_warps * Cfg::kWarpN,
       dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
 }
 

@@ -192,11 +192,16 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   const int forced_splits = g_forced_splits.load(std::memory_order_relaxed);
   const int forced_warps = g_forced_decode_warps.load(std::memory_order_relaxed);
   const int forced_cw = g_forced_col_warps.load(std::memory_order_relaxed);
+  // The k group widths the plan may take: the forced one, else 1 and from kDecodeSharedFromM also
+  // 2 and 4; each only where one k group fits in shared memory.
+  auto tried = [&](int cw) {
+    if (forced_cw > 0 ? cw != forced_cw : (cw > 1 && p.m < kDecodeSharedFromM)) return false;
+    return inst->max_warps(p.m, cw) >= cw;
+  };
   // Whether some unsplit grid has CTAs for half the SMs (the one of 32-column k groups has most).
   bool unsplit_fills = false;
   for (int cw : kColWarpChoices) {
-    if (forced_cw > 0 ? cw != forced_cw : (cw > 1 && p.m < kDecodeSharedFromM)) continue;
-    if (inst->max_warps(p.m, cw) < cw) continue;
+    if (!tried(cw)) continue;
     unsplit_fills |= 2 * ((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles >= sms;
   }
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
@@ -204,9 +209,8 @@ MixedPlan decode_plan_for(MixedGemmParams const& p, MixedDecodeInstance const* i
   long long best_busy = -1;
   int best_rank = 0;
   for (int cw : kColWarpChoices) {
-    if (forced_cw > 0 ? cw != forced_cw : (cw > 1 && p.m < kDecodeSharedFromM)) continue;
+    if (!tried(cw)) continue;
     int max_groups = inst->max_warps(p.m, cw) / cw;
-    if (max_groups < 1) continue;  // not one k group fits in shared memory
     if (k_blocks / 2 < max_groups) max_groups = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
     const long long base = (long long)((p.n + 32 * cw - 1) / (32 * cw)) * m_tiles;
     const int rank = decode_col_warps_rank(cw);
