@@ -27,13 +27,16 @@ CONFIGS = [
 # (32, and 64 for INT4: shorter than a packed k block) apply the scales every 2 k16 steps. Warps
 # per CTA (4 warps: 128 columns, 8: 256) follow from the M tile (mixed_warps).
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
-# Hopper (sm_90a) wgmma kernels for M > 16: (bits, token tile, m64 row tiles, exact scales). The
-# token tile is wgmma's N: 32 rows keep the exact per-group scaling with 128 output columns; 64
-# and 128 rows use the rounded weight, with 128 and 64 output columns (accumulators: at most 64
-# floats per thread). Token tiles of 8 and 16 were measured on the H200 and were no faster than
-# the mma.sync kernel at M <= 16 (8192x8192 M=1 15.0 vs 14.5 us, M=16 16.8 vs 15.1 us).
-MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact) for bits in (4, 8)
-                       for tm, rt, exact in ((32, 2, True), (64, 2, False), (128, 1, False))]
+# Hopper (sm_90a) wgmma kernels for M > 16: (bits, token tile, m64 row tiles per warpgroup, exact
+# scales, warpgroups). The token tile is wgmma's N: 32 rows keep the exact per-group scaling with
+# 128 output columns; 64 and 128 rows use the rounded weight, with 128 and 64 output columns per
+# warpgroup (accumulators: at most 64 floats per thread). Token tiles of 8 and 16 were measured on
+# the H200 and were no faster than the mma.sync kernel at M <= 16 (8192x8192 M=1 15.0 vs 14.5 us,
+# M=16 16.8 vs 15.1 us).
+MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg) for bits in (4, 8)
+                       for tm, rt, exact, wg in ((32, 2, True, 1), (64, 2, False, 1),
+                                                 (128, 1, False, 1), (32, 1, True, 2),
+                                                 (64, 1, False, 2), (128, 1, False, 2))]
 # Decode kernels for M <= 8 (mixed_decode_kernel.cuh: warps with their own weight pipelines, the
 # weights as the mma's A operand, k groups of 1-4 warps sharing the activations): (bits, n8 token
 # tiles, fine groups). Two token tiles (M <= 16) were measured on the H200 and were no faster than
@@ -111,7 +114,7 @@ def write_split_k_instance(n, cfg, kernel, launch_params, queries):
     params = ["MixedGemmParams const& p"] + launch_params.split(", ") + ["cudaStream_t stream"]
     lines = [head + params[0]]
     for param in params[1:]:
-        if len(lines[-1]) + len(param) + 4 > 100:
+        if len(lines[-1]) + len(", ") + len(param) + len(") {") > 100:
             lines[-1] += ","
             lines.append(" " * len(head) + param)
         else:
@@ -120,7 +123,10 @@ def write_split_k_instance(n, cfg, kernel, launch_params, queries):
     call = f"  return mixed::launch_mixed_{kernel}<{n}_config>(p, {names(launch_params)}, stream);"
     if len(call) > 100:
         call = call.replace("(p, ", "(\n      p, ")
-    body = f"using {n}_config = {cfg};\n\n{launch} {{\n{call}\n}}\n"
+    using = f"using {n}_config = {cfg};"
+    if len(using) > 100:
+        using = using.replace(" = ", " =\n    ")
+    body = f"{using}\n\n{launch} {{\n{call}\n}}\n"
     decls = [launch + ";"]
     for name, params in queries:
         ret = f"  return mixed::mixed_{kernel}_{name}<{n}_config>({names(params)});"
@@ -170,21 +176,23 @@ def main_mixed():
 
     decls, rows = [], []
     for dtype, ctype in DTYPES.items():
-        for bits, tm, rt, exact in MIXED_WGMMA_CONFIGS:
-            n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}"
+        for bits, tm, rt, exact, wg in MIXED_WGMMA_CONFIGS:
+            n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "")
             cfg = (f"mixed::MixedWgmmaConfig<{ctype}, {bits}, {tm}, {rt}, "
-                   f"{'true' if exact else 'false'}>")
+                   f"{'true' if exact else 'false'}, {wg}>")
             decls += write_split_k_instance(n, cfg, "wgmma", "int splits",
                                             [("ctas_per_sm", "")])
-            rows.append("    {%d, %d, %d, %s, %s, %s, %s_ctas_per_sm}" % (
-                bits, tm, 64 * rt, "true" if exact else "false",
+            rows.append("    {%d, %d, %d, %d, %s, %s,\n     %s, %s_ctas_per_sm}" % (
+                bits, tm, 64 * rt * wg, wg, "true" if exact else "false",
                 "true" if dtype == "bf16" else "false", n, n))
     write_instances_header(
         os.path.join(MIXED_OUT, "mixed_wgmma_instances.hpp"), "kernels/mixed/mixed_gemm_launch.hpp",
         decls,
-        "// Hopper (sm_90a) instances: token tile (rows of A), output columns per CTA, and\n"
-        "// whether the scales multiply exact per-group sums (mixed_wgmma_kernel.cuh).\n"
-        "struct MixedWgmmaInstance {\n  int bits, tile_m, tile_n;\n  bool exact_scales, bf16;\n"
+        "// Hopper (sm_90a) instances: token tile (rows of A), output columns per CTA, warpgroups\n"
+        "// per CTA, and whether the scales multiply exact per-group sums\n"
+        "// (mixed_wgmma_kernel.cuh).\n"
+        "struct MixedWgmmaInstance {\n  int bits, tile_m, tile_n, warp_groups;\n"
+        "  bool exact_scales, bf16;\n"
         "  cudaError_t (*launch)(MixedGemmParams const&, int, cudaStream_t);\n"
         "  int (*ctas_per_sm)();  // resident CTAs per SM (occupancy calculator, cached)\n"
         "};\n\n"

@@ -445,6 +445,34 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
                       seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000)
 
 
+WGMMA_TILES = [(32, 1), (64, 1), (128, 1), (32, 2), (64, 2), (128, 2)]
+
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype",
+                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
+def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
+    # Every wgmma instance (token tile x warpgroups per CTA) on every configuration: M off the
+    # token tile and across several of them, N off the CTA's 64-128 columns, K off the k block.
+    if not cute_gemm._C._mixed_wgmma_usable():
+        pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
+    cases = itertools.product([17, 64, 130], [(136, 640), (392, 1408)])
+    for i, (m, (n, k)) in enumerate(cases):
+        for tile_m, groups in WGMMA_TILES[i % 2::2]:
+            with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
+                    cute_gemm.ops._forced_wgmma_tile(tile_m, groups):
+                qw = _qweight(n, k, bits, group, symmetric, dtype, seed=i)
+                plan = _plan(m, qw)
+                assert (plan["kernel"], plan["tile_m"], plan["warp_groups"]) == \
+                    ("wgmma", tile_m, groups)
+                a = _randn(m, k, dtype=dtype, seed=100 + i)
+                bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
+                ref = _reference(a, qw, bias, fused=True)
+                out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+                out.copy_(cute_gemm.mixed_gemm(a, qw, bias))
+                assert_accurate(out, ref, dtype, k)
+                assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
+
+
 @pytest.mark.parametrize("m", [1, 3, 8])
 @pytest.mark.parametrize("warps,col_warps", [(1, 1), (7, 1), (16, 1), (2, 2), (6, 2), (12, 2),
                                              (4, 4), (8, 4), (12, 4)])

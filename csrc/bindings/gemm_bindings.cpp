@@ -14,7 +14,8 @@
 //                                           "wgmma" or "decode"), tile_m, m_tiles,
 //                                           fine_groups, exact_scales, splits, reduce (0 none,
 //                                           1 workspace, 2 cluster), warps (decode: per CTA),
-//                                           col_warps (decode: per k group)
+//                                           col_warps (decode: per k group), warp_groups
+//                                           (wgmma: per CTA)
 //   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
 //                                           2 decode (M <= 8), -1 the default; returns the
 //                                           previous setting
@@ -22,6 +23,10 @@
 //                                           force the decode kernel's warps per CTA and/or per
 //                                           k group; -1 = the heuristic (process-wide); returns
 //                                           the previous (warps, col_warps)
+//   cute_gemm._C._mixed_set_wgmma_tile(tile_m, warp_groups)
+//                                           force the wgmma kernel's token tile (32, 64, 128)
+//                                           and/or warpgroups per CTA (1, 2); -1 = the
+//                                           heuristic (process-wide); returns the previous pair
 //   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
 //   cute_gemm._C._mixed_set_split(splits, reduce)
 //                                           force the split count and/or the reduction; -1 = the
@@ -34,7 +39,7 @@
 //   cute_gemm._C._mixed_dense_from_m()      the threshold in effect now
 //
 // cute_gemm.ops._forced_gemm_config(i), _forced_mixed_split(splits, reduce) and
-// _forced_decode_shape(warps, col_warps) wrap set/get in context managers. Without CUDA
+// _forced_decode_shape(warps, col_warps), _forced_wgmma_tile(tile_m, warp_groups) wrap set/get in context managers. Without CUDA
 // (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises RuntimeError.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
@@ -145,6 +150,7 @@ py::dict mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
   d["reduce"] = int(plan.reduce);
   d["warps"] = plan.warps;
   d["col_warps"] = plan.col_warps;
+  d["warp_groups"] = plan.warp_groups;
   return d;
 #endif
 }
@@ -204,6 +210,24 @@ std::tuple<int, int> mixed_set_decode_shape(int64_t warps, int64_t col_warps) {
 #endif
 }
 
+std::tuple<int, int> mixed_set_wgmma_tile(int64_t tile_m, int64_t warp_groups) {
+#ifdef CUTE_GEMM_NO_CUDA
+  (void)tile_m, (void)warp_groups;
+  no_cuda("_mixed_set_wgmma_tile");
+#else
+  int previous_tile_m = -1, previous_groups = -1;
+  mixed_wgmma_override(previous_tile_m, previous_groups);
+  if (tile_m < -1 || tile_m > 128 || warp_groups < -1 || warp_groups > 2 ||
+      !mixed_set_wgmma_override(int(tile_m), int(warp_groups))) {
+    throw std::invalid_argument("_mixed_set_wgmma_tile: tile_m must be -1 (the heuristic), 32, 64 "
+                                "or 128 and warp_groups -1 (the heuristic), 1 or 2; got tile_m=" +
+                                std::to_string(tile_m) + ", warp_groups=" +
+                                std::to_string(warp_groups));
+  }
+  return {previous_tile_m, previous_groups};
+#endif
+}
+
 std::tuple<int, int> mixed_get_split() {
 #ifdef CUTE_GEMM_NO_CUDA
   no_cuda("_mixed_get_split");
@@ -239,7 +263,8 @@ void bind_gemm(py::module_& m) {
         "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
         "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, "
         "splits, reduce (0 none, 1 workspace + second kernel, 2 cluster), warps and col_warps "
-        "(the decode kernel's warps per CTA and per k group, 0 for the others).");
+        "(the decode kernel's warps per CTA and per k group, 0 for the others), warp_groups "
+        "(the wgmma kernel's warpgroups per CTA, 0 for the others).");
   m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
         "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "
         "-1 the default "
@@ -255,6 +280,11 @@ void bind_gemm(py::module_& m) {
         "Forces the decode kernel's warps per CTA (1..16, rounded down to whole k groups that "
         "fit) and/or warps per k group (1, 2 or 4); -1 restores the heuristic. Returns the "
         "previous (warps, col_warps). Prefer cute_gemm.ops._forced_decode_shape().");
+  m.def("_mixed_set_wgmma_tile", &mixed_set_wgmma_tile, py::arg("tile_m"),
+        py::arg("warp_groups") = -1,
+        "Forces the wgmma kernel's token tile (32, 64 or 128 rows of A per CTA) and/or its "
+        "warpgroups per CTA (1 or 2); -1 restores the heuristic. Returns the previous "
+        "(tile_m, warp_groups). Prefer cute_gemm.ops._forced_wgmma_tile().");
   m.def("_mixed_get_split", &mixed_get_split, "The mixed GEMM's split override (splits, reduce).");
   m.def("_gemm_configs", &configs,
         "Names ('BMxBNxBK_sS_wWMxWN') of the GEMM configurations, in index order.");

@@ -23,6 +23,8 @@ std::atomic<int> g_forced_reduce{-1};
 std::atomic<int> g_forced_kernel{-1};
 std::atomic<int> g_forced_decode_warps{-1};
 std::atomic<int> g_forced_col_warps{-1};
+std::atomic<int> g_forced_wgmma_tile_m{-1};
+std::atomic<int> g_forced_wgmma_groups{-1};
 
 int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap);
 int non_empty_splits(int splits, int k_blocks);
@@ -74,11 +76,18 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
   return nullptr;
 }
 
-// The smallest token tile that holds M (32, 64), else 128-row tiles.
+// The smallest token tile that holds M (32, 64), else 128-row tiles; warpgroups per CTA by
+// wgmma_default_groups. Either may be forced (mixed_set_wgmma_override).
+int wgmma_default_groups(int tile_m) { return tile_m >= 64 ? 2 : 1; }
+
 MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
-  const int tile_m = m <= 32 ? 32 : m <= 64 ? 64 : 128;
+  const int forced_tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
+  const int forced_groups = g_forced_wgmma_groups.load(std::memory_order_relaxed);
+  const int tile_m = forced_tile_m > 0 ? forced_tile_m : (m <= 32 ? 32 : m <= 64 ? 64 : 128);
+  const int groups = forced_groups > 0 ? forced_groups : wgmma_default_groups(tile_m);
   for (MixedWgmmaInstance const& inst : kMixedWgmmaInstances) {
-    if (inst.bits == bits && inst.tile_m == tile_m && inst.bf16 == (dtype == HalfType::kBFloat16))
+    if (inst.bits == bits && inst.tile_m == tile_m && inst.warp_groups == groups &&
+        inst.bf16 == (dtype == HalfType::kBFloat16))
       return &inst;
   }
   return nullptr;
@@ -138,6 +147,7 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
   plan.kernel = MixedKernel::kWgmma;
   plan.tile_m = inst->tile_m;
   plan.m_tiles = 0;
+  plan.warp_groups = inst->warp_groups;
   plan.fine_groups = false;  // the wgmma kernel handles every group size in one instance
   plan.exact_scales = inst->exact_scales;
   const int k_blocks = (p.k + mixed::block_k(p.bits) - 1) / mixed::block_k(p.bits);
@@ -330,6 +340,19 @@ bool mixed_set_decode_override(int warps, int col_warps) {
   g_forced_decode_warps.store(warps, std::memory_order_relaxed);
   g_forced_col_warps.store(col_warps, std::memory_order_relaxed);
   return true;
+}
+
+bool mixed_set_wgmma_override(int tile_m, int warp_groups) {
+  if (tile_m != -1 && tile_m != 32 && tile_m != 64 && tile_m != 128) return false;
+  if (warp_groups != -1 && warp_groups != 1 && warp_groups != 2) return false;
+  g_forced_wgmma_tile_m.store(tile_m, std::memory_order_relaxed);
+  g_forced_wgmma_groups.store(warp_groups, std::memory_order_relaxed);
+  return true;
+}
+
+void mixed_wgmma_override(int& tile_m, int& warp_groups) {
+  tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
+  warp_groups = g_forced_wgmma_groups.load(std::memory_order_relaxed);
 }
 
 void mixed_decode_override(int& warps, int& col_warps) {

@@ -89,6 +89,7 @@ struct MixedPlan {
   int warps = 0;      // decode: warps per CTA (0 otherwise)
   int col_warps = 0;  // decode: warps per k group, side by side on 32 columns each; the CTA's
                       // warps / col_warps k groups each take a slice of its k range (0 otherwise)
+  int warp_groups = 0;  // wgmma: warpgroups per CTA (0 otherwise)
 };
 MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
 
@@ -111,6 +112,12 @@ int mixed_kernel_override();
 // nothing) when out of range.
 bool mixed_set_decode_override(int warps, int col_warps);
 void mixed_decode_override(int& warps, int& col_warps);
+
+// Process-wide override of the wgmma kernel's instance, for tests and tuning: tile_m 32, 64 or 128
+// forces that token tile, warp_groups 1 or 2 that many warpgroups per CTA; -1 restores the
+// heuristic for each. Returns false (and changes nothing) when out of range.
+bool mixed_set_wgmma_override(int tile_m, int warp_groups);
+void mixed_wgmma_override(int& tile_m, int& warp_groups);
 
 // Whether this build has the sm_90a wgmma kernels and the current device can run them.
 bool mixed_wgmma_usable();

@@ -13,9 +13,9 @@
 //     block i - 1 run;
 //   - Hopper's full tensor rate per instruction (mma.sync tops out near 60% of it).
 // On the H200 it is 10-25% faster than the mma.sync kernel from M = 64 to 512 and within 10% either
-// way at M = 32 (probe_mixed.py --kernels). What it lacks for cuBLAS's efficiency at M >= 128: one warpgroup per CTA (8 warps
-// per SM), no producer/consumer warp specialization, cp.async instead of TMA, and activation
-// tiles re-read from L2 for every 64 (M = 128) or 128 output columns.
+// way at M = 32 (probe_mixed.py --kernels). What it lacks for cuBLAS's efficiency at M >= 128: no
+// producer/consumer warp specialization, cp.async instead of TMA, and the warpgroups of a CTA
+// meeting at __syncthreads once per k block.
 //
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
 // (column g of each, weight_format.hpp) are exactly the wgmma A fragment of rows g and g + 8 of
@@ -24,8 +24,11 @@
 // ((T128, V8) -> (M64, K16): warp w, lane 4g + t holds rows 16w + g and 16w + g + 8, columns
 // 2t, 2t + 1, 2t + 8, 2t + 9, as in the m16n8k16 A fragment).
 //
-// CTA: one warpgroup (4 warps), kRowTiles m64 tiles = 64 * kRowTiles output columns; warp w
-// dequantizes n8 blocks 8 r + 2w and 8 r + 2w + 1 of row tile r. Per k block the weights, scales
+// CTA: one or two warpgroups (4 warps each), kRowTiles m64 tiles each, so 64 * kRowTiles *
+// kWarpGroups output columns; warp w of warpgroup wg dequantizes n8 blocks 8 r + 2w and
+// 8 r + 2w + 1 of row tile r = wg * kRowTiles + (0 .. kRowTiles - 1). Two warpgroups share each
+// activation tile (half the activation traffic per output column of one) and keep two
+// warpgroups' wgmmas in flight on the SM. Per k block the weights, scales
 // (and zeros) and the activation tile travel through a kStages-deep cp.async pipeline (weights
 // L2 evict-first); the activation tile is stored K-major with the 128-byte swizzle the descriptor
 // names (make_wgmma_desc_sw128).
@@ -53,14 +56,16 @@
 namespace cute_gemm {
 namespace mixed {
 
-template <class Element_, int Bits, int TileM, int RowTiles, bool ExactScales>
+template <class Element_, int Bits, int TileM, int RowTiles, bool ExactScales, int WarpGroups>
 struct MixedWgmmaConfig {
   using Element = Element_;
   static constexpr int kBits = Bits;
-  static constexpr int kThreads = 128;  // one warpgroup
-  static constexpr int kRowTiles = RowTiles;
-  static constexpr int kTileN = 64 * RowTiles;  // output columns per CTA (wgmma's M)
-  static constexpr int kTileM = TileM;          // rows of A per CTA (wgmma's N)
+  static constexpr int kWarpGroups = WarpGroups;
+  static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two warpgroups per CTA");
+  static constexpr int kThreads = 128 * WarpGroups;
+  static constexpr int kRowTiles = RowTiles;               // m64 row tiles per warpgroup
+  static constexpr int kTileN = 64 * RowTiles * WarpGroups;  // output columns per CTA (wgmma's M)
+  static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;
@@ -71,12 +76,14 @@ struct MixedWgmmaConfig {
   static constexpr int kKPerWord = 16 * kStepsPerWord;
   static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
-  // Depth and the register cap (CTAs per SM): 4 stages and 3 CTAs at 32 tokens (a k block's 64
-  // dequantized registers plus two accumulator sets in 167 registers), 3 stages and 2 CTAs above
-  // (two register sets of a k block for the overlap: 250 registers at 64 tokens); ptxas -v, no
-  // spills.
-  static constexpr int kStages = TileM <= 32 ? 4 : 3;
-  static constexpr int kMinCtasPerSm = TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1);
+  // Depth and the register cap (CTAs per SM). One warpgroup: 4 stages and 3 CTAs at 32 tokens (a
+  // k block's 64 dequantized registers plus two accumulator sets in 167 registers), 3 stages and 2
+  // CTAs above (two register sets of a k block for the overlap: 250 registers at 64 tokens). Two
+  // warpgroups (one row tile each): 4 stages, 2 CTAs up to 64 tokens (<= 128 registers), 1 above.
+  // ptxas -v, no spills.
+  static constexpr int kStages = WarpGroups == 2 || TileM <= 32 ? 4 : 3;
+  static constexpr int kMinCtasPerSm =
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
 
   // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
   // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
@@ -113,7 +120,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   T* smem_a = reinterpret_cast<T*>(smem);
   char* smem_w = smem + S * Cfg::kAStageBytes;
 
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  // Warpgroup wg owns row tiles wg * RT .. wg * RT + RT - 1; warp w of it dequantizes their n8
+  // blocks 2w and 2w + 1.
+  const int tid = threadIdx.x, lane = tid % 32, warp = (tid / 32) % 4, wg = tid / 128;
   const int g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
@@ -129,7 +138,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   int w_dst[NB];  // block index within the CTA tile
   CG_PRAGMA_UNROLL
   for (int b = 0; b < NB; ++b) {
-    const int cb = 8 * (b / 2) + 2 * warp + (b % 2);
+    const int cb = 8 * (RT * wg + b / 2) + 2 * warp + (b % 2);
     const int nb = n0 / kBlockN + cb;
     w_dst[b] = cb;
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
@@ -243,7 +252,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // This lane's columns within the CTA tile, per block b (row tile b / 2): g, or g + 8.
   int lane_col[NB];
   CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) lane_col[b] = 64 * (b / 2) + 16 * warp + 8 * (b % 2) + g;
+  for (int b = 0; b < NB; ++b) {
+    lane_col[b] = 64 * (RT * wg + b / 2) + 16 * warp + 8 * (b % 2) + g;
+  }
 
   // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
   CG_PRAGMA_UNROLL

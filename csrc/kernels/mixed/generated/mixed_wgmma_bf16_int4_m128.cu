@@ -4,7 +4,8 @@
 
 namespace cute_gemm {
 
-using mixed_wgmma_bf16_int4_m128_config = mixed::MixedWgmmaConfig<__nv_bfloat16, 4, 128, 1, false>;
+using mixed_wgmma_bf16_int4_m128_config =
+    mixed::MixedWgmmaConfig<__nv_bfloat16, 4, 128, 1, false, 1>;
 
 cudaError_t mixed_wgmma_bf16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream) {
   return mixed::launch_mixed_wgmma<mixed_wgmma_bf16_int4_m128_config>(p, splits, stream);

@@ -4,7 +4,7 @@
 
 namespace cute_gemm {
 
-using mixed_wgmma_bf16_int8_m32_config = mixed::MixedWgmmaConfig<__nv_bfloat16, 8, 32, 2, true>;
+using mixed_wgmma_bf16_int8_m32_config = mixed::MixedWgmmaConfig<__nv_bfloat16, 8, 32, 2, true, 1>;
 
 cudaError_t mixed_wgmma_bf16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream) {
   return mixed::launch_mixed_wgmma<mixed_wgmma_bf16_int8_m32_config>(p, splits, stream);

@@ -11,47 +11,120 @@ cudaError_t mixed_wgmma_f16_int4_m64(MixedGemmParams const& p, int splits, cudaS
 int mixed_wgmma_f16_int4_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int4_m128_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int4_m32_wg2(MixedGemmParams const& p, int splits,
+                                         cudaStream_t stream);
+int mixed_wgmma_f16_int4_m32_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int4_m64_wg2(MixedGemmParams const& p, int splits,
+                                         cudaStream_t stream);
+int mixed_wgmma_f16_int4_m64_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int4_m128_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_f16_int4_m128_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m128_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int8_m32_wg2(MixedGemmParams const& p, int splits,
+                                         cudaStream_t stream);
+int mixed_wgmma_f16_int8_m32_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int8_m64_wg2(MixedGemmParams const& p, int splits,
+                                         cudaStream_t stream);
+int mixed_wgmma_f16_int8_m64_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int8_m128_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_f16_int8_m128_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m128_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int4_m32_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_bf16_int4_m32_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int4_m64_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_bf16_int4_m64_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int4_m128_wg2(MixedGemmParams const& p, int splits,
+                                           cudaStream_t stream);
+int mixed_wgmma_bf16_int4_m128_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m128_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int8_m32_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_bf16_int8_m32_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int8_m64_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_bf16_int8_m64_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int8_m128_wg2(MixedGemmParams const& p, int splits,
+                                           cudaStream_t stream);
+int mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm();
 
-// Hopper (sm_90a) instances: token tile (rows of A), output columns per CTA, and
-// whether the scales multiply exact per-group sums (mixed_wgmma_kernel.cuh).
+// Hopper (sm_90a) instances: token tile (rows of A), output columns per CTA, warpgroups
+// per CTA, and whether the scales multiply exact per-group sums
+// (mixed_wgmma_kernel.cuh).
 struct MixedWgmmaInstance {
-  int bits, tile_m, tile_n;
+  int bits, tile_m, tile_n, warp_groups;
   bool exact_scales, bf16;
   cudaError_t (*launch)(MixedGemmParams const&, int, cudaStream_t);
   int (*ctas_per_sm)();  // resident CTAs per SM (occupancy calculator, cached)
 };
 
 inline constexpr MixedWgmmaInstance kMixedWgmmaInstances[] = {
-    {4, 32, 128, true, false, mixed_wgmma_f16_int4_m32, mixed_wgmma_f16_int4_m32_ctas_per_sm},
-    {4, 64, 128, false, false, mixed_wgmma_f16_int4_m64, mixed_wgmma_f16_int4_m64_ctas_per_sm},
-    {4, 128, 64, false, false, mixed_wgmma_f16_int4_m128, mixed_wgmma_f16_int4_m128_ctas_per_sm},
-    {8, 32, 128, true, false, mixed_wgmma_f16_int8_m32, mixed_wgmma_f16_int8_m32_ctas_per_sm},
-    {8, 64, 128, false, false, mixed_wgmma_f16_int8_m64, mixed_wgmma_f16_int8_m64_ctas_per_sm},
-    {8, 128, 64, false, false, mixed_wgmma_f16_int8_m128, mixed_wgmma_f16_int8_m128_ctas_per_sm},
-    {4, 32, 128, true, true, mixed_wgmma_bf16_int4_m32, mixed_wgmma_bf16_int4_m32_ctas_per_sm},
-    {4, 64, 128, false, true, mixed_wgmma_bf16_int4_m64, mixed_wgmma_bf16_int4_m64_ctas_per_sm},
-    {4, 128, 64, false, true, mixed_wgmma_bf16_int4_m128, mixed_wgmma_bf16_int4_m128_ctas_per_sm},
-    {8, 32, 128, true, true, mixed_wgmma_bf16_int8_m32, mixed_wgmma_bf16_int8_m32_ctas_per_sm},
-    {8, 64, 128, false, true, mixed_wgmma_bf16_int8_m64, mixed_wgmma_bf16_int8_m64_ctas_per_sm},
-    {8, 128, 64, false, true, mixed_wgmma_bf16_int8_m128, mixed_wgmma_bf16_int8_m128_ctas_per_sm}
+    {4, 32, 128, 1, true, false,
+     mixed_wgmma_f16_int4_m32, mixed_wgmma_f16_int4_m32_ctas_per_sm},
+    {4, 64, 128, 1, false, false,
+     mixed_wgmma_f16_int4_m64, mixed_wgmma_f16_int4_m64_ctas_per_sm},
+    {4, 128, 64, 1, false, false,
+     mixed_wgmma_f16_int4_m128, mixed_wgmma_f16_int4_m128_ctas_per_sm},
+    {4, 32, 128, 2, true, false,
+     mixed_wgmma_f16_int4_m32_wg2, mixed_wgmma_f16_int4_m32_wg2_ctas_per_sm},
+    {4, 64, 128, 2, false, false,
+     mixed_wgmma_f16_int4_m64_wg2, mixed_wgmma_f16_int4_m64_wg2_ctas_per_sm},
+    {4, 128, 128, 2, false, false,
+     mixed_wgmma_f16_int4_m128_wg2, mixed_wgmma_f16_int4_m128_wg2_ctas_per_sm},
+    {8, 32, 128, 1, true, false,
+     mixed_wgmma_f16_int8_m32, mixed_wgmma_f16_int8_m32_ctas_per_sm},
+    {8, 64, 128, 1, false, false,
+     mixed_wgmma_f16_int8_m64, mixed_wgmma_f16_int8_m64_ctas_per_sm},
+    {8, 128, 64, 1, false, false,
+     mixed_wgmma_f16_int8_m128, mixed_wgmma_f16_int8_m128_ctas_per_sm},
+    {8, 32, 128, 2, true, false,
+     mixed_wgmma_f16_int8_m32_wg2, mixed_wgmma_f16_int8_m32_wg2_ctas_per_sm},
+    {8, 64, 128, 2, false, false,
+     mixed_wgmma_f16_int8_m64_wg2, mixed_wgmma_f16_int8_m64_wg2_ctas_per_sm},
+    {8, 128, 128, 2, false, false,
+     mixed_wgmma_f16_int8_m128_wg2, mixed_wgmma_f16_int8_m128_wg2_ctas_per_sm},
+    {4, 32, 128, 1, true, true,
+     mixed_wgmma_bf16_int4_m32, mixed_wgmma_bf16_int4_m32_ctas_per_sm},
+    {4, 64, 128, 1, false, true,
+     mixed_wgmma_bf16_int4_m64, mixed_wgmma_bf16_int4_m64_ctas_per_sm},
+    {4, 128, 64, 1, false, true,
+     mixed_wgmma_bf16_int4_m128, mixed_wgmma_bf16_int4_m128_ctas_per_sm},
+    {4, 32, 128, 2, true, true,
+     mixed_wgmma_bf16_int4_m32_wg2, mixed_wgmma_bf16_int4_m32_wg2_ctas_per_sm},
+    {4, 64, 128, 2, false, true,
+     mixed_wgmma_bf16_int4_m64_wg2, mixed_wgmma_bf16_int4_m64_wg2_ctas_per_sm},
+    {4, 128, 128, 2, false, true,
+     mixed_wgmma_bf16_int4_m128_wg2, mixed_wgmma_bf16_int4_m128_wg2_ctas_per_sm},
+    {8, 32, 128, 1, true, true,
+     mixed_wgmma_bf16_int8_m32, mixed_wgmma_bf16_int8_m32_ctas_per_sm},
+    {8, 64, 128, 1, false, true,
+     mixed_wgmma_bf16_int8_m64, mixed_wgmma_bf16_int8_m64_ctas_per_sm},
+    {8, 128, 64, 1, false, true,
+     mixed_wgmma_bf16_int8_m128, mixed_wgmma_bf16_int8_m128_ctas_per_sm},
+    {8, 32, 128, 2, true, true,
+     mixed_wgmma_bf16_int8_m32_wg2, mixed_wgmma_bf16_int8_m32_wg2_ctas_per_sm},
+    {8, 64, 128, 2, false, true,
+     mixed_wgmma_bf16_int8_m64_wg2, mixed_wgmma_bf16_int8_m64_wg2_ctas_per_sm},
+    {8, 128, 128, 2, false, true,
+     mixed_wgmma_bf16_int8_m128_wg2, mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm}
 };
 
 }  // namespace cute_gemm
