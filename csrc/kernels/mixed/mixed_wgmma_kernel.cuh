@@ -76,12 +76,16 @@ struct MixedWgmmaConfig {
   static constexpr int kKPerWord = 16 * kStepsPerWord;
   static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
-  // Depth and the register cap (CTAs per SM). One warpgroup: 4 stages and 3 CTAs at 32 tokens (a
-  // k block's 64 dequantized registers plus two accumulator sets in 167 registers), 3 stages and 2
-  // CTAs above (two register sets of a k block for the overlap: 250 registers at 64 tokens). Two
-  // warpgroups (one row tile each): 4 stages, 2 CTAs up to 64 tokens (<= 128 registers), 1 above.
-  // ptxas -v, no spills.
-  static constexpr int kStages = WarpGroups == 2 || TileM <= 32 ? 4 : 3;
+  // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
+  // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
+  // k block for the overlap: 250 registers), 1 above. Two warpgroups (one row tile each): 2 CTAs up
+  // to 64 tokens (<= 128 registers), 1 above. ptxas -v, no spills.
+  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
+  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
+  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
+  // i - 2 is refilled, S - 2 ahead, and 128-token tiles (one CTA per SM) take 5 stages.
+  static constexpr int kStages = !ExactScales && TileM >= 128 ? 5 : 4;
+  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
   static constexpr int kMinCtasPerSm =
       WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
 
@@ -257,11 +261,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 
   // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
+  constexpr int kAhead = Cfg::kLoadAhead;
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < S - 1; ++s) load_weights(s, s);
+  for (int s = 0; s < kAhead; ++s) load_weights(s, s);
   grid_dependency_wait();
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < S - 1; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     load_activations(s, s);
     cp_async_fence();
   }
@@ -314,23 +319,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   };
 
   if constexpr (!Cfg::kExactScales) {
-    // Rounded weights, one accumulation over the whole K: k block i is dequantized while the
-    // wgmmas of block i - 1 run (two register sets, the loop unrolled by 2); only then does the
-    // warp wait for those wgmmas, and after a barrier (every warp's wgmmas have read stage
-    // (i - 1) % S) that stage is refilled.
+    // Rounded weights, one accumulation over the whole K. The wgmmas of block i - 1 keep the
+    // tensor cores busy while block i is dequantized, and those of block i queue behind them, so
+    // the warps never wait for their own wgmmas: only block i - 2's must be done (wait_group 1)
+    // before its register set (the loop is unrolled by 2 over two sets) is rewritten and, after
+    // the barrier (every warp's), its stage refilled.
     BlockRegs regs[2];
     auto step = [&](int i, auto set) {
       BlockRegs& a = regs[decltype(set)::value];
-      cp_async_wait<S - 2>();
+      wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
+      cp_async_wait<kAhead - 1>();
       fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
-      __syncthreads();             // stage i % S landed everywhere
+      __syncthreads();  // stage i % S landed everywhere; every warp is done with block i - 2
+      load_weights(i + kAhead, (i + kAhead) % S);
+      load_activations(i + kAhead, (i + kAhead) % S);
+      cp_async_fence();
       const int stage = i % S;
       dequantize_block(stage, kb_begin + i, a);
-      wgmma_wait_group<0>();  // block i - 1's wgmmas are done (this warp's view)
-      __syncthreads();        // ... every warp's: stage (i - 1) % S is free
-      load_weights(i + S - 1, (i + S - 1) % S);
-      load_activations(i + S - 1, (i + S - 1) % S);
-      cp_async_fence();
       wgmma_fence();  // the registers just written feed the wgmmas
       CG_PRAGMA_UNROLL
       for (int j = 0; j < Cfg::kKSteps; ++j) {
@@ -357,12 +362,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       // The previous k block's wgmmas read the stage that is refilled below and registers that
       // are rewritten: they must be done.
       wgmma_wait_group<0>();
-      cp_async_wait<S - 2>();
+      cp_async_wait<kAhead - 1>();
       fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
       __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
       const int stage = i % S;
-      load_weights(i + S - 1, (i + S - 1) % S);
-      load_activations(i + S - 1, (i + S - 1) % S);
+      load_weights(i + kAhead, (i + kAhead) % S);
+      load_activations(i + kAhead, (i + kAhead) % S);
       cp_async_fence();
       // The whole k block first: ptxas serializes wgmmas whose input registers are written
       // between them and the wait (C7513).
