@@ -59,6 +59,7 @@ struct Dequant<__half> {
   CG_DEVICE static T2 as_t2(uint32_t x) { return *reinterpret_cast<T2*>(&x); }
   CG_DEVICE static uint32_t as_u32(T2 x) { return *reinterpret_cast<uint32_t*>(&x); }
   CG_DEVICE static T2 splat(float v) { return __float2half2_rn(v); }
+  CG_DEVICE static T2 splat_of(__half v) { return __half2half2(v); }
 
   CG_DEVICE static ZeroConstants<T2> zero_constants(float z) {
     return {__float2half2_rn(1024.f + z), __float2half2_rn(-(64.f + z)), 0.f};
@@ -96,6 +97,7 @@ struct Dequant<__nv_bfloat16> {
   CG_DEVICE static T2 as_t2(uint32_t x) { return *reinterpret_cast<T2*>(&x); }
   CG_DEVICE static uint32_t as_u32(T2 x) { return *reinterpret_cast<uint32_t*>(&x); }
   CG_DEVICE static T2 splat(float v) { return __float2bfloat162_rn(v); }
+  CG_DEVICE static T2 splat_of(__nv_bfloat16 v) { return __bfloat162bfloat162(v); }
 
   // INT4 nibbles are extracted unshifted, so nzc16 is not needed; INT8 uses nzf.
   CG_DEVICE static ZeroConstants<T2> zero_constants(float z) {

@@ -74,7 +74,9 @@ struct MixedWgmmaConfig {
   static constexpr int kKSteps = kBlockK / 16;
   static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;      // k16 steps one packed word feeds
   static constexpr int kKPerWord = 16 * kStepsPerWord;
-  static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
+  // Scale (and zero) rows per stage: one per 32 k of the block (the smallest group), repeated
+  // when a group is longer, so a word's row is a constant offset (k16 step j reads row j / 2).
+  static constexpr int kScaleRows = kBlockK / 32;
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
   // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
   // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
@@ -91,14 +93,14 @@ struct MixedWgmmaConfig {
 
   // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
   // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
-  // [blocks][32 lanes][16 B] and scales / zeros [kMaxGroups][kTileN].
+  // [blocks][32 lanes][16 B] and scales / zeros [kScaleRows][kTileN].
   // Activation tile of one stage: (TileM, kBlockK) K-major with the 128-byte swizzle, as the
   // wgmma descriptor reads it.
   using SmemA = Sw128KMajor<TileM, kBlockK>;
   static constexpr int kAStageBytes = TileM * kBlockK * 2;
   static_assert(kAStageBytes % 1024 == 0, "stages must keep the swizzle atoms 1024-byte aligned");
   static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;
-  static constexpr int kScaleElems = kMaxGroups * kTileN;
+  static constexpr int kScaleElems = kScaleRows * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
   // + 1 KB: the dynamic shared memory base is rounded up to 1024 bytes in the kernel.
   static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes);
@@ -148,10 +150,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
                (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
   }
-  // Scales (and zeros): scale_rows rows of kTileN columns per stage, 16-byte chunks.
+  // Scales (and zeros): kScaleRows rows of kTileN columns per stage, 16-byte chunks; row r holds
+  // the group of k = 32 r in the block.
   constexpr int kScaleChunks = Cfg::kTileN / 8;
-  const int scale_rows = groups.per_channel || groups.size >= BK ? 1 : BK >> groups.shift;
-  const bool scale_copier = tid < scale_rows * kScaleChunks;
+  static_assert(Cfg::kScaleRows * kScaleChunks <= Cfg::kThreads, "one scale chunk per thread");
+  const bool scale_copier = tid < Cfg::kScaleRows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
   const int scale_col = n0 + (tid % kScaleChunks) * 8 < p.n ? n0 + (tid % kScaleChunks) * 8 : 0;
@@ -170,6 +173,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int a_soff = sA(a_row0 % BM, a_kcol);
   T const* a_src = a_ptr + int64_t(m0 + (m0 + a_row0 < p.m ? a_row0 : 0)) * p.lda +
                    int64_t(kb_begin) * BK + a_kcol;
+  const int64_t a_row_step = int64_t(kRowStep) * p.lda;
   bool a_row_ok[kAPerThread], a_mine[kAPerThread];
   CG_PRAGMA_UNROLL
   for (int j = 0; j < kAPerThread; ++j) {
@@ -204,7 +208,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           policy);
     }
     if (scale_copier) {
-      const int grp = groups.per_channel ? 0 : min(groups.of(kb * BK) + scale_row, groups.last);
+      const int grp = min(groups.of(kb * BK + 32 * scale_row), groups.last);
       const int64_t at = int64_t(grp) * p.n + scale_col;
       uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
@@ -219,16 +223,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto load_activations = [&](int i, int stage) {
     if (i >= n_kb) return;
     const bool col_ok = (kb_begin + i) * BK + a_kcol < p.k;
+    // One pointer walked down the rows (a 64-bit add per chunk, no per-chunk multiply).
+    T const* src = a_src + int64_t(i) * BK;
+    T* dst = smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff;
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kAPerThread; ++j) {
       if (a_row_ok[j]) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-            *reinterpret_cast<uint128_t const*>(a_src + int64_t(kRowStep * j) * p.lda +
-                                                int64_t(i) * BK),
-            *reinterpret_cast<uint128_t*>(smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff +
-                                          kRowStep * 64 * j),
-            col_ok);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(src),
+                                              *reinterpret_cast<uint128_t*>(dst + kRowStep * 64 * j),
+                                              col_ok);
       }
+      src += a_row_step;
     }
   };
 
@@ -282,9 +287,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
-      // This word's group row in the stage's scales (groups never split a word: G >= 32).
-      const int grow = groups.of(kb * BK + wi * Cfg::kKPerWord) - groups.of(kb * BK);
-      T const* srow = s_scale + grow * Cfg::kTileN;
+      // This word's row in the stage's scales (groups never split a word: G >= 32).
+      T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
         if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
@@ -298,7 +302,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           a[wi][b][s][1] = r[2 * s + 1];
         }
         if constexpr (!Cfg::kExactScales) {
-          const T2 s2 = D::splat(HalfTraits<T>::to_float(srow[lane_col[b]]));
+          const T2 s2 = D::splat_of(srow[lane_col[b]]);
           CG_PRAGMA_UNROLL
           for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
             CG_PRAGMA_UNROLL
@@ -397,8 +401,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         if (group_end) {
           wgmma_commit_group();
           wgmma_wait_group<0>();
-          const int grow = groups.of(k_end - 1) - groups.of(kb * BK);
-          T const* srow = s_scale + grow * Cfg::kTileN;
+          T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
           CG_PRAGMA_UNROLL
           for (int r = 0; r < RT; ++r) {
             const float s_lo = HalfTraits<T>::to_float(srow[lane_col[2 * r]]);
