@@ -368,29 +368,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       const int64_t w_block_step = int64_t(k_blocks) * 32;
       constexpr int kScaleTotal = Cfg::kScaleRows * kScaleChunks;
       constexpr int kPRowStep = 32 / kChunksPerRow;
-      static_assert(kAChunks % 32 == 0 && 8 % kPRowStep == 0, "whole chunks per lane");
+      static_assert(kAChunks % 32 == 0, "whole activation chunks per lane");
       const int p_kcol = (lane % kChunksPerRow) * 8, p_row0 = lane / kChunksPerRow;
       const int rows_left = p.m - m0 - p_row0;  // this lane's rows q with kPRowStep q < rows_left
       T const* a_lane = a_ptr + int64_t(m0 + (rows_left > 0 ? p_row0 : 0)) * p.lda +
                         int64_t(kb_begin) * BK + p_kcol;
       const int64_t a_step = int64_t(kPRowStep) * p.lda;
-      // Rows p_row0 + kPRowStep q: the swizzle repeats every 8 rows (kPeriod chunks), 8 rows on
-      // is 512 elements on, so kPeriod offsets serve every chunk.
-      constexpr int kPeriod = 8 / kPRowStep;
-      int a_off[kPeriod];
-      CG_PRAGMA_UNROLL
-      for (int v = 0; v < kPeriod; ++v) a_off[v] = sA(p_row0 + kPRowStep * v, p_kcol);
-      // Interior CTAs (every row < M, column < N) copy without per-chunk predicates.
-      const bool interior = m0 + BM <= p.m && n0 + Cfg::kTileN <= p.n;
-      auto produce = [&](int i, int stage, auto edge) {
-        constexpr bool kEdge = decltype(edge)::value;
+      auto produce = [&](int i, int stage) {
         const int kb = kb_begin + i;
         char* st = smem_w + stage * Cfg::kStageBytes;
         uint128_t* w_st = reinterpret_cast<uint128_t*>(st) + lane;
         uint128_t const* w_src_i = w_lane + int64_t(i) * 32;
         CG_PRAGMA_UNROLL
         for (int cb = 0; cb < Cfg::kBlocksPerCta; ++cb) {
-          const bool ok = !kEdge || (nb0 + cb) * kBlockN < p.n;
+          const bool ok = (nb0 + cb) * kBlockN < p.n;
           SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(ok ? *w_src_i : *wq, w_st[cb * 32], ok,
                                                        policy);
           w_src_i += w_block_step;
@@ -399,7 +390,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         for (int c = lane; c < kScaleTotal; c += 32) {
           const int row = c / kScaleChunks, col = n0 + (c % kScaleChunks) * 8;
           const int grp = min(groups.of(kb * BK + 32 * row), groups.last);
-          const int64_t at = int64_t(grp) * p.n + (!kEdge || col < p.n ? col : 0);
+          const int64_t at = int64_t(grp) * p.n + (col < p.n ? col : 0);
           uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + c;
           SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
                                                 s_dst[0], true);
@@ -413,10 +404,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         T* a_st = smem_a + stage * (Cfg::kAStageBytes / 2);
         CG_PRAGMA_UNROLL
         for (int q = 0; q < kAChunks / 32; ++q) {
-          const bool ok = col_ok && (!kEdge || kPRowStep * q < rows_left);
+          const bool ok = col_ok && kPRowStep * q < rows_left;
           SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-              *reinterpret_cast<uint128_t const*>(kEdge && !ok ? a_ptr : a_src_i),
-              *reinterpret_cast<uint128_t*>(a_st + a_off[q % kPeriod] + (q / kPeriod) * 512), ok);
+              *reinterpret_cast<uint128_t const*>(ok ? a_src_i : a_ptr),
+              *reinterpret_cast<uint128_t*>(a_st + sA(p_row0 + kPRowStep * q, p_kcol)), ok);
           a_src_i += a_step;
         }
       };
@@ -430,11 +421,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         }
         if (i < n_kb) {
           if (i >= S) mbarrier_wait_parity(empty + i % S, ((i / S) & 1) ^ 1);  // block i - S done
-          if (interior) {
-            produce(i, i % S, std::false_type{});
-          } else {
-            produce(i, i % S, std::true_type{});
-          }
+          produce(i, i % S);
         }
         cp_async_fence();
       }
