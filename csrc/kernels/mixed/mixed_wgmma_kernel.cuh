@@ -42,11 +42,8 @@
 //     and the wgmmas accumulate the whole K without stopping at group ends.
 // Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
 
-#include <algorithm>
-
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
-#include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
 #include "cute_gemm/mma_traits_sm90.hpp"
 #include "kernels/device_info.hpp"
@@ -65,16 +62,12 @@ struct MixedWgmmaConfig {
   static constexpr int kBits = Bits;
   static constexpr int kWarpGroups = WarpGroups;
   static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two warpgroups per CTA");
+  static constexpr int kThreads = 128 * WarpGroups;
   static constexpr int kRowTiles = RowTiles;               // m64 row tiles per warpgroup
   static constexpr int kTileN = 64 * RowTiles * WarpGroups;  // output columns per CTA (wgmma's M)
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
-  // Two warpgroups with rounded weights: a producer warp does every copy and the warpgroups
-  // (consumers) meet it at mbarriers per stage, never at a CTA barrier (see the kernel).
-  static constexpr bool kWarpSpecialized = !ExactScales && WarpGroups == 2;
-  static constexpr int kConsumerThreads = 128 * WarpGroups;
-  static constexpr int kThreads = kConsumerThreads + (kWarpSpecialized ? 32 : 0);
   static constexpr int kBlocksPerCta = kTileN / kBlockN;
   static constexpr int kBlocksPerWarp = 2 * RowTiles;
   static constexpr int kBlockK = block_k(Bits);                // 128 (INT4) or 64 (INT8)
@@ -85,11 +78,22 @@ struct MixedWgmmaConfig {
   // when a group is longer, so a word's row is a constant offset (k16 step j reads row j / 2).
   static constexpr int kScaleRows = kBlockK / 32;
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
+  // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
+  // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
+  // k block for the overlap: 250 registers), 1 above. Two warpgroups (one row tile each): 2 CTAs up
+  // to 64 tokens (<= 128 registers), 1 above. ptxas -v, no spills.
+  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
+  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
+  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
+  // i - 2 is refilled, S - 2 ahead, and 128-token tiles (one CTA per SM) take 5 stages.
+  static constexpr int kStages = !ExactScales && TileM >= 128 ? 5 : 4;
+  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
+  static constexpr int kMinCtasPerSm =
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
 
   // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
   // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
-  // [blocks][32 lanes][16 B] and scales / zeros [kScaleRows][kTileN], then (warp specialized) the
-  // stages' full and empty mbarriers.
+  // [blocks][32 lanes][16 B] and scales / zeros [kScaleRows][kTileN].
   // Activation tile of one stage: (TileM, kBlockK) K-major with the 128-byte swizzle, as the
   // wgmma descriptor reads it.
   using SmemA = Sw128KMajor<TileM, kBlockK>;
@@ -98,28 +102,8 @@ struct MixedWgmmaConfig {
   static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;
   static constexpr int kScaleElems = kScaleRows * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
-
-  // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
-  // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
-  // k block for the overlap: 250 registers), 1 above. Two warpgroups and a producer warp: 1 (the
-  // consumers need 130-170 registers). ptxas -v, no spills.
-  static constexpr int kMinCtasPerSm =
-      kWarpSpecialized ? 1 : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
-  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
-  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
-  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
-  // i - 2 is refilled, S - 2 ahead; one warpgroup takes 5 stages at 128 tokens (one CTA per SM),
-  // the warp specialized CTAs (one per SM) as many as fit, up to 8.
-  static constexpr int kSmemLimit = 227 * 1024;
-  static constexpr int kStages =
-      kWarpSpecialized ? std::min(8, (kSmemLimit - 2048) / (kAStageBytes + kStageBytes))
-                       : (!ExactScales && TileM >= 128 ? 5 : 4);
-  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
-  static constexpr int kBarrierBytes = kWarpSpecialized ? 2 * kStages * 8 : 0;
   // + 1 KB: the dynamic shared memory base is rounded up to 1024 bytes in the kernel.
-  static constexpr int kSmemBytes =
-      1024 + kStages * (kAStageBytes + kStageBytes) + kBarrierBytes;
-  static_assert(kSmemBytes <= kSmemLimit, "shared memory per CTA");
+  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes);
 };
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
@@ -169,7 +153,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Scales (and zeros): kScaleRows rows of kTileN columns per stage, 16-byte chunks; row r holds
   // the group of k = 32 r in the block.
   constexpr int kScaleChunks = Cfg::kTileN / 8;
-  static_assert(Cfg::kScaleRows * kScaleChunks <= Cfg::kConsumerThreads, "a scale chunk each");
+  static_assert(Cfg::kScaleRows * kScaleChunks <= Cfg::kThreads, "one scale chunk per thread");
   const bool scale_copier = tid < Cfg::kScaleRows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
@@ -178,12 +162,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Activations: 16-byte chunks (row, 8 elements of K); thread tid copies chunks tid + 128 j.
   constexpr int kChunksPerRow = BK / 8;
   constexpr int kAChunks = BM * kChunksPerRow;
-  constexpr int kAPerThread = (kAChunks + Cfg::kConsumerThreads - 1) / Cfg::kConsumerThreads;
+  constexpr int kAPerThread = (kAChunks + Cfg::kThreads - 1) / Cfg::kThreads;
   T const* a_ptr = static_cast<T const*>(p.a);
   const auto sA = typename Cfg::SmemA{};
   // Thread tid's chunks j are rows r0 + kRowStep * j of one column: a row step of a multiple of 8
   // rows keeps the swizzle (row % 8) and adds kRowStep * 64 elements, so one offset per thread.
-  constexpr int kRowStep = Cfg::kConsumerThreads / kChunksPerRow;
+  constexpr int kRowStep = Cfg::kThreads / kChunksPerRow;
   const int a_kcol = (tid % kChunksPerRow) * 8;
   const int a_row0 = tid / kChunksPerRow;
   const int a_soff = sA(a_row0 % BM, a_kcol);
@@ -200,7 +184,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   static_assert(kAPerThread == 1 || kRowStep % 8 == 0, "row steps must keep the swizzle phase");
   // Rows past M are zero-filled once and never loaded again.
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < (Cfg::kWarpSpecialized ? 0 : S); ++s) {
+  for (int s = 0; s < S; ++s) {
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kAPerThread; ++j) {
       if (a_mine[j] && !a_row_ok[j]) {
@@ -283,15 +267,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
   constexpr int kAhead = Cfg::kLoadAhead;
-  if constexpr (!Cfg::kWarpSpecialized) {
-    CG_PRAGMA_UNROLL
-    for (int s = 0; s < kAhead; ++s) load_weights(s, s);
-    grid_dependency_wait();
-    CG_PRAGMA_UNROLL
-    for (int s = 0; s < kAhead; ++s) {
-      load_activations(s, s);
-      cp_async_fence();
-    }
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < kAhead; ++s) load_weights(s, s);
+  grid_dependency_wait();
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < kAhead; ++s) {
+    load_activations(s, s);
+    cp_async_fence();
   }
 
   // The weight registers of one k block: a[wi][b][s][2] = registers (r0, r1) of block b at k16
@@ -340,122 +322,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     frag[3] = a[wi][2 * r + 1][s][1];
   };
 
-  if constexpr (Cfg::kWarpSpecialized) {
-    // Warp specialized (two warpgroups, rounded weights). The last warp produces: it copies every
-    // weight, scale and activation chunk of a stage, waits for its own copies kAhead stages later,
-    // fences them for the wgmmas (async proxy) and arrives at the stage's full barrier (32
-    // arrivals). The consumer warps wait there, dequantize, issue the block's wgmmas behind the
-    // previous block's, wait for those and release the previous block's stage at its empty
-    // barrier (one arrival per consumer warp). No CTA barrier in the loop: each warp runs as far
-    // ahead as its stages allow, and the producer's copies cost the consumers no instructions.
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem_w + S * Cfg::kStageBytes);
-    uint64_t* empty = full + S;
-    if (tid == 0) {
-      for (int s = 0; s < S; ++s) {
-        mbarrier_init(full + s, 32);
-        mbarrier_init(empty + s, Cfg::kConsumerThreads / 32);
-      }
-    }
-    __syncthreads();
-    if (tid >= Cfg::kConsumerThreads) {
-      // Weights: lane l copies chunk l of each of the CTA's n8 blocks (blocks past N: zeros,
-      // never read). Scales: chunks l + 32 q. Activations: chunks (row, column) with the column
-      // (l % kChunksPerRow) fixed and rows l / kChunksPerRow + kPRowStep q; rows past M and
-      // columns past K are zero-filled.
-      const int nb0 = n0 / kBlockN;
-      uint128_t const* wq = reinterpret_cast<uint128_t const*>(p.qweight);
-      uint128_t const* w_lane = wq + (int64_t(nb0) * k_blocks + kb_begin) * 32 + lane;
-      const int64_t w_block_step = int64_t(k_blocks) * 32;
-      constexpr int kScaleTotal = Cfg::kScaleRows * kScaleChunks;
-      constexpr int kPRowStep = 32 / kChunksPerRow;
-      static_assert(kAChunks % 32 == 0, "whole activation chunks per lane");
-      const int p_kcol = (lane % kChunksPerRow) * 8, p_row0 = lane / kChunksPerRow;
-      const int rows_left = p.m - m0 - p_row0;  // this lane's rows q with kPRowStep q < rows_left
-      T const* a_lane = a_ptr + int64_t(m0 + (rows_left > 0 ? p_row0 : 0)) * p.lda +
-                        int64_t(kb_begin) * BK + p_kcol;
-      const int64_t a_step = int64_t(kPRowStep) * p.lda;
-      auto produce = [&](int i, int stage) {
-        const int kb = kb_begin + i;
-        char* st = smem_w + stage * Cfg::kStageBytes;
-        uint128_t* w_st = reinterpret_cast<uint128_t*>(st) + lane;
-        uint128_t const* w_src_i = w_lane + int64_t(i) * 32;
-        CG_PRAGMA_UNROLL
-        for (int cb = 0; cb < Cfg::kBlocksPerCta; ++cb) {
-          const bool ok = (nb0 + cb) * kBlockN < p.n;
-          SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(ok ? *w_src_i : *wq, w_st[cb * 32], ok,
-                                                       policy);
-          w_src_i += w_block_step;
-        }
-        CG_PRAGMA_UNROLL
-        for (int c = lane; c < kScaleTotal; c += 32) {
-          const int row = c / kScaleChunks, col = n0 + (c % kScaleChunks) * 8;
-          const int grp = min(groups.of(kb * BK + 32 * row), groups.last);
-          const int64_t at = int64_t(grp) * p.n + (col < p.n ? col : 0);
-          uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + c;
-          SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
-                                                s_dst[0], true);
-          if (zeros != nullptr) {
-            SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
-                                                  s_dst[Cfg::kScaleElems / 8], true);
-          }
-        }
-        const bool col_ok = kb * BK + p_kcol < p.k;
-        T const* a_src_i = a_lane + int64_t(i) * BK;
-        T* a_st = smem_a + stage * (Cfg::kAStageBytes / 2);
-        CG_PRAGMA_UNROLL
-        for (int q = 0; q < kAChunks / 32; ++q) {
-          const bool ok = col_ok && kPRowStep * q < rows_left;
-          SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-              *reinterpret_cast<uint128_t const*>(ok ? a_src_i : a_ptr),
-              *reinterpret_cast<uint128_t*>(a_st + sA(p_row0 + kPRowStep * q, p_kcol)), ok);
-          a_src_i += a_step;
-        }
-      };
-      grid_dependency_wait();
-      CG_PRAGMA_NO_UNROLL
-      for (int i = 0; i < n_kb + kAhead; ++i) {
-        if (i >= kAhead) {  // block i - kAhead has landed: publish it
-          cp_async_wait<kAhead - 1>();
-          fence_proxy_async_shared();
-          mbarrier_arrive(full + (i - kAhead) % S);
-        }
-        if (i < n_kb) {
-          if (i >= S) mbarrier_wait_parity(empty + i % S, ((i / S) & 1) ^ 1);  // block i - S done
-          produce(i, i % S);
-        }
-        cp_async_fence();
-      }
-      grid_launch_dependents();
-      return;
-    }
-    grid_dependency_wait();  // the epilogue reads the bias
-    BlockRegs regs[2];
-    auto step = [&](int i, auto set) {
-      BlockRegs& a = regs[decltype(set)::value];  // last read by block i - 2's wgmmas: done
-      const int stage = i % S;
-      mbarrier_wait_parity(full + stage, (i / S) & 1);
-      dequantize_block(stage, kb_begin + i, a);
-      wgmma_fence();  // the registers just written feed the wgmmas
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < Cfg::kKSteps; ++j) {
-        const uint64_t desc = desc_at(stage, j);
-        CG_PRAGMA_UNROLL
-        for (int r = 0; r < RT; ++r) {
-          uint32_t frag[4];
-          fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
-          Wgmma::fma(acc[r], frag, desc, 1);
-        }
-      }
-      wgmma_commit_group();
-      wgmma_wait_group<1>();  // block i - 1's wgmmas are done: release its stage
-      if (i > 0 && lane == 0) mbarrier_arrive(empty + (i - 1) % S);
-    };
-    CG_PRAGMA_NO_UNROLL
-    for (int i = 0; i < n_kb; i += 2) {
-      step(i, Int<0>{});
-      if (i + 1 < n_kb) step(i + 1, Int<1>{});
-    }
-  } else if constexpr (!Cfg::kExactScales) {
+  if constexpr (!Cfg::kExactScales) {
     // Rounded weights, one accumulation over the whole K. The wgmmas of block i - 1 keep the
     // tensor cores busy while block i is dequantized, and those of block i queue behind them, so
     // the warps never wait for their own wgmmas: only block i - 2's must be done (wait_group 1)
