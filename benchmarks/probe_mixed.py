@@ -8,8 +8,8 @@
                                                   the decode kernel's k groups of 1, 2, 4 warps
                                                   vs mma.sync vs the default, M = 1..8
     python3 benchmarks/probe_mixed.py --wgmma-tiles
-                                                  every wgmma instance (token tile x warpgroups)
-                                                  vs the default, M = 17..512
+                                                  every wgmma instance (token tile) vs the
+                                                  default, M = 32..384
 """
 import os
 import sys
@@ -161,17 +161,17 @@ def sweep_decode_shapes():
         torch.cuda.empty_cache()
 
 
-WGMMA_TILES = [(32, 1), (64, 1), (128, 1), (32, 2), (64, 2), (128, 2)]
+WGMMA_TILES = [32, 64, 128]
 
 
 def sweep_wgmma_tiles():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 64 128 256 384):
-    fp16, the default plan and every wgmma instance (token tile x warpgroups per CTA, the fused
-    kernel at every M); cells are us, the default's with tile_m/warp_groups/splits."""
+    fp16, the default plan and every wgmma instance (its token tile forced, the fused kernel at
+    every M); cells are us, the default's with tile_m/warp_groups/splits."""
     torch.manual_seed(0)
     ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "32 64 128 256 384").split()]
     print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>6} | {'default':>15} | " +
-          " ".join(f"{f'{t}x{g}':>6}" for t, g in WGMMA_TILES) + " | best x")
+          " ".join(f"{f'm{t}':>6}" for t in WGMMA_TILES) + " | best x")
     for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
         copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
         ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
@@ -186,9 +186,9 @@ def sweep_wgmma_tiles():
                          if plan["kernel"] == "wgmma" else plan["kernel"])
                 times = []
                 with cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
-                    for tile_m, groups in WGMMA_TILES:
+                    for tile_m in WGMMA_TILES:
                         with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
-                                cute_gemm.ops._forced_wgmma_tile(tile_m, groups):
+                                cute_gemm.ops._forced_wgmma_tile(tile_m):
                             times.append(time_graph(
                                 lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
                 print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:6.1f} | {t0:6.1f} {shape:>8} | " +

@@ -164,11 +164,11 @@ def _forced_decode_shape(warps=-1, col_warps=-1):
 
 
 @contextlib.contextmanager
-def _forced_wgmma_tile(tile_m=-1, warp_groups=-1):
+def _forced_wgmma_tile(tile_m=-1):
     """Inside the block the wgmma kernel (Hopper, M > 16) runs token tiles of ``tile_m`` rows of A
-    (32, 64 or 128) in CTAs of ``warp_groups`` warpgroups (1 or 2); -1 leaves either to the
-    heuristic. For tests and tuning; process-wide, the previous override is restored on exit."""
-    with _swapped(lambda v: _C._mixed_set_wgmma_tile(*v), (int(tile_m), int(warp_groups))):
+    (32 or 64 in one warpgroup per CTA, 128 in two); -1 leaves it to the heuristic. For tests and
+    tuning; process-wide, the previous override is restored on exit."""
+    with _swapped(_C._mixed_set_wgmma_tile, int(tile_m)):
         yield
 
 

@@ -480,23 +480,23 @@ def test_decode_shape_override_round_trip_and_errors():
 
 
 def test_wgmma_tile_override_round_trip_and_errors():
-    # Forced token tile and warpgroups of the wgmma kernel; -1 leaves either to the heuristic.
-    assert cute_gemm._C._mixed_set_wgmma_tile(-1, -1) == (-1, -1)
-    with cute_gemm.ops._forced_wgmma_tile(64, 2):
-        assert cute_gemm._C._mixed_set_wgmma_tile(128, 1) == (64, 2)
-        with cute_gemm.ops._forced_wgmma_tile(-1, 1):
-            assert cute_gemm._C._mixed_set_wgmma_tile(-1, 1) == (-1, 1)
-        assert cute_gemm._C._mixed_set_wgmma_tile(64, 2) == (128, 1)
-        plan = cute_gemm._C._mixed_plan(100, 4096, 4096, 4, 128)
+    # A forced token tile of the wgmma kernel; -1 leaves it to the heuristic.
+    assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
+    with cute_gemm.ops._forced_wgmma_tile(64):
+        assert cute_gemm._C._mixed_set_wgmma_tile(128) == 64
+        with cute_gemm.ops._forced_wgmma_tile(-1):
+            assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
+        assert cute_gemm._C._mixed_set_wgmma_tile(64) == 128
+        plan = cute_gemm._C._mixed_plan(300, 4096, 4096, 4, 128)
         if plan["kernel"] == "wgmma":
-            assert (plan["tile_m"], plan["warp_groups"]) == (64, 2)
+            assert (plan["tile_m"], plan["warp_groups"]) == (64, 1)
         else:  # no wgmma on this build or device: the override changes nothing else
             assert plan["warp_groups"] == 0
-    assert cute_gemm._C._mixed_set_wgmma_tile(-1, -1) == (-1, -1)
-    for bad in [(0, -1), (16, -1), (256, -1), (-2, -1), (64, 0), (64, 3), (64, -2)]:
+    assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
+    for bad in (0, 16, 96, 256, -2):
         with pytest.raises(ValueError, match="_mixed_set_wgmma_tile: tile_m must be"):
-            cute_gemm._C._mixed_set_wgmma_tile(*bad)
-    assert cute_gemm._C._mixed_set_wgmma_tile(-1, -1) == (-1, -1)
+            cute_gemm._C._mixed_set_wgmma_tile(bad)
+    assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
 
 
 def test_mixed_dense_from_m_override():

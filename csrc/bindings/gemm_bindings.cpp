@@ -23,10 +23,10 @@
 //                                           force the decode kernel's warps per CTA and/or per
 //                                           k group; -1 = the heuristic (process-wide); returns
 //                                           the previous (warps, col_warps)
-//   cute_gemm._C._mixed_set_wgmma_tile(tile_m, warp_groups)
-//                                           force the wgmma kernel's token tile (32, 64, 128)
-//                                           and/or warpgroups per CTA (1, 2); -1 = the
-//                                           heuristic (process-wide); returns the previous pair
+//   cute_gemm._C._mixed_set_wgmma_tile(tile_m)
+//                                           force the wgmma kernel's token tile (32, 64, 128);
+//                                           -1 = the heuristic (process-wide); returns the
+//                                           previous setting
 //   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
 //   cute_gemm._C._mixed_set_split(splits, reduce)
 //                                           force the split count and/or the reduction; -1 = the
@@ -39,7 +39,7 @@
 //   cute_gemm._C._mixed_dense_from_m()      the threshold in effect now
 //
 // cute_gemm.ops._forced_gemm_config(i), _forced_mixed_split(splits, reduce) and
-// _forced_decode_shape(warps, col_warps), _forced_wgmma_tile(tile_m, warp_groups) wrap set/get in context managers. Without CUDA
+// _forced_decode_shape(warps, col_warps), _forced_wgmma_tile(tile_m) wrap set/get in context managers. Without CUDA
 // (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises RuntimeError.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
@@ -210,21 +210,17 @@ std::tuple<int, int> mixed_set_decode_shape(int64_t warps, int64_t col_warps) {
 #endif
 }
 
-std::tuple<int, int> mixed_set_wgmma_tile(int64_t tile_m, int64_t warp_groups) {
+int mixed_set_wgmma_tile(int64_t tile_m) {
 #ifdef CUTE_GEMM_NO_CUDA
-  (void)tile_m, (void)warp_groups;
+  (void)tile_m;
   no_cuda("_mixed_set_wgmma_tile");
 #else
-  int previous_tile_m = -1, previous_groups = -1;
-  mixed_wgmma_override(previous_tile_m, previous_groups);
-  if (tile_m < -1 || tile_m > 128 || warp_groups < -1 || warp_groups > 2 ||
-      !mixed_set_wgmma_override(int(tile_m), int(warp_groups))) {
+  const int previous = mixed_wgmma_override();
+  if (tile_m < -1 || tile_m > 128 || !mixed_set_wgmma_override(int(tile_m))) {
     throw std::invalid_argument("_mixed_set_wgmma_tile: tile_m must be -1 (the heuristic), 32, 64 "
-                                "or 128 and warp_groups -1 (the heuristic), 1 or 2; got tile_m=" +
-                                std::to_string(tile_m) + ", warp_groups=" +
-                                std::to_string(warp_groups));
+                                "or 128; got " + std::to_string(tile_m));
   }
-  return {previous_tile_m, previous_groups};
+  return previous;
 #endif
 }
 
@@ -281,10 +277,8 @@ void bind_gemm(py::module_& m) {
         "fit) and/or warps per k group (1, 2 or 4); -1 restores the heuristic. Returns the "
         "previous (warps, col_warps). Prefer cute_gemm.ops._forced_decode_shape().");
   m.def("_mixed_set_wgmma_tile", &mixed_set_wgmma_tile, py::arg("tile_m"),
-        py::arg("warp_groups") = -1,
-        "Forces the wgmma kernel's token tile (32, 64 or 128 rows of A per CTA) and/or its "
-        "warpgroups per CTA (1 or 2); -1 restores the heuristic. Returns the previous "
-        "(tile_m, warp_groups). Prefer cute_gemm.ops._forced_wgmma_tile().");
+        "Forces the wgmma kernel's token tile (32, 64 or 128 rows of A per CTA); -1 restores "
+        "the heuristic. Returns the previous setting. Prefer cute_gemm.ops._forced_wgmma_tile().");
   m.def("_mixed_get_split", &mixed_get_split, "The mixed GEMM's split override (splits, reduce).");
   m.def("_gemm_configs", &configs,
         "Names ('BMxBNxBK_sS_wWMxWN') of the GEMM configurations, in index order.");

@@ -24,7 +24,6 @@ std::atomic<int> g_forced_kernel{-1};
 std::atomic<int> g_forced_decode_warps{-1};
 std::atomic<int> g_forced_col_warps{-1};
 std::atomic<int> g_forced_wgmma_tile_m{-1};
-std::atomic<int> g_forced_wgmma_groups{-1};
 
 int wave_splits(long long base, int ctas_per_sm, int k_blocks, int cap);
 int non_empty_splits(int splits, int k_blocks);
@@ -76,18 +75,13 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
   return nullptr;
 }
 
-// The smallest token tile that holds M (32, 64), else 128-row tiles; warpgroups per CTA by
-// wgmma_default_groups. Either may be forced (mixed_set_wgmma_override).
-int wgmma_default_groups(int tile_m) { return tile_m >= 64 ? 2 : 1; }
-
+// The smallest token tile that holds M (32, 64), else 128-row tiles (in two warpgroups), unless
+// forced (mixed_set_wgmma_override).
 MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
   const int forced_tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
-  const int forced_groups = g_forced_wgmma_groups.load(std::memory_order_relaxed);
   const int tile_m = forced_tile_m > 0 ? forced_tile_m : (m <= 32 ? 32 : m <= 64 ? 64 : 128);
-  const int groups = forced_groups > 0 ? forced_groups : wgmma_default_groups(tile_m);
   for (MixedWgmmaInstance const& inst : kMixedWgmmaInstances) {
-    if (inst.bits == bits && inst.tile_m == tile_m && inst.warp_groups == groups &&
-        inst.bf16 == (dtype == HalfType::kBFloat16))
+    if (inst.bits == bits && inst.tile_m == tile_m && inst.bf16 == (dtype == HalfType::kBFloat16))
       return &inst;
   }
   return nullptr;
@@ -342,18 +336,13 @@ bool mixed_set_decode_override(int warps, int col_warps) {
   return true;
 }
 
-bool mixed_set_wgmma_override(int tile_m, int warp_groups) {
+bool mixed_set_wgmma_override(int tile_m) {
   if (tile_m != -1 && tile_m != 32 && tile_m != 64 && tile_m != 128) return false;
-  if (warp_groups != -1 && warp_groups != 1 && warp_groups != 2) return false;
   g_forced_wgmma_tile_m.store(tile_m, std::memory_order_relaxed);
-  g_forced_wgmma_groups.store(warp_groups, std::memory_order_relaxed);
   return true;
 }
 
-void mixed_wgmma_override(int& tile_m, int& warp_groups) {
-  tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
-  warp_groups = g_forced_wgmma_groups.load(std::memory_order_relaxed);
-}
+int mixed_wgmma_override() { return g_forced_wgmma_tile_m.load(std::memory_order_relaxed); }
 
 void mixed_decode_override(int& warps, int& col_warps) {
   warps = g_forced_decode_warps.load(std::memory_order_relaxed);

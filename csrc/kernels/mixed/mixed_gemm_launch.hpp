@@ -114,10 +114,10 @@ bool mixed_set_decode_override(int warps, int col_warps);
 void mixed_decode_override(int& warps, int& col_warps);
 
 // Process-wide override of the wgmma kernel's instance, for tests and tuning: tile_m 32, 64 or 128
-// forces that token tile, warp_groups 1 or 2 that many warpgroups per CTA; -1 restores the
-// heuristic for each. Returns false (and changes nothing) when out of range.
-bool mixed_set_wgmma_override(int tile_m, int warp_groups);
-void mixed_wgmma_override(int& tile_m, int& warp_groups);
+// forces that token tile (rows of A per CTA; its instance fixes the warpgroups), -1 restores the
+// heuristic. Returns false (and changes nothing) when out of range.
+bool mixed_set_wgmma_override(int tile_m);
+int mixed_wgmma_override();
 
 // Whether this build has the sm_90a wgmma kernels and the current device can run them.
 bool mixed_wgmma_usable();

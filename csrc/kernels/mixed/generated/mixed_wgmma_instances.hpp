@@ -9,14 +9,6 @@ cudaError_t mixed_wgmma_f16_int4_m32(MixedGemmParams const& p, int splits, cudaS
 int mixed_wgmma_f16_int4_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int4_m64_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_f16_int4_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int4_m32_wg2(MixedGemmParams const& p, int splits,
-                                         cudaStream_t stream);
-int mixed_wgmma_f16_int4_m32_wg2_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int4_m64_wg2(MixedGemmParams const& p, int splits,
-                                         cudaStream_t stream);
-int mixed_wgmma_f16_int4_m64_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m128_wg2(MixedGemmParams const& p, int splits,
                                           cudaStream_t stream);
 int mixed_wgmma_f16_int4_m128_wg2_ctas_per_sm();
@@ -24,14 +16,6 @@ cudaError_t mixed_wgmma_f16_int8_m32(MixedGemmParams const& p, int splits, cudaS
 int mixed_wgmma_f16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m64_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int8_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_f16_int8_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int8_m32_wg2(MixedGemmParams const& p, int splits,
-                                         cudaStream_t stream);
-int mixed_wgmma_f16_int8_m32_wg2_ctas_per_sm();
-cudaError_t mixed_wgmma_f16_int8_m64_wg2(MixedGemmParams const& p, int splits,
-                                         cudaStream_t stream);
-int mixed_wgmma_f16_int8_m64_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m128_wg2(MixedGemmParams const& p, int splits,
                                           cudaStream_t stream);
 int mixed_wgmma_f16_int8_m128_wg2_ctas_per_sm();
@@ -39,14 +23,6 @@ cudaError_t mixed_wgmma_bf16_int4_m32(MixedGemmParams const& p, int splits, cuda
 int mixed_wgmma_bf16_int4_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m64_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int4_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_bf16_int4_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int4_m32_wg2(MixedGemmParams const& p, int splits,
-                                          cudaStream_t stream);
-int mixed_wgmma_bf16_int4_m32_wg2_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int4_m64_wg2(MixedGemmParams const& p, int splits,
-                                          cudaStream_t stream);
-int mixed_wgmma_bf16_int4_m64_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m128_wg2(MixedGemmParams const& p, int splits,
                                            cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m128_wg2_ctas_per_sm();
@@ -54,14 +30,6 @@ cudaError_t mixed_wgmma_bf16_int8_m32(MixedGemmParams const& p, int splits, cuda
 int mixed_wgmma_bf16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m64_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int8_m128(MixedGemmParams const& p, int splits, cudaStream_t stream);
-int mixed_wgmma_bf16_int8_m128_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int8_m32_wg2(MixedGemmParams const& p, int splits,
-                                          cudaStream_t stream);
-int mixed_wgmma_bf16_int8_m32_wg2_ctas_per_sm();
-cudaError_t mixed_wgmma_bf16_int8_m64_wg2(MixedGemmParams const& p, int splits,
-                                          cudaStream_t stream);
-int mixed_wgmma_bf16_int8_m64_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m128_wg2(MixedGemmParams const& p, int splits,
                                            cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm();
@@ -81,48 +49,24 @@ inline constexpr MixedWgmmaInstance kMixedWgmmaInstances[] = {
      mixed_wgmma_f16_int4_m32, mixed_wgmma_f16_int4_m32_ctas_per_sm},
     {4, 64, 128, 1, false, false,
      mixed_wgmma_f16_int4_m64, mixed_wgmma_f16_int4_m64_ctas_per_sm},
-    {4, 128, 64, 1, false, false,
-     mixed_wgmma_f16_int4_m128, mixed_wgmma_f16_int4_m128_ctas_per_sm},
-    {4, 32, 128, 2, true, false,
-     mixed_wgmma_f16_int4_m32_wg2, mixed_wgmma_f16_int4_m32_wg2_ctas_per_sm},
-    {4, 64, 128, 2, false, false,
-     mixed_wgmma_f16_int4_m64_wg2, mixed_wgmma_f16_int4_m64_wg2_ctas_per_sm},
     {4, 128, 128, 2, false, false,
      mixed_wgmma_f16_int4_m128_wg2, mixed_wgmma_f16_int4_m128_wg2_ctas_per_sm},
     {8, 32, 128, 1, true, false,
      mixed_wgmma_f16_int8_m32, mixed_wgmma_f16_int8_m32_ctas_per_sm},
     {8, 64, 128, 1, false, false,
      mixed_wgmma_f16_int8_m64, mixed_wgmma_f16_int8_m64_ctas_per_sm},
-    {8, 128, 64, 1, false, false,
-     mixed_wgmma_f16_int8_m128, mixed_wgmma_f16_int8_m128_ctas_per_sm},
-    {8, 32, 128, 2, true, false,
-     mixed_wgmma_f16_int8_m32_wg2, mixed_wgmma_f16_int8_m32_wg2_ctas_per_sm},
-    {8, 64, 128, 2, false, false,
-     mixed_wgmma_f16_int8_m64_wg2, mixed_wgmma_f16_int8_m64_wg2_ctas_per_sm},
     {8, 128, 128, 2, false, false,
      mixed_wgmma_f16_int8_m128_wg2, mixed_wgmma_f16_int8_m128_wg2_ctas_per_sm},
     {4, 32, 128, 1, true, true,
      mixed_wgmma_bf16_int4_m32, mixed_wgmma_bf16_int4_m32_ctas_per_sm},
     {4, 64, 128, 1, false, true,
      mixed_wgmma_bf16_int4_m64, mixed_wgmma_bf16_int4_m64_ctas_per_sm},
-    {4, 128, 64, 1, false, true,
-     mixed_wgmma_bf16_int4_m128, mixed_wgmma_bf16_int4_m128_ctas_per_sm},
-    {4, 32, 128, 2, true, true,
-     mixed_wgmma_bf16_int4_m32_wg2, mixed_wgmma_bf16_int4_m32_wg2_ctas_per_sm},
-    {4, 64, 128, 2, false, true,
-     mixed_wgmma_bf16_int4_m64_wg2, mixed_wgmma_bf16_int4_m64_wg2_ctas_per_sm},
     {4, 128, 128, 2, false, true,
      mixed_wgmma_bf16_int4_m128_wg2, mixed_wgmma_bf16_int4_m128_wg2_ctas_per_sm},
     {8, 32, 128, 1, true, true,
      mixed_wgmma_bf16_int8_m32, mixed_wgmma_bf16_int8_m32_ctas_per_sm},
     {8, 64, 128, 1, false, true,
      mixed_wgmma_bf16_int8_m64, mixed_wgmma_bf16_int8_m64_ctas_per_sm},
-    {8, 128, 64, 1, false, true,
-     mixed_wgmma_bf16_int8_m128, mixed_wgmma_bf16_int8_m128_ctas_per_sm},
-    {8, 32, 128, 2, true, true,
-     mixed_wgmma_bf16_int8_m32_wg2, mixed_wgmma_bf16_int8_m32_wg2_ctas_per_sm},
-    {8, 64, 128, 2, false, true,
-     mixed_wgmma_bf16_int8_m64_wg2, mixed_wgmma_bf16_int8_m64_wg2_ctas_per_sm},
     {8, 128, 128, 2, false, true,
      mixed_wgmma_bf16_int8_m128_wg2, mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm}
 };
