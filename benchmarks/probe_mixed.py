@@ -126,15 +126,16 @@ def sweep_kernels():
         torch.cuda.empty_cache()
 
 
-def sweep_decode_shapes():
-    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 1 4 5 8): the default
-    plan, mma.sync, and the decode kernel with its k groups forced to 1, 2 and 4 warps (the
-    heuristic's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
+SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
+
+
+def probe_cases(default_ms):
+    """For each shape (SHAPES_KN), INT4 g128 and INT8 per-channel weights (copies rotated past L2)
+    and each M of CUTE_GEMM_KERNEL_MS (default `default_ms`): yields (k, n, bits, group, m, a,
+    run, t16) with run(i) the mixed GEMM on weight copy i and t16 the fp16 F.linear time (us)."""
     torch.manual_seed(0)
-    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 5 8").split()]
-    print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>16} {'mma':>6} | "
-          f"{'decode cw=1':>16} {'cw=2':>16} {'cw=4':>16}")
-    for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
+    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", default_ms).split()]
+    for k, n in SHAPES_KN:
         copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
         ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
         for bits, group in ((4, 128), (8, -1)):
@@ -142,23 +143,33 @@ def sweep_decode_shapes():
             for m in ms:
                 a = torch.randn(m, k, device="cuda", dtype=torch.float16)
                 t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
-
-                def timed(kernel=None):
-                    with cute_gemm.ops._forced_mixed_kernel(kernel):
-                        plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
-                        t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
-                    shape = (f"{plan['warps']}/{plan['col_warps']}/{plan['splits']}"
-                             if plan["kernel"] == "decode" else plan["kernel"])
-                    return f"{t:6.1f} {shape:>9}"
-                cells = [timed(), f"{timed('mma').split()[0]:>6}"]
-                for cw in (1, 2, 4):
-                    with cute_gemm.ops._forced_decode_shape(-1, cw):
-                        cells.append(timed("decode"))
-                print(f"{k:>5}x{n:<6} {m:>3} {bits:>1} {t16:6.1f} | {cells[0]:>16} {cells[1]} | "
-                      + " ".join(f"{c:>16}" for c in cells[2:]), flush=True)
+                yield k, n, bits, group, m, a, (
+                    lambda i, a=a: cute_gemm.mixed_gemm(a, qs[i % copies])), t16
             del qs
         del ws
         torch.cuda.empty_cache()
+
+
+def sweep_decode_shapes():
+    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 1 4 5 8): the default
+    plan, mma.sync, and the decode kernel with its k groups forced to 1, 2 and 4 warps (the
+    heuristic's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
+    print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>16} {'mma':>6} | "
+          f"{'decode cw=1':>16} {'cw=2':>16} {'cw=4':>16}")
+    for k, n, bits, group, m, a, run, t16 in probe_cases("1 4 5 8"):
+        def timed(kernel=None):
+            with cute_gemm.ops._forced_mixed_kernel(kernel):
+                plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
+                t = time_graph(run)
+            shape = (f"{plan['warps']}/{plan['col_warps']}/{plan['splits']}"
+                     if plan["kernel"] == "decode" else plan["kernel"])
+            return f"{t:6.1f} {shape:>9}"
+        cells = [timed(), f"{timed('mma').split()[0]:>6}"]
+        for cw in (1, 2, 4):
+            with cute_gemm.ops._forced_decode_shape(-1, cw):
+                cells.append(timed("decode"))
+        print(f"{k:>5}x{n:<6} {m:>3} {bits:>1} {t16:6.1f} | {cells[0]:>16} {cells[1]} | "
+              + " ".join(f"{c:>16}" for c in cells[2:]), flush=True)
 
 
 WGMMA_TILES = [32, 64, 128]
@@ -168,35 +179,21 @@ def sweep_wgmma_tiles():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 64 128 256 384):
     fp16, the default plan and every wgmma instance (its token tile forced, the fused kernel at
     every M); cells are us, the default's with tile_m/warp_groups/splits."""
-    torch.manual_seed(0)
-    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "32 64 128 256 384").split()]
     print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>6} | {'default':>15} | " +
           " ".join(f"{f'm{t}':>6}" for t in WGMMA_TILES) + " | best x")
-    for k, n in [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]:
-        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
-        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
-        for bits, group in ((4, 128), (8, -1)):
-            qs = [cute_gemm.quantize(w, bits=bits, group_size=group) for w in ws]
-            for m in ms:
-                a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-                t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
-                plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
-                t0 = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
-                shape = (f"{plan['tile_m']}/{plan['warp_groups']}/{plan['splits']}"
-                         if plan["kernel"] == "wgmma" else plan["kernel"])
-                times = []
-                with cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
-                    for tile_m in WGMMA_TILES:
-                        with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
-                                cute_gemm.ops._forced_wgmma_tile(tile_m):
-                            times.append(time_graph(
-                                lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
-                print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:6.1f} | {t0:6.1f} {shape:>8} | " +
-                      " ".join(f"{t:6.1f}" for t in times) + f" | {t16 / min(times):5.2f}",
-                      flush=True)
-            del qs
-        del ws
-        torch.cuda.empty_cache()
+    for k, n, bits, group, m, a, run, t16 in probe_cases("32 64 128 256 384"):
+        plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
+        t0 = time_graph(run)
+        shape = (f"{plan['tile_m']}/{plan['warp_groups']}/{plan['splits']}"
+                 if plan["kernel"] == "wgmma" else plan["kernel"])
+        times = []
+        with cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
+            for tile_m in WGMMA_TILES:
+                with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
+                        cute_gemm.ops._forced_wgmma_tile(tile_m):
+                    times.append(time_graph(run))
+        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:6.1f} | {t0:6.1f} {shape:>8} | " +
+              " ".join(f"{t:6.1f}" for t in times) + f" | {t16 / min(times):5.2f}", flush=True)
 
 
 def main():
