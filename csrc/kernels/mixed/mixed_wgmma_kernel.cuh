@@ -28,10 +28,10 @@
 // kWarpGroups output columns; warp w of warpgroup wg dequantizes n8 blocks 8 r + 2w and
 // 8 r + 2w + 1 of row tile r = wg * kRowTiles + (0 .. kRowTiles - 1). Two warpgroups share each
 // activation tile (half the activation traffic per output column of one) and keep two
-// warpgroups' wgmmas in flight on the SM. Per k block the weights, scales
-// (and zeros) and the activation tile travel through a kStages-deep cp.async pipeline (weights
-// L2 evict-first); the activation tile is stored K-major with the 128-byte swizzle the descriptor
-// names (make_wgmma_desc_sw128).
+// warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros) and the
+// activation tile travel through a kStages-deep cp.async pipeline (weights L2 evict-first); the
+// activation tile is stored K-major with the 128-byte swizzle the descriptor names
+// (make_wgmma_desc_sw128).
 //
 // Scales, two ways (kExactScales):
 //   - exact (small token tiles): registers hold q - z, the wgmmas accumulate exact fp32 sums per
@@ -80,8 +80,9 @@ struct MixedWgmmaConfig {
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
   // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
   // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
-  // k block for the overlap: 250 registers), 1 above. Two warpgroups (one row tile each): 2 CTAs up
-  // to 64 tokens (<= 128 registers), 1 above. ptxas -v, no spills.
+  // k block for the overlap: 244 registers), 1 above. Two warpgroups (one row tile each): 1 CTA at
+  // 128 tokens (168 registers); 2 up to 64 tokens, where 128 registers spill a few bytes (not
+  // instantiated). ptxas -v.
   // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
   // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
   // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
