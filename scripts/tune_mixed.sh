@@ -2,9 +2,10 @@
 # Tuning run for the mixed-input GEMM on the GPU machine: build (sm_90a), a sweep
 # (benchmarks/probe_mixed.py $CUTE_GEMM_SWEEP: --sweep (default) split-K counts and reductions,
 # --sweep-m the fused kernel vs the dense path over M, --kernels mma.sync vs wgmma vs decode vs
-# dense, --wgmma-tiles every wgmma instance; M values narrowed by CUTE_GEMM_KERNEL_MS), the mixed GPU tests (at most 10 failures
-# shown) and ncu counters of the mixed kernels at M=1 and M=16 (8192x8192 INT4 g128; skipped with
-# CUTE_GEMM_NCU=0).
+# dense, --decode-shapes the decode kernel's k groups, --wgmma-tiles every wgmma instance; M values
+# narrowed by CUTE_GEMM_KERNEL_MS), the mixed GPU tests (CUTE_GEMM_TESTS=0 skips them; at most 10
+# failures shown) and ncu counters of the mixed kernels at M=1 and M=16 (8192x8192 INT4 g128;
+# skipped with CUTE_GEMM_NCU=0).
 # Usage: scripts/tune_mixed.sh OUTDIR
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CXX=g++ CC=gcc  # see gpu_check.sh for why the system compiler
