@@ -38,9 +38,10 @@
 //                                           (ops/mixed_policy.hpp)
 //   cute_gemm._C._mixed_dense_from_m()      the threshold in effect now
 //
-// cute_gemm.ops._forced_gemm_config(i), _forced_mixed_split(splits, reduce) and
-// _forced_decode_shape(warps, col_warps), _forced_wgmma_tile(tile_m) wrap set/get in context managers. Without CUDA
-// (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises RuntimeError.
+// cute_gemm.ops._forced_gemm_config(i), _forced_mixed_split(splits, reduce),
+// _forced_decode_shape(warps, col_warps) and _forced_wgmma_tile(tile_m) wrap set/get in context
+// managers. Without CUDA (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises
+// RuntimeError.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
 #include "bindings/gemm_bindings.hpp"

@@ -20,7 +20,8 @@
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
 // (column g of each, weight_format.hpp) are exactly the wgmma A fragment of rows g and g + 8 of
 // the 16 rows those blocks form:
-//     A regs {a0a1, a2a3, a4a5, a6a7} = {r0(block 2p), r0(block 2p+1), r1(block 2p), r1(block 2p+1)}
+//     A regs {a0a1, a2a3, a4a5, a6a7} =
+//         {r0(block 2p), r0(block 2p+1), r1(block 2p), r1(block 2p+1)}
 // ((T128, V8) -> (M64, K16): warp w, lane 4g + t holds rows 16w + g and 16w + g + 8, columns
 // 2t, 2t + 1, 2t + 8, 2t + 9, as in the m16n8k16 A fragment).
 //
@@ -40,7 +41,8 @@
 //   - rounded (token tiles of 64 and more, where a second accumulator set would not fit): the
 //     registers hold (q - z) * s rounded to the activation dtype, the weight the dense path uses,
 //     and the wgmmas accumulate the whole K without stopping at group ends.
-// Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
+// Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
+// (mixed_epilogue.cuh).
 
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
@@ -230,9 +232,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kAPerThread; ++j) {
       if (a_row_ok[j]) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(src),
-                                              *reinterpret_cast<uint128_t*>(dst + kRowStep * 64 * j),
-                                              col_ok);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(src),
+            *reinterpret_cast<uint128_t*>(dst + kRowStep * 64 * j), col_ok);
       }
       src += a_row_step;
     }
