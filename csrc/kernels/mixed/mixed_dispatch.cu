@@ -62,10 +62,15 @@ int splits_for(int m, int n, int k_blocks, bool cluster, MixedInstance const& in
   return wave_splits(base, ctas_per_sm(inst), k_blocks, cluster ? kMaxClusterSplits : kMaxSplits);
 }
 
+// Groups shorter than a packed k block need the scales every 2 k16 steps (the "fine" instances of
+// the mma.sync and decode kernels).
+bool fine_groups_for(int bits, int group_size, int k) {
+  return group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
+}
+
 MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfType dtype) {
   const int mt = m_tiles_for(m);
-  // Groups shorter than a packed k block need the scales every 2 k16 steps.
-  const bool fine = group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
+  const bool fine = fine_groups_for(bits, group_size, k);
   for (MixedInstance const& inst : kMixedInstances) {
     if (inst.bits == bits && inst.m_tiles == mt && inst.fine_groups == fine &&
         inst.bf16 == (dtype == HalfType::kBFloat16)) {
@@ -109,7 +114,7 @@ bool use_decode(int m) {
 MixedDecodeInstance const* find_decode_instance(int m, int bits, int group_size, int k,
                                                 HalfType dtype) {
   const int tile_m = 8 * ((m + 7) / 8);
-  const bool fine = group_size > 0 && group_size < k && group_size < mixed::block_k(bits);
+  const bool fine = fine_groups_for(bits, group_size, k);
   for (MixedDecodeInstance const& inst : kMixedDecodeInstances) {
     if (inst.bits == bits && inst.tile_m == tile_m && inst.fine_groups == fine &&
         inst.bf16 == (dtype == HalfType::kBFloat16)) {
