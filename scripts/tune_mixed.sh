@@ -5,7 +5,7 @@
 # dense, --decode-shapes the decode kernel's k groups, --wgmma-tiles every wgmma instance; M values
 # narrowed by CUTE_GEMM_KERNEL_MS), the mixed GPU tests (CUTE_GEMM_TESTS=0 skips them; at most 10
 # failures shown) and ncu counters of the mixed kernels at M=1 and M=16 (8192x8192 INT4 g128;
-# skipped with CUTE_GEMM_NCU=0).
+# skipped with CUTE_GEMM_NCU=0; CUTE_GEMM_NCU_SOURCE=1 adds the hottest SASS instructions).
 # Usage: scripts/tune_mixed.sh OUTDIR
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CXX=g++ CC=gcc  # see gpu_check.sh for why the system compiler
@@ -54,4 +54,12 @@ PY
 Theoretical Occupancy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|\
 Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX Hit|L2 Hit|stalled" \
     "$OUTDIR/ncu_m$m.txt" | head -90
+  # CUTE_GEMM_NCU_SOURCE=1: also the hottest SASS instructions by stall samples.
+  if [ "${CUTE_GEMM_NCU_SOURCE:-0}" = 1 ]; then
+    timeout 150 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|decode)_kernel" -s 2 -c 1 \
+      --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+      python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_source_m$m.csv" 2>&1
+    echo "== hottest SASS, M=$m"
+    python3 scripts/hot_sass.py "$OUTDIR/ncu_source_m$m.csv" 45
+  fi
 done
