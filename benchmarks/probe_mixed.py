@@ -2,6 +2,7 @@
 
     python3 benchmarks/probe_mixed.py             INT4 / INT8 vs fp16 at a few M
     python3 benchmarks/probe_mixed.py --sweep     split-K counts and reductions at M = 1, 16
+                                                  (M values: CUTE_GEMM_KERNEL_MS)
     python3 benchmarks/probe_mixed.py --sweep-m   the fused kernel vs the dense path over M
     python3 benchmarks/probe_mixed.py --kernels   mma.sync vs wgmma kernels vs dense over M
     python3 benchmarks/probe_mixed.py --decode-shapes
@@ -26,21 +27,26 @@ def time_graph(fn):
     return common.time_graph(fn)[0]
 
 
+SPLITS = (1, 2, 4, 6, 8, 12, 16, 24)
+
+
 def sweep_splits():
-    """Times INT4 g128 at M=1 and 16 for forced split counts and both reductions (tuning)."""
+    """Times INT4 g128 at M in CUTE_GEMM_KERNEL_MS (default 1 16) for forced split counts and both
+    reductions (c: cluster where the kernel has one, w: workspace; tuning)."""
     torch.manual_seed(0)
+    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "1 16").split()]
     print(f"{'K x N':>12} {'M':>3} {'plan':>14} " + " ".join(
-        f"{s:>3}{r[0]:1}" for s in (2, 4, 6, 8, 12, 16, 24) for r in ("c", "w")))
+        f"{s:>3}{r[0]:1}" for s in SPLITS for r in ("c", "w")))
     for k, n in [(4096, 4096), (8192, 8192), (28672, 8192), (4096, 28672), (14336, 4096)]:
         copies = max(2, int(3 * 60e6 // (n * k // 2)) + 1)
         qs = [cute_gemm.quantize(torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02,
                                  bits=4, group_size=128) for _ in range(copies)]
-        for m in (1, 16):
+        for m in ms:
             a = torch.randn(m, k, device="cuda", dtype=torch.float16)
             t0 = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
             plan = cute_gemm._C._mixed_plan(m, n, k, 4, 128)
             cells = []
-            for s in (2, 4, 6, 8, 12, 16, 24):
+            for s in SPLITS:
                 for r in ("cluster", "workspace"):
                     if r == "cluster" and s > 8:
                         cells.append(f"{'-':>4}")
