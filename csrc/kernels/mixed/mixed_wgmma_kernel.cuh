@@ -13,7 +13,9 @@
 //     block i - 1 run;
 //   - Hopper's full tensor rate per instruction (mma.sync tops out near 60% of it).
 // On the H200 it is 10-25% faster than the mma.sync kernel from M = 64 to 512 and within 10% either
-// way at M = 32 (probe_mixed.py --kernels).
+// way at M = 32 (probe_mixed.py --kernels). What it lacks for cuBLAS's efficiency at M >= 128: no
+// producer/consumer warp specialization, cp.async instead of TMA, and the warpgroups of a CTA
+// meeting at __syncthreads once per k block.
 //
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
 // (column g of each, weight_format.hpp) are exactly the wgmma A fragment of rows g and g + 8 of
@@ -28,18 +30,9 @@
 // 8 r + 2w + 1 of row tile r = wg * kRowTiles + (0 .. kRowTiles - 1). Two warpgroups share each
 // activation tile (half the activation traffic per output column of one) and keep two
 // warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros) and the
-// activation tile travel through a kStages-deep pipeline:
-//   - the activation tile by TMA (cute_gemm/arch/tma_sm90.hpp), issued by thread 0 from a tensor
-//     map built on the host: one instruction per 64 k instead of a 16-byte cp.async per thread
-//     and row, rows past M and columns past K filled with zeros by the hardware. It lands K-major
-//     with the 128-byte swizzle the wgmma descriptor names (make_wgmma_desc_sw128). A "full"
-//     mbarrier per stage says it landed; an "empty" one, which each warp arrives on once its
-//     wgmmas on the stage are done, says thread 0 may refill it.
-//   - the weights, scales (and zeros) by cp.async, each warp its own: the n8 blocks it
-//     dequantizes (L2 evict-first) and its columns' scales, which only its lanes read. So a warp
-//     waits for its own copies and a __syncwarp, and the warps of a CTA never meet at a CTA
-//     barrier in the loop (the __syncthreads per k block of the cp.async version stalled them:
-//     ncu, 8192^2 M=256, 1.3 cycles per issued instruction).
+// activation tile travel through a kStages-deep cp.async pipeline (weights L2 evict-first); the
+// activation tile is stored K-major with the 128-byte swizzle the descriptor names
+// (make_wgmma_desc_sw128).
 //
 // Scales, two ways (kExactScales):
 //   - exact (small token tiles): registers hold q - z, the wgmmas accumulate exact fp32 sums per
@@ -53,9 +46,7 @@
 
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
-#include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
-#include "cute_gemm/arch/tma_sm90.hpp"
 #include "cute_gemm/mma_traits_sm90.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/mixed/dequant.cuh"
@@ -63,7 +54,6 @@
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
-#include "kernels/tma_map.hpp"
 
 namespace cute_gemm {
 namespace mixed {
@@ -111,15 +101,12 @@ struct MixedWgmmaConfig {
   // wgmma descriptor reads it.
   using SmemA = Sw128KMajor<TileM, kBlockK>;
   static constexpr int kAStageBytes = TileM * kBlockK * 2;
-  static constexpr int kTmaBoxes = kBlockK / 64;  // (TileM, 64 k) boxes of 128-byte rows
   static_assert(kAStageBytes % 1024 == 0, "stages must keep the swizzle atoms 1024-byte aligned");
   static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;
   static constexpr int kScaleElems = kScaleRows * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
-  static_assert(kStageBytes % 8 == 0, "the mbarriers follow the stages");
-  // + 1 KB: the dynamic shared memory base is rounded up to 1024 bytes in the kernel; then the
-  // stages' full and empty mbarriers.
-  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes) + 2 * kStages * 8;
+  // + 1 KB: the dynamic shared memory base is rounded up to 1024 bytes in the kernel.
+  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes);
 };
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
@@ -127,8 +114,7 @@ struct MixedWgmmaConfig {
 // sums go to the workspace (to_workspace), otherwise to out.
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
-    mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
-                       const __grid_constant__ CUtensorMap a_map) {
+    mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using D = Dequant<T>;
@@ -140,9 +126,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // The swizzle atoms must start on 1024-byte boundaries of the shared address space.
   const uint32_t raw_addr = detail::smem_addr(smem_raw);
   char* smem = reinterpret_cast<char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  T* smem_a = reinterpret_cast<T*>(smem);
   char* smem_w = smem + S * Cfg::kAStageBytes;
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem_w + S * Cfg::kStageBytes);
-  uint64_t* const empty = full + S;
 
   // Warpgroup wg owns row tiles wg * RT .. wg * RT + RT - 1; warp w of it dequantizes their n8
   // blocks 2w and 2w + 1.
@@ -154,19 +139,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);
-
-  // Stage s: full[s] completes when its activation tile has landed (thread 0's arrive plus the
-  // TMA bytes), empty[s] when every warp is done with it (one arrive per warp).
-  if (tid == 0) {
-    tma_prefetch_map(&a_map);
-    CG_PRAGMA_UNROLL
-    for (int s = 0; s < S; ++s) {
-      mbarrier_init(full + s, 1);
-      mbarrier_init(empty + s, Cfg::kThreads / 32);
-    }
-    fence_proxy_async_shared();  // the initialized barriers are seen by the TMA unit
-  }
-  __syncthreads();
 
   // ---- global -> shared. Weights: warp w copies the n8 blocks it dequantizes, each lane its own
   // 16 bytes (and later reads back only those). Blocks past N read block 0 (never stored).
@@ -181,18 +153,52 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
                (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
   }
-  // Scales (and zeros): kScaleRows rows of kTileN columns per stage; row r holds the group of
-  // k = 32 r in the block. Each warp copies its own columns (16 per row tile, two 16-byte chunks
-  // per row): lane -> (row tile sc_r, row scale_row, chunk lane % 2).
-  constexpr int kScaleChunksPerWarp = RT * Cfg::kScaleRows * 2;
-  static_assert(kScaleChunksPerWarp <= 32, "one scale chunk per lane");
-  const bool scale_copier = lane < kScaleChunksPerWarp;
-  const int sc_r = lane / (2 * Cfg::kScaleRows), scale_row = (lane / 2) % Cfg::kScaleRows;
-  const int sc_col = 64 * (RT * wg + sc_r) + 16 * warp + 8 * (lane % 2);  // in the CTA tile
-  const bool scale_ok = n0 + sc_col < p.n;
-  const int scale_col = scale_ok ? n0 + sc_col : 0;
+  // Scales (and zeros): kScaleRows rows of kTileN columns per stage, 16-byte chunks; row r holds
+  // the group of k = 32 r in the block.
+  constexpr int kScaleChunks = Cfg::kTileN / 8;
+  static_assert(Cfg::kScaleRows * kScaleChunks <= Cfg::kThreads, "one scale chunk per thread");
+  const bool scale_copier = tid < Cfg::kScaleRows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
+  const int scale_col = n0 + (tid % kScaleChunks) * 8 < p.n ? n0 + (tid % kScaleChunks) * 8 : 0;
+  const int scale_row = tid / kScaleChunks;
+  // Activations: 16-byte chunks (row, 8 elements of K); thread tid copies chunks tid + 128 j.
+  constexpr int kChunksPerRow = BK / 8;
+  constexpr int kAChunks = BM * kChunksPerRow;
+  constexpr int kAPerThread = (kAChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  T const* a_ptr = static_cast<T const*>(p.a);
+  const auto sA = typename Cfg::SmemA{};
+  // Thread tid's chunks j are rows r0 + kRowStep * j of one column: a row step of a multiple of 8
+  // rows keeps the swizzle (row % 8) and adds kRowStep * 64 elements, so one offset per thread.
+  constexpr int kRowStep = Cfg::kThreads / kChunksPerRow;
+  const int a_kcol = (tid % kChunksPerRow) * 8;
+  const int a_row0 = tid / kChunksPerRow;
+  const int a_soff = sA(a_row0 % BM, a_kcol);
+  T const* a_src = a_ptr + int64_t(m0 + (m0 + a_row0 < p.m ? a_row0 : 0)) * p.lda +
+                   int64_t(kb_begin) * BK + a_kcol;
+  const int64_t a_row_step = int64_t(kRowStep) * p.lda;
+  bool a_row_ok[kAPerThread], a_mine[kAPerThread];
+  CG_PRAGMA_UNROLL
+  for (int j = 0; j < kAPerThread; ++j) {
+    const int r = a_row0 + kRowStep * j;
+    a_mine[j] = r < BM;
+    a_row_ok[j] = a_mine[j] && m0 + r < p.m;
+  }
+  static_assert(kAPerThread == 1 || kRowStep % 8 == 0, "row steps must keep the swizzle phase");
+  // Rows past M are zero-filled once and never loaded again.
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < S; ++s) {
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < kAPerThread; ++j) {
+      if (a_mine[j] && !a_row_ok[j]) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(a_ptr),
+            *reinterpret_cast<uint128_t*>(smem_a + s * (Cfg::kAStageBytes / 2) + a_soff +
+                                          kRowStep * 64 * j),
+            false);
+      }
+    }
+  }
 
   auto load_weights = [&](int i, int stage) {
     if (i >= n_kb) return;
@@ -207,42 +213,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (scale_copier) {
       const int grp = min(groups.of(kb * BK + 32 * scale_row), groups.last);
       const int64_t at = int64_t(grp) * p.n + scale_col;
-      uint128_t* s_dst = reinterpret_cast<uint128_t*>(
-          st + Cfg::kWeightBytes + (scale_row * Cfg::kTileN + sc_col) * 2);
+      uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
-                                            s_dst[0], scale_ok);
+                                            s_dst[0], true);
       if (zeros != nullptr) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
-                                              s_dst[Cfg::kScaleElems / 8], scale_ok);
+                                              s_dst[Cfg::kScaleElems / 8], true);
       }
     }
   };
-  // Thread 0 only. The activation tile of block i into stage i % S, once every warp has released
-  // the stage's previous block (i - S). Written by an earlier kernel: only after
-  // grid_dependency_wait.
-  auto load_activations = [&](int i) {
+  // Written by an earlier kernel: only after grid_dependency_wait. Columns past K read as zeros.
+  auto load_activations = [&](int i, int stage) {
     if (i >= n_kb) return;
-    const int stage = i % S;
-    if (i >= S) mbarrier_wait_parity_suspend(empty + stage, (i / S - 1) & 1);
-    mbarrier_arrive_expect_tx(full + stage, Cfg::kAStageBytes);
+    const bool col_ok = (kb_begin + i) * BK + a_kcol < p.k;
+    // One pointer walked down the rows (a 64-bit add per chunk, no per-chunk multiply).
+    T const* src = a_src + int64_t(i) * BK;
+    T* dst = smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff;
     CG_PRAGMA_UNROLL
-    for (int h = 0; h < Cfg::kTmaBoxes; ++h) {
-      tma_load_2d(smem + stage * Cfg::kAStageBytes + h * BM * 128, &a_map, full + stage,
-                  (kb_begin + i) * BK + 64 * h, m0);
+    for (int j = 0; j < kAPerThread; ++j) {
+      if (a_row_ok[j]) {
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(src),
+            *reinterpret_cast<uint128_t*>(dst + kRowStep * 64 * j), col_ok);
+      }
+      src += a_row_step;
     }
   };
-  // This warp is done with block i's stage (its wgmmas on it have completed).
-  auto release = [&](int i) {
-    if (i < 0) return;
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(empty + i % S);
-  };
-  // Block i's activation tile has landed (the TMA's writes are visible to this thread's wgmmas).
-  auto wait_activations = [&](int i) { mbarrier_wait_parity_suspend(full + i % S, (i / S) & 1); };
 
   // Descriptor of k16 step j of stage 0; stage s adds s * kAStageBytes, step j adds its atom
   // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
-  const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem));
+  const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem_a));
   auto desc_at = [&](int stage, int j) {
     return desc0 + uint64_t((stage * Cfg::kAStageBytes + (j / 4) * BM * 128 + (j % 4) * 32) >> 4);
   };
@@ -268,18 +268,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     lane_col[b] = 64 * (RT * wg + b / 2) + 16 * warp + 8 * (b % 2) + g;
   }
 
-  // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync
-  // kernel). One cp.async group per k block.
+  // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
   constexpr int kAhead = Cfg::kLoadAhead;
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < kAhead; ++s) {
-    load_weights(s, s);
-    cp_async_fence();
-  }
+  for (int s = 0; s < kAhead; ++s) load_weights(s, s);
   grid_dependency_wait();
-  if (tid == 0) {
-    CG_PRAGMA_UNROLL
-    for (int s = 0; s < kAhead; ++s) load_activations(s);
+  CG_PRAGMA_UNROLL
+  for (int s = 0; s < kAhead; ++s) {
+    load_activations(s, s);
+    cp_async_fence();
   }
 
   // The weight registers of one k block: a[wi][b][s][2] = registers (r0, r1) of block b at k16
@@ -332,21 +329,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     // Rounded weights, one accumulation over the whole K. The wgmmas of block i - 1 keep the
     // tensor cores busy while block i is dequantized, and those of block i queue behind them, so
     // the warps never wait for their own wgmmas: only block i - 2's must be done (wait_group 1)
-    // before its register set (the loop is unrolled by 2 over two sets) is rewritten and its
-    // stage released (block i + S - 2 refills it).
+    // before its register set (the loop is unrolled by 2 over two sets) is rewritten and, after
+    // the barrier (every warp's), its stage refilled.
     BlockRegs regs[2];
     auto step = [&](int i, auto set) {
       BlockRegs& a = regs[decltype(set)::value];
       wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
-      release(i + kAhead - S);
-      if (tid == 0) load_activations(i + kAhead);
+      cp_async_wait<kAhead - 1>();
+      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+      __syncthreads();  // stage i % S landed everywhere; every warp is done with block i - 2
       load_weights(i + kAhead, (i + kAhead) % S);
+      load_activations(i + kAhead, (i + kAhead) % S);
       cp_async_fence();
-      cp_async_wait<kAhead>();  // this thread's weight and scale copies of block i landed
-      __syncwarp();             // and every lane's (the scales are read across lanes)
       const int stage = i % S;
       dequantize_block(stage, kb_begin + i, a);
-      wait_activations(i);
       wgmma_fence();  // the registers just written feed the wgmmas
       CG_PRAGMA_UNROLL
       for (int j = 0; j < Cfg::kKSteps; ++j) {
@@ -370,22 +366,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     bool fresh = true;  // the part sums start over (scale-d = 0) at the next wgmma
     CG_PRAGMA_NO_UNROLL
     for (int i = 0; i < n_kb; ++i) {
-      // The previous k block's wgmmas read the stage that is refilled below (block i + S - 1)
-      // and registers that are rewritten: they must be done.
+      // The previous k block's wgmmas read the stage that is refilled below and registers that
+      // are rewritten: they must be done.
       wgmma_wait_group<0>();
-      release(i + kAhead - S);
-      if (tid == 0) load_activations(i + kAhead);
+      cp_async_wait<kAhead - 1>();
+      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+      __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
       const int stage = i % S;
       load_weights(i + kAhead, (i + kAhead) % S);
+      load_activations(i + kAhead, (i + kAhead) % S);
       cp_async_fence();
-      cp_async_wait<kAhead>();  // this thread's weight and scale copies of block i landed
-      __syncwarp();             // and every lane's (the scales are read across lanes)
       // The whole k block first: ptxas serializes wgmmas whose input registers are written
       // between them and the wait (C7513).
       BlockRegs a;
       const int kb = kb_begin + i;
       dequantize_block(stage, kb, a);
-      wait_activations(i);
       wgmma_fence();  // the registers just written feed the wgmmas
       T const* s_scale = reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes +
                                                     Cfg::kWeightBytes);
@@ -482,16 +477,9 @@ template <class Cfg>
 cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
-  // The activations' tensor map: (kTileM tokens, 64 k) boxes; rows past M and columns past K
-  // read as zeros. Encoded on the host per call (no device work; captured by value in graphs).
-  CUtensorMap a_map;
-  const cudaError_t encoded =
-      encode_k_major_sw128_map(&a_map, p.a, p.dtype == HalfType::kBFloat16, uint64_t(p.m),
-                               uint64_t(p.k), uint64_t(p.lda), Cfg::kTileM);
-  if (encoded != cudaSuccess) return encoded;
   return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
                                                Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes, splits,
-                                               true, stream, a_map);
+                                               true, stream);
 }
 
 }  // namespace mixed
