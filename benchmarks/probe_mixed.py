@@ -62,16 +62,19 @@ def sweep_splits():
 
 
 def sweep_m():
-    """INT4 g128 and INT8 per-channel at M = 32..512: the fused kernel vs the dense path vs fp16."""
+    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 .. 1024): the fused
+    kernel vs the dense path vs fp16."""
     torch.manual_seed(0)
     print(f"{'K x N':>12} {'M':>4} {'fp16':>7} {'i4 fused':>9} {'i4 dense':>9} {'i8 fused':>9} "
           f"{'i8 dense':>9}")
-    for k, n in [(4096, 4096), (8192, 8192), (28672, 8192)]:
+    ms = [int(x) for x in
+          os.environ.get("CUTE_GEMM_KERNEL_MS", "32 64 128 192 256 384 512 768 1024").split()]
+    for k, n in SHAPES_KN:
         copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
         ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
         q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
         q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
-        for m in (32, 64, 128, 192, 256, 384, 512):
+        for m in ms:
             a = torch.randn(m, k, device="cuda", dtype=torch.float16)
             t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
             row = []
@@ -178,7 +181,7 @@ def sweep_decode_shapes():
               + " ".join(f"{c:>16}" for c in cells[2:]), flush=True)
 
 
-WGMMA_TILES = [32, 64, 128]
+WGMMA_TILES = [32, 64, 128, 256]
 
 
 def sweep_wgmma_tiles():

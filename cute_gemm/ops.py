@@ -166,8 +166,8 @@ def _forced_decode_shape(warps=-1, col_warps=-1):
 @contextlib.contextmanager
 def _forced_wgmma_tile(tile_m=-1):
     """Inside the block the wgmma kernel (Hopper, M > 16) runs token tiles of ``tile_m`` rows of A
-    (32 or 64 in one warpgroup per CTA, 128 in two); -1 leaves it to the heuristic. For tests and
-    tuning; process-wide, the previous override is restored on exit."""
+    (32 or 64 in one warpgroup per CTA, 128 or 256 in two); -1 leaves it to the heuristic. For
+    tests and tuning; process-wide, the previous override is restored on exit."""
     with _swapped(_C._mixed_set_wgmma_tile, int(tile_m)):
         yield
 

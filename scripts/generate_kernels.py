@@ -29,20 +29,22 @@ CONFIGS = [
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
 # Hopper (sm_90a) wgmma kernels for M > 16: (bits, token tile, m64 row tiles per warpgroup, exact
 # scales, warpgroups). The token tile is wgmma's N, one instance per tile: 32 rows keep the exact
-# per-group scaling (one warpgroup, 128 output columns); 64 and 128 rows use the rounded weight
-# (accumulators: at most 64 floats per thread), 64 in one warpgroup of two row tiles, 128 in two
-# warpgroups of one (128 output columns, sharing each activation tile). Measured on the H200
-# (probe_mixed.py --wgmma-tiles, INT4 g128, us; 4096^2, 4096x28672, 14336x4096, 8192^2,
-# 28672x8192):
+# per-group scaling (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded weight,
+# 64 in one warpgroup of two row tiles, 128 and 256 in two warpgroups of one (128 output columns,
+# sharing each activation tile; 256 rows: 128 accumulators per thread, 3 INT4 stages). Measured
+# on the H200 (probe_mixed.py --wgmma-tiles, INT4 g128, us; 4096^2, 4096x28672, 14336x4096,
+# 8192^2, 28672x8192):
 #   M=64:  64x1 10.5 39.9 22.0 24.1 78.6 vs 64x2 10.1 42.4 22.9 25.9 78.8;
 #   M=128: 128x2 14.3 75.4 37.0 41.7 133.4 vs 64x1 14.4 80.9 40.8 43.6 140.9, 128x1 16.1 98.2;
 #   M=256: 128x2 23.9 151.4 69.0 74.9 256.6 vs 64x1 24.0 163.9 72.1 77.7 271.6, 128x1 25.1 175.3;
-#   M=32:  32x1 9.8 37.5 18.1 19.5 58.7 vs 32x2 8.5 33.4 18.0 20.0 61.1 (INT8: 32x1 ahead on 4).
+#   M=32:  32x1 9.8 37.5 18.1 19.5 58.7 vs 32x2 8.5 33.4 18.0 20.0 61.1 (INT8: 32x1 ahead on 4);
+#   M=256: 256x2 23.3 129.8 60.8 69.1 226.1 vs 128x2 23.5 152.8 68.7 75.0 258.2 (a later run);
+#   M=512: 256x2 38.6 256.4 114.1 127.5 434.3 vs 128x2 38.4 285.6 128.3 151.0 533.9.
 # Token tiles of 8 and 16 were no faster than the mma.sync kernel at M <= 16 (8192x8192 M=1 15.0
 # vs 14.5 us, M=16 16.8 vs 15.1 us).
 MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg) for bits in (4, 8)
                        for tm, rt, exact, wg in ((32, 2, True, 1), (64, 2, False, 1),
-                                                 (128, 1, False, 2))]
+                                                 (128, 1, False, 2), (256, 1, False, 2))]
 # Decode kernels for M <= 8 (mixed_decode_kernel.cuh: warps with their own weight pipelines, the
 # weights as the mma's A operand, k groups of 1-4 warps sharing the activations): (bits, n8 token
 # tiles, fine groups). Two token tiles (M <= 16) were measured on the H200 and were no faster than

@@ -493,15 +493,15 @@ def test_wgmma_tile_override_round_trip_and_errors():
         else:  # no wgmma on this build or device: the override changes nothing else
             assert plan["warp_groups"] == 0
     assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
-    for bad in (0, 16, 96, 256, -2):
+    for bad in (0, 16, 96, 192, 512, -2):
         with pytest.raises(ValueError, match="_mixed_set_wgmma_tile: tile_m must be"):
             cute_gemm._C._mixed_set_wgmma_tile(bad)
     assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
 
 
 def test_mixed_dense_from_m_override():
-    # The default depends on the kernel the device runs: 192 (mma.sync), 384 (Hopper wgmma).
-    default = 384 if cute_gemm._C._mixed_wgmma_usable() else 192
+    # The default depends on the kernel the device runs: 192 (mma.sync), 513 (Hopper wgmma).
+    default = 513 if cute_gemm._C._mixed_wgmma_usable() else 192
     assert cute_gemm._C._mixed_dense_from_m() == default
     previous = cute_gemm._C._mixed_set_dense_from_m(77)
     try:

@@ -31,7 +31,7 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 
 
 # From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (csrc/ops/mixed_policy.hpp: 192 with the mma.sync kernel, 384 with wgmma); below it a fused
+# (csrc/ops/mixed_policy.hpp: 192 with the mma.sync kernel, 513 with wgmma); below it a fused
 # kernel runs.
 DENSE_FROM_M = cute_gemm._C._mixed_dense_from_m()
 
@@ -405,9 +405,10 @@ def test_default_plan_on_this_device():
         ctas = 4 if bits == 4 else 5
         assert 64 * plan["splits"] <= ctas * sms < 64 * (plan["splits"] + 1)
     # From M = 17 the wgmma kernel where usable: exact scales up to 32 rows, rounded above; one
-    # warpgroup per CTA up to 64 rows, two above.
-    for m, tile_m, exact, groups in ((17, 32, True, 1), (64, 64, False, 1),
-                                     (65, 128, False, 2), (300, 128, False, 2)):
+    # warpgroup per CTA up to 64 rows, two above; 256-row token tiles from 129 rows.
+    for m, tile_m, exact, groups in ((17, 32, True, 1), (64, 64, False, 1), (65, 128, False, 2),
+                                     (128, 128, False, 2), (129, 256, False, 2),
+                                     (300, 256, False, 2)):
         plan = cute_gemm._C._mixed_plan(m, 8192, 8192, 4, 128)
         if cute_gemm._C._mixed_wgmma_usable():
             assert torch.cuda.get_device_capability() == (9, 0)
@@ -448,7 +449,7 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
                       seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000)
 
 
-WGMMA_TILES = [(32, 1), (64, 1), (128, 2)]  # (token tile, warpgroups per CTA) of each instance
+WGMMA_TILES = [(32, 1), (64, 1), (128, 2), (256, 2)]  # (token tile, warpgroups per CTA) of each instance
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
@@ -459,7 +460,7 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
     # poisoned output, bit-identical repeats.
     if not cute_gemm._C._mixed_wgmma_usable():
         pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
-    cases = itertools.product([17, 64, 130], [(136, 640), (392, 1408)])
+    cases = itertools.product([17, 64, 130, 290], [(136, 640), (392, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
         for tile_m, groups in WGMMA_TILES:
             with cute_gemm.ops._forced_mixed_kernel("wgmma"), \

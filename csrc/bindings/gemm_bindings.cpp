@@ -217,9 +217,9 @@ int mixed_set_wgmma_tile(int64_t tile_m) {
   no_cuda("_mixed_set_wgmma_tile");
 #else
   const int previous = mixed_wgmma_override();
-  if (tile_m < -1 || tile_m > 128 || !mixed_set_wgmma_override(int(tile_m))) {
-    throw std::invalid_argument("_mixed_set_wgmma_tile: tile_m must be -1 (the heuristic), 32, 64 "
-                                "or 128; got " + std::to_string(tile_m));
+  if (tile_m < -1 || tile_m > 256 || !mixed_set_wgmma_override(int(tile_m))) {
+    throw std::invalid_argument("_mixed_set_wgmma_tile: tile_m must be -1 (the heuristic), 32, 64, "
+                                "128 or 256; got " + std::to_string(tile_m));
   }
   return previous;
 #endif

@@ -80,11 +80,19 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
   return nullptr;
 }
 
-// The smallest token tile that holds M (32, 64), else 128-row tiles (in two warpgroups), unless
-// forced (mixed_set_wgmma_override).
+// The token tile for M rows: the smallest that holds M (32, 64, 128), then 256-row tiles. Those
+// cost less per row than 128-row tiles (each dequantized weight feeds twice the tokens) even with
+// the last tile padded, and keep the grid to one wave longer. Measured on the H200
+// (probe_mixed.py --wgmma-tiles and --sweep-m, INT4 g128, us, 256 vs 128 tiles; 4096^2,
+// 4096x28672, 14336x4096, 8192^2, 28672x8192): M=256 23.3 / 23.5, 129.8 / 152.8, 60.8 / 68.7,
+// 69.1 / 75.0, 226.1 / 258.2; M=512 38.6 / 38.4, 256.4 / 285.6, 114.1 / 128.3, 127.5 / 151.0,
+// 434.3 / 533.9; M=384 (8192^2) 128-row tiles 142.0 vs 123.3 for the 256-row tiles of M=512.
+int default_wgmma_tile_m(int m) { return m <= 32 ? 32 : (m <= 64 ? 64 : (m <= 128 ? 128 : 256)); }
+
+// The instance of the token tile for M, or the forced one (mixed_set_wgmma_override).
 MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
   const int forced_tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
-  const int tile_m = forced_tile_m > 0 ? forced_tile_m : (m <= 32 ? 32 : m <= 64 ? 64 : 128);
+  const int tile_m = forced_tile_m > 0 ? forced_tile_m : default_wgmma_tile_m(m);
   for (MixedWgmmaInstance const& inst : kMixedWgmmaInstances) {
     if (inst.bits == bits && inst.tile_m == tile_m && inst.bf16 == (dtype == HalfType::kBFloat16))
       return &inst;
@@ -342,7 +350,7 @@ bool mixed_set_decode_override(int warps, int col_warps) {
 }
 
 bool mixed_set_wgmma_override(int tile_m) {
-  if (tile_m != -1 && tile_m != 32 && tile_m != 64 && tile_m != 128) return false;
+  if (tile_m != -1 && tile_m != 32 && tile_m != 64 && tile_m != 128 && tile_m != 256) return false;
   g_forced_wgmma_tile_m.store(tile_m, std::memory_order_relaxed);
   return true;
 }

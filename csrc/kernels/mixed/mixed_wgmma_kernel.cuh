@@ -5,7 +5,7 @@
 // registers, so the kernel computes the transposed product
 //     out^T[N, M] = dequant(W)[N, K] @ A^T[K, M]
 // with the weights as wgmma's A (64 output columns per wgmma, dequantized in registers) and the
-// activations as its B (M's tokens are wgmma's N: 32 .. 128 per CTA), read from shared memory
+// activations as its B (M's tokens are wgmma's N: 32 .. 256 per CTA), read from shared memory
 // through a matrix descriptor. The dispatcher runs it from M = 17 (below, at decode sizes, the
 // mma.sync kernel of mixed_gemm_kernel.cuh measured as fast or faster): against mma.sync it has
 //   - no ldmatrix of the activations and half the tensor-core instructions per weight;
@@ -80,20 +80,6 @@ struct MixedWgmmaConfig {
   // when a group is longer, so a word's row is a constant offset (k16 step j reads row j / 2).
   static constexpr int kScaleRows = kBlockK / 32;
   static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
-  // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
-  // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
-  // k block for the overlap: 244 registers), 1 above. Two warpgroups (one row tile each): 1 CTA at
-  // 128 tokens (168 registers); 2 up to 64 tokens, where 128 registers spill a few bytes (not
-  // instantiated). ptxas -v.
-  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
-  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
-  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
-  // i - 2 is refilled, S - 2 ahead, and 128-token tiles (one CTA per SM) take 5 stages.
-  static constexpr int kStages = !ExactScales && TileM >= 128 ? 5 : 4;
-  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
-  static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
-
   // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
   // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
   // [blocks][32 lanes][16 B] and scales / zeros [kScaleRows][kTileN].
@@ -105,7 +91,27 @@ struct MixedWgmmaConfig {
   static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;
   static constexpr int kScaleElems = kScaleRows * kTileN;
   static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
-  // + 1 KB: the dynamic shared memory base is rounded up to 1024 bytes in the kernel.
+  // Dynamic shared memory per CTA on sm_90 (227 KB); 1 KB of it is lost to rounding the base up
+  // to 1024 bytes in the kernel. The most stages of this tile that fit:
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kStagesThatFit = (kMaxSmemBytes - 1024) / (kAStageBytes + kStageBytes);
+
+  // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
+  // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
+  // k block for the overlap: 244 registers), 1 above. Two warpgroups (one row tile each): 1 CTA at
+  // 128 tokens (168 registers) and 256 tokens (128 accumulators, two register sets of 32);
+  // 2 up to 64 tokens, where 128 registers spill a few bytes (not instantiated). ptxas -v.
+  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
+  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
+  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
+  // i - 2 is refilled, S - 2 ahead, and token tiles of 128 or more (one CTA per SM) take 5 stages
+  // where they fit (256-token INT4 tiles: 3, 74 KB each).
+  static constexpr int kStages =
+      !ExactScales && TileM >= 128 ? (kStagesThatFit < 5 ? kStagesThatFit : 5) : 4;
+  static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
+  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
+  static constexpr int kMinCtasPerSm =
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
   static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes);
 };
 
@@ -356,10 +362,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       }
       wgmma_commit_group();
     };
-    CG_PRAGMA_NO_UNROLL
-    for (int i = 0; i < n_kb; i += 2) {
-      step(i, Int<0>{});
-      if (i + 1 < n_kb) step(i + 1, Int<1>{});
+    if constexpr (Cfg::kTileM >= 256) {
+      // With 128 accumulators, ptxas serializes every wgmma (C7515) when the second step is
+      // conditional inside the loop; an odd last block is peeled off instead (its register set
+      // is a third one, which the smaller tiles cannot spare: C7511 at 64 tokens).
+      int i = 0;
+      CG_PRAGMA_NO_UNROLL
+      for (; i + 1 < n_kb; i += 2) {
+        step(i, Int<0>{});
+        step(i + 1, Int<1>{});
+      }
+      if (i < n_kb) step(i, Int<0>{});
+    } else {
+      CG_PRAGMA_NO_UNROLL
+      for (int i = 0; i < n_kb; i += 2) {
+        step(i, Int<0>{});
+        if (i + 1 < n_kb) step(i + 1, Int<1>{});
+      }
     }
   } else {
     // Exact scales: the scale is applied to each group's fp32 sums after waiting for its wgmmas.

@@ -12,6 +12,9 @@ int mixed_wgmma_f16_int4_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int4_m128_wg2(MixedGemmParams const& p, int splits,
                                           cudaStream_t stream);
 int mixed_wgmma_f16_int4_m128_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int4_m256_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_f16_int4_m256_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_f16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
@@ -19,6 +22,9 @@ int mixed_wgmma_f16_int8_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_f16_int8_m128_wg2(MixedGemmParams const& p, int splits,
                                           cudaStream_t stream);
 int mixed_wgmma_f16_int8_m128_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_f16_int8_m256_wg2(MixedGemmParams const& p, int splits,
+                                          cudaStream_t stream);
+int mixed_wgmma_f16_int8_m256_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
@@ -26,6 +32,9 @@ int mixed_wgmma_bf16_int4_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int4_m128_wg2(MixedGemmParams const& p, int splits,
                                            cudaStream_t stream);
 int mixed_wgmma_bf16_int4_m128_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int4_m256_wg2(MixedGemmParams const& p, int splits,
+                                           cudaStream_t stream);
+int mixed_wgmma_bf16_int4_m256_wg2_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m32(MixedGemmParams const& p, int splits, cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m32_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream);
@@ -33,6 +42,9 @@ int mixed_wgmma_bf16_int8_m64_ctas_per_sm();
 cudaError_t mixed_wgmma_bf16_int8_m128_wg2(MixedGemmParams const& p, int splits,
                                            cudaStream_t stream);
 int mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm();
+cudaError_t mixed_wgmma_bf16_int8_m256_wg2(MixedGemmParams const& p, int splits,
+                                           cudaStream_t stream);
+int mixed_wgmma_bf16_int8_m256_wg2_ctas_per_sm();
 
 // Hopper (sm_90a) instances: token tile (rows of A), output columns per CTA, warpgroups
 // per CTA, and whether the scales multiply exact per-group sums
@@ -51,24 +63,32 @@ inline constexpr MixedWgmmaInstance kMixedWgmmaInstances[] = {
      mixed_wgmma_f16_int4_m64, mixed_wgmma_f16_int4_m64_ctas_per_sm},
     {4, 128, 128, 2, false, false,
      mixed_wgmma_f16_int4_m128_wg2, mixed_wgmma_f16_int4_m128_wg2_ctas_per_sm},
+    {4, 256, 128, 2, false, false,
+     mixed_wgmma_f16_int4_m256_wg2, mixed_wgmma_f16_int4_m256_wg2_ctas_per_sm},
     {8, 32, 128, 1, true, false,
      mixed_wgmma_f16_int8_m32, mixed_wgmma_f16_int8_m32_ctas_per_sm},
     {8, 64, 128, 1, false, false,
      mixed_wgmma_f16_int8_m64, mixed_wgmma_f16_int8_m64_ctas_per_sm},
     {8, 128, 128, 2, false, false,
      mixed_wgmma_f16_int8_m128_wg2, mixed_wgmma_f16_int8_m128_wg2_ctas_per_sm},
+    {8, 256, 128, 2, false, false,
+     mixed_wgmma_f16_int8_m256_wg2, mixed_wgmma_f16_int8_m256_wg2_ctas_per_sm},
     {4, 32, 128, 1, true, true,
      mixed_wgmma_bf16_int4_m32, mixed_wgmma_bf16_int4_m32_ctas_per_sm},
     {4, 64, 128, 1, false, true,
      mixed_wgmma_bf16_int4_m64, mixed_wgmma_bf16_int4_m64_ctas_per_sm},
     {4, 128, 128, 2, false, true,
      mixed_wgmma_bf16_int4_m128_wg2, mixed_wgmma_bf16_int4_m128_wg2_ctas_per_sm},
+    {4, 256, 128, 2, false, true,
+     mixed_wgmma_bf16_int4_m256_wg2, mixed_wgmma_bf16_int4_m256_wg2_ctas_per_sm},
     {8, 32, 128, 1, true, true,
      mixed_wgmma_bf16_int8_m32, mixed_wgmma_bf16_int8_m32_ctas_per_sm},
     {8, 64, 128, 1, false, true,
      mixed_wgmma_bf16_int8_m64, mixed_wgmma_bf16_int8_m64_ctas_per_sm},
     {8, 128, 128, 2, false, true,
-     mixed_wgmma_bf16_int8_m128_wg2, mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm}
+     mixed_wgmma_bf16_int8_m128_wg2, mixed_wgmma_bf16_int8_m128_wg2_ctas_per_sm},
+    {8, 256, 128, 2, false, true,
+     mixed_wgmma_bf16_int8_m256_wg2, mixed_wgmma_bf16_int8_m256_wg2_ctas_per_sm}
 };
 
 }  // namespace cute_gemm
