@@ -29,8 +29,8 @@ CONFIGS = [
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
 # Hopper (sm_90a) wgmma kernels for M > 16: (bits, token tile, m64 row tiles per warpgroup, exact
 # scales, warpgroups). The token tile is wgmma's N, one instance per tile: 32 rows keep the exact
-# per-group scaling (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded weight,
-# 64 in one warpgroup of two row tiles, 128 and 256 in two warpgroups of one (128 output columns,
+# per-group scaling (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded
+# weight, 64 in one warpgroup of two row tiles, 128 and 256 in two warpgroups of one (128 columns,
 # sharing each activation tile; 256 rows: 128 accumulators per thread, 3 INT4 stages). Measured
 # on the H200 (probe_mixed.py --wgmma-tiles, INT4 g128, us; 4096^2, 4096x28672, 14336x4096,
 # 8192^2, 28672x8192):

@@ -449,7 +449,8 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
                       seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000)
 
 
-WGMMA_TILES = [(32, 1), (64, 1), (128, 2), (256, 2)]  # (token tile, warpgroups per CTA) of each instance
+# (token tile, warpgroups per CTA) of each instance
+WGMMA_TILES = [(32, 1), (64, 1), (128, 2), (256, 2)]
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
