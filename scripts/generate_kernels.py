@@ -42,9 +42,10 @@ MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fin
 #   M=512: 256x2 38.6 256.4 114.1 127.5 434.3 vs 128x2 38.4 285.6 128.3 151.0 533.9.
 # Token tiles of 8 and 16 were no faster than the mma.sync kernel at M <= 16 (8192x8192 M=1 15.0
 # vs 14.5 us, M=16 16.8 vs 15.1 us).
-MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg) for bits in (4, 8)
-                       for tm, rt, exact, wg in ((32, 2, True, 1), (64, 2, False, 1),
-                                                 (128, 1, False, 2), (256, 1, False, 2))]
+MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg, producer) for bits in (4, 8)
+                       for tm, rt, exact, wg, producer in (
+                           (32, 2, True, 1, False), (64, 2, False, 1, False),
+                           (128, 1, False, 2, True), (256, 1, False, 2, True))]
 # Decode kernels for M <= 8 (mixed_decode_kernel.cuh: warps with their own weight pipelines, the
 # weights as the mma's A operand, k groups of 1-4 warps sharing the activations): (bits, n8 token
 # tiles, fine groups). Two token tiles (M <= 16) were measured on the H200 and were no faster than
@@ -142,7 +143,8 @@ def write_split_k_instance(n, cfg, kernel, launch_params, queries):
             ret = ret.replace(">(", ">(\n      ")
         body += f"\nint {n}_{name}({params}) {{\n{ret}\n}}\n"
         decls.append(f"int {n}_{name}({params});")
-    write_tu(MIXED_OUT, n, [f"kernels/mixed/mixed_{kernel}_kernel.cuh",
+    header = "launch" if kernel == "wgmma" else "kernel"  # the wgmma launchers serve two kernels
+    write_tu(MIXED_OUT, n, [f"kernels/mixed/mixed_{kernel}_{header}.cuh",
                             f"kernels/mixed/generated/mixed_{kernel}_instances.hpp"], body)
     return decls
 
@@ -184,10 +186,10 @@ def main_mixed():
 
     decls, rows = [], []
     for dtype, ctype in DTYPES.items():
-        for bits, tm, rt, exact, wg in MIXED_WGMMA_CONFIGS:
+        for bits, tm, rt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
             n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "")
             cfg = (f"mixed::MixedWgmmaConfig<{ctype}, {bits}, {tm}, {rt}, "
-                   f"{'true' if exact else 'false'}, {wg}>")
+                   f"{'true' if exact else 'false'}, {wg}, {'true' if producer else 'false'}>")
             decls += write_split_k_instance(n, cfg, "wgmma", "int splits",
                                             [("ctas_per_sm", "")])
             rows.append("    {%d, %d, %d, %d, %s, %s,\n     %s, %s_ctas_per_sm}" % (

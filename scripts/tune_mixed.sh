@@ -44,7 +44,7 @@ with cute_gemm.ops._forced_mixed_kernel(kernel), cute_gemm.ops._forced_mixed_den
         cute_gemm.mixed_gemm(a, qw)
 torch.cuda.synchronize()
 PY
-  timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|decode)_kernel" -s 2 -c 1 \
+  timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|wgmma_ws|decode)_kernel" -s 2 -c 1 \
     --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis ${CUTE_GEMM_NCU_EXTRA:-} \
@@ -56,7 +56,7 @@ Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX 
     "$OUTDIR/ncu_m$m.txt" | head -90
   # CUTE_GEMM_NCU_SOURCE=1: also the hottest SASS instructions by stall samples.
   if [ "${CUTE_GEMM_NCU_SOURCE:-0}" = 1 ]; then
-    timeout 150 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|decode)_kernel" -s 2 -c 1 \
+    timeout 150 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|wgmma_ws|decode)_kernel" -s 2 -c 1 \
       --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
       python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_source_m$m.csv" 2>&1
     echo "== hottest SASS, M=$m"

@@ -113,14 +113,16 @@ int resident_ctas_per_sm(Kernel kernel, int threads, int smem) {
   return n;
 }
 
-// Launches kernel(p, per_split, splits > 1) on a (ceil(N / tile_n), ceil(M / tile_m), splits) grid
-// of `threads` blocks (a programmatic dependent of the previous kernel in the stream when pdl,
-// i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out` itself when
-// splits == 1 and the fp32 partial sums to p.workspace otherwise.
-template <class T>
-cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool), MixedGemmParams const& p,
-                           int tile_m, int tile_n, dim3 threads, int smem, int splits, bool pdl,
-                           cudaStream_t stream) {
+// Launches kernel(p, per_split, splits > 1, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),
+// splits) grid of `threads` blocks (a programmatic dependent of the previous kernel in the stream
+// when pdl, i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out`
+// itself when splits == 1 and the fp32 partial sums to p.workspace otherwise. `extra`: further
+// kernel parameters (the wgmma kernel's tensor map).
+template <class T, class... Extra>
+cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
+                           MixedGemmParams const& p, int tile_m, int tile_n, dim3 threads,
+                           int smem, int splits, bool pdl, cudaStream_t stream,
+                           Extra const&... extra) {
   const int k_blocks = (p.k + block_k(p.bits) - 1) / block_k(p.bits);
   const int per_split = (k_blocks + splits - 1) / splits;
   cudaLaunchAttribute attr[1];
@@ -133,7 +135,7 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool), MixedGemm
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, splits > 1);
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, splits > 1, extra...);
   if (e != cudaSuccess || splits == 1) return e;
   return launch_split_k_reduce<T>(p, splits, pdl, stream);
 }

@@ -58,13 +58,19 @@
 namespace cute_gemm {
 namespace mixed {
 
-template <class Element_, int Bits, int TileM, int RowTiles, bool ExactScales, int WarpGroups>
+// Producer: the warp-specialized kernel (mixed_wgmma_ws_kernel.cuh), one more warpgroup that
+// issues TMA copies while the WarpGroups consumer warpgroups dequantize and multiply.
+template <class Element_, int Bits, int TileM, int RowTiles, bool ExactScales, int WarpGroups,
+          bool Producer = false>
 struct MixedWgmmaConfig {
   using Element = Element_;
   static constexpr int kBits = Bits;
-  static constexpr int kWarpGroups = WarpGroups;
+  static constexpr int kWarpGroups = WarpGroups;  // consumers
   static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two warpgroups per CTA");
-  static constexpr int kThreads = 128 * WarpGroups;
+  static constexpr bool kProducer = Producer;
+  static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
+  static constexpr int kConsumerThreads = 128 * WarpGroups;
+  static constexpr int kThreads = 128 * (WarpGroups + (Producer ? 1 : 0));
   static constexpr int kRowTiles = RowTiles;               // m64 row tiles per warpgroup
   static constexpr int kTileN = 64 * RowTiles * WarpGroups;  // output columns per CTA (wgmma's M)
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
@@ -94,7 +100,8 @@ struct MixedWgmmaConfig {
   // Dynamic shared memory per CTA on sm_90 (227 KB); 1 KB of it is lost to rounding the base up
   // to 1024 bytes in the kernel. The most stages of this tile that fit:
   static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr int kStagesThatFit = (kMaxSmemBytes - 1024) / (kAStageBytes + kStageBytes);
+  static constexpr int kStagesThatFit =
+      (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * 5 : 0)) / (kAStageBytes + kStageBytes);
 
   // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
   // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
@@ -110,9 +117,112 @@ struct MixedWgmmaConfig {
       !ExactScales && TileM >= 128 ? (kStagesThatFit < 5 ? kStagesThatFit : 5) : 4;
   static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
   static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
+  // The warp-specialized kernel's full and empty mbarrier per stage follow the stages.
+  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
   static constexpr int kMinCtasPerSm =
       WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
-  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes);
+  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes) + kBarrierBytes;
+};
+
+// One warp's part of a CTA tile, shared by the cp.async kernel and the warp-specialized one
+// (mixed_wgmma_ws_kernel.cuh): warp `warp` of warpgroup `wg` dequantizes n8 blocks 8 r + 2 warp
+// and 8 r + 2 warp + 1 of row tiles r = wg * kRowTiles + (0 .. kRowTiles - 1), lane 4g + t.
+template <class Cfg>
+struct WgmmaWarpSlice {
+  using T = typename Cfg::Element;
+  using D = Dequant<T>;
+  using T2 = typename D::T2;
+  static constexpr int NB = Cfg::kBlocksPerWarp;
+  // The weight registers of one k block: [wi][b][s][2] = registers (r0, r1) of block b at k16
+  // step s of packed word wi, holding q - z (exact scales) or (q - z) * s rounded.
+  using BlockRegs = uint32_t[4][NB][Cfg::kStepsPerWord][2];
+
+  int lane, g, t;
+  int w_dst[NB];     // block index within the CTA tile
+  int lane_col[NB];  // this lane's column within the CTA tile: g or g + 8 of its block
+  bool symmetric;
+  // Dequantization constants of rows g and g + 8 of each row tile: the symmetric zero point
+  // throughout, or the current group's zero points.
+  ZeroConstants<T2> zc[NB];
+
+  CG_DEVICE WgmmaWarpSlice(int tid, bool symmetric_)
+      : lane(tid % 32), g(lane / 4), t(lane % 4), symmetric(symmetric_) {
+    const int warp = (tid / 32) % 4, wg = tid / 128;
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) {
+      w_dst[b] = 8 * (Cfg::kRowTiles * wg + b / 2) + 2 * warp + (b % 2);
+      lane_col[b] = 64 * (Cfg::kRowTiles * wg + b / 2) + 16 * warp + 8 * (b % 2) + g;
+      zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
+    }
+  }
+
+  // The k block in stage `st` (weights [blocks][32 lanes][16 B], then scales and zeros
+  // [kScaleRows][kTileN]) into registers.
+  CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
+    T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
+    uint4 w[NB];
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
+    CG_PRAGMA_UNROLL
+    for (int wi = 0; wi < 4; ++wi) {
+      // This word's row in the stage's scales (groups never split a word: G >= 32).
+      T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) {
+        if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + lane_col[b]]));
+        }
+        uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
+        dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
+        CG_PRAGMA_UNROLL
+        for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+          a[wi][b][s][0] = r[2 * s];
+          a[wi][b][s][1] = r[2 * s + 1];
+        }
+        if constexpr (!Cfg::kExactScales) {
+          const T2 s2 = D::splat_of(srow[lane_col[b]]);
+          CG_PRAGMA_UNROLL
+          for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+            CG_PRAGMA_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              a[wi][b][s][h] = D::as_u32(__hmul2(D::as_t2(a[wi][b][s][h]), s2));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // The wgmma A fragment of row tile r at step s of word wi: rows g and g + 8 are blocks 2r and
+  // 2r + 1.
+  CG_DEVICE static void fragment(BlockRegs const& a, int wi, int s, int r, uint32_t (&frag)[4]) {
+    frag[0] = a[wi][2 * r][s][0];
+    frag[1] = a[wi][2 * r + 1][s][0];
+    frag[2] = a[wi][2 * r][s][1];
+    frag[3] = a[wi][2 * r + 1][s][1];
+  }
+
+  // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
+  // workspace slice): acc[r][4i + v] is output column n0 + lane_col[2r + v / 2], row m0 + 8i +
+  // 2t + v % 2.
+  CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kRowTiles][Cfg::kAccRegs],
+                       int m0, int n0, bool to_workspace) const {
+    float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kRowTiles; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
+        const int row = m0 + 8 * (v / 4) + 2 * t + (v & 1);
+        if (col >= p.n || row >= p.m) continue;
+        if (to_workspace) {
+          ws[int64_t(row) * p.n + col] = acc[r][v];
+        } else {
+          store_out_one<T>(p, row, col, acc[r][v]);
+        }
+      }
+    }
+  }
 };
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
@@ -123,8 +233,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
-  using D = Dequant<T>;
-  using T2 = typename D::T2;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
   constexpr int RT = Cfg::kRowTiles, NB = Cfg::kBlocksPerWarp, NACC = Cfg::kAccRegs;
@@ -136,9 +244,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   char* smem_w = smem + S * Cfg::kAStageBytes;
 
   // Warpgroup wg owns row tiles wg * RT .. wg * RT + RT - 1; warp w of it dequantizes their n8
-  // blocks 2w and 2w + 1.
-  const int tid = threadIdx.x, lane = tid % 32, warp = (tid / 32) % 4, wg = tid / 128;
-  const int g = lane / 4, t = lane % 4;
+  // blocks 2w and 2w + 1 (WgmmaWarpSlice).
+  const int tid = threadIdx.x, lane = tid % 32;
+  WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = (p.k + BK - 1) / BK;
@@ -150,12 +258,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // 16 bytes (and later reads back only those). Blocks past N read block 0 (never stored).
   const uint64_t policy = make_l2_evict_first_policy();
   uint128_t const* w_src[NB];
-  int w_dst[NB];  // block index within the CTA tile
   CG_PRAGMA_UNROLL
   for (int b = 0; b < NB; ++b) {
-    const int cb = 8 * (RT * wg + b / 2) + 2 * warp + (b % 2);
-    const int nb = n0 / kBlockN + cb;
-    w_dst[b] = cb;
+    const int nb = n0 / kBlockN + slice.w_dst[b];
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
                (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
   }
@@ -213,7 +318,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-          w_src[b][int64_t(i) * 32], reinterpret_cast<uint128_t*>(st)[w_dst[b] * 32 + lane], true,
+          w_src[b][int64_t(i) * 32], reinterpret_cast<uint128_t*>(st)[slice.w_dst[b] * 32 + lane], true,
           policy);
     }
     if (scale_copier) {
@@ -261,18 +366,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
   }
-  const bool symmetric = zeros == nullptr;
-  // Dequantization constants of rows g and g + 8 of each row tile: the symmetric zero point
-  // throughout, or the current group's zero points.
-  ZeroConstants<T2> zc[NB];
-  CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
-  // This lane's columns within the CTA tile, per block b (row tile b / 2): g, or g + 8.
-  int lane_col[NB];
-  CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) {
-    lane_col[b] = 64 * (RT * wg + b / 2) + 16 * warp + 8 * (b % 2) + g;
-  }
 
   // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
   constexpr int kAhead = Cfg::kLoadAhead;
@@ -285,51 +378,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     cp_async_fence();
   }
 
-  // The weight registers of one k block: a[wi][b][s][2] = registers (r0, r1) of block b at k16
-  // step s of packed word wi, holding q - z (exact scales) or (q - z) * s rounded.
-  using BlockRegs = uint32_t[4][NB][Cfg::kStepsPerWord][2];
-  auto dequantize_block = [&](int stage, int kb, BlockRegs& a) {
-    char const* st = smem_w + stage * Cfg::kStageBytes;
-    T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
-    uint4 w[NB];
-    CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
-    CG_PRAGMA_UNROLL
-    for (int wi = 0; wi < 4; ++wi) {
-      // This word's row in the stage's scales (groups never split a word: G >= 32).
-      T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
-      CG_PRAGMA_UNROLL
-      for (int b = 0; b < NB; ++b) {
-        if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
-          zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + lane_col[b]]));
-        }
-        uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
-        dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
-        CG_PRAGMA_UNROLL
-        for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
-          a[wi][b][s][0] = r[2 * s];
-          a[wi][b][s][1] = r[2 * s + 1];
-        }
-        if constexpr (!Cfg::kExactScales) {
-          const T2 s2 = D::splat_of(srow[lane_col[b]]);
-          CG_PRAGMA_UNROLL
-          for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
-            CG_PRAGMA_UNROLL
-            for (int h = 0; h < 2; ++h) {
-              a[wi][b][s][h] = D::as_u32(__hmul2(D::as_t2(a[wi][b][s][h]), s2));
-            }
-          }
-        }
-      }
-    }
+  using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
+  auto dequantize_block = [&](int stage, int, BlockRegs& a) {
+    slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
   };
-  // Rows g and g + 8 of row tile r at step s of word wi: blocks 2r and 2r + 1.
-  auto fragment = [&](BlockRegs const& a, int wi, int s, int r, uint32_t (&frag)[4]) {
-    frag[0] = a[wi][2 * r][s][0];
-    frag[1] = a[wi][2 * r + 1][s][0];
-    frag[2] = a[wi][2 * r][s][1];
-    frag[3] = a[wi][2 * r + 1][s][1];
-  };
+  auto fragment = WgmmaWarpSlice<Cfg>::fragment;
 
   if constexpr (!Cfg::kExactScales) {
     // Rounded weights, one accumulation over the whole K. The wgmmas of block i - 1 keep the
@@ -426,8 +479,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
           CG_PRAGMA_UNROLL
           for (int r = 0; r < RT; ++r) {
-            const float s_lo = HalfTraits<T>::to_float(srow[lane_col[2 * r]]);
-            const float s_hi = HalfTraits<T>::to_float(srow[lane_col[2 * r + 1]]);
+            const float s_lo = HalfTraits<T>::to_float(srow[slice.lane_col[2 * r]]);
+            const float s_hi = HalfTraits<T>::to_float(srow[slice.lane_col[2 * r + 1]]);
             CG_PRAGMA_UNROLL
             for (int v = 0; v < NACC; ++v) {
               acc[r][v] = fmaf((v & 2) ? s_hi : s_lo, part[r][v], acc[r][v]);
@@ -444,61 +497,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   cp_async_wait<0>();
   grid_launch_dependents();
 
-  // ---- epilogue: acc[r][4i + v] is output column n0 + lane_col[2r + v / 2], row m0 + 8i + 2t +
-  // v % 2.
-  float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
-  CG_PRAGMA_UNROLL
-  for (int r = 0; r < RT; ++r) {
-    CG_PRAGMA_UNROLL
-    for (int v = 0; v < NACC; ++v) {
-      const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
-      const int row = m0 + 8 * (v / 4) + 2 * t + (v & 1);
-      if (col >= p.n || row >= p.m) continue;
-      if (to_workspace) {
-        ws[int64_t(row) * p.n + col] = acc[r][v];
-      } else {
-        store_out_one<T>(p, row, col, acc[r][v]);
-      }
-    }
-  }
+  slice.store(p, acc, m0, n0, to_workspace);
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace;
 #endif
-}
-
-// Raises the kernel's dynamic shared memory limit once (it needs more than 48 KB).
-template <class Cfg>
-cudaError_t prepare_mixed_wgmma() {
-  static const cudaError_t e =
-      Cfg::kSmemBytes > 48 * 1024
-          ? cudaFuncSetAttribute(mixed_wgmma_kernel<Cfg>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)
-          : cudaSuccess;
-  return e;
-}
-
-// CTAs of this kernel resident per SM (the occupancy calculator, cached): the dispatcher sizes
-// split-K to one full wave of them. 1 when it cannot tell.
-template <class Cfg>
-int mixed_wgmma_ctas_per_sm() {
-  static const int ctas = [] {
-    if (prepare_mixed_wgmma<Cfg>() != cudaSuccess) {
-      cudaGetLastError();  // clear the error
-      return 1;
-    }
-    return resident_ctas_per_sm(mixed_wgmma_kernel<Cfg>, Cfg::kThreads, Cfg::kSmemBytes);
-  }();
-  return ctas;
-}
-
-// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
-template <class Cfg>
-cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
-  const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
-  if (prepared != cudaSuccess) return prepared;
-  return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
-                                               Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes, splits,
-                                               true, stream);
 }
 
 }  // namespace mixed

@@ -1,0 +1,95 @@
+#pragma once
+// Host side of the wgmma kernels: one launcher for either kind of configuration, the cp.async
+// kernel (mixed_wgmma_kernel.cuh) or, with a producer warpgroup, the warp-specialized kernel
+// (mixed_wgmma_ws_kernel.cuh), whose tensor maps are encoded here per launch.
+
+#include "kernels/mixed/mixed_wgmma_kernel.cuh"
+#include "kernels/mixed/mixed_wgmma_ws_kernel.cuh"
+#include "kernels/tma_map.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+template <class Cfg>
+constexpr auto wgmma_kernel_of() {
+  if constexpr (Cfg::kProducer) {
+    return mixed_wgmma_ws_kernel<Cfg>;
+  } else {
+    return mixed_wgmma_kernel<Cfg>;
+  }
+}
+
+// Raises the kernel's dynamic shared memory limit once (it needs more than 48 KB).
+template <class Cfg>
+cudaError_t prepare_mixed_wgmma() {
+  static const cudaError_t e =
+      Cfg::kSmemBytes > 48 * 1024
+          ? cudaFuncSetAttribute(wgmma_kernel_of<Cfg>(),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)
+          : cudaSuccess;
+  return e;
+}
+
+// CTAs of this kernel resident per SM (the occupancy calculator, cached): the dispatcher sizes
+// split-K to one full wave of them. 1 when it cannot tell.
+template <class Cfg>
+int mixed_wgmma_ctas_per_sm() {
+  static const int ctas = [] {
+    if (prepare_mixed_wgmma<Cfg>() != cudaSuccess) {
+      cudaGetLastError();  // clear the error
+      return 1;
+    }
+    return resident_ctas_per_sm(wgmma_kernel_of<Cfg>(), Cfg::kThreads, Cfg::kSmemBytes);
+  }();
+  return ctas;
+}
+
+// The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps).
+template <class Cfg>
+cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
+  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+  const int group = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
+  const uint64_t groups = uint64_t((p.k + group - 1) / group);
+  const auto half = p.dtype == HalfType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, p.dtype == HalfType::kBFloat16,
+                                           uint64_t(p.m), uint64_t(p.k), uint64_t(p.lda),
+                                           Cfg::kTileM);
+  if (e == cudaSuccess) {
+    // Each n8 block's k block is 512 contiguous bytes (weight_format.hpp): 128 words per row.
+    e = encode_2d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32, uint64_t(p.n / kBlockN),
+                      uint64_t(k_blocks) * 128, uint64_t(k_blocks) * 512, Cfg::kBlocksPerCta, 128,
+                      false);
+  }
+  if (e == cudaSuccess) {
+    e = encode_2d_map(&maps->scales, p.scales, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
+                      Cfg::kTileN, false);
+  }
+  if (e == cudaSuccess && p.zeros != nullptr) {
+    e = encode_2d_map(&maps->zeros, p.zeros, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
+                      Cfg::kTileN, false);
+  }
+  return e;
+}
+
+// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
+template <class Cfg>
+cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
+  const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
+  if (prepared != cudaSuccess) return prepared;
+  if constexpr (Cfg::kProducer) {
+    MixedWgmmaMaps maps{};
+    const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, &maps);
+    if (encoded != cudaSuccess) return encoded;
+    return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, Cfg::kTileM,
+                                                 Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
+                                                 splits, true, stream, maps);
+  } else {
+    return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
+                                                 Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
+                                                 splits, true, stream);
+  }
+}
+
+}  // namespace mixed
+}  // namespace cute_gemm

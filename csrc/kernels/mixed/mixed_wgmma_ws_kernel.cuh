@@ -1,0 +1,206 @@
+#pragma once
+// The warp-specialized wgmma kernel (sm_90a): the product of mixed_wgmma_kernel.cuh (weights
+// dequantized into wgmma's register operand, activations through a 128-byte-swizzle descriptor,
+// rounded weights) with its copies taken out of the consumer warps.
+//
+// Why: in the cp.async kernel every thread copies part of each stage, so before a stage is refilled
+// every warp must be done with it, and the warps meet at a CTA barrier once per k block. With 256
+// tokens ncu put 22% of the stall samples on that barrier (8192^2 M=256): a warpgroup waits for the
+// other's wgmmas. Here one more warpgroup produces: one thread issues each stage as TMA copies
+// (cute_gemm/arch/tma_sm90.hpp) from tensor maps built on the host:
+//   - the activation tile, (kTileM tokens, 64 k) boxes with the 128-byte swizzle, rows past M and
+//     columns past K filled with zeros;
+//   - the weights: the packed tensor seen as [N / 8 blocks][k_blocks * 128 words], one box of
+//     (kTileN / 8 blocks, 128 words) = the stage's [block][32 lanes][16 B] exactly;
+//   - the scales (and zeros): one (1 group, kTileN columns) box per scale row of the stage.
+// Stage s has a "full" mbarrier (the producer's arrive with the stage's byte count, plus the TMA
+// bytes) and an "empty" one (one arrive per consumer warp once its wgmmas on the stage are done).
+// Only the producer waits on "empty"; a consumer warp waits only for its data and its own wgmmas.
+// setmaxnreg moves registers from the producer (24) to the consumers (240 with two consumer
+// warpgroups), which hold the 128 accumulators of a 256-token tile and two register sets of a k
+// block.
+
+#include "cute_gemm/arch/mbarrier_sm80.hpp"
+#include "cute_gemm/arch/setmaxnreg_sm90.hpp"
+#include "cute_gemm/arch/tma_sm90.hpp"
+#include "kernels/mixed/mixed_wgmma_kernel.cuh"
+
+namespace cute_gemm {
+namespace mixed {
+
+// The tensor maps of one launch (kernel parameters, __grid_constant__).
+struct MixedWgmmaMaps {
+  CUtensorMap a;       // activations [M, K], (kTileM, 64) boxes, 128-byte swizzle
+  CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words, (kTileN / 8, 128)
+  CUtensorMap scales;  // [groups, N], (1, kTileN) boxes
+  CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
+};
+
+// Registers per thread after setmaxnreg: what the producer keeps, and what each consumer takes
+// of the rest of the 64K-register file (multiples of 8).
+template <class Cfg>
+struct WgmmaRegisterSplit {
+  static constexpr int kProducer = 24;
+  static constexpr int kConsumer =
+      ((65536 - 128 * kProducer) / Cfg::kConsumerThreads) / 8 * 8 > 240
+          ? 240
+          : ((65536 - 128 * kProducer) / Cfg::kConsumerThreads) / 8 * 8;
+};
+
+// grid and splits as mixed_wgmma_kernel; blockDim = kThreads (consumer warpgroups, then the
+// producer warpgroup).
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    mixed_wgmma_ws_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
+                          const __grid_constant__ MixedWgmmaMaps maps) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  using T = typename Cfg::Element;
+  using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
+  constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
+  constexpr int RT = Cfg::kRowTiles;
+  static_assert(Cfg::kProducer, "a configuration with a producer warpgroup");
+  extern __shared__ uint128_t smem_raw[];
+  // The swizzle atoms must start on 1024-byte boundaries of the shared address space.
+  const uint32_t raw_addr = detail::smem_addr(smem_raw);
+  char* smem = reinterpret_cast<char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  char* smem_w = smem + S * Cfg::kAStageBytes;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem_w + S * Cfg::kStageBytes);
+  uint64_t* const empty = full + S;
+
+  const int tid = threadIdx.x;
+  const int m0 = blockIdx.y * BM;
+  const int n0 = blockIdx.x * Cfg::kTileN;
+  const int k_blocks = (p.k + BK - 1) / BK;
+  const int kb_begin = blockIdx.z * blocks_per_split;
+  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+
+  if (tid == 0) {
+    CG_PRAGMA_UNROLL
+    for (int s = 0; s < S; ++s) {
+      mbarrier_init(full + s, 1);
+      mbarrier_init(empty + s, Cfg::kConsumerThreads / 32);
+    }
+    fence_proxy_async_shared();  // the initialized barriers are seen by the TMA unit
+  }
+  __syncthreads();
+
+  if (tid >= Cfg::kConsumerThreads) {
+    // ---- producer warpgroup: one thread issues every copy.
+    warpgroup_reg_dealloc<WgmmaRegisterSplit<Cfg>::kProducer>();
+    if (tid != Cfg::kConsumerThreads) return;
+    const GroupShape groups(p);
+    const bool asymmetric = p.zeros != nullptr;
+    constexpr uint32_t kScaleRowBytes = Cfg::kTileN * 2;
+    const uint32_t stage_bytes = Cfg::kAStageBytes + Cfg::kWeightBytes +
+                                 Cfg::kScaleRows * kScaleRowBytes * (asymmetric ? 2 : 1);
+    tma_prefetch_map(&maps.a);
+    tma_prefetch_map(&maps.w);
+    tma_prefetch_map(&maps.scales);
+    const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
+    // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage s,
+    // with the stage's whole byte count announced.
+    auto load_weights = [&](int j, int s) {
+      mbarrier_arrive_expect_tx(full + s, stage_bytes);
+      const int kb = kb_begin + j;
+      char* st = smem_w + s * Cfg::kStageBytes;
+      tma_load_2d(st, &maps.w, full + s, kb * 128, n0 / kBlockN, policy);
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < Cfg::kScaleRows; ++r) {
+        const int grp = min(groups.of(kb * BK + 32 * r), groups.last);
+        char* dst = st + Cfg::kWeightBytes + r * kScaleRowBytes;
+        tma_load_2d(dst, &maps.scales, full + s, n0, grp);
+        if (asymmetric) tma_load_2d(dst + Cfg::kScaleElems * 2, &maps.zeros, full + s, n0, grp);
+      }
+    };
+    auto load_activations = [&](int j, int s) {
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < BK / 64; ++h) {
+        tma_load_2d(smem + s * Cfg::kAStageBytes + h * BM * 128, &maps.a, full + s,
+                    (kb_begin + j) * BK + 64 * h, m0);
+      }
+    };
+    // Programmatic dependent launch: the first stages' weights before the wait, the activations
+    // (written by the previous kernel) after it.
+    const int first = n_kb < S ? n_kb : S;
+    for (int j = 0; j < first; ++j) load_weights(j, j);
+    grid_dependency_wait();
+    for (int j = 0; j < first; ++j) load_activations(j, j);
+    int s = 0;
+    uint32_t phase = 0;  // of the empty barriers, for the blocks j = S.. (the stages' 2nd use)
+    for (int j = S; j < n_kb; ++j) {
+      mbarrier_wait_parity_suspend(empty + s, phase);  // every consumer warp is done with j - S
+      load_weights(j, s);
+      load_activations(j, s);
+      if (++s == S) s = 0, phase ^= 1;
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups: dequantize and multiply.
+  warpgroup_reg_alloc<WgmmaRegisterSplit<Cfg>::kConsumer>();
+  const int lane = tid % 32;
+  WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
+  using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
+
+  // Descriptor of k16 step j of stage 0; stage s adds s * kAStageBytes, step j adds its atom
+  // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
+  const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem));
+  auto desc_at = [&](int stage, int j) {
+    return desc0 + uint64_t((stage * Cfg::kAStageBytes + (j / 4) * BM * 128 + (j % 4) * 32) >> 4);
+  };
+  // Accumulators per row tile: ((T128, V kAccRegs) -> (M64 output columns, BM tokens)).
+  float acc[RT][Cfg::kAccRegs];
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kAccRegs; ++v) acc[r][v] = 0.f;
+  }
+
+  // As in the cp.async kernel's rounded loop: block i - 1's wgmmas run while block i is
+  // dequantized, so only block i - 2's must be done (wait_group 1) before its register set is
+  // rewritten; then this warp releases block i - 2's stage to the producer.
+  BlockRegs regs[2];
+  int stage = 0, release_stage = S - 2;  // i % S and (i - 2) % S
+  uint32_t phase = 0;                    // of the full barriers: (i / S) % 2
+  auto step = [&](int i, auto set) {
+    BlockRegs& a = regs[decltype(set)::value];
+    wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
+    if (i >= 2) {
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty + release_stage);
+    }
+    mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
+    slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+    wgmma_fence();  // the registers just written feed the wgmmas
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < Cfg::kKSteps; ++j) {
+      const uint64_t desc = desc_at(stage, j);
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < RT; ++r) {
+        uint32_t frag[4];
+        WgmmaWarpSlice<Cfg>::fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
+        Wgmma::fma(acc[r], frag, desc, 1);
+      }
+    }
+    wgmma_commit_group();
+    if (++stage == S) stage = 0, phase ^= 1;
+    if (++release_stage == S) release_stage = 0;
+  };
+  // The odd last block peeled off (see the cp.async kernel: ptxas keeps the wgmmas asynchronous).
+  int i = 0;
+  CG_PRAGMA_NO_UNROLL
+  for (; i + 1 < n_kb; i += 2) {
+    step(i, Int<0>{});
+    step(i + 1, Int<1>{});
+  }
+  if (i < n_kb) step(i, Int<0>{});
+  wgmma_wait_group<0>();
+  grid_launch_dependents();
+  slice.store(p, acc, m0, n0, to_workspace);
+#else
+  (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
+#endif
+}
+
+}  // namespace mixed
+}  // namespace cute_gemm
