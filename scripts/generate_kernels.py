@@ -28,12 +28,17 @@ CONFIGS = [
 # per CTA (4 warps: 128 columns, 8: 256) follow from the M tile (mixed_warps).
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
 # Hopper (sm_90a) wgmma kernels for M > 16: (bits, token tile, m64 row tiles per warpgroup, exact
-# scales, warpgroups). The token tile is wgmma's N, one instance per tile: 32 rows keep the exact
+# scales, warpgroups, producer warpgroup). The producer (mixed_wgmma_ws_kernel.cuh: TMA copies,
+# no CTA barrier in the loop) serves the 128- and 256-row tiles and INT8's 64-row tile. Measured
+# on the H200 (INT4 g128, us, warp-specialized vs cp.async; 4096^2, 4096x28672, 14336x4096,
+# 8192^2, 28672x8192): M=256 20.8 103.4 51.9 58.6 183.7 vs 23.3 129.8 60.8 69.1 226.1; M=128
+# 12.6 60.9 31.6 35.2 110.6 vs 14.8 75.9 37.4 41.9 135.8; M=64 12.0 39.7 21.9 24.3 73.8 vs 10.5
+# 40.1 20.9 24.1 75.3 (INT8 M=64 8192^2 28.7 vs ~30.5, 28672x8192 87.5 vs ~98: INT8 only).
+# The token tile is wgmma's N, one instance per tile: 32 rows keep the exact
 # per-group scaling (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded
 # weight, 64 in one warpgroup of two row tiles, 128 and 256 in two warpgroups of one (128 columns,
 # sharing each activation tile; 256 rows: 128 accumulators per thread, 3 INT4 stages). Measured
-# on the H200 (probe_mixed.py --wgmma-tiles, INT4 g128, us; 4096^2, 4096x28672, 14336x4096,
-# 8192^2, 28672x8192):
+# on the H200 with cp.async copies (probe_mixed.py --wgmma-tiles, INT4 g128, us; same shapes):
 #   M=64:  64x1 10.5 39.9 22.0 24.1 78.6 vs 64x2 10.1 42.4 22.9 25.9 78.8;
 #   M=128: 128x2 14.3 75.4 37.0 41.7 133.4 vs 64x1 14.4 80.9 40.8 43.6 140.9, 128x1 16.1 98.2;
 #   M=256: 128x2 23.9 151.4 69.0 74.9 256.6 vs 64x1 24.0 163.9 72.1 77.7 271.6, 128x1 25.1 175.3;
@@ -44,7 +49,7 @@ MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fin
 # vs 14.5 us, M=16 16.8 vs 15.1 us).
 MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg, producer) for bits in (4, 8)
                        for tm, rt, exact, wg, producer in (
-                           (32, 2, True, 1, False), (64, 2, False, 1, False),
+                           (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
                            (128, 1, False, 2, True), (256, 1, False, 2, True))]
 # Decode kernels for M <= 8 (mixed_decode_kernel.cuh: warps with their own weight pipelines, the
 # weights as the mma's A operand, k groups of 1-4 warps sharing the activations): (bits, n8 token

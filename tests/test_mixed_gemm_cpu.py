@@ -500,8 +500,9 @@ def test_wgmma_tile_override_round_trip_and_errors():
 
 
 def test_mixed_dense_from_m_override():
-    # The default depends on the kernel the device runs: 192 (mma.sync), 513 (Hopper wgmma).
-    default = 513 if cute_gemm._C._mixed_wgmma_usable() else 192
+    # The default depends on the kernel the device runs: 192 (mma.sync), never (2^31 - 1) with the
+    # Hopper wgmma kernel.
+    default = 2**31 - 1 if cute_gemm._C._mixed_wgmma_usable() else 192
     assert cute_gemm._C._mixed_dense_from_m() == default
     previous = cute_gemm._C._mixed_set_dense_from_m(77)
     try:

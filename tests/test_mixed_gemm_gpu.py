@@ -31,7 +31,7 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 
 
 # From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (csrc/ops/mixed_policy.hpp: 192 with the mma.sync kernel, 513 with wgmma); below it a fused
+# (csrc/ops/mixed_policy.hpp: 192 with the mma.sync kernel, never with wgmma); below it a fused
 # kernel runs.
 DENSE_FROM_M = cute_gemm._C._mixed_dense_from_m()
 
@@ -564,8 +564,8 @@ def test_kernel_override_round_trip():
     (300, 136, 2048, 8, -1, torch.float16), (1000, 520, 1024, 4, 64, torch.float16),
     (1000, 264, 640, 8, 32, torch.bfloat16)])
 def test_fused_kernel_at_large_m(m, n, k, bits, group, dtype):
-    # The fused kernel's M tiling (several 64-row tiles) at sizes where the op would normally
-    # take the dense path; poisoned output, exact-weight reference.
+    # The fused kernel's M tiling (several token tiles) at sizes where the op takes the dense path
+    # without the wgmma kernel; poisoned output, exact-weight reference.
     qw = _qweight(n, k, bits, group, False, dtype, seed=31)
     a = _randn(m, k, dtype=dtype, seed=32)
     bias = _randn(n, dtype=dtype, seed=33)

@@ -238,9 +238,8 @@ std::tuple<int, int> mixed_get_split() {
 int mixed_set_dense_from_m(int64_t m) {
   if ((m < 1 && m != -1) || m > 0x7fffffff) {
     throw std::invalid_argument("_mixed_set_dense_from_m: m must be >= 1, or -1 for the default (" +
-                                std::to_string(kDefaultDenseFromM) + ", " +
-                                std::to_string(kDefaultDenseFromMWgmma) +
-                                " with the wgmma kernel); got " + std::to_string(m));
+                                std::to_string(kDefaultDenseFromM) +
+                                ", never with the wgmma kernel); got " + std::to_string(m));
   }
   return set_mixed_dense_from_m(int(m));
 }

@@ -235,7 +235,7 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
-  // From mixed_dense_from_m() rows (192 with the mma.sync kernel, 513 with wgmma) the product is
+  // From mixed_dense_from_m() rows (192 with the mma.sync kernel, never with wgmma) the product is
   // compute-bound and one pass that writes dequant(W) rounded to the activation dtype plus a dense
   // cuBLAS GEMM beats the fused kernel (H200, probe_mixed.py --sweep-m: at M=128 fused mma.sync
   // 22/68/223 us vs dense 25/84/290 us for 4096^2/8192^2/28672x8192 INT4; at M=192 fused

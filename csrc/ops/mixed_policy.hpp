@@ -6,16 +6,18 @@
 
 namespace cute_gemm {
 
-// The defaults: with the mma.sync kernel the dense path wins from 192 rows; with the Hopper wgmma
-// kernel (where the build and device run it) the fused kernel runs up to 512 rows (two 256-token
-// tiles). H200, probe_mixed.py --sweep-m, INT4 g128, us, fused vs dense, 4096^2 / 4096x28672 /
-// 14336x4096 / 8192^2 / 28672x8192:
-//   M=512  38.7 / 251.8 / 114.2 / 123.3 / 417.6 vs 37.0 / 254.5 / 131.3 / 146.3 / 501.9;
-//   M=640  74.3 / 354.6 / 249.2 / 213.7 / 735.9 vs 41.4 / 298.9 / 146.6 / 168.5 / 586.1 (a third
-//          token tile: 1.5 waves of CTAs);
-//   M=1024 64.6 / 461.9 / 212.0 / 246.3 / 841.0 vs 61.4 / 432.5 / 219.9 / 250.8 / 850.7.
+// The defaults: with the mma.sync kernel the dense path wins from 192 rows. With the Hopper wgmma
+// kernel (where the build and device run it) the fused kernel runs at every M: its warp-specialized
+// 256-token tiles keep up with cuBLAS fp16, which the dense path also pays a dequantization pass
+// on top of. H200, probe_mixed.py --sweep-m, INT4 g128, us, fused vs dense (4096^2, 4096x28672,
+// 14336x4096, 8192^2, 28672x8192):
+//   M=512  33.5 / 214.1 / 97.1 / 102.5 / 344.8 vs 38.8 / 260.0 / 130.9 / 148.6 / 498.4;
+//   M=1024 53.8 / 396.0 / 177.3 / 208.2 / 697.8 vs 63.8 / 438.3 / 217.2 / 249.3 / 877.9;
+//   M=4096 221.8 / 1588.9 / 714.8 / 843.8 / 2811.3 vs 221.4 / 1552.7 / 776.4 / 892.9 / 3089.5;
+//   M=8192 446.2 / 3122.7 / 1429.8 / 1686.3 / 5634.0 vs 428.1 / 3117.7 / 1520.8 / 1786.7 / 6173.8
+// (INT8 per-channel alike, within 10% either way from M=4096).
 constexpr int kDefaultDenseFromM = 192;
-constexpr int kDefaultDenseFromMWgmma = 513;
+constexpr int kDefaultDenseFromMWgmma = 0x7fffffff;  // never
 
 // The current threshold: the override, or the default for the kernel this device runs.
 int mixed_dense_from_m();

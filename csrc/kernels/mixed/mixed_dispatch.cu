@@ -12,6 +12,7 @@
 #include "kernels/mixed/generated/mixed_wgmma_instances.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/weight_format.hpp"
+#include "kernels/tma_map.hpp"
 
 namespace cute_gemm {
 
@@ -367,7 +368,8 @@ void mixed_decode_override(int& warps, int& col_warps) {
 // 9.0a; sm_90a code runs on compute capability 9.0 only.
 bool mixed_wgmma_usable() {
 #if defined(CUTE_GEMM_WITH_SM90A)
-  return current_cc_major() == 9 && current_cc_minor() == 0;
+  // The warp-specialized instances copy by TMA, from tensor maps the driver encodes.
+  return current_cc_major() == 9 && current_cc_minor() == 0 && tensor_map_encoder() != nullptr;
 #else
   return false;
 #endif

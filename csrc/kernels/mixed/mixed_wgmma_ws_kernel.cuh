@@ -16,9 +16,8 @@
 // Stage s has a "full" mbarrier (the producer's arrive with the stage's byte count, plus the TMA
 // bytes) and an "empty" one (one arrive per consumer warp once its wgmmas on the stage are done).
 // Only the producer waits on "empty"; a consumer warp waits only for its data and its own wgmmas.
-// setmaxnreg moves registers from the producer (24) to the consumers (240 with two consumer
-// warpgroups), which hold the 128 accumulators of a 256-token tile and two register sets of a k
-// block.
+// setmaxnreg moves registers from the producer (24) to the consumers (WgmmaRegisterSplit), which
+// hold the accumulators (128 for a 256-token tile) and two register sets of a k block.
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
@@ -37,20 +36,21 @@ struct MixedWgmmaMaps {
 };
 
 // Registers per thread after setmaxnreg: what the producer keeps, and what each consumer takes
-// of the rest of the 64K-register file (multiples of 8).
+// of the rest of the CTA's share of the 64K-register file (multiples of 8, at most 240). Example:
+// two consumer warpgroups, one CTA per SM: (65536 - 128 * 24) / 256 = 244 -> 240; one consumer
+// warpgroup, two CTAs: (32768 - 3072) / 128 = 232.
 template <class Cfg>
 struct WgmmaRegisterSplit {
   static constexpr int kProducer = 24;
-  static constexpr int kConsumer =
-      ((65536 - 128 * kProducer) / Cfg::kConsumerThreads) / 8 * 8 > 240
-          ? 240
-          : ((65536 - 128 * kProducer) / Cfg::kConsumerThreads) / 8 * 8;
+  static constexpr int kFree = (65536 / Cfg::kMinCtasPerSm - 128 * kProducer) /
+                               Cfg::kConsumerThreads / 8 * 8;
+  static constexpr int kConsumer = kFree > 240 ? 240 : kFree;
 };
 
 // grid and splits as mixed_wgmma_kernel; blockDim = kThreads (consumer warpgroups, then the
 // producer warpgroup).
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_ws_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
                           const __grid_constant__ MixedWgmmaMaps maps) {
 #if defined(CG_ARCH_WGMMA_ENABLED)

@@ -4,7 +4,7 @@
 
 namespace cute_gemm {
 
-using mixed_wgmma_f16_int8_m64_config = mixed::MixedWgmmaConfig<__half, 8, 64, 2, false, 1, false>;
+using mixed_wgmma_f16_int8_m64_config = mixed::MixedWgmmaConfig<__half, 8, 64, 2, false, 1, true>;
 
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, int splits, cudaStream_t stream) {
   return mixed::launch_mixed_wgmma<mixed_wgmma_f16_int8_m64_config>(p, splits, stream);
