@@ -36,15 +36,21 @@ struct MixedWgmmaMaps {
 };
 
 // Registers per thread after setmaxnreg: what the producer keeps, and what each consumer takes
-// of the rest of the CTA's share of the 64K-register file (multiples of 8, at most 240). Example:
-// two consumer warpgroups, one CTA per SM: (65536 - 128 * 24) / 256 = 244 -> 240; one consumer
-// warpgroup, two CTAs: (32768 - 3072) / 128 = 232.
+// of the rest of the registers the CTA was launched with (kLaunch per thread, the most that
+// kMinCtasPerSm CTAs get of the 64K-register file, in 8s). setmaxnreg.inc waits until the CTA's
+// pool has the registers, so asking for more than the producer gave back hangs the CTA (seen on
+// the H200 with 2 CTAs of 384 threads: 65536 / 768 = 85 rounds down to 80 at launch, and 112
+// per consumer did not fit where 104 would have). Examples:
+//   two consumer warpgroups, one CTA per SM: 384 x 168 - 128 x 24 = 61440 -> 240 per consumer;
+//   one consumer warpgroup, two CTAs: 256 x 128 - 3072 = 29696 -> 232.
 template <class Cfg>
 struct WgmmaRegisterSplit {
   static constexpr int kProducer = 24;
-  static constexpr int kFree = (65536 / Cfg::kMinCtasPerSm - 128 * kProducer) /
-                               Cfg::kConsumerThreads / 8 * 8;
+  static constexpr int kLaunch = 65536 / (Cfg::kThreads * Cfg::kMinCtasPerSm) / 8 * 8;
+  static constexpr int kFree =
+      (Cfg::kThreads * kLaunch - 128 * kProducer) / Cfg::kConsumerThreads / 8 * 8;
   static constexpr int kConsumer = kFree > 240 ? 240 : kFree;
+  static_assert(kConsumer >= kLaunch, "the consumers must not lose registers");
 };
 
 // grid and splits as mixed_wgmma_kernel; blockDim = kThreads (consumer warpgroups, then the
