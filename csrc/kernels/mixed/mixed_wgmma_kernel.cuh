@@ -156,9 +156,32 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // Where symmetric weights branch: once per k block (rounded weights), so the symmetric block is
+  // one straight run that ptxas interleaves across words (3-12% faster at M = 64 and 128 on the
+  // H200), or once per word (exact scales, where the straight run made ptxas serialize the
+  // wgmmas, C7513; and INT4 256-token tiles, whose straight run needs more registers than the
+  // consumers have, C7512).
+  static constexpr bool kBranchPerBlock =
+      !Cfg::kExactScales && (Cfg::kTileM < 256 || Cfg::kBits == 8);
+
   // The k block in stage `st` (weights [blocks][32 lanes][16 B], then scales and zeros
   // [kScaleRows][kTileN]) into registers.
   CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
+    if constexpr (kBranchPerBlock) {
+      if (symmetric) {
+        dequantize_block_as<true>(st, a);
+      } else {
+        dequantize_block_as<false>(st, a);
+      }
+    } else {
+      dequantize_block_as<false>(st, a);
+    }
+  }
+
+  // Symmetric: symmetric weights known at compile time (the constants set before the loop);
+  // otherwise the run-time `symmetric` decides per word.
+  template <bool Symmetric>
+  CG_DEVICE void dequantize_block_as(char const* st, BlockRegs& a) {
     T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
@@ -169,7 +192,7 @@ struct WgmmaWarpSlice {
       T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
-        if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
+        if (!Symmetric && !symmetric) {  // warp-uniform; symmetric weights keep the constants
           zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + lane_col[b]]));
         }
         uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
