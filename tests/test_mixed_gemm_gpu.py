@@ -416,6 +416,11 @@ def test_default_plan_on_this_device():
                 ("wgmma", tile_m, exact, groups)
         else:
             assert plan["kernel"] == "mma" and plan["exact_scales"]
+    # 256-row tiles whose grid would split K into slices of <= 2048 take 128-row tiles instead:
+    # 4096^2 at M=256 (32 column tiles, ~4 splits of 1024), not 14336x4096 (slices of ~3584).
+    if cute_gemm._C._mixed_wgmma_usable():
+        assert cute_gemm._C._mixed_plan(256, 4096, 4096, 4, 128)["tile_m"] == 128
+        assert cute_gemm._C._mixed_plan(256, 4096, 14336, 4, 128)["tile_m"] == 256
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",

@@ -83,17 +83,16 @@ MixedInstance const* find_instance(int m, int bits, int group_size, int k, HalfT
 
 // The token tile for M rows: the smallest that holds M (32, 64, 128), then 256-row tiles. Those
 // cost less per row than 128-row tiles (each dequantized weight feeds twice the tokens) even with
-// the last tile padded, and keep the grid to one wave longer. Measured on the H200
+// the last tile padded, and keep the grid to one wave longer (choose_wgmma_instance makes one
+// exception, for grids that split K into short slices). Measured on the H200
 // (probe_mixed.py --wgmma-tiles and --sweep-m, INT4 g128, us, 256 vs 128 tiles; 4096^2,
 // 4096x28672, 14336x4096, 8192^2, 28672x8192): M=256 23.3 / 23.5, 129.8 / 152.8, 60.8 / 68.7,
 // 69.1 / 75.0, 226.1 / 258.2; M=512 38.6 / 38.4, 256.4 / 285.6, 114.1 / 128.3, 127.5 / 151.0,
 // 434.3 / 533.9; M=384 (8192^2) 128-row tiles 142.0 vs 123.3 for the 256-row tiles of M=512.
 int default_wgmma_tile_m(int m) { return m <= 32 ? 32 : (m <= 64 ? 64 : (m <= 128 ? 128 : 256)); }
 
-// The instance of the token tile for M, or the forced one (mixed_set_wgmma_override).
-MixedWgmmaInstance const* find_wgmma_instance(int m, int bits, HalfType dtype) {
-  const int forced_tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
-  const int tile_m = forced_tile_m > 0 ? forced_tile_m : default_wgmma_tile_m(m);
+// The instance with token tile tile_m.
+MixedWgmmaInstance const* find_wgmma_instance(int tile_m, int bits, HalfType dtype) {
   for (MixedWgmmaInstance const& inst : kMixedWgmmaInstances) {
     if (inst.bits == bits && inst.tile_m == tile_m && inst.bf16 == (dtype == HalfType::kBFloat16))
       return &inst;
@@ -169,6 +168,27 @@ MixedPlan wgmma_plan_for(MixedGemmParams const& p, MixedWgmmaInstance const* ins
   // The splits always meet through the workspace (no cluster reduction in this kernel).
   plan.reduce = plan.splits == 1 ? SplitReduce::kNone : SplitReduce::kWorkspace;
   return plan;
+}
+
+// The wgmma instance for p: the forced token tile (mixed_set_wgmma_override), else
+// default_wgmma_tile_m, except that 256-row tiles whose grid must split K into slices of at most
+// kWgmmaShortSplitK give way to 128-row tiles (twice the CTAs, so fewer splits; each split's
+// pipeline fills and drains, and its partial sums go through the workspace). Measured on the H200
+// (probe_mixed.py --wgmma-tiles, us, 128 vs 256 rows): 4096^2 M=256 INT4 18.8 vs 20.0 (256-row
+// tiles in 4 splits of 1024), INT8 21.1 vs 21.9, M=512 INT4 30.0 vs 32.4 (2 splits of 2048);
+// 14336x4096 M=256 53.6 vs 50.8 (4 splits of 3584: 256 rows stay).
+constexpr int kWgmmaShortSplitK = 2048;
+MixedWgmmaInstance const* choose_wgmma_instance(MixedGemmParams const& p) {
+  const int forced_tile_m = g_forced_wgmma_tile_m.load(std::memory_order_relaxed);
+  if (forced_tile_m > 0) return find_wgmma_instance(forced_tile_m, p.bits, p.dtype);
+  MixedWgmmaInstance const* inst = find_wgmma_instance(default_wgmma_tile_m(p.m), p.bits, p.dtype);
+  if (inst == nullptr || inst->tile_m != 256) return inst;
+  const int bk = mixed::block_k(p.bits);
+  const int k_blocks = (p.k + bk - 1) / bk;
+  const int splits = wgmma_plan_for(p, inst).splits;
+  if ((k_blocks + splits - 1) / splits * bk > kWgmmaShortSplitK) return inst;
+  MixedWgmmaInstance const* rows_128 = find_wgmma_instance(128, p.bits, p.dtype);
+  return rows_128 != nullptr ? rows_128 : inst;
 }
 
 // The decode kernel's CTAs are k groups of col_warps warps (32 columns each, sharing the
@@ -288,7 +308,7 @@ MixedPlan plan_for(MixedGemmParams const& p, MixedInstance const** inst_out,
     }
   }
   if (use_wgmma(p.m)) {
-    MixedWgmmaInstance const* w = find_wgmma_instance(p.m, p.bits, p.dtype);
+    MixedWgmmaInstance const* w = choose_wgmma_instance(p);
     if (w != nullptr) {
       if (wgmma_out != nullptr) *wgmma_out = w;
       if (inst_out != nullptr) *inst_out = nullptr;
