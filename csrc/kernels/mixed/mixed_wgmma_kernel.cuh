@@ -225,6 +225,25 @@ struct WgmmaWarpSlice {
     frag[3] = a[wi][2 * r + 1][s][1];
   }
 
+  // acc[r] += the k block's weights (a, rounded) x its activation tile, whose K-major 128-byte
+  // swizzled stage `desc_stage` describes: k16 step j adds its atom (j / 4) and 32 bytes per step
+  // within the atom (the hardware swizzles the absolute address).
+  template <class Wgmma>
+  CG_DEVICE static void mma_block(BlockRegs const& a, uint64_t desc_stage,
+                                  float (&acc)[Cfg::kRowTiles][Cfg::kAccRegs]) {
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < Cfg::kKSteps; ++j) {
+      const uint64_t desc =
+          desc_stage + uint64_t(((j / 4) * Cfg::kTileM * 128 + (j % 4) * 32) >> 4);
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < Cfg::kRowTiles; ++r) {
+        uint32_t frag[4];
+        fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
+        Wgmma::fma(acc[r], frag, desc, 1);
+      }
+    }
+  }
+
   // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
   // workspace slice): acc[r][4i + v] is output column n0 + lane_col[2r + v / 2], row m0 + 8i +
   // 2t + v % 2.
@@ -247,6 +266,31 @@ struct WgmmaWarpSlice {
     }
   }
 };
+
+// Runs step(i, Int<set>) for k blocks i = 0 .. n_kb - 1, alternating two register sets (set 0
+// for even i). PeelOddLast: the loop runs whole pairs and an odd last block follows it; otherwise
+// the second step of each pair is conditional inside the loop. With 128 accumulators (256-token
+// tiles), and in the warp-specialized kernel, ptxas serializes every wgmma (C7515, C7513) when
+// the second step is conditional; the peeled block takes a third register set, which the
+// cp.async kernel's 64-token tile cannot spare (C7511).
+template <bool PeelOddLast, class Step>
+CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
+  if constexpr (PeelOddLast) {
+    int i = 0;
+    CG_PRAGMA_NO_UNROLL
+    for (; i + 1 < n_kb; i += 2) {
+      step(i, Int<0>{});
+      step(i + 1, Int<1>{});
+    }
+    if (i < n_kb) step(i, Int<0>{});
+  } else {
+    CG_PRAGMA_NO_UNROLL
+    for (int i = 0; i < n_kb; i += 2) {
+      step(i, Int<0>{});
+      if (i + 1 < n_kb) step(i + 1, Int<1>{});
+    }
+  }
+}
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
@@ -426,36 +470,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       const int stage = i % S;
       dequantize_block(stage, kb_begin + i, a);
       wgmma_fence();  // the registers just written feed the wgmmas
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < Cfg::kKSteps; ++j) {
-        const uint64_t desc = desc_at(stage, j);
-        CG_PRAGMA_UNROLL
-        for (int r = 0; r < RT; ++r) {
-          uint32_t frag[4];
-          fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
-          Wgmma::fma(acc[r], frag, desc, 1);
-        }
-      }
+      WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage, 0), acc);
       wgmma_commit_group();
     };
-    if constexpr (Cfg::kTileM >= 256) {
-      // With 128 accumulators, ptxas serializes every wgmma (C7515) when the second step is
-      // conditional inside the loop; an odd last block is peeled off instead (its register set
-      // is a third one, which the smaller tiles cannot spare: C7511 at 64 tokens).
-      int i = 0;
-      CG_PRAGMA_NO_UNROLL
-      for (; i + 1 < n_kb; i += 2) {
-        step(i, Int<0>{});
-        step(i + 1, Int<1>{});
-      }
-      if (i < n_kb) step(i, Int<0>{});
-    } else {
-      CG_PRAGMA_NO_UNROLL
-      for (int i = 0; i < n_kb; i += 2) {
-        step(i, Int<0>{});
-        if (i + 1 < n_kb) step(i + 1, Int<1>{});
-      }
-    }
+    for_blocks_in_pairs<(Cfg::kTileM >= 256)>(n_kb, step);
   } else {
     // Exact scales: the scale is applied to each group's fp32 sums after waiting for its wgmmas.
     bool fresh = true;  // the part sums start over (scale-d = 0) at the next wgmma

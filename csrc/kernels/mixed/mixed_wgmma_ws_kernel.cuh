@@ -148,12 +148,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
 
-  // Descriptor of k16 step j of stage 0; stage s adds s * kAStageBytes, step j adds its atom
-  // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
+  // Descriptor of stage 0's activation tile; stage s adds s * kAStageBytes.
   const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem));
-  auto desc_at = [&](int stage, int j) {
-    return desc0 + uint64_t((stage * Cfg::kAStageBytes + (j / 4) * BM * 128 + (j % 4) * 32) >> 4);
-  };
+  auto desc_at = [&](int stage) { return desc0 + uint64_t((stage * Cfg::kAStageBytes) >> 4); };
   // Accumulators per row tile: ((T128, V kAccRegs) -> (M64 output columns, BM tokens)).
   float acc[RT][Cfg::kAccRegs];
   CG_PRAGMA_UNROLL
@@ -178,28 +175,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
     slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
     wgmma_fence();  // the registers just written feed the wgmmas
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < Cfg::kKSteps; ++j) {
-      const uint64_t desc = desc_at(stage, j);
-      CG_PRAGMA_UNROLL
-      for (int r = 0; r < RT; ++r) {
-        uint32_t frag[4];
-        WgmmaWarpSlice<Cfg>::fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
-        Wgmma::fma(acc[r], frag, desc, 1);
-      }
-    }
+    WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
     wgmma_commit_group();
     if (++stage == S) stage = 0, phase ^= 1;
     if (++release_stage == S) release_stage = 0;
   };
-  // The odd last block peeled off (see the cp.async kernel: ptxas keeps the wgmmas asynchronous).
-  int i = 0;
-  CG_PRAGMA_NO_UNROLL
-  for (; i + 1 < n_kb; i += 2) {
-    step(i, Int<0>{});
-    step(i + 1, Int<1>{});
-  }
-  if (i < n_kb) step(i, Int<0>{});
+  for_blocks_in_pairs<true>(n_kb, step);
   wgmma_wait_group<0>();
   grid_launch_dependents();
   slice.store(p, acc, m0, n0, to_workspace);
