@@ -385,8 +385,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-          w_src[b][int64_t(i) * 32], reinterpret_cast<uint128_t*>(st)[slice.w_dst[b] * 32 + lane], true,
-          policy);
+          w_src[b][int64_t(i) * 32],
+          reinterpret_cast<uint128_t*>(st)[slice.w_dst[b] * 32 + lane], true, policy);
     }
     if (scale_copier) {
       const int grp = min(groups.of(kb * BK + 32 * scale_row), groups.last);
