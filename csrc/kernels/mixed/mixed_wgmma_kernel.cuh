@@ -100,8 +100,9 @@ struct MixedWgmmaConfig {
   // Dynamic shared memory per CTA on sm_90 (227 KB); 1 KB of it is lost to rounding the base up
   // to 1024 bytes in the kernel. The most stages of this tile that fit:
   static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kMaxStages = 5;
   static constexpr int kStagesThatFit =
-      (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * 5 : 0)) / (kAStageBytes + kStageBytes);
+      (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * kMaxStages : 0)) / (kAStageBytes + kStageBytes);
 
   // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
   // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
@@ -114,7 +115,8 @@ struct MixedWgmmaConfig {
   // i - 2 is refilled, S - 2 ahead, and token tiles of 128 or more (one CTA per SM) take 5 stages
   // where they fit (256-token INT4 tiles: 3, 74 KB each).
   static constexpr int kStages =
-      !ExactScales && TileM >= 128 ? (kStagesThatFit < 5 ? kStagesThatFit : 5) : 4;
+      !ExactScales && TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages)
+                                   : 4;
   static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
   static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
   // The warp-specialized kernel's full and empty mbarrier per stage follow the stages.
@@ -225,16 +227,19 @@ struct WgmmaWarpSlice {
     frag[3] = a[wi][2 * r + 1][s][1];
   }
 
-  // acc[r] += the k block's weights (a, rounded) x its activation tile, whose K-major 128-byte
-  // swizzled stage `desc_stage` describes: k16 step j adds its atom (j / 4) and 32 bytes per step
-  // within the atom (the hardware swizzles the absolute address).
+  // Where k16 step j starts in a K-major 128-byte swizzled activation tile, in bytes: its atom
+  // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
+  CG_DEVICE static constexpr int step_offset(int j) {
+    return (j / 4) * Cfg::kTileM * 128 + (j % 4) * 32;
+  }
+
+  // acc[r] += the k block's weights (a, rounded) x its activation tile (stage `desc_stage`).
   template <class Wgmma>
   CG_DEVICE static void mma_block(BlockRegs const& a, uint64_t desc_stage,
                                   float (&acc)[Cfg::kRowTiles][Cfg::kAccRegs]) {
     CG_PRAGMA_UNROLL
     for (int j = 0; j < Cfg::kKSteps; ++j) {
-      const uint64_t desc =
-          desc_stage + uint64_t(((j / 4) * Cfg::kTileM * 128 + (j % 4) * 32) >> 4);
+      const uint64_t desc = desc_stage + uint64_t(step_offset(j) >> 4);
       CG_PRAGMA_UNROLL
       for (int r = 0; r < Cfg::kRowTiles; ++r) {
         uint32_t frag[4];
@@ -418,11 +423,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     }
   };
 
-  // Descriptor of k16 step j of stage 0; stage s adds s * kAStageBytes, step j adds its atom
-  // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
+  // Descriptor of stage 0's activation tile; stage s adds s * kAStageBytes, k16 step j its
+  // WgmmaWarpSlice::step_offset.
   const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem_a));
-  auto desc_at = [&](int stage, int j) {
-    return desc0 + uint64_t((stage * Cfg::kAStageBytes + (j / 4) * BM * 128 + (j % 4) * 32) >> 4);
+  auto desc_at = [&](int stage, int j = 0) {
+    return desc0 +
+           uint64_t((stage * Cfg::kAStageBytes + WgmmaWarpSlice<Cfg>::step_offset(j)) >> 4);
   };
 
   // Accumulators per row tile: ((T128, V NACC) -> (M64 output columns, BM tokens)).
@@ -446,10 +452,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
-  auto dequantize_block = [&](int stage, int, BlockRegs& a) {
-    slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
-  };
-  auto fragment = WgmmaWarpSlice<Cfg>::fragment;
 
   if constexpr (!Cfg::kExactScales) {
     // Rounded weights, one accumulation over the whole K. The wgmmas of block i - 1 keep the
@@ -468,9 +470,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       load_activations(i + kAhead, (i + kAhead) % S);
       cp_async_fence();
       const int stage = i % S;
-      dequantize_block(stage, kb_begin + i, a);
+      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
       wgmma_fence();  // the registers just written feed the wgmmas
-      WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage, 0), acc);
+      WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
       wgmma_commit_group();
     };
     for_blocks_in_pairs<(Cfg::kTileM >= 256)>(n_kb, step);
@@ -493,7 +495,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       // between them and the wait (C7513).
       BlockRegs a;
       const int kb = kb_begin + i;
-      dequantize_block(stage, kb, a);
+      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
       wgmma_fence();  // the registers just written feed the wgmmas
       T const* s_scale = reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes +
                                                     Cfg::kWeightBytes);
@@ -505,7 +507,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           CG_PRAGMA_UNROLL
           for (int r = 0; r < RT; ++r) {
             uint32_t frag[4];
-            fragment(a, wi, s, r, frag);
+            WgmmaWarpSlice<Cfg>::fragment(a, wi, s, r, frag);
             Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
           }
         }
