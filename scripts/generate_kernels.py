@@ -34,8 +34,8 @@ MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fin
 # 8192^2, 28672x8192): M=256 20.8 103.4 51.9 58.6 183.7 vs 23.3 129.8 60.8 69.1 226.1; M=128
 # 12.6 60.9 31.6 35.2 110.6 vs 14.8 75.9 37.4 41.9 135.8; M=64 12.0 39.7 21.9 24.3 73.8 vs 10.5
 # 40.1 20.9 24.1 75.3 (INT8 M=64 8192^2 28.7 vs ~30.5, 28672x8192 87.5 vs ~98: INT8 only).
-# The token tile is wgmma's N, one instance per tile: 32 rows keep the exact
-# per-group scaling (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded
+# The token tile is wgmma's N, one instance per tile: 32 rows keep the exact per-group scaling
+# (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded
 # weight, 64 in one warpgroup of two row tiles, 128 and 256 in two warpgroups of one (128 columns,
 # sharing each activation tile; 256 rows: 128 accumulators per thread, 3 INT4 stages). Measured
 # on the H200 with cp.async copies (probe_mixed.py --wgmma-tiles, INT4 g128, us; same shapes):

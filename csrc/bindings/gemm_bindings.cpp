@@ -24,7 +24,8 @@
 //                                           k group; -1 = the heuristic (process-wide); returns
 //                                           the previous (warps, col_warps)
 //   cute_gemm._C._mixed_set_wgmma_tile(tile_m)
-//                                           force the wgmma kernel's token tile (32, 64, 128);
+//                                           force the wgmma kernel's token tile (32, 64, 128,
+//                                           256);
 //                                           -1 = the heuristic (process-wide); returns the
 //                                           previous setting
 //   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
@@ -277,7 +278,7 @@ void bind_gemm(py::module_& m) {
         "fit) and/or warps per k group (1, 2 or 4); -1 restores the heuristic. Returns the "
         "previous (warps, col_warps). Prefer cute_gemm.ops._forced_decode_shape().");
   m.def("_mixed_set_wgmma_tile", &mixed_set_wgmma_tile, py::arg("tile_m"),
-        "Forces the wgmma kernel's token tile (32, 64 or 128 rows of A per CTA); -1 restores "
+        "Forces the wgmma kernel's token tile (32, 64, 128 or 256 rows of A per CTA); -1 restores "
         "the heuristic. Returns the previous setting. Prefer cute_gemm.ops._forced_wgmma_tile().");
   m.def("_mixed_get_split", &mixed_get_split, "The mixed GEMM's split override (splits, reduce).");
   m.def("_gemm_configs", &configs,

@@ -117,7 +117,7 @@ int resident_ctas_per_sm(Kernel kernel, int threads, int smem) {
 // splits) grid of `threads` blocks (a programmatic dependent of the previous kernel in the stream
 // when pdl, i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out`
 // itself when splits == 1 and the fp32 partial sums to p.workspace otherwise. `extra`: further
-// kernel parameters (the wgmma kernel's tensor map).
+// kernel parameters (the warp-specialized wgmma kernel's tensor maps).
 template <class T, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
                            MixedGemmParams const& p, int tile_m, int tile_n, dim3 threads,

@@ -113,9 +113,9 @@ int mixed_kernel_override();
 bool mixed_set_decode_override(int warps, int col_warps);
 void mixed_decode_override(int& warps, int& col_warps);
 
-// Process-wide override of the wgmma kernel's instance, for tests and tuning: tile_m 32, 64 or 128
-// forces that token tile (rows of A per CTA; its instance fixes the warpgroups), -1 restores the
-// heuristic. Returns false (and changes nothing) when out of range.
+// Process-wide override of the wgmma kernel's instance, for tests and tuning: tile_m 32, 64, 128
+// or 256 forces that token tile (rows of A per CTA; its instance fixes the warpgroups), -1 restores
+// the heuristic. Returns false (and changes nothing) when out of range.
 bool mixed_set_wgmma_override(int tile_m);
 int mixed_wgmma_override();
 
