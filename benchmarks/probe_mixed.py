@@ -27,6 +27,35 @@ def time_graph(fn):
     return common.time_graph(fn)[0]
 
 
+def kernel_ms(default):
+    """The M values of a sweep: CUTE_GEMM_KERNEL_MS (space-separated) or `default`."""
+    return [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", default).split()]
+
+
+SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
+
+
+def probe_cases(default_ms):
+    """For each shape (SHAPES_KN), INT4 g128 and INT8 per-channel weights (copies rotated past L2)
+    and each M of CUTE_GEMM_KERNEL_MS (default `default_ms`): yields (k, n, bits, group, m, a,
+    run, t16) with run(i) the mixed GEMM on weight copy i and t16 the fp16 F.linear time (us)."""
+    torch.manual_seed(0)
+    ms = kernel_ms(default_ms)
+    for k, n in SHAPES_KN:
+        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        for bits, group in ((4, 128), (8, -1)):
+            qs = [cute_gemm.quantize(w, bits=bits, group_size=group) for w in ws]
+            for m in ms:
+                a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+                t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
+                yield k, n, bits, group, m, a, (
+                    lambda i, a=a: cute_gemm.mixed_gemm(a, qs[i % copies])), t16
+            del qs
+        del ws
+        torch.cuda.empty_cache()
+
+
 SPLITS = (1, 2, 4, 6, 8, 12, 16, 24)
 
 
@@ -34,7 +63,7 @@ def sweep_splits():
     """Times INT4 g128 at M in CUTE_GEMM_KERNEL_MS (default 1 16) for forced split counts and both
     reductions (c: cluster where the kernel has one, w: workspace; tuning)."""
     torch.manual_seed(0)
-    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", "1 16").split()]
+    ms = kernel_ms("1 16")
     print(f"{'K x N':>12} {'M':>3} {'plan':>14} " + " ".join(
         f"{s:>3}{r[0]:1}" for s in SPLITS for r in ("c", "w")))
     for k, n in [(4096, 4096), (8192, 8192), (28672, 8192), (4096, 28672), (14336, 4096)]:
@@ -63,34 +92,19 @@ def sweep_splits():
 
 def sweep_m():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 .. 1024): the fused
-    kernel vs the dense path vs fp16."""
-    torch.manual_seed(0)
-    print(f"{'K x N':>12} {'M':>4} {'fp16':>7} {'i4 fused':>9} {'i4 dense':>9} {'i8 fused':>9} "
-          f"{'i8 dense':>9}")
-    ms = [int(x) for x in
-          os.environ.get("CUTE_GEMM_KERNEL_MS", "32 64 128 192 256 384 512 768 1024").split()]
-    for k, n in SHAPES_KN:
-        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
-        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
-        q4 = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
-        q8 = [cute_gemm.quantize(w, bits=8, group_size=-1) for w in ws]
-        for m in ms:
-            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-            t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
-            row = []
-            for qs in (q4, q8):
-                for dense_from in (1 << 30, 1):
-                    with cute_gemm.ops._forced_mixed_dense_from_m(dense_from):
-                        row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
-            print(f"{k:>5}x{n:<6} {m:>4} {t16:7.1f} " + " ".join(f"{t:9.1f}" for t in row),
-                  flush=True)
-        del ws, q4, q8
-        torch.cuda.empty_cache()
+    kernel vs the dense path vs fp16 (us)."""
+    print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>7} {'fused':>7} {'dense':>7}")
+    for k, n, bits, group, m, a, run, t16 in probe_cases("32 64 128 192 256 384 512 768 1024"):
+        times = []
+        for dense_from in (1 << 30, 1):
+            with cute_gemm.ops._forced_mixed_dense_from_m(dense_from):
+                times.append(time_graph(run))
+        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:7.1f} {times[0]:7.1f} {times[1]:7.1f}",
+              flush=True)
 
 
 # The M values of --kernels; CUTE_GEMM_KERNEL_MS (space-separated) narrows them for quick runs.
-KERNEL_MS = [int(x) for x in
-             os.environ.get("CUTE_GEMM_KERNEL_MS", "1 4 8 16 32 64 128 256 512").split()]
+KERNEL_MS = kernel_ms("1 4 8 16 32 64 128 256 512")
 # The activation dtype of --kernels (CUTE_GEMM_PROBE_DTYPE=bfloat16 for bf16).
 KERNEL_DTYPE = getattr(torch, os.environ.get("CUTE_GEMM_PROBE_DTYPE", "float16"))
 
@@ -132,30 +146,6 @@ def sweep_kernels():
                   f"{row[3]:7.1f} | {row[4]:7.1f} {row[5]:7.1f} {row[6]:7.1f} | "
                   f"{t16 / best4:5.2f} {t16 / best8:5.2f} {errs[0]:.0e} {errs[1]:.0e}", flush=True)
         del ws, q4, q8
-        torch.cuda.empty_cache()
-
-
-SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
-
-
-def probe_cases(default_ms):
-    """For each shape (SHAPES_KN), INT4 g128 and INT8 per-channel weights (copies rotated past L2)
-    and each M of CUTE_GEMM_KERNEL_MS (default `default_ms`): yields (k, n, bits, group, m, a,
-    run, t16) with run(i) the mixed GEMM on weight copy i and t16 the fp16 F.linear time (us)."""
-    torch.manual_seed(0)
-    ms = [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", default_ms).split()]
-    for k, n in SHAPES_KN:
-        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
-        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
-        for bits, group in ((4, 128), (8, -1)):
-            qs = [cute_gemm.quantize(w, bits=bits, group_size=group) for w in ws]
-            for m in ms:
-                a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-                t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
-                yield k, n, bits, group, m, a, (
-                    lambda i, a=a: cute_gemm.mixed_gemm(a, qs[i % copies])), t16
-            del qs
-        del ws
         torch.cuda.empty_cache()
 
 
