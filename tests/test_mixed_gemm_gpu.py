@@ -468,18 +468,20 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
     cases = itertools.product([17, 64, 130, 290], [(136, 640), (392, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
+        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=i)
+        a = _randn(m, k, dtype=dtype, seed=100 + i)
+        bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
+        ref = _reference(a, qw, bias, fused=True)
         for tile_m, groups in WGMMA_TILES:
             with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
                     cute_gemm.ops._forced_wgmma_tile(tile_m):
-                qw = _qweight(n, k, bits, group, symmetric, dtype, seed=i)
                 plan = _plan(m, qw)
                 assert (plan["kernel"], plan["tile_m"], plan["warp_groups"]) == \
                     ("wgmma", tile_m, groups)
-                a = _randn(m, k, dtype=dtype, seed=100 + i)
-                bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
-                ref = _reference(a, qw, bias, fused=True)
-                out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-                out.copy_(cute_gemm.mixed_gemm(a, qw, bias))
+                torch.cuda.synchronize()
+                ptrs = poison_allocator(m * n, dtype=dtype)
+                out = cute_gemm.mixed_gemm(a, qw, bias)
+                assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
                 assert_accurate(out, ref, dtype, k)
                 assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
 
