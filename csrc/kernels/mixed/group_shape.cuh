@@ -9,12 +9,13 @@
 namespace cute_gemm {
 namespace mixed {
 
-CG_DEVICE int log2_of_power_of_two(int x) {
+CG_HOST_DEVICE int log2_of_power_of_two(int x) {
 #if defined(__CUDA_ARCH__)
   return __ffs(x) - 1;
 #else
-  (void)x;  // host passes never run device code; __ffs is declared for device passes only
-  return 0;
+  int s = 0;  // __ffs is declared for device passes only
+  while ((1 << s) < x) ++s;
+  return s;
 #endif
 }
 
@@ -26,14 +27,14 @@ struct GroupShape {
 
   // Example: K = 4224, G = 128 -> size 128, last 32, shift 7; G = -1 (per-channel) -> size 4224,
   // last 0, per_channel, shift 0; G = -1 with K = 4096 -> size 4096, shift 12 (k >> 12 == 0).
-  CG_DEVICE explicit GroupShape(MixedGemmParams const& p)
+  CG_HOST_DEVICE explicit GroupShape(MixedGemmParams const& p)
       : size((p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size),
         last((p.k + size - 1) / size - 1),
         per_channel(size == p.k && (size & (size - 1)) != 0),
         shift(per_channel ? 0 : log2_of_power_of_two(size)) {}
 
   // The group of k.
-  CG_DEVICE int of(int k) const { return per_channel ? 0 : k >> shift; }
+  CG_HOST_DEVICE int of(int k) const { return per_channel ? 0 : k >> shift; }
 };
 
 }  // namespace mixed

@@ -3,6 +3,7 @@
 // kernel (mixed_wgmma_kernel.cuh) or, with a producer warpgroup, the warp-specialized kernel
 // (mixed_wgmma_ws_kernel.cuh), whose tensor maps are encoded here per launch.
 
+#include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
 #include "kernels/mixed/mixed_wgmma_ws_kernel.cuh"
 #include "kernels/tma_map.hpp"
@@ -48,8 +49,7 @@ int mixed_wgmma_ctas_per_sm() {
 template <class Cfg>
 cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
-  const int group = (p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size;
-  const uint64_t groups = uint64_t((p.k + group - 1) / group);
+  const uint64_t groups = uint64_t(GroupShape(p).last) + 1;
   const auto half = p.dtype == HalfType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, p.dtype == HalfType::kBFloat16,
