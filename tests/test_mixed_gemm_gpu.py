@@ -471,13 +471,17 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         qw = _qweight(n, k, bits, group, symmetric, dtype, seed=i)
         a = _randn(m, k, dtype=dtype, seed=100 + i)
         bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
-        ref = _reference(a, qw, bias, fused=True)
+        refs = {}  # by the tile's exact_scales: the 32-token tile scales in fp32, the others not
         for tile_m, groups in WGMMA_TILES:
             with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
                     cute_gemm.ops._forced_wgmma_tile(tile_m):
                 plan = _plan(m, qw)
                 assert (plan["kernel"], plan["tile_m"], plan["warp_groups"]) == \
                     ("wgmma", tile_m, groups)
+                exact = plan["exact_scales"]
+                if exact not in refs:
+                    refs[exact] = _reference(a, qw, bias, fused=True)
+                ref = refs[exact]
                 torch.cuda.synchronize()
                 ptrs = poison_allocator(m * n, dtype=dtype)
                 out = cute_gemm.mixed_gemm(a, qw, bias)
