@@ -29,6 +29,8 @@ NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
   head -n 1)
 [ -z "$NCU" ] && { echo "ncu not found"; exit 0; }
 [ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
+# The third launch of a mixed kernel (one of each script's three calls), unthrottled clocks.
+NCU_KERNEL=(--clock-control none -k regex:"mixed_(gemm|wgmma|wgmma_ws|decode)_kernel" -s 2 -c 1)
 # CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_KERNEL: mma, wgmma or decode
 # (default: the dispatcher's choice); CUTE_GEMM_NCU_EXTRA: more ncu arguments (e.g. --metrics).
 # The fused kernel runs at every M (no dense path).
@@ -44,7 +46,7 @@ with cute_gemm.ops._forced_mixed_kernel(kernel), cute_gemm.ops._forced_mixed_den
         cute_gemm.mixed_gemm(a, qw)
 torch.cuda.synchronize()
 PY
-  timeout 120 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|wgmma_ws|decode)_kernel" -s 2 -c 1 \
+  timeout 120 "$NCU" "${NCU_KERNEL[@]}" \
     --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis ${CUTE_GEMM_NCU_EXTRA:-} \
@@ -56,7 +58,7 @@ Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX 
     "$OUTDIR/ncu_m$m.txt" | head -90
   # CUTE_GEMM_NCU_SOURCE=1: also the hottest SASS instructions by stall samples.
   if [ "${CUTE_GEMM_NCU_SOURCE:-0}" = 1 ]; then
-    timeout 150 "$NCU" --clock-control none -k regex:"mixed_(gemm|wgmma|wgmma_ws|decode)_kernel" -s 2 -c 1 \
+    timeout 150 "$NCU" "${NCU_KERNEL[@]}" \
       --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
       python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_source_m$m.csv" 2>&1
     echo "== hottest SASS, M=$m"

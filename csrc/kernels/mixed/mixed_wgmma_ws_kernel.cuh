@@ -144,7 +144,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   // ---- consumer warpgroups: dequantize and multiply.
   warpgroup_reg_alloc<WgmmaRegisterSplit<Cfg>::kConsumer>();
-  const int lane = tid % 32;
   WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
 
@@ -170,7 +169,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
     if (i >= 2) {
       __syncwarp();
-      if (lane == 0) mbarrier_arrive(empty + release_stage);
+      if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
     mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
     slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
