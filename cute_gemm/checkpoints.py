@@ -38,12 +38,13 @@ What the conversion does beyond repacking:
 """
 
 import json
+import operator
 import os
 from dataclasses import dataclass, field
 
 import torch
 
-from .quant import SUPPORTED_BITS, QuantizedWeight, pack_weight
+from .quant import SUPPORTED_BITS, QuantizedWeight, _is_int, check_bits, pack_weight
 
 __all__ = [
     "CheckpointLoadReport",
@@ -80,19 +81,27 @@ def _check_tensor(t, name, where, dtypes, dims):
 
 
 def _check_bits(bits, allowed, where):
-    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in allowed:
+    """Returns ``bits`` as an int: one of the kernel's widths (``check_bits``) within
+    ``allowed``."""
+    bits = check_bits(bits, where)
+    if bits not in allowed:
         raise ValueError(f"{where}: bits must be {' or '.join(map(str, allowed))} (what "
                          f"cute_gemm's kernel reads); got bits={bits!r}")
+    return bits
 
 
 def _check_group_size(group_size, where):
-    """A checkpoint's group size: -1 (per-channel) or a positive multiple of 32 (the kernel's
-    smallest group; other sizes cannot be expressed with the kernel's groups)."""
-    if (isinstance(group_size, bool) or not isinstance(group_size, int)
-            or not (group_size == -1 or (group_size > 0 and group_size % 32 == 0))):
+    """A checkpoint's group size, as an int: -1 (per-channel) or a positive multiple of 32 (the
+    kernel's smallest group; other sizes cannot be expressed with the kernel's groups)."""
+    if not _is_int(group_size):
+        raise TypeError(f"{where}: group_size must be an int (-1 or a positive multiple of 32); "
+                        f"got {type(group_size).__name__} {group_size!r}")
+    group_size = operator.index(group_size)
+    if not (group_size == -1 or (group_size > 0 and group_size % 32 == 0)):
         raise ValueError(f"{where}: group_size must be -1 (per-channel) or a positive multiple "
                          f"of 32 (the kernel's groups are 32, 64 and 128); got "
                          f"group_size={group_size!r}")
+    return group_size
 
 
 def _resolve_dtype(dtype, scales, where):
@@ -252,8 +261,8 @@ def gptq_to_quantized(qweight, qzeros, scales, g_idx=None, *, bits, group_size, 
         tensor with ``x[..., input_perm] @ qw.dequantize().T == x @ W.T``.
     """
     where = "gptq_to_quantized"
-    _check_bits(bits, SUPPORTED_BITS, where)
-    _check_group_size(group_size, where)
+    bits = _check_bits(bits, SUPPORTED_BITS, where)
+    group_size = _check_group_size(group_size, where)
     if checkpoint_format not in GPTQ_FORMATS:
         raise ValueError(f"{where}: checkpoint_format must be 'gptq' (v1) or 'gptq_v2'; got "
                          f"checkpoint_format={checkpoint_format!r}")
@@ -317,8 +326,8 @@ def awq_to_quantized(qweight, qzeros, scales, *, group_size=128, bits=4, dtype=N
             fp32 scales).
     """
     where = "awq_to_quantized"
-    _check_bits(bits, (4,), where)
-    _check_group_size(group_size, where)
+    bits = _check_bits(bits, (4,), where)
+    group_size = _check_group_size(group_size, where)
     _check_tensor(qweight, "qweight", where, (torch.int32,), 2)
     _check_tensor(qzeros, "qzeros", where, (torch.int32,), 2)
     _check_tensor(scales, "scales", where, _FLOAT_DTYPES, 2)

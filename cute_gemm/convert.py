@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .nn import QuantLinear, unsupported_reason
-from .quant import SUPPORTED_BITS, SUPPORTED_GROUP_SIZES
+from .quant import DEFAULT_FP32_COMPUTE_DTYPE, check_bits, check_group_size
 
 __all__ = ["QuantizationSummary", "quantize_model", "save_quantized", "load_quantized"]
 
@@ -133,16 +133,15 @@ def _linear_sites(model):
 
 
 def _check_settings(where, bits, group_size, symmetric, dtype):
-    if isinstance(bits, bool) or bits not in SUPPORTED_BITS:
-        raise ValueError(f"{where}: bits must be 4 or 8; got bits={bits!r}")
-    if isinstance(group_size, bool) or group_size not in SUPPORTED_GROUP_SIZES:
-        raise ValueError(f"{where}: group_size must be one of 32, 64, 128 or -1 (per-channel); "
-                         f"got group_size={group_size!r}")
+    """Returns ``(bits, group_size)`` as ints after checking every setting."""
+    bits = check_bits(bits, where)
+    group_size = check_group_size(group_size, where)
     if not isinstance(symmetric, bool):
         raise TypeError(f"{where}: symmetric must be a bool; got {type(symmetric).__name__}")
     if dtype is not None and dtype not in _HALF_DTYPES:
         raise ValueError(f"{where}: dtype must be None, torch.float16 or torch.bfloat16; got "
                          f"{dtype}")
+    return bits, group_size
 
 
 def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head",),
@@ -156,14 +155,21 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
       matters most and which is often tied to the embedding);
     * the kernel cannot take its shape: out_features not a multiple of 8, in_features not a
       multiple of ``group_size`` (of 32 for per-channel);
-    * its weight is not fp16/bf16 and ``dtype`` is None: the kernel computes in half precision,
-      so an fp32 layer would need fp16/bf16 inputs the fp32 model does not give it. Call
-      ``model.half()`` / ``model.bfloat16()`` first (usual), or pass ``dtype`` to quantize fp32
-      layers into layers that expect ``dtype`` inputs;
     * it is the output projection of an ``nn.MultiheadAttention``, which reads ``.weight``
       directly instead of calling the layer.
 
-    The layers kept for the last three reasons are named in a single ``UserWarning``.
+    The layers kept for the last two reasons are named in a single ``UserWarning``.
+
+    Compute dtype: a ``QuantLinear`` computes in fp16 or bf16 and takes and returns whatever
+    floating dtype its caller uses (see ``cute_gemm.nn``). With ``dtype=None`` an fp16/bf16
+    layer keeps its dtype, and an fp32 (or fp64) layer is quantized from its full-precision
+    weight and computes in bf16 (``cute_gemm.quant.DEFAULT_FP32_COMPUTE_DTYPE``: bf16 has fp32's
+    range, so no activation overflows when it is cast, where fp16 would turn values above 65504
+    into inf); an fp32 model stays an fp32 model to its caller. ``dtype=torch.float16`` picks
+    fp16 (3 more mantissa bits) for models whose activations are known to fit.
+
+    All or nothing: every layer is quantized before the first one is swapped in, so an error
+    (a layer that cannot be quantized, an interrupt) leaves the model as it was.
 
     Args:
         model: the ``nn.Module`` to convert (not itself an ``nn.Linear``: use
@@ -172,8 +178,9 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
         skip: name patterns (fnmatch against the dotted name, e.g. ``"*.mlp.down_proj"``, or a
             plain substring, e.g. ``"lm_head"``); a string, a sequence of strings or None.
         progress: show a tqdm progress bar (on stderr) while quantizing.
-        dtype: None (each layer keeps its fp16/bf16 dtype; other layers are skipped) or the
-            activation dtype for every converted layer.
+        dtype: the compute dtype of every converted layer, torch.float16 or torch.bfloat16;
+            None (default): each fp16/bf16 layer keeps its dtype, other floating layers get
+            bf16 (see "Compute dtype" above).
         weights: True quantizes the weights. False builds empty ``QuantLinear`` layers of the
             right shapes and settings (no quantization, works on meta-device models) into which
             a saved quantized ``state_dict`` can be loaded with ``model.load_state_dict``.
@@ -187,7 +194,7 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
     if isinstance(model, torch.nn.Linear):
         raise TypeError(f"{where}: model is itself an nn.Linear, which cannot be replaced in "
                         f"place; use cute_gemm.QuantLinear.from_linear(layer) instead")
-    _check_settings(where, bits, group_size, symmetric, dtype)
+    bits, group_size = _check_settings(where, bits, group_size, symmetric, dtype)
     patterns = _normalize_skip(skip)
 
     summary = QuantizationSummary(bits=bits, group_size=group_size, symmetric=symmetric)
@@ -205,9 +212,6 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
             reason = "output projection of nn.MultiheadAttention (it reads .weight directly)"
         else:
             reason = unsupported_reason(linear.out_features, linear.in_features, group_size)
-        if reason is None and dtype is None and linear.weight.dtype not in _HALF_DTYPES:
-            reason = (f"dtype {linear.weight.dtype}: the kernel needs fp16/bf16 (call "
-                      f"model.half() or model.bfloat16() first, or pass dtype=)")
         if reason is None and weights and linear.weight.device.type == "meta":
             raise ValueError(f"{where}: layer {name!r} is on the meta device, so there is no "
                              f"weight to quantize; pass weights=False to build empty quantized "
@@ -218,10 +222,15 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
             continue
         plan.append((name, linear, places))
 
+    # Build every layer first; the model changes only once all of them exist.
+    built = []
     bar = _progress(plan, progress)
     try:
         for name, linear, places in bar:
-            layer_dtype = dtype or linear.weight.dtype
+            layer_dtype = dtype
+            if layer_dtype is None:
+                layer_dtype = (linear.weight.dtype if linear.weight.dtype in _HALF_DTYPES
+                               else DEFAULT_FP32_COMPUTE_DTYPE)
             if weights:
                 try:
                     layer = QuantLinear.from_linear(linear, bits=bits, group_size=group_size,
@@ -234,14 +243,16 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
                                     group_size=group_size, symmetric=symmetric,
                                     dtype=layer_dtype, device=linear.weight.device)
                 layer.train(linear.training)
-            for parent, attr, _ in places:
-                setattr(parent, attr, layer)
-            summary.converted.append(name)
-            summary.bytes_before += _linear_bytes(linear)
-            summary.bytes_after += _quant_bytes(layer)
+            built.append((name, linear, places, layer))
     finally:
         if hasattr(bar, "close"):
             bar.close()
+    for name, linear, places, layer in built:
+        for parent, attr, _ in places:
+            setattr(parent, attr, layer)
+        summary.converted.append(name)
+        summary.bytes_before += _linear_bytes(linear)
+        summary.bytes_after += _quant_bytes(layer)
 
     if unsupported:
         warnings.warn(f"{where}: kept {len(unsupported)} nn.Linear layer(s) unquantized: "

@@ -7,22 +7,32 @@ any module, and ``.to()``/``.cuda()``/``.half()`` move it. Gradients flow to the
 so adapters trained on top of a frozen quantized model (LoRA and the like) work; the quantized
 weight itself cannot be trained (there is no ``weight`` to train: see ``QuantLinear.__getattr__``).
 
-Dtype rule: the layer computes in the dtype of its scales, torch.float16 or torch.bfloat16, and
-its input must have that dtype. ``.half()`` and ``.bfloat16()`` (and ``.to(dtype)`` with either)
-convert the scales, zero points and bias; ``.float()``, ``.double()`` and ``.to(torch.float32)``
-leave the layer in its half dtype (the kernel has no fp32 path, and converting only the
-metadata would produce a layer that fails at its next call), so ``model.float()`` on a model with
-quantized layers converts every other layer and keeps these ones working in half precision.
+Dtype rule (nn.Linear's call contract, as bitsandbytes' compute dtype): the layer *computes* in
+its compute dtype, the dtype of its scales (torch.float16 or torch.bfloat16), and takes any
+floating input: an fp16/bf16/fp32/fp64 input is cast to the compute dtype, multiplied, and the
+output is cast back, so the output has the input's dtype. An input in the compute dtype goes to
+the kernel as it is (no copies). ``.half()`` and ``.bfloat16()`` (and ``.to(dtype)`` with either)
+change the compute dtype; ``.float()``, ``.double()`` and ``.to(torch.float32)`` leave it as it is
+(the kernel has no fp32 path), so ``model.float()`` on a model with quantized layers converts
+every other layer and these ones keep computing in 16 bits, with fp32 inputs and outputs.
+
+The packed ``qweight`` is plain int32 words; the ``qformat`` buffer beside it (``[magic, bits,
+group_size, symmetric]``, see ``cute_gemm.quant.format_tag``) says how they were packed, and
+``load_state_dict`` checks it together with every buffer's dtype, shape and, for ``zeros`` and
+``input_perm``, values: a state dict that does not match the layer is refused, never loaded into
+garbage.
 """
 
 import torch
 
 from .quant import (
-    SUPPORTED_BITS, SUPPORTED_GROUP_SIZES, QuantizedWeight, packed_shape, quantize)
+    DEFAULT_FP32_COMPUTE_DTYPE, QuantizedWeight, check_bits, check_group_size, format_tag, format_tag_mismatch, packed_shape,
+    quantize)
 
 __all__ = ["QuantLinear", "unsupported_reason"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
+_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _WHERE = "QuantLinear"
 
 
@@ -55,17 +65,15 @@ def _check_int(value, name, minimum=1):
 def _check_config(in_features, out_features, bits, group_size, dtype):
     _check_int(in_features, "in_features")
     _check_int(out_features, "out_features")
-    if isinstance(bits, bool) or bits not in SUPPORTED_BITS:
-        raise ValueError(f"{_WHERE}: bits must be 4 or 8; got bits={bits!r}")
-    if isinstance(group_size, bool) or group_size not in SUPPORTED_GROUP_SIZES:
-        raise ValueError(f"{_WHERE}: group_size must be one of 32, 64, 128 or -1 (per-channel); "
-                         f"got group_size={group_size!r}")
+    bits = check_bits(bits, _WHERE)
+    group_size = check_group_size(group_size, _WHERE)
     if dtype not in _HALF_DTYPES:
         raise ValueError(f"{_WHERE}: dtype must be torch.float16 or torch.bfloat16 (the "
                          f"activation dtype the kernel computes in); got {dtype}")
     reason = unsupported_reason(out_features, in_features, group_size)
     if reason is not None:
         raise ValueError(f"{_WHERE}: the kernel cannot take this shape: {reason}")
+    return bits, group_size
 
 
 def _kernel_ready(t):
@@ -91,8 +99,9 @@ class QuantLinear(torch.nn.Module):
         bits: 4 or 8.
         group_size: 32, 64, 128, or -1 for one scale per output channel.
         symmetric: symmetric quantization (no zero points stored) or asymmetric (``zeros``).
-        dtype: the activation dtype, torch.float16 or torch.bfloat16: the dtype of the scales,
-            zero points, bias, the input and the output.
+        dtype: the compute dtype, torch.float16 or torch.bfloat16: the dtype of the scales,
+            zero points and bias, in which the product is computed. Inputs of other floating
+            dtypes are cast to it and the output cast back (see the module docstring).
         device: where the buffers live.
 
     Buffers (all in ``state_dict``):
@@ -105,6 +114,9 @@ class QuantLinear(torch.nn.Module):
             ``x.index_select(-1, input_perm)`` first. Used for weights whose K rows were permuted
             at quantization time (GPTQ with act-order: sorting the rows makes the groups
             contiguous). ``load_state_dict`` of a checkpoint that has it creates it.
+        qformat: int32 ``[4]``, the packed format's tag ``[magic, bits, group_size, symmetric]``
+            (``cute_gemm.quant.format_tag``), checked on load. State dicts saved before the tag
+            existed load without it where the packed shape is unambiguous (K > 64).
 
     Training: the layer has no parameters. Gradients flow to the input. ``.weight`` does not
     exist (reading it raises an ``AttributeError`` that says why; assigning it is refused, so a
@@ -118,7 +130,7 @@ class QuantLinear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, bits=4, group_size=128,
                  symmetric=True, dtype=torch.float16, device=None):
         super().__init__()
-        _check_config(in_features, out_features, bits, group_size, dtype)
+        bits, group_size = _check_config(in_features, out_features, bits, group_size, dtype)
         if not isinstance(bias, bool):
             raise TypeError(f"{_WHERE}: bias must be a bool (whether the layer has a bias); got "
                             f"{type(bias).__name__}")
@@ -142,6 +154,7 @@ class QuantLinear(torch.nn.Module):
         self.register_buffer(
             "bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
         self.register_buffer("input_perm", None)
+        self.register_buffer("qformat", format_tag(bits, group_size, symmetric, device=device))
 
     # ------------------------------------------------------------------------------ builders
 
@@ -149,19 +162,20 @@ class QuantLinear(torch.nn.Module):
     def from_linear(cls, linear, bits=4, group_size=128, symmetric=True, dtype=None):
         """Quantizes ``linear``'s weight with ``cute_gemm.quantize``; keeps its bias.
 
-        The layer's dtype (of scales, bias and the expected input) is ``dtype`` when given, else
-        the weight's dtype when it is fp16 or bf16, else torch.float16 (an fp32 layer's weight
-        is quantized from its fp32 values, its bias rounded to fp16; feed the result fp16
-        inputs). The result is on the weight's device and in ``linear``'s training mode.
+        The layer's compute dtype (of scales and bias) is ``dtype`` when given, else the weight's
+        dtype when it is fp16 or bf16, else torch.bfloat16 (an fp32 layer's weight is quantized
+        from its fp32 values; the layer takes the same fp32 inputs as before and returns fp32,
+        computing in bf16, whose range is fp32's, so no activation overflows in the cast). The
+        result is on the weight's device and in ``linear``'s training mode.
         """
         if not isinstance(linear, torch.nn.Linear):
             raise TypeError(f"{_WHERE}.from_linear: linear must be a torch.nn.Linear; got "
                             f"{type(linear).__name__}")
         weight = linear.weight
         if dtype is None:
-            dtype = weight.dtype if weight.dtype in _HALF_DTYPES else torch.float16
+            dtype = weight.dtype if weight.dtype in _HALF_DTYPES else DEFAULT_FP32_COMPUTE_DTYPE
         n, k = weight.shape
-        _check_config(k, n, bits, group_size, dtype)
+        bits, group_size = _check_config(k, n, bits, group_size, dtype)
         if weight.device.type == "meta":
             raise ValueError(f"{_WHERE}.from_linear: linear's weight is on the meta device (it has "
                              f"no values to quantize); build an empty layer with QuantLinear("
@@ -195,6 +209,7 @@ class QuantLinear(torch.nn.Module):
         layer.qweight = _kernel_ready(qw.packed)
         layer.scales = _kernel_ready(qw.scales)
         layer.zeros = None if qw.zeros is None else _kernel_ready(qw.zeros)
+        layer.qformat = format_tag(qw.bits, qw.group_size, qw.symmetric, device=qw.device)
         if bias is not None:
             if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
                 raise TypeError(f"{_WHERE}.from_quantized: bias must be None or a floating-point "
@@ -256,20 +271,23 @@ class QuantLinear(torch.nn.Module):
     # ------------------------------------------------------------------------------- forward
 
     def forward(self, x):
-        """``x[..., K] -> [..., N]``; ``x`` in the layer's dtype, on its device, any leading
-        dims (including empty ones). Non-contiguous or misaligned inputs are copied first."""
+        """``x[..., K] -> [..., N]`` in ``x``'s dtype; ``x`` any floating dtype (computed in the
+        layer's compute dtype, see the module docstring), on the layer's device, any leading dims
+        (including empty ones). Non-contiguous or misaligned inputs are copied first."""
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{_WHERE}: input must be a torch.Tensor; got {type(x).__name__}")
         k = self.in_features
         if x.dim() < 1 or x.shape[-1] != k:
             raise ValueError(f"{_WHERE}: input must have shape [..., in_features] with "
                              f"in_features={k}; got {list(x.shape)}")
+        if not x.is_floating_point():
+            raise TypeError(f"{_WHERE}: input must be a floating-point tensor (fp16, bf16, fp32 "
+                            f"or fp64; computed in the layer's {self.scales.dtype}); got "
+                            f"{x.dtype}")
         scales = self.scales
+        out_dtype = x.dtype
         if x.dtype != scales.dtype:
-            raise TypeError(
-                f"{_WHERE}: input must have the layer's dtype {scales.dtype}; got {x.dtype}. "
-                f"Cast the input (x.to({scales.dtype})) or the layer (.half() / .bfloat16()); "
-                f"the layer has no fp32 path (.float() leaves it in half precision)")
+            x = x.to(scales.dtype)
         if x.device != self.qweight.device:
             raise ValueError(f"{_WHERE}: input must be on the layer's device "
                              f"{self.qweight.device}; got {x.device}")
@@ -287,7 +305,7 @@ class QuantLinear(torch.nn.Module):
             x2d = x2d.clone()  # a view at an odd element offset; the kernel needs 16-byte rows
         out = torch.ops.cute_gemm.mixed_gemm.default(
             x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias)
-        return out.reshape(*lead, self.out_features)
+        return out.reshape(*lead, self.out_features).to(out_dtype)
 
     # ---------------------------------------------------------------------- dtype and device
 
@@ -307,51 +325,109 @@ class QuantLinear(torch.nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
-        perm_key = prefix + "input_perm"
-        if perm_key in state_dict and self.input_perm is None:
-            # An act-order checkpoint: create the buffer so that the load fills it.
-            perm = state_dict[perm_key]
-            self.input_perm = torch.empty(tuple(perm.shape), dtype=torch.int64,
-                                          device=self.qweight.device)
+        """Checks the layer's entries before anything is copied: the format tag, ``qweight``'s
+        dtype and shape, the symmetric/asymmetric kind, the scales'/zeros'/bias' dtypes, the
+        values of ``zeros`` (integers in ``[0, 2^bits)``) and of ``input_perm`` (a permutation
+        of ``range(K)``) and that the scales are finite. Any mismatch is reported through torch's
+        ``error_msgs`` (``load_state_dict`` raises, whatever ``strict`` is) and nothing of this
+        layer is loaded."""
+        errors = []
+        tag_key = prefix + "qformat"
+        n, k = self.out_features, self.in_features
+        tag = state_dict.get(tag_key)
+        if tag is None:
+            if packed_shape(n, k, 4) == packed_shape(n, k, 8):
+                errors.append(
+                    f"the state dict has no {tag_key!r} format tag, and with in_features={k} "
+                    f"(<= 64) INT4 and INT8 packed buffers have the same shape, so the bit width "
+                    f"of its qweight cannot be checked; save the layer again with this version "
+                    f"of cute_gemm, or load the file with cute_gemm.load_quantized (which reads "
+                    f"the settings from the file's metadata)")
+        else:
+            why = format_tag_mismatch(tag, self.bits, self.group_size, self.symmetric)
+            if why is not None:
+                errors.append(f"{tag_key!r} does not match this layer: {why}. Build the layer "
+                              f"with the checkpoint's settings (cute_gemm.load_quantized reads "
+                              f"them from the file)")
+        saved = state_dict.get(prefix + "qweight")
+        want = packed_shape(n, k, self.bits)
+        if saved is not None and (not isinstance(saved, torch.Tensor)
+                                  or saved.dtype != torch.int32 or tuple(saved.shape) != want):
+            errors.append(
+                f"qweight must be an int32 tensor of shape {list(want)} (the packed "
+                f"{self.bits}-bit weight); got {_describe(saved)}. Packed words converted to "
+                f"another dtype (e.g. by .half() or .float() on the state dict) cannot be "
+                f"recovered")
         zeros_key = prefix + "zeros"
         if (zeros_key in state_dict) != (self.zeros is not None):
-            saved = "asymmetric" if zeros_key in state_dict else "symmetric"
-            error_msgs.append(
-                f"{_WHERE} {prefix[:-1]!r}: the checkpoint's layer is {saved} but this layer is "
+            kind = "asymmetric" if zeros_key in state_dict else "symmetric"
+            errors.append(
+                f"the checkpoint's layer is {kind} but this layer is "
                 f"{'symmetric' if self.zeros is None else 'asymmetric'}; build it with "
-                f"symmetric={saved == 'symmetric'} (cute_gemm.load_quantized reads the settings "
+                f"symmetric={kind == 'symmetric'} (cute_gemm.load_quantized reads the settings "
                 f"from the file)")
         assign = local_metadata.get("assign_to_params_buffers", False)
         for name in ("scales", "zeros", "bias"):
-            key, own = prefix + name, self._buffers.get(name)
-            saved = state_dict.get(key)
-            if (not assign and own is not None and isinstance(saved, torch.Tensor)
-                    and saved.dtype != own.dtype):
-                error_msgs.append(
-                    f"{_WHERE} {prefix[:-1]!r}: {name} in the checkpoint is {saved.dtype} but "
-                    f"this layer's is {own.dtype}; build the layer with dtype={saved.dtype} "
-                    f"(converting on load would change the dequantized weight)")
+            own, value = self._buffers.get(name), state_dict.get(prefix + name)
+            if own is None or value is None:
+                continue
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                errors.append(f"{name} must be a floating-point tensor; got {_describe(value)}")
+            elif not assign and value.dtype != own.dtype:
+                errors.append(
+                    f"{name} in the checkpoint is {value.dtype} but this layer's is {own.dtype}; "
+                    f"build the layer with dtype={value.dtype} (converting on load would change "
+                    f"the dequantized weight)")
+            elif name == "scales" and not bool(torch.isfinite(value).all()):
+                errors.append("scales must be finite; the checkpoint's hold NaN or inf")
+            elif name == "zeros":
+                qmax = (1 << self.bits) - 1
+                z = value.float()
+                if not bool(((z == z.round()) & (z >= 0) & (z <= qmax)).all()):
+                    errors.append(f"zeros must hold integer zero points in [0, {qmax}] for "
+                                  f"bits={self.bits}; the checkpoint's do not")
+        perm_key = prefix + "input_perm"
+        perm = state_dict.get(perm_key)
+        if perm is not None:
+            mismatch = _perm_mismatch(perm, k)
+            if mismatch is not None:
+                errors.append(f"input_perm {mismatch[1]}")
+        if errors:
+            error_msgs.extend(f"{_WHERE} {prefix[:-1]!r}: {e}" for e in errors)
+            return  # nothing of this layer is copied
+        if perm is not None and self.input_perm is None:
+            # An act-order checkpoint: create the buffer so that the load fills it.
+            self.input_perm = torch.empty((k,), dtype=torch.int64, device=self.qweight.device)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
+        if tag is None and tag_key in missing_keys:
+            # Saved before the tag existed; qweight's shape is unambiguous, so the layer's own
+            # tag stands.
+            missing_keys.remove(tag_key)
 
 
 def _describe(value):
     if isinstance(value, torch.Tensor):
-        return f"a {value.dtype} tensor"
+        return f"a {value.dtype} tensor of shape {list(value.shape)}"
     return type(value).__name__
 
 
-def _check_perm(perm, k, device):
-    where = f"{_WHERE}.from_quantized"
-    if not isinstance(perm, torch.Tensor) or perm.is_floating_point() or perm.is_complex() \
-            or perm.dtype == torch.bool:
-        raise TypeError(f"{where}: input_perm must be None or an integer torch.Tensor; got "
-                        f"{_describe(perm)}")
+def _perm_mismatch(perm, k):
+    """``(exception type, why)`` when ``perm`` is not a permutation of ``range(k)`` held in an
+    integer tensor, else None."""
+    if not isinstance(perm, torch.Tensor) or perm.dtype not in _INT_DTYPES:
+        return TypeError, f"must be an integer torch.Tensor; got {_describe(perm)}"
     if tuple(perm.shape) != (k,):
-        raise ValueError(f"{where}: input_perm must have shape [K] = [{k}]; got "
-                         f"{list(perm.shape)}")
-    perm = perm.detach().to(device=device, dtype=torch.int64)
-    if not torch.equal(perm.sort().values, torch.arange(k, device=device)):
-        raise ValueError(f"{where}: input_perm must be a permutation of 0..{k - 1} (each index "
-                         f"exactly once)")
-    return perm.contiguous()
+        return ValueError, f"must have shape [K] = [{k}]; got {list(perm.shape)}"
+    if not torch.equal(perm.detach().to(torch.int64).sort().values,
+                       torch.arange(k, device=perm.device)):
+        return ValueError, f"must be a permutation of 0..{k - 1} (each index exactly once)"
+    return None
+
+
+def _check_perm(perm, k, device):
+    mismatch = _perm_mismatch(perm, k)
+    if mismatch is not None:
+        error, why = mismatch
+        raise error(f"{_WHERE}.from_quantized: input_perm {why}")
+    return perm.detach().to(device=device, dtype=torch.int64).contiguous()

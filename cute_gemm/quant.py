@@ -7,11 +7,12 @@ point ``z``) per group and column:
 
     dequantize:  w = (q - z) * s    computed in fp32 (exact), rounded once to the activation dtype
 
-Quantization rules (all arithmetic in fp32; ``s`` is rounded to the scales' dtype *first* and the
-stored value is the one used to compute ``q`` and ``z``, so the stored tensors are consistent):
+Quantization rules (all arithmetic in fp32; ``s`` is computed in fp32, rounded *up* to the
+scales' dtype, and the stored value is the one used to compute ``q`` and ``z``, so the stored
+tensors are consistent):
 
 * symmetric (``zeros`` is ``None``, ``z = 2^(bits-1)``, i.e. 8 or 128):
-  ``s = max|w| / (2^(bits-1) - 1)``, ``q = clamp(round(w / s) + z, 0, 2^bits - 1)``.
+  ``s = max|w| / (2^(bits-1) - 1)`` rounded up, ``q = clamp(round(w / s) + z, 0, 2^bits - 1)``.
   ``round(w / s)`` lies in ``[-(2^(bits-1) - 1), 2^(bits-1) - 1]`` (-7..7 for INT4), so the grid is
   symmetric around 0, ``+-max|w|`` map to ``+-(2^(bits-1) - 1)`` and nothing is clipped: every
   element is within ``s / 2`` of its dequantized value. (``q = 0`` is never produced but is
@@ -26,18 +27,28 @@ stored value is the one used to compute ``q`` and ``z``, so the stored tensors a
 * an all-zero group gets ``s = 0`` (``q = z``), which dequantizes to exact zeros, never NaN.
   ``round`` is round-half-to-even (``torch.round``).
 
+The bound ``|w - dequantize(w)| <= s / 2`` holds for every group, with ``s`` the stored scale.
+Rounding up is what keeps it where the exact scale is not representable: fp16 scales below
+``2^-14`` are subnormal (coarser steps) and the smallest positive one is ``2^-24`` (about 6e-8),
+so an fp16 group whose ``max|w|`` is far below that dequantizes to zeros, within ``s / 2``. bf16
+scales have fp32's range; use ``dtype=torch.bfloat16`` for weights that small. A range that
+overflows the scales' dtype (fp16: ``max|w|`` above about 4.6e5 for INT4) is refused with an error
+naming the row.
+
 The packed format (``pack_weight``) is the one the CUDA kernel reads; its authoritative
 description is ``csrc/kernels/mixed/weight_format.hpp``. ``packed_layout`` and
 ``packed_tv_layout`` describe it as ``cute_gemm.layout.Layout`` objects for pictures
 (``cute_gemm.layout.to_svg`` / ``to_svg_tv``).
 """
 
+import operator
 from dataclasses import dataclass
 
 import torch
 
 __all__ = [
     "QuantizedWeight",
+    "format_tag",
     "quantize",
     "dequantize",
     "pack_weight",
@@ -53,6 +64,10 @@ BLOCK_N = 8  # output channels per packed block (the mma's n8)
 LANES = 32
 WORDS_PER_LANE = 4
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
+# The compute dtype fp32 weights and models get unless told otherwise: bf16 has fp32's exponent
+# range, so casting an fp32 activation to it never overflows (fp16 overflows above 65504); its
+# coarser mantissa (8 bits) is far below the 4/8-bit weight's own error.
+DEFAULT_FP32_COMPUTE_DTYPE = torch.bfloat16
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
@@ -61,15 +76,41 @@ def block_k(bits):
     return 128 if bits == 4 else 64
 
 
-def _check_bits(bits, where):
-    if isinstance(bits, bool) or bits not in SUPPORTED_BITS:
+def _is_int(value):
+    """A Python or NumPy integer (``operator.index`` works), not a bool. ``4.0`` is not an int:
+    a float that happens to equal a valid value is refused rather than silently accepted."""
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def check_bits(bits, where):
+    """Returns ``bits`` as an int; TypeError for a non-integer, ValueError for a value other than
+    4 or 8. The one definition of the valid bit widths (every checker and loader calls it)."""
+    if not _is_int(bits):
+        raise TypeError(f"{where}: bits must be an int (4 or 8); got {type(bits).__name__} "
+                        f"{bits!r}")
+    bits = operator.index(bits)
+    if bits not in SUPPORTED_BITS:
         raise ValueError(f"{where}: bits must be 4 or 8; got bits={bits!r}")
+    return bits
 
 
-def _check_group_size(group_size, where):
-    if isinstance(group_size, bool) or group_size not in SUPPORTED_GROUP_SIZES:
+def check_group_size(group_size, where):
+    """Returns ``group_size`` as an int; TypeError for a non-integer, ValueError for a value not
+    in 32, 64, 128, -1 (per-channel). The one definition of the valid group sizes."""
+    if not _is_int(group_size):
+        raise TypeError(f"{where}: group_size must be an int (32, 64, 128 or -1 for "
+                        f"per-channel); got {type(group_size).__name__} {group_size!r}")
+    group_size = operator.index(group_size)
+    if group_size not in SUPPORTED_GROUP_SIZES:
         raise ValueError(f"{where}: group_size must be one of 32, 64, 128 or -1 (per-channel); "
                          f"got group_size={group_size!r}")
+    return group_size
 
 
 def _check_k(k, group_size, where):
@@ -155,7 +196,7 @@ def pack_weight(q, bits, pad_value=None):
             to 0). Default ``2^(bits-1)``, the symmetric zero point.
     """
     where = "pack_weight"
-    _check_bits(bits, where)
+    bits = check_bits(bits, where)
     if not isinstance(q, torch.Tensor):
         raise TypeError(f"{where}: q must be a torch.Tensor; got {type(q).__name__}")
     if q.dtype not in _INT_DTYPES:
@@ -176,13 +217,17 @@ def pack_weight(q, bits, pad_value=None):
     if pad_value is None:
         pad_value = 1 << (bits - 1)
     if isinstance(pad_value, torch.Tensor):
-        if pad_value.shape != (n,):
-            raise ValueError(f"{where}: pad_value must be an int or a [N] tensor (N={n}); got "
-                             f"shape {list(pad_value.shape)}")
+        if pad_value.dtype not in _INT_DTYPES or pad_value.shape != (n,):
+            raise ValueError(f"{where}: pad_value must be an int or a [N] integer tensor "
+                             f"(N={n}); got a {pad_value.dtype} tensor of shape "
+                             f"{list(pad_value.shape)}")
         pad = pad_value.to(device=q.device, dtype=torch.int64).reshape(n, 1)
         pad_ok = n == 0 or (int(pad.min()) >= 0 and int(pad.max()) <= qmax)
     else:
-        pad = int(pad_value)
+        if not _is_int(pad_value):
+            raise TypeError(f"{where}: pad_value must be None, an int or a [N] integer tensor; "
+                            f"got {type(pad_value).__name__} {pad_value!r}")
+        pad = operator.index(pad_value)
         pad_ok = 0 <= pad <= qmax
     if not pad_ok:
         raise ValueError(f"{where}: pad_value must lie in [0, {qmax}] for bits={bits}")
@@ -206,7 +251,7 @@ def pack_weight(q, bits, pad_value=None):
 def unpack_weight(packed, bits, k):
     """Inverse of ``pack_weight``: the int32 ``[N, k]`` values (the K padding dropped)."""
     where = "unpack_weight"
-    _check_bits(bits, where)
+    bits = check_bits(bits, where)
     if not isinstance(packed, torch.Tensor):
         raise TypeError(f"{where}: packed must be a torch.Tensor; got {type(packed).__name__}")
     if packed.dtype != torch.int32:
@@ -244,7 +289,7 @@ def packed_layout(bits, n=None, k=None):
     """
     from .layout import Layout
 
-    _check_bits(bits, "packed_layout")
+    bits = check_bits(bits, "packed_layout")
     if bits == 4:
         k_shape, k_stride, n_stride = (2, 4, 2, 2, 4), (4, 32, 1, 2, 8), 128
     else:
@@ -271,13 +316,54 @@ def packed_tv_layout(bits):
     """
     from .layout import Layout
 
-    _check_bits(bits, "packed_tv_layout")
+    bits = check_bits(bits, "packed_tv_layout")
     lane = ((4, 8), (2 * BLOCK_N, 1))  # t: k = 2t (k stride 8 in n + 8k); g: n
     if bits == 4:  # nibble i = h + 2s + 4e; word w: k = 32 w
         value = (((2, 2, 2), 4), ((64, 128, 8), 256))
     else:  # byte i = h + 2e; word w: k = 16 w
         value = (((2, 2), 4), ((64, 8), 128))
     return Layout((lane[0], value[0]), (lane[1], value[1]))
+
+
+# ------------------------------------------------------------------------------ format tag
+#
+# A packed buffer is plain int32 words; nothing in it says how it was packed, and the INT4 and
+# INT8 packed shapes coincide for K <= 64. Containers that carry packed buffers without a
+# QuantizedWeight around them (QuantLinear's state_dict, files) carry this tag beside them.
+
+PACKED_FORMAT_MAGIC = 0x43470001  # "CG" and the packed format's version, 1
+
+
+def format_tag(bits, group_size, symmetric, device=None):
+    """The int32 tensor ``[PACKED_FORMAT_MAGIC, bits, group_size, symmetric]`` that names a packed
+    buffer's format (QuantLinear's ``qformat`` buffer)."""
+    bits = check_bits(bits, "format_tag")
+    group_size = check_group_size(group_size, "format_tag")
+    return torch.tensor([PACKED_FORMAT_MAGIC, bits, group_size, int(bool(symmetric))],
+                        dtype=torch.int32, device=device)
+
+
+def format_tag_mismatch(tag, bits, group_size, symmetric):
+    """Why ``tag`` does not describe a ``(bits, group_size, symmetric)`` packed buffer, or
+    ``None`` when it does."""
+    if not isinstance(tag, torch.Tensor) or tag.dtype not in _INT_DTYPES or tag.shape != (4,):
+        return (f"the format tag must be an int32 tensor of 4 values [magic, bits, group_size, "
+                f"symmetric]; got {_describe_tensor(tag)}")
+    magic, t_bits, t_group, t_sym = (int(v) for v in tag.tolist())
+    if magic != PACKED_FORMAT_MAGIC:
+        return (f"the format tag's magic is {magic:#x}, not cute_gemm's packed format "
+                f"{PACKED_FORMAT_MAGIC:#x} (another format or version)")
+    if (t_bits, t_group, bool(t_sym)) != (bits, group_size, bool(symmetric)):
+        return (f"the buffer was packed for bits={t_bits}, group_size={t_group}, "
+                f"symmetric={bool(t_sym)}, not bits={bits}, group_size={group_size}, "
+                f"symmetric={bool(symmetric)}")
+    return None
+
+
+def _describe_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {list(value.shape)}"
+    return type(value).__name__
 
 
 # --------------------------------------------------------------------------- quantized weight
@@ -310,11 +396,13 @@ class QuantizedWeight:
         where = "QuantizedWeight"
         if not isinstance(self.shape, (tuple, list, torch.Size)) or len(self.shape) != 2:
             raise ValueError(f"{where}: shape must be (N, K); got {self.shape!r}")
-        shape = (int(self.shape[0]), int(self.shape[1]))
+        if not all(_is_int(d) for d in self.shape):
+            raise TypeError(f"{where}: shape must be two ints (N, K); got {self.shape!r}")
+        shape = (operator.index(self.shape[0]), operator.index(self.shape[1]))
         object.__setattr__(self, "shape", shape)
         n, k = shape
-        _check_bits(self.bits, where)
-        _check_group_size(self.group_size, where)
+        object.__setattr__(self, "bits", check_bits(self.bits, where))
+        object.__setattr__(self, "group_size", check_group_size(self.group_size, where))
         _check_n(n, where)
         g = _check_k(k, self.group_size, where)
         for name in ("packed", "scales"):
@@ -432,8 +520,9 @@ def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
         bits: 4 or 8.
         group_size: 32, 64, 128, or -1 for one group per output channel.
         symmetric: symmetric (no zero points stored) or asymmetric quantization.
-        dtype: the activation dtype, which the scales/zero points use: torch.float16 or
-            torch.bfloat16. Default: the weight's dtype, or torch.float16 for an fp32 weight.
+        dtype: the activation (compute) dtype, which the scales/zero points use: torch.float16
+            or torch.bfloat16. Default: the weight's dtype, or torch.bfloat16 for an fp32 weight
+            (``DEFAULT_FP32_COMPUTE_DTYPE``: bf16 keeps fp32's range).
 
     Returns:
         A ``QuantizedWeight`` on the weight's device.
@@ -447,10 +536,10 @@ def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
     if weight.dim() != 2:
         raise ValueError(f"{where}: weight must be a 2-D tensor [N, K]; got shape "
                          f"{list(weight.shape)}")
-    _check_bits(bits, where)
-    _check_group_size(group_size, where)
+    bits = check_bits(bits, where)
+    group_size = check_group_size(group_size, where)
     if dtype is None:
-        dtype = weight.dtype if weight.dtype in _HALF_DTYPES else torch.float16
+        dtype = weight.dtype if weight.dtype in _HALF_DTYPES else DEFAULT_FP32_COMPUTE_DTYPE
     if dtype not in _HALF_DTYPES:
         raise ValueError(f"{where}: dtype must be torch.float16 or torch.bfloat16; got {dtype}")
     n, k = weight.shape
@@ -471,14 +560,23 @@ def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
         lo = w.amin(dim=-1).clamp(max=0.0)
         hi = w.amax(dim=-1).clamp(min=0.0)
         scale = (hi - lo) / _const(float(qmax), w)
-    if symmetric:
-        scale_stored = scale.to(dtype)
-    else:
-        scale_stored = _round_up(scale, dtype)
-    if not bool(torch.isfinite(scale_stored).all()):
-        raise ValueError(f"{where}: the weight's range overflows the scales' dtype {dtype} "
-                         f"(max |w| = {float(w.abs().max()):.4g}); use dtype=torch.bfloat16 or "
-                         f"rescale the weight")
+    # The scale is computed in fp32 and rounded *up* to the scales' dtype: with the stored scale
+    # s >= the exact one, every |w| / s stays inside the integer grid, so nothing is clipped and
+    # |w - dequantize(w)| <= s / 2 holds for every group, also where the exact scale is subnormal
+    # or below the dtype's smallest value (fp16: 2^-24), where rounding to nearest could shrink
+    # it by up to half or to 0 and clip the whole group.
+    scale_stored = _round_up(scale, dtype)
+    overflow = ~torch.isfinite(scale_stored)
+    if bool(overflow.any()):
+        row = int(overflow.nonzero()[0, 0])
+        if dtype == torch.float16:
+            fix = ("quantize with dtype=torch.bfloat16 (bf16 scales have fp32's range) or rescale "
+                   "the weight")
+        else:
+            fix = "rescale the weight (its range exceeds fp32's even before rounding)"
+        raise ValueError(f"{where}: the weight's range overflows the scales' dtype {dtype} in "
+                         f"row {row} (max |w| in that row = {float(w[row].abs().max()):.4g}); "
+                         f"{fix}")
     s = scale_stored.float()
     s_div = torch.where(s == 0, torch.ones_like(s), s)  # all-zero groups: q = z, w = 0
     if symmetric:

@@ -512,7 +512,10 @@ def _replaced(args, **changes):
 GPTQ_ERRORS = [
     # (id, tensor changes, option changes, exception, message regex)
     ("bits3", {}, {"bits": 3}, ValueError, r"bits must be 4 or 8.*got bits=3"),
-    ("bits_bool", {}, {"bits": True}, ValueError, r"bits must be 4 or 8"),
+    ("bits_bool", {}, {"bits": True}, TypeError, r"bits must be an int \(4 or 8\); got bool"),
+    ("bits_float", {}, {"bits": 4.0}, TypeError, r"bits must be an int \(4 or 8\); got float"),
+    ("group_float", {}, {"group_size": 128.0}, TypeError,
+     r"group_size must be an int \(-1 or a positive multiple of 32\); got float 128.0"),
     ("group48", {}, {"group_size": 48}, ValueError,
      r"group_size must be -1 \(per-channel\) or a positive multiple of 32.*got group_size=48"),
     ("group0", {}, {"group_size": 0}, ValueError, r"group_size must be -1"),
@@ -601,7 +604,7 @@ def _awq_args(n=16, k=128, group=64):
 AWQ_ERRORS = [
     ("bits8", {}, {"bits": 8}, ValueError, r"bits must be 4 \(what cute_gemm's kernel reads\); "
      r"got bits=8"),
-    ("group_str", {}, {"group_size": "128"}, ValueError, r"group_size must be -1"),
+    ("group_str", {}, {"group_size": "128"}, TypeError, r"group_size must be an int"),
     ("qweight_float", {"qweight": torch.zeros(128, 2)}, {}, ValueError,
      r"qweight must have dtype torch.int32; got torch.float32"),
     ("scales_none", {"scales": None}, {}, TypeError,

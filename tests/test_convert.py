@@ -170,24 +170,27 @@ def test_unsupported_shapes_stay_linear_with_one_warning():
                                  progress=False)
 
 
-def test_fp32_layers_need_a_dtype():
-    model = _tiny(torch.float32, seed=4)
-    with pytest.warns(UserWarning, match=r"kept 9 nn.Linear layer\(s\)"):
-        summary = cute_gemm.quantize_model(model, group_size=32, progress=False)
-    assert summary.converted == [] and summary.bytes_after == 0
-    assert summary.skipped["blocks.0.mlp.0"].startswith(
-        "dtype torch.float32: the kernel needs fp16/bf16 (call model.half()")
-    # dtype= quantizes them into layers that take fp16 inputs.
-    summary = _quantize(model, group_size=32, dtype=torch.float16)
-    assert summary.converted == BLOCK_LINEARS
-    layer = model.blocks[0].mlp[0]
-    assert layer.scales.dtype == layer.bias.dtype == torch.float16
-    x = _randn(3, 64, seed=5)
-    ref = x.float() @ layer.quantized_weight.dequantize().float().t() + layer.bias.float()
-    torch.testing.assert_close(layer(x).float(), ref, rtol=1e-3, atol=1e-3)
-    with pytest.raises(TypeError, match=r"input must have the layer's dtype torch.float16; got "
-                                        r"torch.float32"):
-        layer(x.float())
+def test_fp32_model_is_converted_with_a_compute_dtype():
+    # An fp32 model: every eligible layer is converted (it used to be skipped, all of them), with
+    # bf16 compute by default (DEFAULT_FP32_COMPUTE_DTYPE) or the dtype= asked for, and the layers
+    # keep the fp32 call contract: fp32 in, fp32 out.
+    for dtype, want in ((None, torch.bfloat16), (torch.float16, torch.float16)):
+        model = _tiny(torch.float32, seed=4)
+        x = _randn(2, 3, 64, seed=5).float()
+        summary = _quantize(model, group_size=32, dtype=dtype)
+        assert summary.converted == BLOCK_LINEARS
+        assert set(summary.skipped) == {"lm_head", "side"}  # by name and by shape, not dtype
+        layer = model.blocks[0].mlp[0]
+        assert layer.scales.dtype == layer.bias.dtype == want
+        out = layer(x)
+        assert out.dtype == torch.float32
+        # The contract: the input rounded to the compute dtype, the product of the CPU
+        # reference (weight dequantized to the compute dtype, fp32 sums), rounded to the compute
+        # dtype, then returned in fp32.
+        w = layer.quantized_weight.dequantize().double()
+        ref = (x.to(want).double() @ w.t() + layer.bias.double()).to(want).float()
+        eps = torch.finfo(want).eps
+        torch.testing.assert_close(out, ref, rtol=eps, atol=eps)
 
 
 def _expected_bytes(linear, bits, group, symmetric):

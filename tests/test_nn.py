@@ -176,16 +176,16 @@ def test_from_quantized_uses_the_tensors():
 
 
 def test_from_linear_dtype_rule():
-    # fp16/bf16 linears keep their dtype; fp32 ones become fp16 (quantized from fp32 values);
-    # dtype= overrides. The bias follows.
+    # fp16/bf16 linears keep their dtype; fp32 ones compute in bf16 (quantized from fp32
+    # values; DEFAULT_FP32_COMPUTE_DTYPE); dtype= overrides. The bias follows.
     for src, want in [(torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
-                      (torch.float32, torch.float16)]:
+                      (torch.float32, torch.bfloat16)]:
         layer = QuantLinear.from_linear(_linear(64, 8, src, seed=15), group_size=32)
         assert layer.scales.dtype == want and layer.bias.dtype == want
     linear32 = _linear(64, 8, torch.float32, seed=16)
-    layer = QuantLinear.from_linear(linear32, group_size=32, dtype=torch.bfloat16)
-    assert layer.scales.dtype == torch.bfloat16 and layer.bias.dtype == torch.bfloat16
-    want = cute_gemm.quantize(linear32.weight.detach(), 4, 32, dtype=torch.bfloat16)
+    layer = QuantLinear.from_linear(linear32, group_size=32, dtype=torch.float16)
+    assert layer.scales.dtype == torch.float16 and layer.bias.dtype == torch.float16
+    want = cute_gemm.quantize(linear32.weight.detach(), 4, 32, dtype=torch.float16)
     assert torch.equal(layer.qweight, want.packed) and torch.equal(layer.scales, want.scales)
     layer = QuantLinear.from_linear(linear32.eval(), group_size=32)
     assert not layer.training
@@ -198,10 +198,10 @@ def test_empty_layer_buffers():
     assert layer.qweight.dtype == torch.int32
     assert layer.scales.shape == (3, 24) and layer.zeros.shape == (3, 24)
     assert layer.scales.dtype == layer.zeros.dtype == layer.bias.dtype == torch.bfloat16
-    assert set(layer.state_dict()) == {"qweight", "scales", "zeros", "bias"}
+    assert set(layer.state_dict()) == {"qweight", "scales", "zeros", "bias", "qformat"}
     pc = QuantLinear(96, 8, bias=False, group_size=-1)
     assert pc.scales.shape == (1, 8) and pc.zeros is None and pc.bias is None
-    assert set(pc.state_dict()) == {"qweight", "scales"}
+    assert set(pc.state_dict()) == {"qweight", "scales", "qformat"}
     meta = QuantLinear(128, 16, device="meta")
     assert meta.qweight.device.type == "meta"
 
@@ -256,7 +256,7 @@ def test_builder_errors():
         QuantLinear.from_quantized(qw, input_perm=torch.arange(64))
     with pytest.raises(ValueError, match=r"input_perm must be a permutation of 0..127"):
         QuantLinear.from_quantized(qw, input_perm=torch.arange(128) // 2)
-    with pytest.raises(TypeError, match=r"input_perm must be None or an integer torch.Tensor; "
+    with pytest.raises(TypeError, match=r"input_perm must be an integer torch.Tensor; "
                                         r"got a torch.float32 tensor"):
         QuantLinear.from_quantized(qw, input_perm=torch.arange(128.0))
 
@@ -268,11 +268,10 @@ def test_forward_errors():
         layer(_randn(4, 64))
     with pytest.raises(ValueError, match=r"got \[\]"):
         layer(torch.tensor(1.0, dtype=torch.float16))
-    with pytest.raises(TypeError, match=r"QuantLinear: input must have the layer's dtype "
-                                        r"torch.float16; got torch.bfloat16"):
-        layer(_randn(4, 128, dtype=torch.bfloat16))
-    with pytest.raises(TypeError, match=r"layer's dtype torch.float16; got torch.float32"):
-        layer(_randn(4, 128, dtype=torch.float32))
+    with pytest.raises(TypeError, match=r"QuantLinear: input must be a floating-point tensor "
+                                        r"\(fp16, bf16, fp32 or fp64; computed in the layer's "
+                                        r"torch.float16\); got torch.int32"):
+        layer(torch.ones(4, 128, dtype=torch.int32))
     with pytest.raises(ValueError, match=r"QuantLinear: input must be on the layer's device cpu; "
                                          r"got meta"):
         layer(torch.empty(4, 128, dtype=torch.float16, device="meta"))
@@ -365,7 +364,7 @@ def test_state_dict_roundtrip(bits, group, symmetric, bias, dtype, fmt, tmp_path
     k, n = (96 if group == -1 else 256), 24
     layer = _layer(k, n, dtype, bias, bits, group, symmetric, seed=25)
     state = layer.state_dict()
-    expected = {"qweight", "scales"} | ({"bias"} if bias else set()) | \
+    expected = {"qweight", "scales", "qformat"} | ({"bias"} if bias else set()) | \
         (set() if symmetric else {"zeros"})
     assert set(state) == expected
     loaded = _torch_roundtrip(state) if fmt == "torch" else _safetensors_roundtrip(state, tmp_path)
@@ -383,7 +382,7 @@ def test_state_dict_with_input_perm(tmp_path):
     perm = torch.randperm(k, generator=_gen(27))
     qw = cute_gemm.quantize(_randn(n, k, seed=28, scale=0.1), bits=4, group_size=32)
     layer = QuantLinear.from_quantized(qw, bias=_randn(n, seed=29), input_perm=perm)
-    assert set(layer.state_dict()) == {"qweight", "scales", "bias", "input_perm"}
+    assert set(layer.state_dict()) == {"qweight", "scales", "bias", "input_perm", "qformat"}
     x = _randn(3, k, seed=30)
     for loaded in (_torch_roundtrip(layer.state_dict()),
                    _safetensors_roundtrip(layer.state_dict(), tmp_path)):
@@ -405,9 +404,13 @@ def test_load_state_dict_mismatches():
                                            r"layer's is torch.bfloat16"):
         QuantLinear(128, 16, group_size=32, symmetric=False,
                     dtype=torch.bfloat16).load_state_dict(asym.state_dict())
-    with pytest.raises(RuntimeError, match=r"size mismatch for scales"):
+    with pytest.raises(RuntimeError, match=r"'qformat' does not match this layer: the buffer was "
+                                           r"packed for bits=4, group_size=32, symmetric=False, "
+                                           r"not bits=4, group_size=64"):
         QuantLinear(128, 16, group_size=64, symmetric=False).load_state_dict(asym.state_dict())
-    with pytest.raises(RuntimeError, match=r"size mismatch for qweight"):
+    with pytest.raises(RuntimeError, match=r"qweight must be an int32 tensor of shape \[2, 2, 32, "
+                                           r"4\] \(the packed 8-bit weight\); got a torch.int32 "
+                                           r"tensor of shape \[2, 1, 32, 4\]"):
         QuantLinear(128, 16, bits=8, group_size=32, symmetric=False).load_state_dict(
             asym.state_dict())
 

@@ -216,7 +216,7 @@ def test_quantize_error_bound(bits, group, symmetric, wdtype):
     w = _weight(n, k, wdtype, seed=bits + group, scale=0.05)
     w[3] += 0.2  # an all-positive-ish row
     qw = cute_gemm.quantize(w, bits, group, symmetric)
-    act = torch.float16 if wdtype == torch.float32 else wdtype
+    act = torch.bfloat16 if wdtype == torch.float32 else wdtype  # DEFAULT_FP32_COMPUTE_DTYPE
     assert qw.dtype == act and qw.scales.dtype == act
     assert qw.bits == bits and qw.group_size == group and qw.shape == (n, k)
     g = k if group == -1 else group
@@ -234,9 +234,8 @@ def test_quantize_error_bound(bits, group, symmetric, wdtype):
     assert int(q.min()) >= 0 and int(q.max()) < (1 << bits)
     wg = w.float().reshape(n, k // g, g)
     if symmetric:
-        # The documented rule: s = max|w| / (2^(bits-1) - 1) rounded to the activation dtype.
-        want = (wg.abs().amax(-1) / ((1 << (bits - 1)) - 1)).to(act).t()
-        assert torch.equal(qw.scales, want)
+        # The documented rule: s = max|w| / (2^(bits-1) - 1), rounded up to the activation dtype.
+        exact = (wg.abs().amax(-1) / ((1 << (bits - 1)) - 1)).t()
         assert int(q.min()) >= 1  # round(w/s) in [-(2^(b-1)-1), 2^(b-1)-1], shifted by 2^(b-1)
     else:
         z = qw.zeros.float()
@@ -246,10 +245,10 @@ def test_quantize_error_bound(bits, group, symmetric, wdtype):
         hi = wg.amax(-1).clamp(min=0)
         # s = (hi - lo) / (2^bits - 1), rounded up to the activation dtype.
         exact = ((hi - lo) / ((1 << bits) - 1)).t()
-        s_stored = qw.scales.float()
-        assert bool((s_stored >= exact).all())
-        below = torch.nextafter(s_stored.to(act), torch.tensor(0.0, dtype=act)).float()
-        assert bool(((below < exact) | (s_stored == 0)).all())
+    s_stored = qw.scales.float()
+    assert bool((s_stored >= exact).all())
+    below = torch.nextafter(s_stored.to(act), torch.tensor(0.0, dtype=act)).float()
+    assert bool(((below < exact) | (s_stored == 0)).all())
 
 
 @pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
@@ -324,9 +323,10 @@ def test_dequantize_exact_in_fp32_and_rounded_once(bits, symmetric, dtype):
 
 def test_quantize_dtype_override_and_fp32_default():
     w = _weight(8, 64, torch.float32, seed=3)
-    assert cute_gemm.quantize(w, group_size=32).dtype == torch.float16
-    qw = cute_gemm.quantize(w, group_size=32, dtype=torch.bfloat16)
-    assert qw.dtype == torch.bfloat16 and qw.dequantize().dtype == torch.bfloat16
+    # fp32 weights default to bf16 scales (DEFAULT_FP32_COMPUTE_DTYPE: fp32's range).
+    assert cute_gemm.quantize(w, group_size=32).dtype == torch.bfloat16
+    qw = cute_gemm.quantize(w, group_size=32, dtype=torch.float16)
+    assert qw.dtype == torch.float16 and qw.dequantize().dtype == torch.float16
     assert cute_gemm.quantize(w.half(), group_size=32).dtype == torch.float16
 
 
@@ -409,7 +409,6 @@ def test_quantized_weight_validation(case):
 
 QUANTIZE_BAD = {
     "bits_3": (lambda: (_weight(16, 128), dict(bits=3)), r"bits must be 4 or 8; got bits=3"),
-    "bits_true": (lambda: (_weight(16, 128), dict(bits=True)), r"bits must be 4 or 8"),
     "group_48": (lambda: (_weight(16, 192), dict(group_size=48)),
                  r"group_size must be one of 32, 64, 128 or -1 \(per-channel\); got "
                  r"group_size=48"),
@@ -436,8 +435,15 @@ QUANTIZE_BAD = {
               r"weight must be a 2-D tensor \[N, K\]; got shape \[128\]"),
     "scales_dtype": (lambda: (_weight(16, 128), dict(dtype=torch.float32)),
                      r"dtype must be torch\.float16 or torch\.bfloat16; got torch\.float32"),
-    "scale_overflow": (lambda: (torch.full((8, 128), 1e6), {}),
-                       r"the weight's range overflows the scales' dtype torch\.float16"),
+    "scale_overflow": (lambda: (torch.full((8, 128), 1e6), dict(dtype=torch.float16)),
+                       r"the weight's range overflows the scales' dtype torch\.float16 in row 0 "
+                       r"\(max \|w\| in that row = 1e\+06\); quantize with dtype=torch\.bfloat16"),
+    # bf16 scales overflow only where hi - lo overflows fp32 itself: the advice is not "bf16".
+    "scale_overflow_bf16": (
+        lambda: (torch.cat([torch.zeros(8, 128), torch.tensor([[3e38, -3e38] * 64] * 8)]),
+                 dict(dtype=torch.bfloat16, symmetric=False)),
+        r"the weight's range overflows the scales' dtype torch\.bfloat16 in row 8 "
+        r".*rescale the weight \(its range exceeds fp32's"),
 }
 
 
@@ -481,8 +487,12 @@ def test_pack_bad_pad_value():
     q = torch.zeros(8, 16, dtype=torch.int32)
     with pytest.raises(ValueError, match=r"pad_value must lie in \[0, 15\] for bits=4"):
         cute_gemm.pack_weight(q, 4, pad_value=16)
-    with pytest.raises(ValueError, match=r"pad_value must be an int or a \[N\] tensor"):
+    with pytest.raises(ValueError, match=r"pad_value must be an int or a \[N\] integer tensor"):
         cute_gemm.pack_weight(q, 4, pad_value=torch.zeros(4, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"pad_value must be an int or a \[N\] integer tensor"):
+        cute_gemm.pack_weight(q, 4, pad_value=torch.full((8,), 7.5))  # was truncated to 7
+    with pytest.raises(TypeError, match=r"pad_value must be None, an int or"):
+        cute_gemm.pack_weight(q, 4, pad_value=7.5)  # was truncated to 7
 
 
 def test_unpack_bad_args():
