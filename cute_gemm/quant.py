@@ -373,6 +373,12 @@ def _describe_tensor(value):
 class QuantizedWeight:
     """A quantized ``[N, K]`` weight in the mixed-input GEMM's format.
 
+    The constructor checks every tensor's dtype, shape and device against ``bits``,
+    ``group_size`` and ``shape``; ``packed``'s words themselves carry no format, so building one
+    from raw buffers asserts that they were packed for ``bits`` (for K <= 64 the INT4 and INT8
+    packed shapes coincide). ``quantize`` and the checkpoint importers build consistent ones;
+    ``QuantLinear`` stores the format as a tag beside the buffer and checks it on load.
+
     Attributes:
         packed: int32 ``[N/8, ceil(K/bk), 32, 4]`` (bk = 128 for INT4, 64 for INT8), the kernel's
             layout (see ``pack_weight``).
