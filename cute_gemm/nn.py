@@ -400,6 +400,13 @@ class QuantLinear(torch.nn.Module):
             self.input_perm = torch.empty((k,), dtype=torch.int64, device=self.qweight.device)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
+        if assign:
+            # assign=True keeps the state dict's tensors, which may be views into a file's
+            # memory map (safetensors aligns tensor data to 8 bytes only) or non-contiguous; the
+            # kernel reads 16-byte aligned contiguous buffers.
+            for name, t in list(self._buffers.items()):
+                if t is not None and t.device.type != "meta":
+                    self._buffers[name] = _kernel_ready(t)
         if tag is None and tag_key in missing_keys:
             # Saved before the tag existed; qweight's shape is unambiguous, so the layer's own
             # tag stands.

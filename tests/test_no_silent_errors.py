@@ -368,3 +368,25 @@ def test_fp32_transformers_model_on_gpu():
     assert rel < 2e-2, rel
     out = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert out.shape == (2, 14)
+
+
+def test_assign_load_gives_kernel_ready_buffers():
+    # load_state_dict(assign=True) keeps the given tensors: views at 8-byte offsets (as in a
+    # safetensors memory map) or non-contiguous ones must not reach the kernel as they are.
+    src = _layer(128, 16, symmetric=False, seed=21)
+    state = dict(src.state_dict())
+    for name in ("qweight", "scales", "zeros"):
+        # one element past a (16-byte aligned) fresh allocation: 4- or 2-byte aligned only
+        t = state[name]
+        state[name] = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape).copy_(t)
+    state["bias"] = torch.stack([state["bias"], state["bias"]], 1)[:, 0]  # non-contiguous
+    assert state["qweight"].data_ptr() % 16 != 0 and state["scales"].data_ptr() % 16 != 0
+    assert not state["bias"].is_contiguous()
+    dst = QuantLinear(128, 16, group_size=32, symmetric=False, device="meta")
+    dst.load_state_dict(state, assign=True)
+    for name in ("qweight", "scales", "zeros", "bias"):
+        t = getattr(dst, name)
+        assert t.is_contiguous() and t.data_ptr() % 16 == 0, name
+        assert torch.equal(t, src.state_dict()[name])
+    x = _randn(3, 128, dtype=torch.float16, seed=22)
+    assert torch.equal(dst(x), src(x))
