@@ -37,13 +37,13 @@ What the conversion does beyond repacking:
   becomes per-channel.
 """
 
-import json
 import operator
 import os
 from dataclasses import dataclass, field
 
 import torch
 
+from ._files import load_safetensors, read_json, read_safetensors_header
 from .quant import SUPPORTED_BITS, QuantizedWeight, _is_int, check_bits, pack_weight
 
 __all__ = [
@@ -194,9 +194,16 @@ def _to_quantized(q, zeros, scales, k_group, bits, dtype, where):
                          f"{int((~torch.isfinite(scales)).sum())} NaN/inf value(s)")
     # Fresh copies: tensors from a safetensors file alias its memory map, which is only 8-byte
     # aligned (the kernel reads scales and zero points from 16-byte aligned addresses).
+    source_scales = scales
     scales = scales.to(dtype, copy=True).contiguous()
+    advice = ("pass dtype=torch.bfloat16 (bf16 has fp32's range)" if dtype == torch.float16
+              else "the checkpoint's scales are out of range")
     if not bool(torch.isfinite(scales).all()):
-        raise ValueError(f"{where}: scales overflow dtype {dtype}; use dtype=torch.bfloat16")
+        raise ValueError(f"{where}: scales overflow dtype {dtype}; {advice}")
+    if bool(((scales == 0) & (source_scales != 0)).any()):
+        raise ValueError(f"{where}: scales underflow to 0 in dtype {dtype} (the checkpoint has "
+                         f"scales as small as {float(source_scales.abs().min()):.3g}), which "
+                         f"would zero their groups; {advice}")
     qmax = (1 << bits) - 1
     symmetric = bool((zeros == (1 << (bits - 1))).all())
     # The padding up to the packed block dequantizes to 0 with the last group's zero point (the
@@ -429,9 +436,9 @@ class CheckpointLoadReport:
 
 def load_state_dict_files(path):
     """The tensors of a ``.safetensors`` file, or of every ``*.safetensors`` file in a directory
-    (a sharded checkpoint), as one dict on the CPU."""
-    from safetensors.torch import load_file
-
+    (a sharded checkpoint), as one dict on the CPU. Every file's header is checked first (see
+    ``cute_gemm._files``): a missing, truncated or corrupted file raises a ``ValueError`` that
+    names it and says what is wrong, before any tensor is read."""
     path = os.fspath(path)
     if os.path.isdir(path):
         files = sorted(os.path.join(path, f) for f in os.listdir(path)
@@ -443,9 +450,11 @@ def load_state_dict_files(path):
     else:
         raise ValueError(f"load_state_dict_files: path must be a .safetensors file or a directory "
                          f"holding them; {path!r} does not exist")
+    where = "load_state_dict_files"
+    headers = [read_safetensors_header(f, where) for f in files]  # all checked before loading
     tensors = {}
-    for f in files:
-        shard = load_file(f, device="cpu")
+    for header in headers:
+        shard = load_safetensors(header.path, where, header=header)
         repeated = sorted(tensors.keys() & shard.keys())
         if repeated:
             raise ValueError(f"load_state_dict_files: key {repeated[0]!r} appears in more than one "
@@ -454,21 +463,26 @@ def load_state_dict_files(path):
     return tensors
 
 
-def _read_json(path):
-    with open(path) as f:
-        return json.load(f)
+def _read_json(path, where="load_checkpoint"):
+    """The JSON object in the config file ``path``; a missing file, invalid JSON or anything
+    but an object raises a ``ValueError`` naming the file."""
+    return read_json(path, where, "config file")
 
 
-def _config_from_dir(directory, names):
+def _config_from_dir(directory, names, where="load_checkpoint"):
     """The quantization config next to a checkpoint: the first of ``names`` that exists, else
     ``config.json``'s ``quantization_config`` (Hugging Face's place for it), else ``None``."""
     for name in names:
         p = os.path.join(directory, name)
         if os.path.isfile(p):
-            return _read_json(p)
+            return _read_json(p, where)
     p = os.path.join(directory, "config.json")
     if os.path.isfile(p):
-        return _read_json(p).get("quantization_config")
+        config = _read_json(p, where).get("quantization_config")
+        if config is not None and not isinstance(config, dict):
+            raise ValueError(f"{where}: config file {p!r}: quantization_config must be a JSON "
+                             f"object; got {type(config).__name__}")
+        return config
     return None
 
 
@@ -586,9 +600,9 @@ def load_gptq_model(model, state_dict, quantize_config=None, *, dtype=None, stri
     tensors, directory = _resolve_state_dict(state_dict, where)
     if quantize_config is None and directory is not None:
         quantize_config = _config_from_dir(directory, ("quantize_config.json",
-                                                       "quant_config.json"))
+                                                       "quant_config.json"), where)
     if isinstance(quantize_config, (str, os.PathLike)):
-        quantize_config = _read_json(quantize_config)
+        quantize_config = _read_json(quantize_config, where)
     if not isinstance(quantize_config, dict):
         raise ValueError(f"{where}: quantize_config must be a dict or a path to a JSON file "
                          f"(with bits and group_size); got {quantize_config!r}")
@@ -621,7 +635,8 @@ def load_awq_model(model, state_dict, group_size=None, bits=None, *, dtype=None,
     tensors, directory = _resolve_state_dict(state_dict, where)
     config = None
     if directory is not None:
-        config = _config_from_dir(directory, ("quant_config.json", "quantize_config.json"))
+        config = _config_from_dir(directory, ("quant_config.json", "quantize_config.json"),
+                                  where)
     config = config or {}
     version = str(config.get("version", "gemm")).lower()
     if version != "gemm":

@@ -297,8 +297,12 @@ def save_quantized(model, path, metadata=None):
 
     Tensors shared under several names (tied weights) are stored once; the other names are
     recorded as aliases and restored by ``load_quantized``. ``metadata`` adds string entries of
-    your own (keys starting with ``cute_gemm.`` are reserved).
+    your own (keys starting with ``cute_gemm.`` are reserved). The file is written under a
+    temporary name and renamed into place, so an interrupted save never leaves a truncated
+    ``path`` behind.
     """
+    import os
+
     from safetensors.torch import save_file
 
     where = "save_quantized"
@@ -329,30 +333,274 @@ def save_quantized(model, path, metadata=None):
         _LAYERS_KEY: json.dumps(layers),  # in module order
         _ALIASES_KEY: json.dumps(aliases),
     })
-    save_file(tensors, str(path), metadata=extra)
+    path = os.fspath(path)
+    partial = f"{path}.partial-{os.getpid()}"
+    try:
+        save_file(tensors, partial, metadata=extra)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
-def _read_metadata(path):
-    from safetensors import safe_open
+_CONFIG_TYPES = {"in_features": int, "out_features": int, "bias": bool, "bits": int,
+                 "group_size": int, "symmetric": bool, "dtype": str, "input_perm": bool}
+_FILE_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.int32: "I32"}
+_FILE_INT_DTYPES = ("I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
 
-    with safe_open(str(path), framework="pt") as f:
-        metadata = f.metadata() or {}
+
+def _check_layer_config(name, cfg):
+    """Why the file's settings ``cfg`` for layer ``name`` are unusable, or None."""
+    if not isinstance(cfg, dict):
+        return f"settings must be a JSON object; got {cfg!r}"
+    for key, kind in _CONFIG_TYPES.items():
+        value = cfg.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return f"settings need {key!r} as a {kind.__name__}; got {cfg!r}"
+    if cfg["dtype"] not in ("float16", "bfloat16"):
+        return f"dtype must be 'float16' or 'bfloat16'; got {cfg['dtype']!r}"
+    try:
+        QuantLinear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
+                    bits=cfg["bits"], group_size=cfg["group_size"], symmetric=cfg["symmetric"],
+                    dtype=getattr(torch, cfg["dtype"]), device="meta")
+    except (TypeError, ValueError) as e:
+        return f"settings {cfg!r} do not describe a valid layer: {e}"
+    return None
+
+
+def _read_metadata(path, where="load_quantized"):
+    """``(header, layers, aliases)`` of a ``save_quantized`` file, every part checked: the
+    safetensors framing (``cute_gemm._files``), the cute_gemm metadata and its format version,
+    each layer's settings, and that every alias names a tensor of the file. Reads no tensor
+    data."""
+    from ._files import read_safetensors_header
+
+    header = read_safetensors_header(path, where)
+    path, metadata = header.path, header.metadata
     if _LAYERS_KEY not in metadata:
-        raise ValueError(f"load_quantized: {str(path)!r} has no cute_gemm layer metadata (was "
-                         f"it written by cute_gemm.save_quantized?)")
-    return json.loads(metadata[_LAYERS_KEY]), json.loads(metadata.get(_ALIASES_KEY, "{}"))
+        raise ValueError(f"{where}: {path!r} is not a cute_gemm file: it has no cute_gemm layer "
+                         f"metadata ({_LAYERS_KEY!r}); was it written by "
+                         f"cute_gemm.save_quantized? (GPTQ and AWQ checkpoints load with "
+                         f"cute_gemm.load_gptq_model / load_awq_model)")
+    version = metadata.get(_FORMAT_KEY)
+    if version is None:
+        raise ValueError(f"{where}: {path!r} has cute_gemm layer metadata but no format version "
+                         f"({_FORMAT_KEY!r}), which save_quantized always writes: the file is "
+                         f"damaged or was not written by cute_gemm")
+    if version != _FORMAT_VERSION:
+        raise ValueError(f"{where}: {path!r} is a cute_gemm file of format version {version!r}, "
+                         f"which this version of cute_gemm cannot read (it reads version "
+                         f"{_FORMAT_VERSION!r}); load it with the cute_gemm that wrote it, or "
+                         f"upgrade")
+    parsed = {}
+    for key, default in ((_LAYERS_KEY, None), (_ALIASES_KEY, "{}")):
+        try:
+            value = json.loads(metadata.get(key, default))
+        except ValueError as e:
+            raise ValueError(f"{where}: {path!r} has corrupted cute_gemm metadata: {key!r} is not "
+                             f"valid JSON: {e}") from e
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: {path!r} has corrupted cute_gemm metadata: {key!r} must "
+                             f"be a JSON object; got {type(value).__name__}")
+        parsed[key] = value
+    layers, aliases = parsed[_LAYERS_KEY], parsed[_ALIASES_KEY]
+    for name, cfg in layers.items():
+        why = _check_layer_config(name, cfg)
+        if why is not None:
+            raise ValueError(f"{where}: {path!r} has corrupted cute_gemm metadata for layer "
+                             f"{name!r}: {why}")
+    for alias, source in aliases.items():
+        if not isinstance(source, str) or source not in header.tensors or \
+                alias in header.tensors:
+            raise ValueError(f"{where}: {path!r} has corrupted cute_gemm metadata: alias "
+                             f"{alias!r} -> {source!r} must name a tensor of the file (and not "
+                             f"be one itself)")
+    return header, layers, aliases
 
 
-def _resolve(model, name):
+def _resolve(model, name, path="the file", where="load_quantized"):
     parent_name, _, attr = name.rpartition(".")
     try:
         parent = model.get_submodule(parent_name) if parent_name else model
     except AttributeError:
         parent = None
     if parent is None or attr not in parent._modules:
-        raise ValueError(f"load_quantized: the file has a quantized layer {name!r} that the "
-                         f"model does not have (is it the same architecture?)")
+        raise ValueError(f"{where}: {path!r} has a quantized layer {name!r} that the model does "
+                         f"not have (is the file for another model?)")
     return parent, attr, parent._modules[attr]
+
+
+def _module_sites(model):
+    """``{id(module): [(parent, attribute, full name), ...]}``: every name of every submodule
+    (shared modules have several)."""
+    sites, by_name = {}, {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        by_name[name] = module
+        if name:
+            parent_name, _, attr = name.rpartition(".")
+            sites.setdefault(id(module), []).append((by_name[parent_name], attr, name))
+    return sites
+
+
+def _plan_layers(model, layers, path, where):
+    """``[(name, cfg, old module, new QuantLinear or None when the old one is reused)]``; builds
+    the new layers (detached: nothing in the model changes)."""
+    plan = []
+    for name, cfg in layers.items():
+        parent, attr, module = _resolve(model, name, path, where)
+        if isinstance(module, QuantLinear):
+            if _layer_config(module) == cfg:
+                plan.append((name, cfg, module, None))
+                continue
+            old_device = module.qweight.device
+        elif isinstance(module, torch.nn.Linear):
+            old_device = module.weight.device
+        else:
+            raise TypeError(f"{where}: {name!r} is quantized in {path!r} but is a "
+                            f"{type(module).__name__} in the model (expected nn.Linear; is the "
+                            f"file for another model?)")
+        if (module.in_features, module.out_features) != (cfg["in_features"],
+                                                         cfg["out_features"]):
+            raise ValueError(f"{where}: layer {name!r} is [out={module.out_features}, in="
+                             f"{module.in_features}] in the model but [out={cfg['out_features']}"
+                             f", in={cfg['in_features']}] in the file {path!r} (is the file for "
+                             f"another model?)")
+        layer = QuantLinear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
+                            bits=cfg["bits"], group_size=cfg["group_size"],
+                            symmetric=cfg["symmetric"], dtype=getattr(torch, cfg["dtype"]),
+                            device=old_device)
+        layer.train(module.training)
+        plan.append((name, cfg, module, layer))
+    return plan
+
+
+def _expected_state(model, plan, sites):
+    """``({key: (shape, file dtypes allowed or None)}, optional keys, quantized layers' sites)``:
+    the state dict the model will have once ``plan`` is applied, read from the model's and the
+    new layers' tensors' shapes (no data)."""
+    from torch.nn.parameter import is_lazy
+
+    replaced = {}
+    for _, _, module, layer in plan:
+        for _, _, site in sites.get(id(module), []):
+            replaced[site] = layer or module
+    prefixes = tuple(site + "." for site, _ in replaced.items())
+    expected = {key: (None if is_lazy(t) else tuple(t.shape), None)
+                for key, t in model.state_dict(keep_vars=True).items()
+                if not key.startswith(prefixes)}
+    optional = set()
+    for site, layer in replaced.items():
+        for suffix, t in layer.state_dict(keep_vars=True).items():
+            if suffix == "qformat":
+                allowed = _FILE_INT_DTYPES
+            elif suffix == "input_perm":
+                continue  # below
+            else:
+                allowed = (_FILE_DTYPES[t.dtype],)
+            expected[f"{site}.{suffix}"] = (tuple(t.shape), allowed)
+        # An act-order layer's permutation: created by the load when the file has one.
+        expected[f"{site}.input_perm"] = ((layer.in_features,), _FILE_INT_DTYPES)
+        if layer.input_perm is None:
+            optional.add(f"{site}.input_perm")
+        optional.add(f"{site}.qformat")  # files written before the tag: added from metadata
+    return expected, optional, replaced
+
+
+def _key_list(keys, limit=20):
+    keys = sorted(keys)
+    text = ", ".join(repr(k) for k in keys[:limit])
+    return "[" + text + (f", ... ({len(keys)} in all)" if len(keys) > limit else "") + "]"
+
+
+def _required_suffixes(cfg):
+    """The tensors a layer built from ``cfg`` cannot do without (zero-filled otherwise)."""
+    required = ["qweight", "scales"]
+    if not cfg["symmetric"]:
+        required.append("zeros")
+    if cfg["bias"]:
+        required.append("bias")
+    if cfg["input_perm"]:
+        required.append("input_perm")
+    return required
+
+
+def _check_against_file(model, header, aliases, plan, sites, strict, where):
+    """Raises, before anything changes, when the file cannot fill the planned model: a layer
+    that load_quantized creates (empty) whose packed weight, scales, zero points, bias or input
+    permutation the file lacks (whatever ``strict`` is); a tensor whose shape differs from the
+    model's; a quantized layer's tensor of the wrong dtype; with ``strict``, missing or
+    unexpected keys. Reads only the header. Returns the quantized layers' sites
+    ``{name: layer}``."""
+    path = header.path
+    expected, optional, replaced = _expected_state(model, plan, sites)
+    in_file = {key: (header.dtype(key), header.shape(key)) for key in header.tensors}
+    for alias, source in aliases.items():
+        in_file[alias] = in_file[source]
+    for name, cfg, module, layer in plan:
+        if layer is None:
+            continue  # an existing layer: with strict=False, what the file lacks stays as it is
+        names = [site for _, _, site in sites.get(id(module), [(None, None, name)])]
+        lacking = [f"{name}.{suffix}" for suffix in _required_suffixes(cfg)
+                   if not any(f"{site}.{suffix}" in in_file for site in names)]
+        if lacking:
+            raise ValueError(
+                f"{where}: {path!r} quantizes layer {name!r} but lacks {_key_list(lacking)}; "
+                f"the layer load_quantized builds for it would stay zero-filled (computing only "
+                f"its bias), so the file is refused, strict or not (it is incomplete or damaged); "
+                f"nothing was changed")
+    mismatched = []
+    for key, (file_dtype, file_shape) in in_file.items():
+        if key not in expected:
+            continue
+        shape, allowed = expected[key]
+        owner, _, suffix = key.rpartition(".")
+        if shape is not None and file_shape != shape:
+            mismatched.append(f"layer {owner!r}: {suffix!r} is {list(shape)} in the model but "
+                              f"{list(file_shape)} in the file")
+        elif allowed is not None and file_dtype not in allowed:
+            mismatched.append(f"layer {owner!r}: {suffix!r} is {file_dtype} in the file but the "
+                              f"quantized layer needs {' or '.join(allowed)}")
+    if mismatched:
+        raise ValueError(f"{where}: {path!r} does not fit the model (is it for another model?); "
+                         f"nothing was changed:\n  " + "\n  ".join(mismatched))
+    provided = set(in_file) | {f"{site}.qformat" for site in replaced}
+    missing = set(expected) - provided - optional
+    unexpected = provided - set(expected)
+    if strict and (missing or unexpected):
+        raise ValueError(f"{where}: {path!r} does not match the model (nothing was changed; "
+                         f"pass strict=False to load what matches): missing keys "
+                         f"{_key_list(missing)}, unexpected keys {_key_list(unexpected)}")
+    return replaced
+
+
+def _dry_run(site, cfg, state, path, where):
+    """Runs QuantLinear's own load checks (format tag, value ranges, permutation, finite scales)
+    for layer ``site`` on a data-less twin, so that a bad value is refused before the model is
+    touched."""
+    twin = QuantLinear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
+                       bits=cfg["bits"], group_size=cfg["group_size"], symmetric=cfg["symmetric"],
+                       dtype=getattr(torch, cfg["dtype"]), device="meta")
+    missing, unexpected, errors = [], [], []
+    twin._load_from_state_dict(state, site + ".", {"assign_to_params_buffers": True}, True,
+                               missing, unexpected, errors)
+    if errors:
+        raise ValueError(f"{where}: {path!r} cannot be loaded into layer {site!r}; nothing was "
+                         f"changed: " + "; ".join(errors))
+
+
+def _align_quant_buffers(model):
+    """Every QuantLinear buffer contiguous and 16-byte aligned (the kernel's loads): tensors
+    assigned from a memory-mapped file are only as aligned as their offset in it."""
+    from .nn import _kernel_ready
+
+    ready = {}
+    for module in model.modules():
+        if isinstance(module, QuantLinear):
+            for name, t in module._buffers.items():
+                if t is not None:
+                    if id(t) not in ready:
+                        ready[id(t)] = (t, _kernel_ready(t))  # t kept alive: ids stay unique
+                    module._buffers[name] = ready[id(t)][1]
 
 
 def load_quantized(model, path, strict=True, device=None):
@@ -362,54 +610,80 @@ def load_quantized(model, path, strict=True, device=None):
     ``QuantLinear`` layers with the settings stored in the file) or an already converted one.
     Models on the meta device are supported: their tensors are replaced by the file's
     (``load_state_dict(assign=True)``), loaded to ``device`` (default "cpu"); otherwise the
-    values are copied into the model's tensors, wherever they are.
+    values are copied into the model's tensors, wherever they are. Every ``QuantLinear``'s
+    buffers end up contiguous and 16-byte aligned, as the kernel needs.
+
+    The load is all-or-nothing: the file's header (framing, cute_gemm metadata and format
+    version, keys, shapes, dtypes) and the quantized layers' values are checked before the model
+    is changed, and a failure leaves the model's modules as they were. A missing, truncated,
+    corrupted or foreign file, or one made for another model, raises a ``ValueError`` that names
+    the file and says what is wrong.
+
+    ``strict`` is ``load_state_dict``'s: with ``strict=True`` missing or unexpected keys raise a
+    ``ValueError``; with ``strict=False`` they are named in one ``UserWarning``. Either way a
+    layer that this function creates must get its packed weight, scales (and zero points, bias,
+    input permutation where its settings have them) from the file, else the file is refused.
 
     Returns ``model``.
     """
-    from safetensors.torch import load_file
+    from ._files import load_safetensors
+    from .quant import format_tag
 
     where = "load_quantized"
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"{where}: model must be a torch.nn.Module; got {type(model).__name__}")
-    layers, aliases = _read_metadata(path)
-    for name, cfg in layers.items():
-        parent, attr, module = _resolve(model, name)
-        dtype = getattr(torch, cfg["dtype"])
-        if isinstance(module, QuantLinear):
-            if _layer_config(module) == cfg:
-                continue
-            old_device = module.qweight.device
-        elif isinstance(module, torch.nn.Linear):
-            old_device = module.weight.device
-        else:
-            raise TypeError(f"{where}: {name!r} is quantized in the file but is a "
-                            f"{type(module).__name__} in the model (expected nn.Linear)")
-        if (module.in_features, module.out_features) != (cfg["in_features"],
-                                                         cfg["out_features"]):
-            raise ValueError(f"{where}: layer {name!r} is [out={module.out_features}, in="
-                             f"{module.in_features}] in the model but [out={cfg['out_features']}"
-                             f", in={cfg['in_features']}] in the file")
-        layer = QuantLinear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
-                            bits=cfg["bits"], group_size=cfg["group_size"],
-                            symmetric=cfg["symmetric"], dtype=dtype, device=old_device)
-        layer.train(module.training)
-        setattr(parent, attr, layer)
-        # Shared layers: every other name under which the same module was registered.
-        for _, other in model.named_modules(remove_duplicate=False):
-            for child_attr, child in list(other._modules.items()):
-                if child is module:
-                    setattr(other, child_attr, layer)
+    header, layers, aliases = _read_metadata(path, where)
+    path = header.path
+    # 1. Plan and check against the header: nothing in the model changes.
+    plan = _plan_layers(model, layers, path, where)
+    sites = _module_sites(model)
+    replaced = _check_against_file(model, header, aliases, plan, sites, strict, where)
     on_meta = any(t.device.type == "meta"
                   for t in list(model.parameters()) + list(model.buffers()))
-    state = load_file(str(path), device=str(device or "cpu"))
+    # 2. The tensors, with the format tags of files written before the tag existed, and the
+    #    quantized layers' own checks on the values.
+    target = torch.device(str(device or "cpu"))
+    state = load_safetensors(path, where, device=target, header=header)
     for alias, source in aliases.items():
         state[alias] = state[source]
-    model.load_state_dict(state, strict=strict, assign=on_meta)
+    config = {}
+    for name, cfg, module, _ in plan:
+        for _, _, site in sites.get(id(module), []):
+            config[site] = cfg
+    for site in replaced:
+        cfg = config[site]
+        state.setdefault(f"{site}.qformat", format_tag(cfg["bits"], cfg["group_size"],
+                                                       cfg["symmetric"], device=target))
+        _dry_run(site, cfg, state, path, where)
+    # 3. Swap and load; on failure put the original modules and tensors back.
+    swaps = [(parent, attr, module, layer) for _, _, module, layer in plan if layer is not None
+             for parent, attr, _ in sites.get(id(module), [])]
+    saved = [(m, dict(m._parameters), dict(m._buffers)) for m in model.modules()]
+    for parent, attr, _, layer in swaps:
+        setattr(parent, attr, layer)
+    try:
+        result = model.load_state_dict(state, strict=strict, assign=on_meta)
+    except Exception as e:
+        for parent, attr, module, _ in swaps:
+            setattr(parent, attr, module)
+        for m, params, buffers in saved:
+            m._parameters.clear()
+            m._parameters.update(params)
+            m._buffers.clear()
+            m._buffers.update(buffers)
+        raise ValueError(f"{where}: loading {path!r} failed; the model's original modules were "
+                         f"put back: {e}") from e
     if on_meta:
         # assign=True gives every name its own Parameter object (sharing the storage); tie them
         # again, as they were when saved.
         for alias, source in aliases.items():
             _retie(model, alias, source)
+    _align_quant_buffers(model)
+    if result.missing_keys or result.unexpected_keys:
+        warnings.warn(f"{where}: {path!r} does not match the model (loaded with strict=False): "
+                      f"missing keys (left as they were) {_key_list(result.missing_keys)}, "
+                      f"unexpected keys (ignored) {_key_list(result.unexpected_keys)}",
+                      UserWarning, stacklevel=2)
     return model
 
 

@@ -549,7 +549,11 @@ GPTQ_ERRORS = [
     ("scales_nan", {"scales": torch.full((2, 16), float("nan"), dtype=torch.float16)}, {},
      ValueError, r"scales must be finite; got 32 NaN/inf value\(s\)"),
     ("scales_overflow", {"scales": torch.full((2, 16), 1e6)}, {"dtype": torch.float16},
-     ValueError, r"scales overflow dtype torch.float16"),
+     ValueError, r"scales overflow dtype torch.float16; pass dtype=torch.bfloat16"),
+    # fp32 scales too small for fp16 would have zeroed their groups without a word.
+    ("scales_underflow", {"scales": torch.full((2, 16), 1e-9)}, {"dtype": torch.float16},
+     ValueError, r"scales underflow to 0 in dtype torch.float16 \(the checkpoint has scales as "
+     r"small as 1e-09\), which would zero their groups; pass dtype=torch.bfloat16"),
     ("device", {"g_idx": torch.zeros(128, dtype=torch.int32, device="meta")}, {}, ValueError,
      r"all tensors must be on one device; got qweight on cpu, .* g_idx on meta"),
 ]
