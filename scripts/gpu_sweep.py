@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""Bounded-time, seeded random sweep of cute_gemm.mixed_gemm against an fp64 reference on the GPU.
+
+    python3 scripts/gpu_sweep.py [--seconds 60] [--seed S] [--max-cases N] [-v]
+    python3 scripts/gpu_sweep.py --case '{"m": 33, "n": 136, ...}'   # rerun one case
+    python3 scripts/gpu_sweep.py --list 20 --seed S                   # print cases, no GPU
+
+Each case draws M (1..~1100, biased towards the kernels' boundaries: the decode kernel up to 8
+rows, mma.sync 9-16, the wgmma token tiles 32/64/128/256, the dense-path threshold 192 of
+non-Hopper builds, several tiles at 512), N (multiples of 8, awkward ones like 8, 24, 136, 1032,
+up to 4104), K (a multiple of the group size, of 32 per-channel; awkward ones like 32, 96, 160,
+1408, up to 8192), bits, group size, symmetry, dtype and bias. The (bits, group, symmetric,
+dtype) combinations and the M regions are drawn in shuffled rounds, so every combination appears
+in every 32 cases and every M region in every len(M_REGIONS) cases. About a third of the cases
+force a kernel, token tile, split-K plan or the dense path through cute_gemm.ops' override
+context managers (the rest take the default dispatch), and about a fifth go through
+cute_gemm.QuantLinear with a 3-D input.
+
+Every output is checked against ``a @ W^T (+ bias)`` in fp64 with the criterion of
+tests/helpers.py::assert_accurate (copied below). W is the weight the path computes with, chosen
+as tests/test_mixed_gemm_gpu.py::_reference does: the exact ``dequantize(qw, torch.float32)``
+where the fused kernel applies the scales in fp32 after exact integer products (the plan's
+``exact_scales``: decode, mma.sync, wgmma 32-row tiles), else the weight rounded to the
+activation dtype (``dequantize(qw)``: the larger wgmma tiles and the dense path). The output
+block is poisoned with NaN beforehand (tests/helpers.py::poison_allocator), so an element the
+kernel never writes fails the check.
+
+Prints the seed first; exits 1 at the first failure, printing the case as JSON with the command
+line that reruns it alone (--case), 0 when the time is up with no failure, 2 without a GPU.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+import traceback
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import torch  # noqa: E402
+
+import cute_gemm  # noqa: E402
+import cute_gemm.ops  # noqa: E402
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+BITS = [4, 8]
+GROUPS = [32, 64, 128, -1]
+# Every (bits, group_size, symmetric, dtype) configuration of mixed_gemm.
+COMBOS = [(b, g, s, d) for b in BITS for g in GROUPS for s in (True, False) for d in DTYPES]
+
+M_MAX = 1100
+# Regions of M around the kernel boundaries (inclusive), plus "boundary" (exactly one of
+# BOUNDARY_MS, in a shuffled cycle) and "any" (1..M_MAX, half uniform, half log-uniform).
+M_REGIONS = {
+    "decode": (1, 8),        # the decode kernel
+    "mma": (9, 16),          # mma.sync
+    "wgmma32": (17, 33),     # wgmma 32-row tiles (exact scales), 33 takes 64 rows
+    "m64": (60, 68),         # 64-row tiles (INT8: the TMA kernel) / 128-row tiles from 65
+    "m128": (124, 132),      # 128-row tiles / 256-row tiles from 129
+    "m192": (188, 196),      # the dense path from 192 where there is no wgmma kernel
+    "m256": (252, 260),      # one / two 256-row tiles
+    "m512": (508, 516),      # several 256-row tiles
+    "boundary": None,
+    "any": (1, M_MAX),
+}
+BOUNDARY_MS = [1, 2, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 191, 192, 193, 256, 257, 512, 513,
+               1024]
+AWKWARD_NS = [8, 16, 24, 40, 56, 120, 136, 248, 264, 392, 520, 1032, 2056, 4104]
+N_MAX = 4096
+AWKWARD_KS = [32, 64, 96, 128, 160, 192, 640, 1408, 2080, 4224, 8192]
+K_MAX = 8192
+# Forced paths (cute_gemm.ops' override context managers), drawn in a shuffled cycle for about a
+# third of the cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token
+# tiles; Hopper sm_90a builds, mma.sync elsewhere), "dense" (dequantize + dense GEMM),
+# "splits:S" (S k splits, the workspace reduction, whichever kernel), "mma-cluster:S" (mma.sync
+# with S splits added in a thread block cluster on sm_90), "decode:W:C" (the decode kernel with
+# W warps per CTA in k groups of C; only for M <= 8).
+FORCE_KINDS = ["mma", "wgmma:32", "wgmma:64", "wgmma:128", "wgmma:256", "dense", "splits",
+               "mma-cluster", "decode"]
+FORCED_FRACTION = 0.35
+LAYER_FRACTION = 0.2
+# Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).
+MAX_MNK = 1 << 34
+
+
+@dataclasses.dataclass
+class Case:
+    m: int
+    n: int
+    k: int
+    bits: int
+    group: int
+    symmetric: bool
+    dtype: str             # "fp16" or "bf16"
+    bias: bool
+    seed: int              # the tensors' generator seed
+    force: str | None = None
+    region: str = "case"   # where M was drawn from (for the coverage report)
+    layer_lead: list | None = None  # run through QuantLinear with input [*layer_lead, K]
+
+    def to_json(self):
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text):
+        return cls(**json.loads(text))
+
+    def describe(self):
+        g = "pc" if self.group == -1 else f"g{self.group}"
+        text = (f"M={self.m} N={self.n} K={self.k} int{self.bits} {g} "
+                f"{'sym' if self.symmetric else 'asym'} {self.dtype}"
+                f"{' bias' if self.bias else ''}")
+        if self.force:
+            text += f" force={self.force}"
+        if self.layer_lead:
+            text += f" QuantLinear{tuple(self.layer_lead) + (self.k,)}"
+        return text
+
+
+# --------------------------------------------------------------------------- case generation
+
+
+class _Cycle:
+    """Draws from `items` in shuffled rounds: every item once per len(items) draws."""
+
+    def __init__(self, rng, items):
+        self.rng, self.items, self.pending = rng, list(items), []
+
+    def next(self):
+        if not self.pending:
+            self.pending = list(self.items)
+            self.rng.shuffle(self.pending)
+        return self.pending.pop()
+
+
+def _log_uniform(rng, lo, hi):
+    return min(hi, max(lo, int(math.exp(rng.uniform(math.log(lo), math.log(hi + 1))))))
+
+
+def _draw_m(rng, region, boundary):
+    if region == "boundary":
+        return boundary.next()
+    lo, hi = M_REGIONS[region]
+    if region == "any" and rng.random() < 0.5:
+        return _log_uniform(rng, lo, hi)
+    return rng.randint(lo, hi)
+
+
+def _draw_n(rng):
+    if rng.random() < 0.4:
+        return rng.choice(AWKWARD_NS)
+    if rng.random() < 0.5:
+        return 8 * _log_uniform(rng, 1, N_MAX // 8)
+    return 8 * rng.randint(1, N_MAX // 8)
+
+
+def _draw_k(rng, group):
+    unit = 32 if group == -1 else group  # the op needs K % G == 0 and K % 32 == 0
+    awkward = [k for k in AWKWARD_KS if k % unit == 0]
+    if rng.random() < 0.4:
+        return rng.choice(awkward)
+    if rng.random() < 0.5:
+        return unit * _log_uniform(rng, 1, K_MAX // unit)
+    return unit * rng.randint(1, K_MAX // unit)
+
+
+def _draw_force(rng, m, kinds):
+    kind = kinds.next()
+    if kind == "splits":
+        return f"splits:{rng.choice([2, 3, 5, 8, 64])}"
+    if kind == "mma-cluster":
+        return f"mma-cluster:{rng.randint(2, 8)}"
+    if kind == "decode":
+        if m > 8:
+            return "mma"
+        col_warps = rng.choice([1, 2, 4])
+        return f"decode:{col_warps * rng.randint(1, 16 // col_warps)}:{col_warps}"
+    return kind
+
+
+def generate_cases(seed):
+    """An endless generator of Cases, determined by `seed`."""
+    rng = random.Random(seed)
+    combos = _Cycle(rng, COMBOS)
+    regions = _Cycle(rng, list(M_REGIONS))
+    boundary = _Cycle(rng, BOUNDARY_MS)
+    forces = _Cycle(rng, FORCE_KINDS)
+    while True:
+        bits, group, symmetric, dtype = combos.next()
+        region = regions.next()
+        m = _draw_m(rng, region, boundary)
+        n = _draw_n(rng)
+        k = _draw_k(rng, group)
+        while m * n * k > MAX_MNK and n > 8:
+            n = max(8, (n // 2) // 8 * 8)
+        force = _draw_force(rng, m, forces) if rng.random() < FORCED_FRACTION else None
+        lead = None
+        if rng.random() < LAYER_FRACTION:
+            b = rng.choice([d for d in range(1, min(m, 16) + 1) if m % d == 0])
+            lead = [b, m // b]
+        yield Case(m=m, n=n, k=k, bits=bits, group=group, symmetric=symmetric, dtype=dtype,
+                   bias=rng.random() < 0.5, seed=rng.randrange(1 << 31), force=force,
+                   region=region, layer_lead=lead)
+
+
+# ------------------------------------------------------------------- accuracy (tests/helpers.py)
+
+# Norm-wise relative error bound against an fp64 reference of the (exact) half inputs: fp32
+# accumulation leaves essentially only the final rounding (unit roundoff 2^-11 for fp16, 2^-8 for
+# bf16), so these have a few x of headroom. (tests/helpers.py: REL_ERR, assert_accurate.)
+REL_ERR = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def check_accurate(out, ref, dtype, k):
+    """tests/helpers.py::assert_accurate as a function: returns (failure message or None,
+    max |out - ref|, norm-wise relative error). Norm-wise relative error below REL_ERR, and
+    elementwise |out - ref| <= eps * sqrt(K) + eps * |ref| (one ulp of rtol; an atol of one eps
+    times sqrt(K), the typical magnitude of a sum of K unit-variance products, so entries near
+    zero get the same absolute slack as typical ones)."""
+    if out.dtype != dtype or tuple(out.shape) != tuple(ref.shape):
+        return (f"output dtype/shape {out.dtype} {list(out.shape)}, want {dtype} "
+                f"{list(ref.shape)}"), math.inf, math.inf
+    nan = int(out.isnan().sum())
+    if nan:
+        return f"{nan} NaN element(s) in the output (never written, or computed NaN)", \
+            math.inf, math.inf
+    diff = out.double() - ref
+    max_err = diff.abs().max().item() if diff.numel() else 0.0
+    rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
+    if not rel < REL_ERR[dtype]:
+        return f"relative error {rel:.3e} >= {REL_ERR[dtype]:.0e}", max_err, rel
+    eps = torch.finfo(dtype).eps
+    atol = eps * math.sqrt(max(k, 1))
+    bad = diff.abs() > atol + eps * ref.abs()
+    if bad.any():
+        i, j = (int(x) for x in bad.nonzero()[0])
+        return (f"{int(bad.sum())} elements out of tolerance, e.g. [{i}, {j}]: got "
+                f"{out[i, j].item()}, want {ref[i, j].item()} (atol {atol:.2e}, rtol "
+                f"{eps:.2e})"), max_err, rel
+    return None, max_err, rel
+
+
+def reference(a2d, qw, bias, exact):
+    """fp64 ``a @ W^T (+ bias)``: W exact (``dequantize(qw, torch.float32)``) or rounded to the
+    activation dtype (``dequantize(qw)``)."""
+    w = cute_gemm.dequantize(qw, torch.float32 if exact else None)
+    out = a2d.double() @ w.double().t()
+    if bias is not None:
+        out += bias.double()
+    return out
+
+
+def plan_of(m, qw):
+    """What a mixed_gemm launch of M rows with this weight runs now (the overrides in effect):
+    _C._mixed_plan's dict plus "dense" (whether the op takes the dequantize + dense GEMM path)."""
+    n, k = qw.shape
+    plan = dict(cute_gemm._C._mixed_plan(m, n, k, qw.bits, qw.group_size,
+                                         qw.dtype == torch.bfloat16))
+    plan["dense"] = m >= cute_gemm._C._mixed_dense_from_m()
+    return plan
+
+
+def exact_weight(plan):
+    """Whether the path computes with the exact dequantized weight (see the module docstring)."""
+    return not plan["dense"] and bool(plan["exact_scales"])
+
+
+def plan_label(plan):
+    if plan["dense"]:
+        return "dense"
+    label = f"{plan['kernel']}/t{plan['tile_m']}"
+    if plan["kernel"] == "decode":
+        label += f"/w{plan['warps']}x{plan['col_warps']}"
+    if plan["splits"] > 1:
+        label += f"/s{plan['splits']}{'c' if plan['reduce'] == 2 else 'w'}"
+    return label
+
+
+@contextlib.contextmanager
+def forced(force):
+    """The override context managers for a Case.force string (see FORCE_KINDS)."""
+    ops = cute_gemm.ops
+    with contextlib.ExitStack() as stack:
+        if force:
+            kind, *args = force.split(":")
+            if kind == "mma":
+                stack.enter_context(ops._forced_mixed_kernel("mma"))
+            elif kind == "wgmma":
+                stack.enter_context(ops._forced_mixed_kernel("wgmma"))
+                if cute_gemm._C._mixed_wgmma_usable():
+                    stack.enter_context(ops._forced_wgmma_tile(int(args[0])))
+            elif kind == "dense":
+                stack.enter_context(ops._forced_mixed_dense_from_m(1))
+            elif kind == "splits":
+                stack.enter_context(ops._forced_mixed_split(int(args[0]), "workspace"))
+            elif kind == "mma-cluster":
+                stack.enter_context(ops._forced_mixed_kernel("mma"))
+                stack.enter_context(ops._forced_mixed_split(int(args[0]), "cluster"))
+            elif kind == "decode":
+                stack.enter_context(ops._forced_mixed_kernel("decode"))
+                stack.enter_context(ops._forced_decode_shape(int(args[0]), int(args[1])))
+            else:
+                raise ValueError(f"unknown force {force!r}")
+        yield
+
+
+# ---------------------------------------------------------------------------------- running
+
+
+def _randn(*shape, dtype, seed, device):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(*shape, generator=g, device=device).to(dtype)
+
+
+def poison_allocator(*numels, dtype):
+    """tests/helpers.py::poison_allocator: leave NaN-filled blocks of these sizes in torch's
+    caching allocator, which hands them back for the next allocations of the same size on the
+    stream, so the op's output starts as NaN wherever the kernel fails to write. Returns their
+    pointers."""
+    blocks = [torch.full((n,), float("nan"), dtype=dtype, device="cuda") for n in numels]
+    ptrs = [t.data_ptr() for t in blocks]
+    del blocks
+    return ptrs
+
+
+def run_case(case, device="cuda"):
+    """Runs one case. Returns (failure message or None, plan label, max error, whether the
+    output landed in a poisoned block). device="cpu" runs the ops' CPU reference implementations
+    (which compute with the weight rounded to the activation dtype): a self-test of this script
+    without a GPU, not a test of the kernels."""
+    dtype = DTYPES[case.dtype]
+    m, n, k = case.m, case.n, case.k
+    cuda = torch.device(device).type == "cuda"
+    # Unit-variance weights and activations, as the tolerances assume.
+    w = _randn(n, k, dtype=dtype, seed=case.seed, device=device)
+    qw = cute_gemm.quantize(w, case.bits, case.group, case.symmetric)
+    a = _randn(m, k, dtype=dtype, seed=case.seed + 1, device=device)
+    bias = _randn(n, dtype=dtype, seed=case.seed + 2, device=device) if case.bias else None
+    with forced(case.force if cuda else None):
+        if cuda:
+            plan = plan_of(m, qw)
+            label = plan_label(plan)
+            if not plan["dense"] and plan["tile_m"] == 0:
+                return "the plan found no kernel instance (tile_m 0)", label, math.inf, False
+        else:
+            plan, label = {"dense": True}, "cpu"
+        ref = reference(a, qw, bias, exact_weight(plan))
+        ptrs = []
+        if cuda:
+            torch.cuda.synchronize()
+            # The dense path first allocates the dequantized [N, K] weight, then the output;
+            # poison both (the output size twice: a split-K workspace may take one block of the
+            # same size).
+            sizes = ([n * k] if plan["dense"] else []) + [m * n, m * n]
+            ptrs = poison_allocator(*sizes, dtype=dtype)
+        if case.layer_lead:
+            layer = cute_gemm.QuantLinear.from_quantized(qw, bias=bias)
+            with torch.inference_mode():
+                out3 = layer(a.reshape(*case.layer_lead, k))
+            if list(out3.shape) != list(case.layer_lead) + [n]:
+                return f"QuantLinear output shape {list(out3.shape)}", label, math.inf, False
+            out = out3.reshape(m, n)
+        else:
+            out = cute_gemm.mixed_gemm(a, qw, bias)
+        poisoned = out.data_ptr() in ptrs
+        if cuda:
+            torch.cuda.synchronize()
+    msg, max_err, _ = check_accurate(out, ref, dtype, k)
+    if msg is None and not bool(torch.isfinite(out).all()):
+        msg = "non-finite output"
+    return msg, label, max_err, poisoned
+
+
+def _report_failure(index, case, msg, seed, device):
+    print(f"[sweep] FAIL case {index} (seed {seed}): {case.describe()}", flush=True)
+    print(f"[sweep]   {msg}", flush=True)
+    print(f"[sweep]   case: {case.to_json()}", flush=True)
+    extra = "" if device == "cuda" else f" --device {device}"
+    print(f"[sweep]   rerun: python3 scripts/gpu_sweep.py{extra} --case '{case.to_json()}'",
+          flush=True)
+
+
+def _run_guarded(case, device):
+    try:
+        return run_case(case, device)
+    except Exception:  # noqa: BLE001 -- an op error or a CUDA fault is a failure of this case
+        return "exception:\n" + traceback.format_exc(), "?", math.inf, False
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=60.0,
+                   help="stop starting new cases after this many seconds (default 60)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the case generator's seed (default: random, printed)")
+    p.add_argument("--max-cases", type=int, default=None, help="stop after this many cases")
+    p.add_argument("--case", default=None, help="run one case given as the JSON a failure prints")
+    p.add_argument("--list", type=int, default=None, metavar="N",
+                   help="print the first N cases of --seed as JSON and exit (no GPU needed)")
+    p.add_argument("--device", default="cuda",
+                   help="cuda (default); cpu runs the ops' CPU reference implementations, a "
+                        "self-test of this script without a GPU")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    if args.list is not None:
+        gen = generate_cases(seed)
+        for _ in range(args.list):
+            print(next(gen).to_json())
+        return 0
+    cuda = torch.device(args.device).type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print("[sweep] no CUDA device: nothing to sweep", flush=True)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if args.case is not None:
+        case = Case.from_json(args.case)
+        msg, label, max_err, poisoned = _run_guarded(case, args.device)
+        if msg:
+            _report_failure(0, case, msg, None, args.device)
+            return 1
+        print(f"[sweep] ok: {case.describe()} plan={label} max_abs_err={max_err:.3e} "
+              f"poisoned={poisoned}", flush=True)
+        return 0
+
+    caching = os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "0") in ("", "0")
+    where = (f"device {torch.cuda.get_device_name()}; wgmma usable: "
+             f"{cute_gemm._C._mixed_wgmma_usable()}; dense path from M="
+             f"{cute_gemm._C._mixed_dense_from_m()}") if cuda else "CPU (self-test)"
+    print(f"[sweep] seed {seed} (rerun: python3 scripts/gpu_sweep.py --seed {seed}); "
+          f"{args.seconds:g} s; {where}", flush=True)
+    if cuda and not caching:
+        print("[sweep] note: PYTORCH_NO_CUDA_MEMORY_CACHING is set, so outputs are not poisoned",
+              flush=True)
+    t0 = time.monotonic()
+    last_report = t0
+    by_plan, by_region = {}, {}
+    poisoned_count = layer_count = forced_count = 0
+    index = 0
+    for index, case in enumerate(generate_cases(seed)):
+        if args.max_cases is not None and index >= args.max_cases:
+            break
+        if time.monotonic() - t0 >= args.seconds:
+            break
+        msg, label, max_err, poisoned = _run_guarded(case, args.device)
+        if msg:
+            _report_failure(index, case, msg, seed, args.device)
+            return 1
+        kernel = label.split("/")[0] + ("/" + label.split("/")[1] if "/" in label else "")
+        by_plan[kernel] = by_plan.get(kernel, 0) + 1
+        by_region[case.region] = by_region.get(case.region, 0) + 1
+        poisoned_count += poisoned
+        layer_count += bool(case.layer_lead)
+        forced_count += bool(case.force)
+        if args.verbose:
+            print(f"[sweep] {index:5d} ok {case.describe()} plan={label} "
+                  f"max_abs_err={max_err:.3e}", flush=True)
+        elif time.monotonic() - last_report > 10:
+            last_report = time.monotonic()
+            print(f"[sweep] {index + 1} cases ok after {last_report - t0:.0f} s", flush=True)
+    cases = index  # the generator is endless: the loop ends at a break, before case `index`
+    print(f"[sweep] PASS: {cases} cases in {time.monotonic() - t0:.1f} s, seed {seed}; "
+          f"{forced_count} forced, {layer_count} through QuantLinear (3-D input), "
+          f"{poisoned_count} with a poisoned output block", flush=True)
+    print("[sweep] cases per kernel/tile: " +
+          ", ".join(f"{k} {v}" for k, v in sorted(by_plan.items())), flush=True)
+    print("[sweep] cases per M region: " +
+          ", ".join(f"{k} {v}" for k, v in sorted(by_region.items())), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""A small program that launches every cute_gemm kernel family, for compute-sanitizer.
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
+        python3 scripts/sanitizer_probe.py [--quick] [--only FAMILY,...] [--list]
+
+Run it with PYTORCH_NO_CUDA_MEMORY_CACHING=1 under the sanitizer (scripts/gpu_check.sh does; the
+script also sets it itself when it is unset, before torch is imported): with torch's caching
+allocator every tensor lives inside a larger pooled cudaMalloc block, so an out-of-bounds access
+that stays inside the pool is invisible to memcheck. Without caching each tensor is its own
+allocation.
+
+Families (each launch is checked against an fp64 matmul of the dequantized weight, computed on
+the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
+
+    decode       the decode kernel (M <= 8): default CTA shapes and forced k groups of 1, 2, 4
+                 warps, fine groups (group < the packed k block), INT4/INT8
+    mma          the mma.sync kernel: M 9-16 by default, forced at 17-64 (32- and 64-row tiles)
+    wgmma        the cp.async wgmma kernel (Hopper): 32-row tiles, and INT4's 64-row tiles
+    wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128- and 256-row tiles, INT8's
+                 64-row tiles
+    splitk       forced k splits > 1: the decode and mma.sync kernels and both wgmma kernels
+                 with the workspace reduction (the second, reduce kernel), mma.sync with the
+                 cluster reduction (distributed shared memory, sm_90)
+    dense        the dense path (_forced_mixed_dense_from_m(1)): the dequantize kernel, then
+                 at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
+                 kernels out, see there)
+    gemm         cute_gemm.gemm in each of its configurations (_forced_gemm_config), fp16/bf16
+
+Every mixed launch first checks that the plan (_C._mixed_plan) is the one the family wants, so a
+change in the dispatch cannot silently drop a kernel from the probe. The wgmma families are
+skipped (and say so) where the build or device has no wgmma kernels. --quick runs one launch per
+kernel instance kind (the whole probe took 11 s under racecheck on an H100, so
+scripts/gpu_check.sh runs it whole under every tool). Prints one line per launch (family, shape,
+configuration, plan, max error); exits 1 if any launch fails or mismatches, 2 without a GPU.
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import traceback
+
+if __name__ == "__main__":  # not on import (tests import this module): it is process-wide
+    os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+import torch  # noqa: E402
+
+import cute_gemm  # noqa: E402
+import cute_gemm.ops  # noqa: E402
+# The accuracy criterion (tests/helpers.py::assert_accurate), the reference and the plan helpers.
+from gpu_sweep import check_accurate, exact_weight, forced, plan_label, plan_of  # noqa: E402
+
+FAMILIES = ["decode", "mma", "wgmma", "wgmma_ws", "splitk", "dense", "gemm"]
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _mixed(family, m, n, k, bits, group, sym, dtype, bias=False, force=None, quick=False,
+           **expect):
+    """A mixed_gemm launch: force is a gpu_sweep.forced() string (plus "wgmma-tile:T", the
+    wgmma kernel with T-row tiles, and "+"-joined combinations); expect holds plan fields the
+    launch must have (kernel, tile_m, warp_groups, splits, reduce, col_warps, dense)."""
+    return dict(op="mixed", family=family, m=m, n=n, k=k, bits=bits, group=group, sym=sym,
+                dtype=dtype, bias=bias, force=force, quick=quick, expect=expect)
+
+
+def launches():
+    """Every launch of the probe; those with quick=True make up --quick."""
+    L = []
+    # decode (M <= 8, the default kernel there)
+    L += [
+        _mixed("decode", 1, 136, 640, 4, 128, True, "fp16", quick=True, kernel="decode"),
+        _mixed("decode", 5, 264, 1408, 4, 32, False, "bf16", True, "decode:4:2", quick=True,
+               kernel="decode", col_warps=2),
+        _mixed("decode", 8, 136, 640, 8, -1, True, "bf16", True, "decode:8:4", quick=True,
+               kernel="decode", col_warps=4),
+        _mixed("decode", 3, 8, 128, 8, 64, False, "fp16", False, "decode:1:1", kernel="decode",
+               col_warps=1),
+        _mixed("decode", 2, 136, 1408, 8, 32, True, "fp16", True, kernel="decode"),
+        _mixed("decode", 7, 392, 2112, 4, 64, False, "fp16", False, "decode:12:4",
+               kernel="decode", col_warps=4),
+    ]
+    # mma.sync (M 9-16 by default; forced above: 32- and 64-row tiles)
+    L += [
+        _mixed("mma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="mma", tile_m=16),
+        _mixed("mma", 9, 264, 1408, 8, 32, False, "bf16", True, kernel="mma", tile_m=16),
+        _mixed("mma", 12, 136, 640, 4, 32, False, "bf16", True, "mma", kernel="mma", tile_m=16),
+        _mixed("mma", 20, 136, 640, 4, 32, False, "bf16", False, "mma", quick=True,
+               kernel="mma", tile_m=32),
+        _mixed("mma", 40, 264, 640, 8, -1, True, "fp16", True, "mma", quick=True, kernel="mma",
+               tile_m=64),
+        _mixed("mma", 64, 136, 1408, 8, 64, False, "bf16", False, "mma", kernel="mma",
+               tile_m=64),
+    ]
+    # wgmma, cp.async (32-row tiles; INT4's 64-row tiles)
+    L += [
+        _mixed("wgmma", 17, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
+               tile_m=32, warp_groups=1),
+        _mixed("wgmma", 33, 264, 1408, 4, 32, False, "bf16", True, quick=True, kernel="wgmma",
+               tile_m=64, warp_groups=1),
+        _mixed("wgmma", 20, 136, 640, 8, 64, False, "bf16", True, "wgmma:32", quick=True,
+               kernel="wgmma", tile_m=32, warp_groups=1),
+        _mixed("wgmma", 5, 136, 640, 4, -1, False, "fp16", False, "wgmma:32", kernel="wgmma",
+               tile_m=32),
+        _mixed("wgmma", 64, 136, 640, 4, 64, True, "fp16", False, "wgmma:64", kernel="wgmma",
+               tile_m=64, warp_groups=1),
+    ]
+    # wgmma, warp-specialized TMA (128- and 256-row tiles; INT8's 64-row tiles)
+    L += [
+        _mixed("wgmma_ws", 50, 136, 640, 8, 128, True, "fp16", True, "wgmma:64", quick=True,
+               kernel="wgmma", tile_m=64),
+        _mixed("wgmma_ws", 100, 136, 640, 4, 128, False, "fp16", True, quick=True,
+               kernel="wgmma", tile_m=128, warp_groups=2),
+        _mixed("wgmma_ws", 200, 264, 640, 4, 32, True, "bf16", False, "wgmma:256", quick=True,
+               kernel="wgmma", tile_m=256, warp_groups=2),
+        _mixed("wgmma_ws", 70, 136, 1408, 8, -1, False, "bf16", False, "wgmma:128",
+               quick=True, kernel="wgmma", tile_m=128, warp_groups=2),
+        _mixed("wgmma_ws", 130, 136, 640, 8, 32, True, "fp16", True, "wgmma:256", quick=True,
+               kernel="wgmma", tile_m=256, warp_groups=2),
+        _mixed("wgmma_ws", 300, 136, 640, 4, 64, False, "bf16", True, "wgmma:256",
+               kernel="wgmma", tile_m=256, warp_groups=2),
+    ]
+    # split-K: forced splits, workspace reduction (the reduce kernel) and cluster reduction
+    L += [
+        _mixed("splitk", 1, 136, 4224, 4, 64, True, "fp16", True, "splits:3", quick=True,
+               kernel="decode", splits=3, reduce=1),
+        _mixed("splitk", 6, 136, 1408, 8, 32, False, "bf16", False, "splits:5",
+               kernel="decode", splits=5, reduce=1),
+        _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "splits:3", quick=True,
+               kernel="mma", splits=3, reduce=1),
+        _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "mma-cluster:3",
+               quick=True, kernel="mma", splits=3, reduce="cluster"),
+        _mixed("splitk", 40, 136, 1408, 8, 64, True, "bf16", False, "mma-cluster:4",
+               kernel="mma", splits=4, reduce="cluster"),
+        _mixed("splitk", 33, 136, 1408, 4, 32, True, "bf16", True, "wgmma:64+splits:4",
+               quick=True, kernel="wgmma", tile_m=64, splits=4, reduce=1),
+        _mixed("splitk", 100, 136, 1408, 8, 128, False, "fp16", False, "wgmma:128+splits:2",
+               quick=True, kernel="wgmma", tile_m=128, splits=2, reduce=1),
+    ]
+    # the dense path: the dequantize kernel, then cute_gemm.gemm
+    L += [
+        _mixed("dense", 20, 136, 640, 4, 128, False, "fp16", True, "dense", quick=True,
+               dense=True),
+        _mixed("dense", 3, 264, 1408, 8, 32, True, "bf16", False, "dense", dense=True),
+        _mixed("dense", 70, 136, 640, 4, -1, True, "bf16", True, "dense", dense=True),
+    ]
+    # cute_gemm.gemm, every configuration
+    try:
+        configs = cute_gemm._C._gemm_configs()
+    except RuntimeError:  # a build without CUDA: no kernels (main() stops before this matters)
+        configs = []
+    for i, name in enumerate(configs):
+        for dtype in DTYPES:
+            L.append(dict(op="gemm", family="gemm", m=33, n=136, k=264, dtype=dtype,
+                          bias=dtype == "fp16", config=name, quick=dtype == "fp16",
+                          expect={}))
+    return L
+
+
+def _randn(*shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _describe(spec):
+    text = f"{spec['family']:<9} M={spec['m']:<4d} N={spec['n']:<4d} K={spec['k']:<5d}"
+    if spec["op"] == "mixed":
+        g = "pc" if spec["group"] == -1 else f"g{spec['group']}"
+        text += f" int{spec['bits']} {g:<4} {'sym ' if spec['sym'] else 'asym'}"
+    text += f" {spec['dtype']}{' bias' if spec['bias'] else '     '}"
+    if spec.get("force"):
+        text += f" force={spec['force']}"
+    if spec.get("config"):
+        text += f" config={spec['config']}"
+    return text
+
+
+def _check_plan(plan, expect):
+    """Mismatches between the plan in effect and the family's expectations ('' when none)."""
+    bad = []
+    for key, want in expect.items():
+        got = plan.get(key)
+        if key == "reduce" and want == "cluster":
+            want = 2 if torch.cuda.get_device_capability()[0] >= 9 else 1
+        if got != want:
+            bad.append(f"{key}={got} (want {want})")
+    return ", ".join(bad)
+
+
+def run_mixed(spec, seed):
+    dtype = DTYPES[spec["dtype"]]
+    m, n, k = spec["m"], spec["n"], spec["k"]
+    w = _randn(n, k, dtype=dtype, seed=seed)
+    qw_cpu = cute_gemm.quantize(w, spec["bits"], spec["group"], spec["sym"])
+    a_cpu = _randn(m, k, dtype=dtype, seed=seed + 1)
+    bias_cpu = _randn(n, dtype=dtype, seed=seed + 2) if spec["bias"] else None
+    qw = qw_cpu.to("cuda")
+    a = a_cpu.cuda()
+    bias = None if bias_cpu is None else bias_cpu.cuda()
+    with forced_all(spec["force"]):
+        plan = plan_of(m, qw)
+        label = plan_label(plan)
+        mismatch = _check_plan(plan, spec["expect"])
+        if mismatch:
+            return f"plan mismatch: {mismatch}", label, None
+        out = cute_gemm.mixed_gemm(a, qw, bias)
+        torch.cuda.synchronize()
+    # The reference on the CPU: fp64 product with the weight the path computes with.
+    w_ref = cute_gemm.dequantize(qw_cpu, torch.float32 if exact_weight(plan) else None)
+    ref = a_cpu.double() @ w_ref.double().t()
+    if bias_cpu is not None:
+        ref += bias_cpu.double()
+    msg, max_err, _ = check_accurate(out.cpu(), ref, dtype, k)
+    return msg, label, max_err
+
+
+def run_gemm(spec, seed):
+    dtype = DTYPES[spec["dtype"]]
+    m, n, k = spec["m"], spec["n"], spec["k"]
+    a_cpu = _randn(m, k, dtype=dtype, seed=seed)
+    b_cpu = _randn(n, k, dtype=dtype, seed=seed + 1)
+    bias_cpu = _randn(n, dtype=dtype, seed=seed + 2) if spec["bias"] else None
+    a, b = a_cpu.cuda(), b_cpu.cuda()
+    bias = None if bias_cpu is None else bias_cpu.cuda()
+    with cute_gemm.ops._forced_gemm_config(spec["config"]) as name:
+        chosen = cute_gemm._C._gemm_config_for(m, n, k)
+        if chosen != name:
+            return f"config mismatch: {chosen} runs, want {name}", name, None
+        out = cute_gemm.gemm(a, b, bias)
+        torch.cuda.synchronize()
+    ref = a_cpu.double() @ b_cpu.double().t()
+    if bias_cpu is not None:
+        ref += bias_cpu.double()
+    msg, max_err, _ = check_accurate(out.cpu(), ref, dtype, k)
+    return msg, name, max_err
+
+
+@contextlib.contextmanager
+def forced_all(force):
+    """gpu_sweep.forced for "+"-joined force strings ("wgmma:64+splits:4")."""
+    with contextlib.ExitStack() as stack:
+        for part in force.split("+") if force else []:
+            stack.enter_context(forced(part))
+        yield
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="a subset: one launch per kernel instance kind")
+    p.add_argument("--only", default=None,
+                   help=f"comma-separated families to run, of: {','.join(FAMILIES)}")
+    p.add_argument("--list", action="store_true", help="print the launches and exit (no GPU)")
+    return p
+
+
+def select(quick=False, only=None):
+    """The launches of a run (see build_parser)."""
+    if only:
+        unknown = set(only) - set(FAMILIES)
+        if unknown:
+            raise ValueError(f"unknown families {sorted(unknown)}; choose from {FAMILIES}")
+    return [s for s in launches()
+            if (not quick or s["quick"]) and (not only or s["family"] in only)]
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    only = args.only.split(",") if args.only else None
+    specs = select(args.quick, only)
+    if args.list:
+        for spec in specs:
+            print(_describe(spec))
+        return 0
+    if not torch.cuda.is_available():
+        print("[probe] no CUDA device: nothing to probe", flush=True)
+        return 2
+    wgmma = cute_gemm._C._mixed_wgmma_usable()
+    print(f"[probe] {torch.cuda.get_device_name()}, wgmma kernels usable: {wgmma}, "
+          f"PYTORCH_NO_CUDA_MEMORY_CACHING={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING')}, "
+          f"{len(specs)} launches{' (quick)' if args.quick else ''}", flush=True)
+    t0 = time.monotonic()
+    failures = skipped = 0
+    for i, spec in enumerate(specs):
+        desc = _describe(spec)
+        uses_wgmma = spec["family"].startswith("wgmma") or \
+            spec["expect"].get("kernel") == "wgmma"
+        if uses_wgmma and not wgmma:
+            print(f"[probe] SKIP {desc}: no wgmma kernels in this build/device", flush=True)
+            skipped += 1
+            continue
+        try:
+            run = run_mixed if spec["op"] == "mixed" else run_gemm
+            msg, label, max_err = run(spec, seed=1000 + 17 * i)
+        except Exception:  # noqa: BLE001 -- a launch error or CUDA fault fails this launch
+            msg, label, max_err = "exception:\n" + traceback.format_exc(), "?", None
+        err = "n/a" if max_err is None else f"{max_err:.3e}"
+        status = "ok  " if msg is None else "FAIL"
+        print(f"[probe] {status} {desc}  plan={label}  max_abs_err={err}", flush=True)
+        if msg is not None:
+            failures += 1
+            print(f"[probe]      {msg}", flush=True)
+    print(f"[probe] {'FAILED' if failures else 'PASS'}: {len(specs) - skipped - failures} ok, "
+          f"{failures} failed, {skipped} skipped in {time.monotonic() - t0:.1f} s", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

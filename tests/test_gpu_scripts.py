@@ -1,0 +1,220 @@
+"""scripts/gpu_sweep.py and scripts/sanitizer_probe.py (run by scripts/gpu_check.sh): their
+argument parsing, the sweep's case generator (coverage of the kernels' M boundaries and of every
+configuration, valid shapes), its accuracy check and its run path on the CPU reference ops; the
+GPU runs themselves are marked `gpu`.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(REPO_ROOT, "scripts")
+if SCRIPTS not in sys.path:
+    sys.path.insert(0, SCRIPTS)
+
+import gpu_sweep  # noqa: E402
+import sanitizer_probe  # noqa: E402
+
+N_CASES = 300
+SEEDS = [0, 1, 12345]
+
+
+def _cases(seed, count=N_CASES):
+    gen = gpu_sweep.generate_cases(seed)
+    return [next(gen) for _ in range(count)]
+
+
+# ------------------------------------------------------------------------------- arguments
+
+
+def test_sweep_arguments():
+    args = gpu_sweep.build_parser().parse_args([])
+    assert args.seconds == 60 and args.seed is None and args.case is None
+    args = gpu_sweep.build_parser().parse_args(["--seconds", "5", "--seed", "7", "--max-cases",
+                                                "3", "-v", "--device", "cpu"])
+    assert (args.seconds, args.seed, args.max_cases, args.verbose, args.device) == \
+        (5, 7, 3, True, "cpu")
+    with pytest.raises(SystemExit):
+        gpu_sweep.build_parser().parse_args(["--seconds", "soon"])
+
+
+def test_sweep_list_prints_the_generators_cases(capsys):
+    assert gpu_sweep.main(["--list", "12", "--seed", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [gpu_sweep.Case.from_json(line) for line in lines] == _cases(3, 12)
+
+
+def test_probe_arguments_and_lists(capsys):
+    args = sanitizer_probe.build_parser().parse_args(["--quick", "--only", "gemm,dense"])
+    assert args.quick and args.only == "gemm,dense"
+    assert sanitizer_probe.main(["--list"]) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert sanitizer_probe.main(["--list", "--quick"]) == 0
+    quick = capsys.readouterr().out.splitlines()
+    assert 0 < len(quick) < len(full) and set(quick) <= set(full)
+    assert sanitizer_probe.main(["--list", "--only", "dense"]) == 0
+    assert all(line.startswith("dense") for line in capsys.readouterr().out.splitlines())
+    with pytest.raises(ValueError, match="unknown families"):
+        sanitizer_probe.main(["--list", "--only", "tensor_cores"])
+
+
+def test_probe_covers_every_family():
+    for quick in (False, True):
+        specs = sanitizer_probe.select(quick)
+        assert {s["family"] for s in specs} == set(sanitizer_probe.FAMILIES)
+    specs = sanitizer_probe.select()
+    mixed = [s for s in specs if s["op"] == "mixed"]
+    assert {(s["bits"], s["dtype"], s["sym"]) for s in mixed} == \
+        {(b, d, sym) for b in (4, 8) for d in ("fp16", "bf16") for sym in (True, False)}
+    assert {s["group"] for s in mixed} == {32, 64, 128, -1}
+    # Each wgmma token tile of each bit width, every decode k-group width, both reductions.
+    wgmma = {(s["bits"], s["expect"].get("tile_m")) for s in mixed
+             if s["expect"].get("kernel") == "wgmma"}
+    assert wgmma >= {(4, 32), (4, 64), (4, 128), (4, 256), (8, 32), (8, 64), (8, 128), (8, 256)}
+    assert {s["expect"].get("col_warps") for s in mixed} >= {1, 2, 4}
+    assert {s["expect"].get("reduce") for s in mixed} >= {1, "cluster"}
+    assert {s["expect"].get("kernel") for s in mixed if s["expect"].get("splits", 1) > 1} == \
+        {"decode", "mma", "wgmma"}
+    for s in mixed:  # the shapes the op accepts
+        group = s["k"] if s["group"] == -1 else s["group"]
+        assert s["n"] % 8 == 0 and s["k"] % 32 == 0 and s["k"] % group == 0
+        assert s["m"] <= 8 or s["expect"].get("kernel") != "decode"
+
+
+# -------------------------------------------------------------------------- case generator
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generator_covers_kernel_boundaries(seed):
+    cases = _cases(seed)
+    ms = [c.m for c in cases]
+    # Every region of M where a different kernel or token tile runs.
+    for lo, hi in [(1, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 191), (192, 256),
+                   (257, 512), (513, gpu_sweep.M_MAX)]:
+        assert any(lo <= m <= hi for m in ms), (lo, hi)
+    # Each region the generator aims at, and each boundary value exactly.
+    assert {c.region for c in cases} == set(gpu_sweep.M_REGIONS)
+    assert set(gpu_sweep.BOUNDARY_MS) <= set(ms)
+    for value in (64, 65, 128, 129, 192, 256, 257, 512):
+        assert value in ms
+    ns, ks = {c.n for c in cases}, {c.k for c in cases}
+    assert {8, 24, 136, 1032} <= ns and max(ns) >= 2048
+    assert {32, 96, 160, 1408} <= ks and max(ks) >= 4096
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generator_covers_every_configuration(seed):
+    cases = _cases(seed)
+    combos = {(c.bits, c.group, c.symmetric, gpu_sweep.DTYPES[c.dtype]) for c in cases}
+    assert len(combos) == 32 and combos == {
+        (b, g, s, d) for b in (4, 8) for g in (32, 64, 128, -1) for s in (True, False)
+        for d in (torch.float16, torch.bfloat16)}
+    # Each combination already within every 32 consecutive cases (shuffled rounds).
+    assert len({(c.bits, c.group, c.symmetric, c.dtype) for c in cases[:32]}) == 32
+    assert {c.bias for c in cases} == {True, False}
+    kinds = {c.force.split(":")[0] for c in cases if c.force}
+    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-cluster", "decode"}
+    assert {c.force for c in cases if c.force and c.force.startswith("wgmma")} == \
+        {"wgmma:32", "wgmma:64", "wgmma:128", "wgmma:256"}
+    assert any(c.force is None for c in cases)
+    layer = [c for c in cases if c.layer_lead]
+    assert len(layer) >= 20 and any(c.layer_lead[0] > 1 for c in layer)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generated_cases_are_valid(seed):
+    for c in _cases(seed):
+        assert 1 <= c.m <= gpu_sweep.M_MAX
+        assert c.n % 8 == 0 and 8 <= c.n <= max(gpu_sweep.AWKWARD_NS)
+        assert c.k % 32 == 0 and 32 <= c.k <= gpu_sweep.K_MAX
+        assert c.group == -1 or c.k % c.group == 0
+        assert c.m * c.n * c.k <= gpu_sweep.MAX_MNK
+        if c.layer_lead:
+            assert len(c.layer_lead) == 2 and math.prod(c.layer_lead) == c.m
+        if c.force and c.force.startswith("decode"):
+            _, warps, col_warps = c.force.split(":")
+            assert c.m <= 8 and int(col_warps) in (1, 2, 4)
+            assert 1 <= int(warps) <= 16 and int(warps) % int(col_warps) == 0
+        assert gpu_sweep.Case.from_json(c.to_json()) == c
+        json.loads(c.to_json())
+
+
+def test_generator_is_deterministic():
+    assert _cases(99, 50) == _cases(99, 50)
+    assert _cases(99, 50) != _cases(100, 50)
+
+
+# ------------------------------------------------------------------------ accuracy, CPU run
+
+
+def test_check_accurate():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 256, generator=g).half()
+    b = torch.randn(64, 256, generator=g).half()
+    ref = a.double() @ b.double().t()
+    out = ref.half()
+    msg, max_err, rel = gpu_sweep.check_accurate(out, ref, torch.float16, 256)
+    assert msg is None and max_err < 0.05 and rel < 1e-3
+    bad = out.clone()
+    bad[3, 7] += 0.25  # far outside the elementwise bound, within the norm-wise one
+    msg, _, _ = gpu_sweep.check_accurate(bad, ref, torch.float16, 256)
+    assert msg and "[3, 7]" in msg
+    nan = out.clone()
+    nan[0, 0] = float("nan")
+    assert "NaN" in gpu_sweep.check_accurate(nan, ref, torch.float16, 256)[0]
+    assert "dtype/shape" in gpu_sweep.check_accurate(out.bfloat16(), ref, torch.float16, 256)[0]
+    assert "relative error" in gpu_sweep.check_accurate(-out, ref, torch.float16, 256)[0]
+
+
+def test_sweep_runs_cases_on_cpu():
+    # The run path (quantize, reference, QuantLinear with 3-D input, the check) on the ops' CPU
+    # reference implementations: small cases from the generator plus a layer case.
+    small = [c for c in _cases(5) if c.m * c.n * c.k <= 1 << 21][:6]
+    small.append(gpu_sweep.Case(m=12, n=24, k=96, bits=4, group=32, symmetric=False,
+                                dtype="bf16", bias=True, seed=3, layer_lead=[3, 4]))
+    for case in small:
+        msg, label, max_err, _ = gpu_sweep.run_case(case, "cpu")
+        assert msg is None, (case, msg)
+        assert label == "cpu" and max_err < math.inf
+
+
+def test_sweep_main_on_cpu(capsys):
+    assert gpu_sweep.main(["--device", "cpu", "--seed", "4", "--max-cases", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 4" in out and "PASS: 3 cases" in out
+    case = gpu_sweep.Case(m=2, n=8, k=64, bits=8, group=-1, symmetric=True, dtype="fp16",
+                          bias=False, seed=1)
+    assert gpu_sweep.main(["--device", "cpu", "--case", case.to_json()]) == 0
+    assert "ok: M=2 N=8 K=64" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------- GPU
+
+
+def _run_script(*argv, timeout=300):
+    env = dict(os.environ)
+    env.pop("PYTORCH_NO_CUDA_MEMORY_CACHING", None)
+    return subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.gpu
+def test_probe_on_gpu():
+    # Without the sanitizer (scripts/gpu_check.sh runs it under memcheck/racecheck/synccheck).
+    proc = _run_script(os.path.join("scripts", "sanitizer_probe.py"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[probe] PASS" in proc.stdout and "FAIL" not in proc.stdout
+
+
+@pytest.mark.gpu
+def test_sweep_on_gpu():
+    proc = _run_script(os.path.join("scripts", "gpu_sweep.py"), "--seed", "2024",
+                       "--max-cases", "64", "--seconds", "120")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS: 64 cases" in proc.stdout
