@@ -8,9 +8,9 @@
 # sanitizer_racecheck.log, sanitizer_synccheck.log, gpu_sweep.log and benchmark output into OUTDIR.
 # Exits nonzero if the build, the tests, a sanitizer run (any reported error, or a probe
 # mismatch), the sweep, a benchmark or the main job fail, but runs every step.
-# Environment: CUTE_GEMM_BENCHES="bench_mixed_gemm bench_decode" picks benchmarks (default all),
-# CUTE_GEMM_BENCH_ARGS the GEMM benchmarks' arguments (default --quick; "" for the full sweep),
-# CUTE_GEMM_MAIN_JOB=0 skips the main job, CUTE_GEMM_SANITIZER=0 skips the compute-sanitizer
+# Environment: CUTE_GEMM_BENCHES="bench_mixed_gemm bench_decode" picks benchmarks (default all;
+# "none" runs none), CUTE_GEMM_BENCH_ARGS the GEMM benchmarks' arguments (default --quick; "" for
+# the full sweep), CUTE_GEMM_MAIN_JOB=0 skips the main job, CUTE_GEMM_SANITIZER=0 skips the compute-sanitizer
 # runs, CUTE_GEMM_SWEEP_SECONDS the sweep's time (default 60; 0 skips it), CUTE_GEMM_SWEEP_SEED
 # its seed (default random; the log prints it).
 set -uo pipefail
@@ -133,7 +133,9 @@ fi
 
 shopt -s nullglob
 # CUTE_GEMM_BENCHES="bench_gemm bench_mixed_gemm" limits the run to those benchmarks.
-if [ -n "${CUTE_GEMM_BENCHES:-}" ]; then
+if [ "${CUTE_GEMM_BENCHES:-}" = none ]; then
+  benches=()
+elif [ -n "${CUTE_GEMM_BENCHES:-}" ]; then
   benches=()
   for b in $CUTE_GEMM_BENCHES; do benches+=("benchmarks/$b.py"); done
 else
