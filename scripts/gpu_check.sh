@@ -10,9 +10,9 @@
 # mismatch), the sweep, a benchmark or the main job fail, but runs every step.
 # Environment: CUTE_GEMM_BENCHES="bench_mixed_gemm bench_decode" picks benchmarks (default all;
 # "none" runs none), CUTE_GEMM_BENCH_ARGS the GEMM benchmarks' arguments (default --quick; "" for
-# the full sweep), CUTE_GEMM_MAIN_JOB=0 skips the main job, CUTE_GEMM_SANITIZER=0 skips the compute-sanitizer
-# runs, CUTE_GEMM_SWEEP_SECONDS the sweep's time (default 60; 0 skips it), CUTE_GEMM_SWEEP_SEED
-# its seed (default random; the log prints it).
+# the full sweep), CUTE_GEMM_MAIN_JOB=0 skips the main job, CUTE_GEMM_SANITIZER=0 skips the
+# compute-sanitizer runs, CUTE_GEMM_SWEEP_SECONDS the sweep's time (default 60; 0 skips it),
+# CUTE_GEMM_SWEEP_SEED its seed (default random; the log prints it).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so

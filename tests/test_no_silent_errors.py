@@ -315,6 +315,16 @@ class _TwinLinear(torch.nn.Module):
         return y.to(self.compute).to(x.dtype)
 
 
+def _twin(model):
+    """A copy of a converted model with every QuantLinear replaced by its _TwinLinear."""
+    twin = copy.deepcopy(model)
+    for module in list(twin.modules()):
+        for attr, child in list(module.named_children()):
+            if isinstance(child, QuantLinear):
+                setattr(module, attr, _TwinLinear(child))
+    return twin
+
+
 def test_fp32_transformers_model_generates_like_its_dequantized_twin():
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
@@ -325,11 +335,7 @@ def test_fp32_transformers_model_generates_like_its_dequantized_twin():
     model = transformers.LlamaForCausalLM(config).eval()  # fp32
     summary = cute_gemm.quantize_model(model, progress=False)
     assert len(summary.converted) == 14 and list(summary.skipped) == ["lm_head"]
-    twin = copy.deepcopy(model)
-    for name, module in list(twin.named_modules()):
-        for attr, child in list(module.named_children()):
-            if isinstance(child, QuantLinear):
-                setattr(module, attr, _TwinLinear(child))
+    twin = _twin(model)
     ids = torch.randint(0, 500, (2, 6), generator=_gen(19))
     with torch.no_grad():
         logits = model(ids).logits
@@ -352,11 +358,7 @@ def test_fp32_transformers_model_on_gpu():
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval().cuda()
     cute_gemm.quantize_model(model, progress=False)
-    twin = copy.deepcopy(model)
-    for name, module in list(twin.named_modules()):
-        for attr, child in list(module.named_children()):
-            if isinstance(child, QuantLinear):
-                setattr(module, attr, _TwinLinear(child))
+    twin = _twin(model)
     ids = torch.randint(0, 500, (2, 6), generator=_gen(20)).cuda()
     with torch.no_grad():
         logits = model(ids).logits
