@@ -14,6 +14,11 @@ here runs the same C++ layout core that the kernels' static layouts use.
     sw.offsets()                                # a permutation of range(512)
     open("a.svg", "w").write(to_svg(A[1]))      # pictures: to_svg / to_latex / to_svg_tv
 
+Sizes, strides and offsets are 64-bit integers in the core: a Layout whose size or cosize exceeds
+2^63 - 1 cannot be made, and any algebra result that would not fit (or a left_inverse of a layout
+that is not injective) raises ValueError naming the function and its operands instead of returning
+a wrapped-around value.
+
 `from cute_gemm.layout import *` exports `_` (the slicing wildcard, as in CuTe) but not `filter`
 and `slice`, which would shadow Python builtins; use `cute_gemm.layout.filter(L)`.
 `python -m cute_gemm layout [--out DIR]` runs walkthrough(). cute_gemm.atoms builds and draws the

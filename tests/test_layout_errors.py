@@ -205,3 +205,20 @@ def test_bad_algebra_argument_types():
         size("abc")
     with pytest.raises(TypeError, match="complement: cotarget must be"):
         complement(Layout(4, 2), 2.0)
+
+
+def test_algebra_errors_name_the_function_and_operands():
+    # Any refusal of the core inside an algebra call names the call and its operands, also when
+    # it comes from a step inside (here the complement inside logical_divide).
+    with pytest.raises(ValueError) as e:
+        logical_divide(Layout((4, 6), (1, 10)), Layout(3, 1))
+    msg = str(e.value)
+    assert msg.startswith("logical_divide: ") and msg.endswith(" for A=(4,6):(1,10) and B=3:1")
+    with pytest.raises(ValueError) as e:
+        complement(Layout((2, 2), (1, 1)))
+    assert str(e.value).startswith("complement: the layout is not injective")
+    assert str(e.value).endswith("for layout=(2,2):(1,1)")
+    with pytest.raises(ValueError, match=r"^Layout \(2,2\):\(4611686018427387904,"
+                                         r"4611686018427387904\) is too large: its cosize "
+                                         r"exceeds 2\^63 - 1$"):
+        Layout((2, 2), (2 ** 62, 2 ** 62))

@@ -130,24 +130,38 @@ py::object to_python(DynTuple const& t, int node = 0) {
   return std::move(out);
 }
 
-// Sizes and offsets are int64 inside the core; refuse layouts whose size or cosize could overflow
-// instead of returning wrapped-around numbers.
+// Sizes and offsets are int64 inside the core; refuse layouts whose size or cosize does not fit
+// instead of returning wrapped-around numbers. Every Layout object passes this (or is a result of
+// the core's algebra, which checks its results the same way), so evaluating one cannot overflow.
 DynLayout checked_layout(DynLayout const& l) {
-  constexpr int64_t kLimit = int64_t(1) << 62;
-  int64_t sz = 1, co = 1;
-  for (int i = 0; i < l.shape.n; ++i) {
-    if (l.shape.kind[i] != DynTuple::kLeaf) continue;
-    int64_t span = 0;
-    const int64_t d = l.stride.value[i] < 0 ? -l.stride.value[i] : l.stride.value[i];
-    if (__builtin_mul_overflow(sz, l.shape.value[i], &sz) || sz > kLimit ||
-        __builtin_mul_overflow(l.shape.value[i] - 1, d, &span) ||
-        __builtin_add_overflow(co, span, &co) || co > kLimit) {
-      throw std::invalid_argument("Layout " + to_string(l) + " is too large: its size or cosize "
-                                  "exceeds 2^62");
-    }
+  const LayoutRange r = layout_range(l);
+  if (r != LayoutRange::kFits) {
+    throw std::invalid_argument("Layout " + to_string(l) + " is too large: its " +
+                                (r == LayoutRange::kSizeOverflows ? "size" : "cosize") +
+                                " exceeds 2^63 - 1");
   }
   return l;
 }
+
+// Runs a core call; when the core refuses it (std::invalid_argument: an int64 overflow, a
+// non-injective layout, a divisibility condition), re-raises the ValueError with the Python
+// function's name in front (unless the core's message starts with it already) and the operands
+// behind, so that an overflow deep inside, say, a complement says which call it came from:
+//   "logical_product: size(A) * cosize(B) = 2^33 * (2^31+1) overflows int64 for A=... and B=..."
+// `operands` is formatted only on failure: printing layouts costs more than most calls.
+template <class Call, class Operands>
+auto with_operands(std::string const& fn, Operands const& operands, Call const& call)
+    -> decltype(call()) {
+  try {
+    return call();
+  } catch (std::invalid_argument const& e) {
+    std::string msg = e.what();
+    if (msg.compare(0, fn.size() + 1, fn + ":") != 0) msg = fn + ": " + msg;
+    throw std::invalid_argument(msg + " for " + operands());
+  }
+}
+
+std::string named(char const* name, DynLayout const& l) { return name + ("=" + to_string(l)); }
 
 DynLayout layout_from_python(py::handle shape, py::handle stride) {
   if (py::isinstance<py::str>(shape)) {
@@ -199,6 +213,14 @@ Tiler tiler_arg(py::handle h, std::string const& fn, std::string const& arg) {
   }
   t.layout = layout_arg(h, fn, arg);
   return t;
+}
+
+// A tiler as the user wrote it: a layout, or "(2:1, 3:1)" for a by-mode tuple.
+std::string tiler_string(Tiler const& t) {
+  if (!t.by_mode) return to_string(t.layout);
+  std::string r = "(";
+  for (int i = 0; i < rank(t.layout); ++i) r += (i ? ", " : "") + to_string(mode(t.layout, i));
+  return r + ")";
 }
 
 // A single-layout tiler as a tiler of one mode (zipped/tiled divide take by-mode tilers).
@@ -255,7 +277,10 @@ py::object evaluate(DynLayout const& l, DynTuple const& crd, std::string const& 
   const int64_t n = size(s.layout);
   check_list_size(n, fn);
   py::list out(n);
-  for (int64_t i = 0; i < n; ++i) out[i] = py::int_(map(s.offset + s.layout(i)));
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = py::int_(map(checked_add(s.offset, s.layout(i),
+                                      "the slice's offset overflows int64 ({a} + {b})")));
+  }
   return std::move(out);
 }
 
@@ -278,6 +303,26 @@ std::string composed_repr(DynComposedLayout const& c) {
 
 bool same_swizzle(DynSwizzle const& a, DynSwizzle const& b) {
   return a.bits == b.bits && a.base == b.base && a.shift == b.shift;
+}
+
+// A ComposedLayout evaluates swizzle(offset + L(c)) (DynComposedLayout, swizzle.hpp): refuse one
+// whose offset plus the layout's lowest or highest offset leaves int64, so no evaluation, table or
+// picture of it can wrap. The extremes are the sums of the negative and of the positive
+// (s-1)*d, each within cosize(L) - 1, which fits.
+DynComposedLayout checked_composed(DynComposedLayout const& c, std::string const& fn) {
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < c.layout.shape.n; ++i) {
+    if (c.layout.shape.kind[i] != DynTuple::kLeaf) continue;
+    const int64_t reach = (c.layout.shape.value[i] - 1) * c.layout.stride.value[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  if (add_overflows(c.offset, lo) || add_overflows(c.offset, hi)) {
+    throw std::invalid_argument(fn + ": offset " + std::to_string(c.offset) +
+                                " plus the layout's offsets [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "] overflows int64 for layout=" +
+                                to_string(c.layout));
+  }
+  return c;
 }
 
 // The one `_`. Deliberately leaked (one reference held forever): a static py::object would be
@@ -409,7 +454,10 @@ returns the list of offsets of the slice, e.g. L(3, _).)doc");
       .def("__call__",
            [](DynLayout const& l, py::args args) {
              const DynTuple crd = call_coordinate(args, "Layout.__call__");
-             return evaluate(l, crd, "Layout.__call__", [](int64_t x) { return x; });
+             return with_operands(
+                 "Layout.__call__",
+                 [&] { return named("L", l) + " at " + to_string(crd); },
+                 [&] { return evaluate(l, crd, "Layout.__call__", [](int64_t x) { return x; }); });
            })
       .def("__getitem__",
            [](DynLayout const& l, py::object i) {
@@ -430,7 +478,9 @@ returns the list of offsets of the slice, e.g. L(3, _).)doc");
            })
       .def("__hash__", [](DynLayout const& l) { return std::hash<std::string>()(to_string(l)); })
       .def(py::pickle([](DynLayout const& l) { return py::make_tuple(to_string(l)); },
-                      [](py::tuple t) { return parse_layout(t[0].cast<std::string>()); }));
+                      [](py::tuple t) {
+                        return checked_layout(parse_layout(t[0].cast<std::string>()));
+                      }));
   // A Layout has both a size and a rank; iterating it would have to pick one, so it does not.
   layout.attr("__iter__") = py::none();
 
@@ -470,7 +520,9 @@ the row phase into the unit index, spreading an ldmatrix's 8 rows over 8 bank gr
 swizzle o (offset + layout): what composition(Swizzle, Layout) returns (a swizzled smem layout).
 Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() lists all.)doc")
       .def(py::init([](DynSwizzle const& s, py::object offset, DynLayout const& l) {
-             return DynComposedLayout{s, int_arg(offset, "ComposedLayout", "offset"), l};
+             return checked_composed(
+                 DynComposedLayout{s, int_arg(offset, "ComposedLayout", "offset"), l},
+                 "ComposedLayout");
            }),
            py::arg("swizzle"), py::arg("offset"), py::arg("layout"))
       .def_readonly("swizzle", &DynComposedLayout::swizzle)
@@ -484,13 +536,24 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
       .def("__call__",
            [](DynComposedLayout const& c, py::args args) {
              const DynTuple crd = call_coordinate(args, "ComposedLayout.__call__");
-             return evaluate(c.layout, crd, "ComposedLayout.__call__",
-                             [&](int64_t x) { return c.swizzle(c.offset + x); });
+             return with_operands(
+                 "ComposedLayout.__call__",
+                 [&] { return "CL=" + to_string(c) + " at " + to_string(crd); },
+                 [&] {
+                   return evaluate(c.layout, crd, "ComposedLayout.__call__", [&](int64_t x) {
+                     return c.swizzle(checked_add(c.offset, x, "offset {a} + {b} overflows int64"));
+                   });
+                 });
            })
       .def("offsets",
            [](DynComposedLayout const& c) {
-             return offsets_of([&](int64_t i) { return c(i); }, size(c.layout),
-                               "ComposedLayout.offsets");
+             return offsets_of(
+                 [&](int64_t i) {
+                   return c.swizzle(checked_add(c.offset, c.layout(i),
+                                                "ComposedLayout.offsets: offset {a} + {b} "
+                                                "overflows int64"));
+                 },
+                 size(c.layout), "ComposedLayout.offsets");
            })
       .def("__str__", [](DynComposedLayout const& c) { return to_string(c); })
       .def("__repr__", &composed_repr)
@@ -513,7 +576,11 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
   m.def("size",
         [](py::object x) {
           return layout_or_tuple(x, "size", [](DynLayout const& l) { return size(l); },
-                                 [](DynTuple const& t) { return product(t); });
+                                 [](DynTuple const& t) {
+                                   return with_operands(
+                                       "size", [&] { return "shape=" + to_string(t); },
+                                       [&] { return product(t); });
+                                 });
         },
         "Number of elements of a layout's domain (or the product of an int tuple).");
   m.def("rank",
@@ -564,7 +631,11 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
   m.def("idx2crd",
         [](py::object i, py::object shape) {
           const DynTuple s = to_dyn_tuple(shape, {"idx2crd", "shape", false});
-          return to_python(idx2crd(int_arg(i, "idx2crd", "index"), s));
+          const int64_t idx = int_arg(i, "idx2crd", "index");
+          return to_python(with_operands(
+              "idx2crd",
+              [&] { return "index=" + std::to_string(idx) + " and shape=" + to_string(s); },
+              [&] { return idx2crd(idx, s); }));
         },
         py::arg("index"), py::arg("shape"),
         "The colexicographic coordinate of a 1-D index: idx2crd(17, (8,(2,2))) == (1,(0,1)).");
@@ -573,7 +644,9 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
           const DynLayout l = layout_from_python(shape, stride);
           const DynTuple c = to_dyn_tuple(crd, {"crd2idx", "coordinate", false});
           check_coordinate(c, l, "crd2idx");
-          return crd2idx(c, l.shape, l.stride);
+          return with_operands(
+              "crd2idx", [&] { return "crd=" + to_string(c) + " and layout=" + to_string(l); },
+              [&] { return crd2idx(c, l.shape, l.stride); });
         },
         py::arg("crd"), py::arg("shape"), py::arg("stride") = py::none(),
         "Inner product of a coordinate with the strides (default: column-major of shape).");
@@ -598,13 +671,22 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
 
   // ---------------------------------------------------------------------------------------------
   // Algebra
-  m.def("coalesce", [](py::object l) { return coalesce(layout_arg(l, "coalesce", "layout")); },
+  // Each call runs inside with_operands: a refusal of the core (an int64 overflow, a
+  // non-injective layout, a divisibility condition) is a ValueError naming the function and the
+  // operands.
+  auto unary = [&m](char const* fn, DynLayout (*op)(DynLayout const&), char const* doc) {
+    m.def(fn,
+          [fn, op](py::object l) {
+            const DynLayout a = layout_arg(l, fn, "layout");
+            return with_operands(fn, [&] { return named("L", a); }, [&] { return op(a); });
+          },
+          py::arg("layout"), doc);
+  };
+  unary("coalesce", &coalesce,
         "Same function of the 1-D index with the fewest modes (depth <= 1).");
-  m.def("coalesce_by_mode",
-        [](py::object l) { return coalesce_by_mode(layout_arg(l, "coalesce_by_mode", "layout")); },
+  unary("coalesce_by_mode", &coalesce_by_mode,
         "coalesce applied to each top-level mode (rank kept).");
-  m.def("filter", [](py::object l) { return filter(layout_arg(l, "filter", "layout")); },
-        "Drops stride-0 and size-1 modes and coalesces.");
+  unary("filter", &filter, "Drops stride-0 and size-1 modes and coalesces.");
   m.def("composition",
         [](py::object a, py::object b) -> py::object {
           if (py::isinstance<DynSwizzle>(a)) {
@@ -612,15 +694,21 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
             return py::cast(DynComposedLayout{a.cast<DynSwizzle>(), 0, lb});
           }
           const Tiler t = tiler_arg(b, "composition", "B");
+          auto compose = [&t](DynLayout const& la) {
+            return t.by_mode ? composition_by_mode(la, t.layout) : composition(la, t.layout);
+          };
           if (py::isinstance<DynComposedLayout>(a)) {
             DynComposedLayout c = a.cast<DynComposedLayout>();
-            c.layout = t.by_mode ? composition_by_mode(c.layout, t.layout)
-                                 : composition(c.layout, t.layout);
-            return py::cast(c);
+            c.layout = with_operands(
+                "composition", [&] { return "A=" + to_string(c) + " and B=" + tiler_string(t); },
+                [&] { return compose(c.layout); });
+            // B may reach past the inner layout's offsets: the offset must still fit with them.
+            return py::cast(checked_composed(c, "composition"));
           }
           const DynLayout la = layout_arg(a, "composition", "A", false);
-          return py::cast(t.by_mode ? composition_by_mode(la, t.layout)
-                                    : composition(la, t.layout));
+          return py::cast(with_operands(
+              "composition", [&] { return named("A", la) + " and B=" + tiler_string(t); },
+              [&] { return compose(la); }));
         },
         py::arg("A"), py::arg("B"),
         "R(c) = A(B(c)). B: a Layout, an int n (n:1) or a tuple of these (by mode). A may be a "
@@ -628,61 +716,75 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
   m.def("complement",
         [](py::object l, py::object cotarget) {
           const DynLayout a = layout_arg(l, "complement", "layout");
-          if (cotarget.is_none()) return complement(a);
+          if (cotarget.is_none()) {
+            return with_operands("complement", [&] { return named("layout", a); },
+                                 [&] { return complement(a); });
+          }
           const DynTuple m = to_dyn_tuple(cotarget, {"complement", "cotarget", false});
-          return complement(a, product(m));
+          return with_operands(
+              "complement",
+              [&] { return named("layout", a) + " and cotarget=" + to_string(m); },
+              [&] { return complement(a, product(m)); });
         },
         py::arg("layout"), py::arg("cotarget") = py::none(),
         "The ordered layout of the offsets in [0, cotarget) that the layout leaves out.");
-  m.def("right_inverse",
-        [](py::object l) { return right_inverse(layout_arg(l, "right_inverse", "layout")); },
-        "R with L(R(i)) == i for i < size(R).");
-  m.def("left_inverse",
-        [](py::object l) { return left_inverse(layout_arg(l, "left_inverse", "layout")); },
-        "R with R(L(i)) == i for an injective L.");
-  m.def("logical_divide",
-        [](py::object a, py::object b) {
-          const DynLayout la = layout_arg(a, "logical_divide", "A", false);
-          const Tiler t = tiler_arg(b, "logical_divide", "B");
-          return t.by_mode ? logical_divide_by_mode(la, t.layout) : logical_divide(la, t.layout);
-        },
-        py::arg("A"), py::arg("B"), "A o (B, complement(B, size(A))), or mode by mode.");
-  m.def("zipped_divide",
-        [](py::object a, py::object b) {
-          const DynLayout la = layout_arg(a, "zipped_divide", "A", false);
-          const Tiler t = tiler_arg(b, "zipped_divide", "tiler");
-          return zipped_divide_by_mode(la, t.by_mode ? t.layout : as_one_mode(t.layout));
-        },
-        py::arg("A"), py::arg("tiler"), "((tile modes), (rest modes)).");
-  m.def("tiled_divide",
-        [](py::object a, py::object b) {
-          const DynLayout la = layout_arg(a, "tiled_divide", "A", false);
-          const Tiler t = tiler_arg(b, "tiled_divide", "tiler");
-          return tiled_divide_by_mode(la, t.by_mode ? t.layout : as_one_mode(t.layout));
-        },
-        py::arg("A"), py::arg("tiler"), "((tile modes), rest0, rest1, ...).");
-  m.def("logical_product",
-        [](py::object a, py::object b) {
-          return logical_product(layout_arg(a, "logical_product", "A", false),
-                                 layout_arg(b, "logical_product", "B"));
-        },
-        py::arg("A"), py::arg("B"), "(A, complement(A, size(A)*cosize(B)) o B).");
-  m.def("blocked_product",
-        [](py::object a, py::object b) {
-          return blocked_product(layout_arg(a, "blocked_product", "A", false),
-                                 layout_arg(b, "blocked_product", "B"));
-        },
-        py::arg("A"), py::arg("B"), "Mode i = (A_i, B'_i): contiguous copies of A laid out by B.");
-  m.def("raked_product",
-        [](py::object a, py::object b) {
-          return raked_product(layout_arg(a, "raked_product", "A", false),
-                               layout_arg(b, "raked_product", "B"));
-        },
-        py::arg("A"), py::arg("B"), "Mode i = (B'_i, A_i): copies of A interleaved across B.");
+  unary("right_inverse", &right_inverse,
+        "R with L(R(i)) == i for i < size(R) (defined for every layout; R may be 1:0).");
+  unary("left_inverse", &left_inverse,
+        "R with R(L(i)) == i for i < size(L). ValueError unless L is injective with non-negative "
+        "strides and has a complement.");
+  // The divides and products: (A, B) -> a layout, each a core function of two layouts.
+  auto binary = [&m](char const* fn, char const* b_name, auto op, char const* doc) {
+    m.def(fn,
+          [fn, b_name, op](py::object a, py::object b) {
+            const DynLayout la = layout_arg(a, fn, "A", false);
+            const Tiler t = tiler_arg(b, fn, b_name);
+            return with_operands(
+                fn,
+                [&] { return named("A", la) + " and " + b_name + "=" + tiler_string(t); },
+                [&] { return op(la, t); });
+          },
+          py::arg("A"), py::arg(b_name), doc);
+  };
+  binary("logical_divide", "B",
+         [](DynLayout const& a, Tiler const& t) {
+           return t.by_mode ? logical_divide_by_mode(a, t.layout) : logical_divide(a, t.layout);
+         },
+         "A o (B, complement(B, size(A))), or mode by mode.");
+  binary("zipped_divide", "tiler",
+         [](DynLayout const& a, Tiler const& t) {
+           return zipped_divide_by_mode(a, t.by_mode ? t.layout : as_one_mode(t.layout));
+         },
+         "((tile modes), (rest modes)).");
+  binary("tiled_divide", "tiler",
+         [](DynLayout const& a, Tiler const& t) {
+           return tiled_divide_by_mode(a, t.by_mode ? t.layout : as_one_mode(t.layout));
+         },
+         "((tile modes), rest0, rest1, ...).");
+  // The products take B as one layout (no by-mode tiler).
+  auto product_of = [&m](char const* fn, DynLayout (*op)(DynLayout const&, DynLayout const&),
+                         char const* doc) {
+    m.def(fn,
+          [fn, op](py::object a, py::object b) {
+            const DynLayout la = layout_arg(a, fn, "A", false);
+            const DynLayout lb = layout_arg(b, fn, "B");
+            return with_operands(fn, [&] { return named("A", la) + " and " + named("B", lb); },
+                                 [&] { return op(la, lb); });
+          },
+          py::arg("A"), py::arg("B"), doc);
+  };
+  product_of("logical_product", &logical_product, "(A, complement(A, size(A)*cosize(B)) o B).");
+  product_of("blocked_product", &blocked_product,
+             "Mode i = (A_i, B'_i): contiguous copies of A laid out by B.");
+  product_of("raked_product", &raked_product,
+             "Mode i = (B'_i, A_i): copies of A interleaved across B.");
   m.def("tile_to_shape",
         [](py::object block, py::object shape) {
-          return tile_to_shape(layout_arg(block, "tile_to_shape", "block", false),
-                               to_dyn_tuple(shape, {"tile_to_shape", "shape", false}));
+          const DynLayout b = layout_arg(block, "tile_to_shape", "block", false);
+          const DynTuple s = to_dyn_tuple(shape, {"tile_to_shape", "shape", false});
+          return with_operands(
+              "tile_to_shape", [&] { return named("block", b) + " and shape=" + to_string(s); },
+              [&] { return tile_to_shape(b, s); });
         },
         py::arg("block"), py::arg("shape"), "Copies of block arranged to cover shape.");
 
@@ -697,12 +799,30 @@ Callable like a Layout (index, coordinate, or a coordinate with `_`); offsets() 
           const auto w = pair_arg(warps, fn, "warps", "a pair of ints (warps_m, warps_n)");
           const auto p = pair_arg(perm, fn, "perm", "a pair (perm_rows, perm_cols) of Layouts "
                                                     "or ints");
-          return tiled_mma_tv(atom, positive_arg(rs.first, fn, "atom_shape[0]"),
-                              positive_arg(rs.second, fn, "atom_shape[1]"),
-                              positive_arg(w.first, fn, "warps[0]"),
-                              positive_arg(w.second, fn, "warps[1]"),
-                              layout_arg(p.first, fn, "perm[0]"),
-                              layout_arg(p.second, fn, "perm[1]"), operand_arg(operand, fn));
+          const int64_t ar = positive_arg(rs.first, fn, "atom_shape[0]");
+          const int64_t as = positive_arg(rs.second, fn, "atom_shape[1]");
+          const int64_t wm = positive_arg(w.first, fn, "warps[0]");
+          const int64_t wn = positive_arg(w.second, fn, "warps[1]");
+          const DynLayout pr = layout_arg(p.first, fn, "perm[0]");
+          const DynLayout ps = layout_arg(p.second, fn, "perm[1]");
+          const MmaOperand op = operand_arg(operand, fn);
+          return with_operands(
+              fn,
+              [&] {
+                return named("atom_tv", atom) + ", atom_shape=(" + std::to_string(ar) + ", " +
+                       std::to_string(as) + "), warps=(" + std::to_string(wm) + ", " +
+                       std::to_string(wn) + ") and perm=(" + to_string(pr) + ", " +
+                       to_string(ps) + ")";
+              },
+              [&] {
+                // tiled_mma_tv multiplies these before the checked algebra sees them: the
+                // largest products it forms are bounded by the three below.
+                char const* what = "tiled_mma_tv: {a} * {b} overflows int64";
+                checked_mul(checked_mul(ar, wm, what), wn, what);
+                checked_mul(checked_mul(as, wn, what), size(pr), what);
+                checked_mul(size(pr), cosize(ps), what);
+                return tiled_mma_tv(atom, ar, as, wm, wn, pr, ps, op);
+              });
         },
         py::arg("atom_tv"), py::arg("atom_shape"), py::arg("warps"), py::arg("perm"),
         py::arg("operand"), R"doc(
@@ -714,22 +834,35 @@ permutation), whose sizes are the tile's; operand: 'A', 'B' or 'C'. Threads (T_a
 values (V_atom, rep_r, rep_s); for A (B) the WN (WM) mode has stride 0.)doc");
   m.def("tiled_copy_tv",
         [](py::object thr, py::object val) {
-          return tiled_copy_tv(layout_arg(thr, "tiled_copy_tv", "thr", false),
-                               layout_arg(val, "tiled_copy_tv", "val", false));
+          const DynLayout t = layout_arg(thr, "tiled_copy_tv", "thr", false);
+          const DynLayout v = layout_arg(val, "tiled_copy_tv", "val", false);
+          return with_operands(
+              "tiled_copy_tv", [&] { return named("thr", t) + " and " + named("val", v); },
+              [&] { return tiled_copy_tv(t, v); });
         },
         py::arg("thr"), py::arg("val"), R"doc(
 TV layout of a tiled copy: thr (TR, TS) -> thread id and val (VR, VS) -> value id over the tile's
 (rows, cols); the result maps (thread, value) -> r + R*s of the (TR*VR, TS*VS) tile.)doc");
   m.def("tiled_copy_tile",
         [](py::object thr, py::object val) {
-          return to_python(tiled_copy_tile(layout_arg(thr, "tiled_copy_tile", "thr", false),
-                                           layout_arg(val, "tiled_copy_tile", "val", false)));
+          const DynLayout t = layout_arg(thr, "tiled_copy_tile", "thr", false);
+          const DynLayout v = layout_arg(val, "tiled_copy_tile", "val", false);
+          return to_python(with_operands(
+              "tiled_copy_tile", [&] { return named("thr", t) + " and " + named("val", v); },
+              [&] {
+                // Each tile extent is a mode size of thr times one of val.
+                checked_mul(size(t), size(v), "tiled_copy_tile: {a} * {b} overflows int64");
+                return tiled_copy_tile(t, v);
+              }));
         },
         py::arg("thr"), py::arg("val"), "(rows, cols) of the tile tiled_copy_tv(thr, val) covers.");
   m.def("copy_ref_to_src",
         [](py::object ref, py::object src) {
-          return copy_ref_to_src(tv_arg(ref, "copy_ref_to_src", "ref"),
-                                 tv_arg(src, "copy_ref_to_src", "src"));
+          const DynLayout r = tv_arg(ref, "copy_ref_to_src", "ref");
+          const DynLayout sr = tv_arg(src, "copy_ref_to_src", "src");
+          return with_operands(
+              "copy_ref_to_src", [&] { return named("ref", r) + " and " + named("src", sr); },
+              [&] { return copy_ref_to_src(r, sr); });
         },
         py::arg("ref"), py::arg("src"),
         "right_inverse(ref) o src: a copy atom's source (t, v) -> its reference t + T*v.");
@@ -743,9 +876,20 @@ TV layout of a tiled copy: thr (TR, TS) -> thread id and val (VR, VS) -> value i
                                         "(threads (T_atom, WM, WN), values (V_atom, rep_r, "
                                         "rep_s)), got " + to_string(tv));
           }
-          return tiled_mma_copy_src_tv(tv, positive_arg(atom_threads, fn, "atom_threads"),
-                                       positive_arg(atom_values, fn, "atom_values"),
-                                       tv_arg(ref2src, fn, "ref2src"));
+          const int64_t at = positive_arg(atom_threads, fn, "atom_threads");
+          const int64_t av = positive_arg(atom_values, fn, "atom_values");
+          const DynLayout r2s = tv_arg(ref2src, fn, "ref2src");
+          return with_operands(
+              fn,
+              [&] {
+                return named("mma_tv", tv) + ", atom_threads=" + std::to_string(at) +
+                       ", atom_values=" + std::to_string(av) + " and " + named("ref2src", r2s);
+              },
+              [&] {
+                // Its largest stride, threads * atom_values * rep_r / f, is below this product.
+                checked_mul(size(tv), av, "tiled_mma_copy_src_tv: {a} * {b} overflows int64");
+                return tiled_mma_copy_src_tv(tv, at, av, r2s);
+              });
         },
         py::arg("mma_tv"), py::arg("atom_threads"), py::arg("atom_values"), py::arg("ref2src"),
         R"doc(

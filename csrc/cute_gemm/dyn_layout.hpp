@@ -20,7 +20,10 @@ struct DynLayout {
     int64_t off = 0;
     for (int i = 0; i < shape.n; ++i) {
       if (shape.kind[i] == DynTuple::kLeaf) {
-        off += (idx % shape.value[i]) * stride.value[i];
+        off = checked_add(off,
+                          checked_mul(idx % shape.value[i], stride.value[i],
+                                      "L(i): coordinate {a} times stride {b} overflows int64"),
+                          "L(i): the offset overflows int64 ({a} + {b})");
         idx /= shape.value[i];
       }
     }
@@ -94,13 +97,59 @@ CG_HOST_DEVICE constexpr int64_t size(DynLayout const& l) { return product(l.sha
 CG_HOST_DEVICE constexpr int rank(DynLayout const& l) { return rank(l.shape); }
 CG_HOST_DEVICE constexpr int depth(DynLayout const& l) { return depth(l.shape); }
 
+namespace detail {
+// (s - 1) * |d|: how far one mode reaches, or -1 when that does not fit in int64. |d| is never
+// formed on its own, so a size-1 mode with stride INT64_MIN reaches 0 as it should.
+CG_HOST_DEVICE constexpr int64_t mode_reach(int64_t s, int64_t d) {
+  if (mul_overflows(s - 1, d)) return -1;
+  const int64_t r = (s - 1) * d;
+  return r == INT64_MIN ? -1 : (r < 0 ? -r : r);
+}
+}  // namespace detail
+
 // cosize: one past the largest offset, 1 + sum (s_k - 1) * |d_k|.
 CG_HOST_DEVICE constexpr int64_t cosize(DynLayout const& l) {
   int64_t c = 1;
-  for (int i = 0; i < l.shape.n; ++i)
-    if (l.shape.kind[i] == DynTuple::kLeaf)
-      c += (l.shape.value[i] - 1) * abs_value(l.stride.value[i]);
+  for (int i = 0; i < l.shape.n; ++i) {
+    if (l.shape.kind[i] != DynTuple::kLeaf) continue;
+    const int64_t reach = detail::mode_reach(l.shape.value[i], l.stride.value[i]);
+    CG_REQUIRE(reach >= 0, "cosize: mode {a}:{b} reaches past int64", l.shape.value[i],
+               l.stride.value[i]);
+    c = checked_add(c, reach, "cosize: the cosize overflows int64 ({a} + {b})");
+  }
   return c;
+}
+
+// Why a layout cannot be used with int64 sizes and offsets: kFits, or which of size(L) and
+// cosize(L) leaves int64. When both fit, every offset L(c) and every partial sum of
+// c_k * d_k fits as well (each is at most cosize(L) - 1 in magnitude), so evaluation cannot
+// overflow.
+enum class LayoutRange { kFits = 0, kSizeOverflows = 1, kCosizeOverflows = 2 };
+
+CG_HOST_DEVICE constexpr LayoutRange layout_range(DynLayout const& l) {
+  int64_t sz = 1, co = 1;
+  for (int i = 0; i < l.shape.n; ++i) {
+    if (l.shape.kind[i] != DynTuple::kLeaf) continue;
+    const int64_t s = l.shape.value[i];
+    if (mul_overflows(sz, s)) return LayoutRange::kSizeOverflows;
+    sz *= s;
+    const int64_t reach = detail::mode_reach(s, l.stride.value[i]);
+    if (reach < 0 || add_overflows(co, reach)) return LayoutRange::kCosizeOverflows;
+    co += reach;
+  }
+  return LayoutRange::kFits;
+}
+
+// The algebra's results go through this: `size_what` / `cosize_what` name the function ("fn: the
+// result's size overflows int64"). A result that fits is returned unchanged.
+CG_HOST_DEVICE constexpr DynLayout require_fits(DynLayout const& l, char const* size_what,
+                                                char const* cosize_what) {
+  (void)size_what;
+  (void)cosize_what;
+  const LayoutRange r = layout_range(l);
+  CG_REQUIRE(r != LayoutRange::kSizeOverflows, size_what, 0, 0);
+  CG_REQUIRE(r != LayoutRange::kCosizeOverflows, cosize_what, 0, 0);
+  return l;
 }
 
 // Mode i as a layout of its own.

@@ -65,8 +65,13 @@ CG_HOST_DEVICE constexpr FlatModes coalesce_modes(FlatModes const& in) {
   for (int i = 0; i < in.n; ++i) {
     const int64_t s = in.shape[i], d = in.stride[i];
     if (s == 1) continue;
-    if (out.n > 0 && out.shape[out.n - 1] * out.stride[out.n - 1] == d) {
-      out.shape[out.n - 1] *= s;
+    // s0 * d0 must be compared without wrapping: a wrapped product can equal d1 by accident
+    // ((2,2):(INT64_MIN,0) would merge into 4:INT64_MIN).
+    const bool merge = out.n > 0 && !mul_overflows(out.shape[out.n - 1], out.stride[out.n - 1]) &&
+                       out.shape[out.n - 1] * out.stride[out.n - 1] == d;
+    if (merge) {
+      out.shape[out.n - 1] =
+          checked_mul(out.shape[out.n - 1], s, "coalesce: the size overflows int64 ({a} * {b})");
     } else {
       out.push(s, d, in.origin[i]);
     }
@@ -126,7 +131,10 @@ CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, i
     } else if (rest % si == 0) {
       rest /= si;  // the whole mode is stepped over
     } else if (si % rest == 0) {
-      divided.push(si / rest, di * rest, a.origin[i]);
+      divided.push(si / rest,
+                   checked_mul(di, rest, "composition: stride {a} of the left layout times {b} "
+                                         "overflows int64"),
+                   a.origin[i]);
       rest = 1;
     } else {
       CG_REQUIRE(false,
@@ -135,9 +143,6 @@ CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, i
                  rest, si);
     }
   }
-  // The last mode of A is unbounded: it takes whatever stride is left over. An empty A (size 1)
-  // maps every index to 0.
-  const int64_t last_stride = a.n > 0 ? a.stride[a.n - 1] * rest : 0;
   // Step 2: keep the first s elements (A / d) % s.
   int64_t left = s;
   for (int i = 0; i < divided.n && left > 1; ++i) {
@@ -158,7 +163,16 @@ CG_HOST_DEVICE constexpr FlatModes compose_mode(FlatModes const& a, int64_t s, i
       left /= si;
     }
   }
-  if (left > 1) out.push(left, last_stride, a.n > 0 ? a.origin[a.n - 1] : -1);
+  // The last mode of A is unbounded: it takes whatever stride is left over. An empty A (size 1)
+  // maps every index to 0. Formed only when used: a stride nothing reaches may not fit.
+  if (left > 1) {
+    const int64_t last_stride =
+        a.n > 0 ? checked_mul(a.stride[a.n - 1], rest,
+                              "composition: stride {a} of the left layout times {b} overflows "
+                              "int64")
+                : 0;
+    out.push(left, last_stride, a.n > 0 ? a.origin[a.n - 1] : -1);
+  }
   return coalesce_result ? coalesce_modes(out) : out;
 }
 
@@ -199,12 +213,15 @@ CG_HOST_DEVICE constexpr void compose_tree(FlatModes const& a, DynLayout const& 
 
 // composition(A, B): R(c) = A(B(c)) for every coordinate c of B; R has B's shape (each leaf of B
 // may become a sub-tuple). Requires the divisibility conditions of CuTe's definition.
+// B may reach past size(A) along A's last mode, so R's offsets can leave int64 even when every
+// stride fits (2:2^61 o 8:1 = 8:2^61): R's size and cosize are checked.
 // Example: (6,2):(8,2) o (4,3):(3,1)  ->  ((2,2),3):((24,2),8).
 CG_HOST_DEVICE constexpr DynLayout composition(DynLayout const& a, DynLayout const& b) {
   const FlatModes fa = coalesce_modes(flat_modes(a));
   DynLayout out;
   detail::compose_tree(fa, b, 0, out);
-  return out;
+  return require_fits(out, "composition: the result's size overflows int64",
+                      "composition: the result's cosize overflows int64");
 }
 
 // composition with a left operand known only by its shape: its strides are left symbolic.
@@ -245,7 +262,8 @@ CG_HOST_DEVICE constexpr DynLayout composition_by_mode(DynLayout const& a,
   DynLayout out = make_dyn_layout_empty();
   for (int i = 0; i < rank(a); ++i)
     out = append(out, i < r ? composition(mode(a, i), mode(tiler, i)) : mode(a, i));
-  return out;
+  return require_fits(out, "composition: the result's size overflows int64",
+                      "composition: the result's cosize overflows int64");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -261,9 +279,10 @@ CG_HOST_DEVICE constexpr DynLayout complement(DynLayout const& a, int64_t cotarg
   {
     const FlatModes all = flat_modes(a);
     for (int i = 0; i < all.n; ++i) {
+      if (all.shape[i] == 1) continue;  // reaches no offset whatever its stride
       CG_REQUIRE(all.stride[i] >= 0, "complement: negative stride {a} is not supported",
                  all.stride[i], 0);
-      if (all.stride[i] != 0 && all.shape[i] != 1) m.push(all.shape[i], all.stride[i]);
+      if (all.stride[i] != 0) m.push(all.shape[i], all.stride[i]);
     }
   }
   // Insertion sort by stride, then shape.
@@ -281,20 +300,32 @@ CG_HOST_DEVICE constexpr DynLayout complement(DynLayout const& a, int64_t cotarg
   }
   FlatModes out;
   int64_t current = 1;
+  // Set once the extent of the modes so far passes INT64_MAX: no stride can then lie beyond it,
+  // and no cotarget needs a copy of it (the rest mode below would have size 1).
+  bool beyond = false;
   for (int i = 0; i < m.n; ++i) {
-    CG_REQUIRE(m.stride[i] >= current,
-               "complement: the layout is not injective: stride {a} falls inside the extent {b} "
-               "of the modes below it",
-               m.stride[i], current);
+    // Below `current` the modes so far already cover every offset they can: a stride inside
+    // that extent either repeats an offset (not injective, (2,2):(1,1)) or interleaves with
+    // them ((2,2):(2,3)); either way no layout fills the gaps.
+    CG_REQUIRE(!beyond && m.stride[i] >= current,
+               "complement: the layout is not injective or its offsets interleave: stride {a} "
+               "falls inside the extent {b} of the modes below it",
+               m.stride[i], beyond ? INT64_MAX : current);
     CG_REQUIRE(m.stride[i] % current == 0,
                "complement: the layout has no complement: stride {a} is not a multiple of the "
                "extent {b} of the modes below it",
                m.stride[i], current);
     out.push(m.stride[i] / current, current);
-    current = m.shape[i] * m.stride[i];
+    if (mul_overflows(m.shape[i], m.stride[i])) {
+      beyond = true;
+    } else {
+      current = m.shape[i] * m.stride[i];
+    }
   }
-  out.push(ceil_div(cotarget, current), current);
-  return make_dyn_layout(coalesce_modes(out));
+  if (!beyond) out.push(ceil_div(cotarget, current), current);
+  return require_fits(make_dyn_layout(coalesce_modes(out)),
+                      "complement: the result's size overflows int64",
+                      "complement: the result's cosize overflows int64");
 }
 
 CG_HOST_DEVICE constexpr DynLayout complement(DynLayout const& a) {
@@ -306,15 +337,22 @@ CG_HOST_DEVICE constexpr DynLayout complement(DynLayout const& a) {
 
 // right_inverse(L): the largest R of the form found by chaining L's modes whose strides run
 // 1, s0, s0*s1, ...; L(R(i)) == i for i < size(R). Example: (4,2):(2,1) -> (2,4):(4,1).
+// Defined for every layout: modes that are not reached by the chain (stride 0, negative, or
+// repeating an offset, as in (2,2):(1,1) -> 2:1) are left out, so R is a true right inverse on
+// its (possibly trivial, 1:0) domain. R(i) is an index of L, so R fits whenever size(L) does
+// (checked all the same: left_inverse passes a pair whose size may not fit).
 CG_HOST_DEVICE constexpr DynLayout right_inverse(DynLayout const& l) {
   const FlatModes m = coalesce_modes(flat_modes(l));
-  // Column-major index strides of L's (coalesced) modes: where mode k sits in L's domain.
+  // Column-major index strides of L's (coalesced) modes: where mode k sits in L's domain. The
+  // product past the last mode is not a stride, so it may overflow unused.
   int64_t domain_stride[DynTuple::kCapacity] = {};
   {
     int64_t acc = 1;
     for (int i = 0; i < m.n; ++i) {
-      domain_stride[i] = acc;
-      acc *= m.shape[i];
+      domain_stride[i] = checked_mul(acc, i > 0 ? m.shape[i - 1] : 1,
+                                     "right_inverse: the size of the layout overflows int64 "
+                                     "({a} * {b})");
+      acc = domain_stride[i];
     }
   }
   FlatModes out;
@@ -324,18 +362,43 @@ CG_HOST_DEVICE constexpr DynLayout right_inverse(DynLayout const& l) {
     for (int i = 0; i < m.n; ++i) {
       if (m.stride[i] == current) {
         out.push(m.shape[i], domain_stride[i]);
-        current *= m.shape[i];
         found = true;
+        // An extent past int64 cannot be any mode's stride: the chain ends here (a wrapped
+        // `current` could match an unrelated stride).
+        if (mul_overflows(current, m.shape[i])) found = false;
+        else current *= m.shape[i];
         break;
       }
     }
   }
-  return make_dyn_layout(coalesce_modes(out));
+  return require_fits(make_dyn_layout(coalesce_modes(out)),
+                      "right_inverse: the result's size overflows int64",
+                      "right_inverse: the result's cosize overflows int64");
 }
 
-// left_inverse(L) for an injective L: R(L(i)) == i for i < size(L).
+// left_inverse(L): R with R(L(i)) == i for every i < size(L). Only an injective L has one, and an
+// offset below 0 cannot be an index of R, so a mode of size > 1 with stride 0 or a negative stride
+// is refused (CuTe would return a pseudo-inverse there, which silently fails R(L(i)) == i).
+// R = right_inverse((L, complement(L))): complement checks the rest (L's sorted strides must
+// each be a multiple of the extent below them), after which (L, complement(L)) is a bijection
+// onto [0, N) and its right inverse is a two-sided one.
 CG_HOST_DEVICE constexpr DynLayout left_inverse(DynLayout const& l) {
-  return right_inverse(make_dyn_layout_pair(l, complement(l)));
+  const FlatModes m = flat_modes(l);
+  for (int i = 0; i < m.n; ++i) {
+    if (m.shape[i] == 1) continue;
+    CG_REQUIRE(m.stride[i] != 0,
+               "left_inverse: the layout is not injective: a mode of size {a} has stride 0",
+               m.shape[i], 0);
+    CG_REQUIRE(m.stride[i] > 0,
+               "left_inverse: negative stride {a}: the layout reaches offsets below 0, which no "
+               "left inverse can take as indices",
+               m.stride[i], 0);
+  }
+  // (L, complement(L)) covers [0, extent of L), which may pass int64 although cosize(L) does
+  // not (2:2^62): R's size is then refused (a smaller left inverse may exist; this one is not it).
+  return require_fits(right_inverse(make_dyn_layout_pair(l, complement(l))),
+                      "left_inverse: the result's size overflows int64",
+                      "left_inverse: the result's cosize overflows int64");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -344,7 +407,9 @@ CG_HOST_DEVICE constexpr DynLayout left_inverse(DynLayout const& l) {
 // logical_divide(A, B) = A o (B, complement(B, size(A))): mode 0 is the tile, mode 1 the tiles.
 // Example: 24:1 / 4:2 -> (4,(2,3)):(2,(1,8)).
 CG_HOST_DEVICE constexpr DynLayout logical_divide(DynLayout const& a, DynLayout const& b) {
-  return composition(a, make_dyn_layout_pair(b, complement(b, size(a))));
+  return require_fits(composition(a, make_dyn_layout_pair(b, complement(b, size(a)))),
+                      "logical_divide: the result's size overflows int64",
+                      "logical_divide: the result's cosize overflows int64");
 }
 
 // By-mode logical_divide: mode i of A divided by layout i of the tiler.
@@ -357,7 +422,8 @@ CG_HOST_DEVICE constexpr DynLayout logical_divide_by_mode(DynLayout const& a,
   DynLayout out = make_dyn_layout_empty();
   for (int i = 0; i < rank(a); ++i)
     out = append(out, i < r ? logical_divide(mode(a, i), mode(tiler, i)) : mode(a, i));
-  return out;
+  return require_fits(out, "logical_divide: the result's size overflows int64",
+                      "logical_divide: the result's cosize overflows int64");
 }
 
 namespace detail {
@@ -409,8 +475,15 @@ CG_HOST_DEVICE constexpr DynLayout tiled_divide_by_mode(DynLayout const& a,
 
 // logical_product(A, B) = (A, complement(A, size(A)*cosize(B)) o B): B's layout of copies of A.
 // Example: (2,2):(4,1) x 6:1 -> ((2,2),(2,3)):((4,1),(2,8)).
+// size(A) * cosize(B) is checked (a wrapped cotarget gives a plausible but wrong complement),
+// and so is the result: with a stride-0 B its size size(A) * size(B) can exceed that cotarget.
 CG_HOST_DEVICE constexpr DynLayout logical_product(DynLayout const& a, DynLayout const& b) {
-  return make_dyn_layout_pair(a, composition(complement(a, size(a) * cosize(b)), b));
+  const int64_t cotarget = checked_mul(size(a), cosize(b),
+                                       "logical_product: size(A) * cosize(B) = {a} * {b} "
+                                       "overflows int64");
+  return require_fits(make_dyn_layout_pair(a, composition(complement(a, cotarget), b)),
+                      "logical_product: the result's size overflows int64",
+                      "logical_product: the result's cosize overflows int64");
 }
 
 namespace detail {
@@ -428,13 +501,21 @@ CG_HOST_DEVICE constexpr DynLayout zip_product(DynLayout const& a, DynLayout con
   const int r = rank(a) > rank(b) ? rank(a) : rank(b);
   const DynLayout pa = pad_rank(a, r);
   const DynLayout pb = pad_rank(b, r);
-  const DynLayout p = composition(complement(pa, size(pa) * cosize(pb)), pb);
+  const int64_t cotarget =
+      checked_mul(size(pa), cosize(pb),
+                  raked ? "raked_product: size(A) * cosize(B) = {a} * {b} overflows int64"
+                        : "blocked_product: size(A) * cosize(B) = {a} * {b} overflows int64");
+  const DynLayout p = composition(complement(pa, cotarget), pb);
   DynLayout out = make_dyn_layout_empty();
   for (int i = 0; i < r; ++i) {
     out = append(out, raked ? make_dyn_layout_pair(mode(p, i), mode(pa, i))
                             : make_dyn_layout_pair(mode(pa, i), mode(p, i)));
   }
-  return out;
+  return require_fits(out,
+                      raked ? "raked_product: the result's size overflows int64"
+                            : "blocked_product: the result's size overflows int64",
+                      raked ? "raked_product: the result's cosize overflows int64"
+                            : "blocked_product: the result's cosize overflows int64");
 }
 }  // namespace detail
 

@@ -46,6 +46,63 @@ struct DynTuple {
 };
 
 // ------------------------------------------------------------------------------------------------
+// Arithmetic helpers
+
+// Overflow-checked int64 arithmetic. Sizes, cosizes, strides and offsets are int64; wherever the
+// algebra multiplies or adds them it goes through these, so a value that does not fit is a
+// CG_REQUIRE failure (ValueError in Python, a compile error for static layouts) instead of a
+// wrapped-around size. Written out by hand: __builtin_mul_overflow is not usable in nvcc's device
+// pass, and these must stay constexpr on host and device alike.
+
+// True when a * b does not fit in int64. None of the divisions can overflow: each divides by a
+// positive operand, or divides INT64_MAX.
+CG_HOST_DEVICE constexpr bool mul_overflows(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return false;
+  if (a > 0) return b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a;
+  return b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b;
+}
+
+// True when a + b does not fit in int64.
+CG_HOST_DEVICE constexpr bool add_overflows(int64_t a, int64_t b) {
+  return b > 0 ? a > INT64_MAX - b : a < INT64_MIN - b;
+}
+
+// a * b, or a CG_REQUIRE failure with `what` ("fn: ... {a} * {b} overflows int64").
+CG_HOST_DEVICE constexpr int64_t checked_mul(int64_t a, int64_t b, char const* what) {
+  (void)what;  // unused by the device pass of CG_REQUIRE
+  CG_REQUIRE(!mul_overflows(a, b), what, a, b);
+  return a * b;
+}
+
+// a + b, or a CG_REQUIRE failure with `what` ("fn: ... {a} + {b} overflows int64").
+CG_HOST_DEVICE constexpr int64_t checked_add(int64_t a, int64_t b, char const* what) {
+  (void)what;
+  CG_REQUIRE(!add_overflows(a, b), what, a, b);
+  return a + b;
+}
+
+// The ceiling of a / b for b != 0, for any signs and without forming a + b - 1 (which overflows
+// for a near INT64_MAX, e.g. a complement's cotarget). Integer division truncates toward zero,
+// which already is the ceiling when the exact quotient is negative.
+CG_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) {
+  return a / b + ((a % b != 0 && (a > 0) == (b > 0)) ? 1 : 0);
+}
+
+CG_HOST_DEVICE constexpr int64_t abs_value(int64_t a) { return a < 0 ? -a : a; }
+
+// shape_div(a, b): a / b where one divides the other; 1 when b is a multiple of a.
+// @pre a % b == 0 || b % a == 0.   Example: shape_div(6, 3) == 2, shape_div(3, 6) == 1.
+CG_HOST_DEVICE constexpr int64_t shape_div(int64_t a, int64_t b) {
+  CG_REQUIRE(b != 0 && a != 0, "shape_div: zero operand ({a}, {b})", a, b);
+  // INT64_MIN / -1 and INT64_MIN % -1 trap on x86 rather than wrap.
+  CG_REQUIRE(!(a == INT64_MIN && b == -1) && !(b == INT64_MIN && a == -1),
+             "shape_div: {a} / {b} overflows int64", a, b);
+  CG_REQUIRE(a % b == 0 || b % a == 0,
+             "divisibility condition violated: neither {a} nor {b} divides the other", a, b);
+  return a % b == 0 ? a / b : 1;
+}
+
+// ------------------------------------------------------------------------------------------------
 // Construction
 
 CG_HOST_DEVICE constexpr DynTuple make_dyn_int(int64_t v) {
@@ -164,10 +221,13 @@ CG_HOST_DEVICE constexpr bool has_underscore(DynTuple const& t) {
 }
 
 // Product of all leaves (the size of a shape). () has product 1.
+// A product that does not fit in int64 is an error, not a wrapped (possibly 0 or negative) size.
 CG_HOST_DEVICE constexpr int64_t product(DynTuple const& t) {
   int64_t p = 1;
   for (int i = 0; i < t.n; ++i)
-    if (t.kind[i] == DynTuple::kLeaf) p *= t.value[i];
+    if (t.kind[i] == DynTuple::kLeaf)
+      p = checked_mul(p, t.value[i], "size: the product of the shape's entries overflows int64 "
+                                     "({a} * {b})");
   return p;
 }
 
@@ -223,55 +283,50 @@ CG_HOST_DEVICE constexpr bool weakly_congruent(DynTuple const& a, DynTuple const
 }
 
 // ------------------------------------------------------------------------------------------------
-// Arithmetic helpers
-
-CG_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-CG_HOST_DEVICE constexpr int64_t abs_value(int64_t a) { return a < 0 ? -a : a; }
-
-// shape_div(a, b): a / b where one divides the other; 1 when b is a multiple of a.
-// @pre a % b == 0 || b % a == 0.   Example: shape_div(6, 3) == 2, shape_div(3, 6) == 1.
-CG_HOST_DEVICE constexpr int64_t shape_div(int64_t a, int64_t b) {
-  CG_REQUIRE(b != 0 && a != 0, "shape_div: zero operand ({a}, {b})", a, b);
-  CG_REQUIRE(a % b == 0 || b % a == 0,
-             "divisibility condition violated: neither {a} nor {b} divides the other", a, b);
-  return a % b == 0 ? a / b : 1;
-}
-
-// ------------------------------------------------------------------------------------------------
 // Coordinates
+
+namespace detail {
+// Compact strides congruent with `shape`, leaves visited first-to-last (column-major) or
+// last-to-first (row-major). The running product past the last leaf is never stored, so it may
+// overflow without harm: (2^62, 2) has the compact strides (1, 2^62) although its size does not
+// fit. Only a stride that is actually stored must fit.
+CG_HOST_DEVICE constexpr DynTuple compact_strides(DynTuple const& shape, int64_t init,
+                                                  bool reverse) {
+  DynTuple r = shape;
+  int64_t acc = init;
+  int64_t prev = 1;  // the previous leaf's shape, multiplied in only once a stride needs it
+  for (int k = 0; k < shape.n; ++k) {
+    const int i = reverse ? shape.n - 1 - k : k;
+    if (shape.kind[i] != DynTuple::kLeaf) continue;
+    acc = checked_mul(acc, prev, "compact strides of the shape overflow int64 ({a} * {b})");
+    r.value[i] = acc;
+    prev = shape.value[i];
+  }
+  return r;
+}
+}  // namespace detail
 
 // Compact column-major strides congruent with `shape`: prefix_product((2,(3,4))) == (1,(2,6)).
 CG_HOST_DEVICE constexpr DynTuple prefix_product(DynTuple const& shape, int64_t init = 1) {
-  DynTuple r = shape;
-  int64_t acc = init;
-  for (int i = 0; i < shape.n; ++i) {
-    if (shape.kind[i] == DynTuple::kLeaf) {
-      r.value[i] = acc;
-      acc *= shape.value[i];
-    }
-  }
-  return r;
+  return detail::compact_strides(shape, init, false);
 }
 
 // Compact row-major strides congruent with `shape` (last leaf fastest).
 CG_HOST_DEVICE constexpr DynTuple suffix_product(DynTuple const& shape) {
-  DynTuple r = shape;
-  int64_t acc = 1;
-  for (int i = shape.n - 1; i >= 0; --i) {
-    if (shape.kind[i] == DynTuple::kLeaf) {
-      r.value[i] = acc;
-      acc *= shape.value[i];
-    }
-  }
-  return r;
+  return detail::compact_strides(shape, 1, true);
 }
 
 // idx2crd: the colexicographic coordinate of a 1-D index within `shape`, congruent with it.
-// @pre 0 <= idx < product(shape).  Example: idx2crd(17, (8,(2,2))) == (1,(0,1)).
+// @pre every entry of shape >= 1, 0 <= idx < product(shape) (which must fit in int64).
+// Example: idx2crd(17, (8,(2,2))) == (1,(0,1)).
 CG_HOST_DEVICE constexpr DynTuple idx2crd(int64_t idx, DynTuple const& shape) {
-  CG_REQUIRE_IN_RANGE(idx >= 0 && idx < product(shape),
-                      "index {a} out of range for a shape of size {b}", idx, product(shape));
+  // A zero or negative entry would give coordinates that do not map back to idx.
+  for (int i = 0; i < shape.n; ++i)
+    CG_REQUIRE(shape.kind[i] != DynTuple::kLeaf || shape.value[i] >= 1,
+               "idx2crd: shape entries must be positive, got {a}", shape.value[i], 0);
+  const int64_t n = product(shape);
+  CG_REQUIRE_IN_RANGE(idx >= 0 && idx < n, "index {a} out of range for a shape of size {b}", idx,
+                      n);
   DynTuple r = shape;
   for (int i = 0; i < shape.n; ++i) {
     if (shape.kind[i] == DynTuple::kLeaf) {
@@ -293,13 +348,18 @@ CG_HOST_DEVICE constexpr int64_t crd2idx_node(DynTuple const& crd, int ci, DynTu
     const int end = subtree_end(shape, si);
     int64_t size = 1;
     for (int i = si; i < end; ++i)
-      if (shape.kind[i] == DynTuple::kLeaf) size *= shape.value[i];
+      if (shape.kind[i] == DynTuple::kLeaf)
+        size = checked_mul(size, shape.value[i],
+                           "crd2idx: the size of a mode overflows int64 ({a} * {b})");
     CG_REQUIRE_IN_RANGE(c >= 0 && c < size, "coordinate {a} out of range for a mode of size {b}",
                         c, size);
     int64_t off = 0;
     for (int i = si; i < end; ++i) {
       if (shape.kind[i] == DynTuple::kLeaf) {
-        off += (c % shape.value[i]) * stride.value[i];
+        off = checked_add(off,
+                          checked_mul(c % shape.value[i], stride.value[i],
+                                      "crd2idx: coordinate {a} times stride {b} overflows int64"),
+                          "crd2idx: the offset overflows int64 ({a} + {b})");
         c /= shape.value[i];
       }
     }
@@ -312,7 +372,8 @@ CG_HOST_DEVICE constexpr int64_t crd2idx_node(DynTuple const& crd, int ci, DynTu
   int64_t off = 0;
   int c = ci + 1, s = si + 1;
   for (int k = 0; k < crd.kind[ci]; ++k) {
-    off += crd2idx_node(crd, c, shape, stride, s);
+    off = checked_add(off, crd2idx_node(crd, c, shape, stride, s),
+                      "crd2idx: the offset overflows int64 ({a} + {b})");
     c = subtree_end(crd, c);
     s = subtree_end(shape, s);
   }

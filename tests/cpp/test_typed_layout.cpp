@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -665,6 +666,78 @@ void test_swizzle() {
   CHECK(s1.data().get() == smem.data());
 }
 
+// ================================================================================================
+// Checked int64 arithmetic (dyn_tuple.hpp): constexpr, so static layouts check at compile time.
+
+static_assert(!mul_overflows(INT64_MAX, 1) && mul_overflows(INT64_MAX, 2));
+static_assert(!mul_overflows(INT64_MIN, 1) && mul_overflows(INT64_MIN, -1));
+static_assert(!mul_overflows(-(int64_t(1) << 31), int64_t(1) << 32) &&
+              mul_overflows(int64_t(1) << 32, int64_t(1) << 31));
+static_assert(!mul_overflows(-3, -(INT64_MAX / 3)) && mul_overflows(-3, INT64_MIN / 3 - 1));
+static_assert(!add_overflows(INT64_MAX, 0) && add_overflows(INT64_MAX, 1) &&
+              add_overflows(INT64_MIN, -1) && !add_overflows(INT64_MIN, INT64_MAX));
+static_assert(checked_mul(int64_t(1) << 31, int64_t(1) << 31, "") == int64_t(1) << 62);
+// ceil_div without a + b - 1: exact near INT64_MAX, and a true ceiling for any signs.
+static_assert(ceil_div(INT64_MAX, int64_t(8)) == int64_t(1) << 60);
+static_assert(ceil_div(int64_t(-5), int64_t(4)) == -1 && ceil_div(int64_t(5), int64_t(-4)) == -1);
+static_assert(ceil_div(int64_t(-5), int64_t(-4)) == 2 && ceil_div(int64_t(8), int64_t(4)) == 2);
+// The running product past the last leaf is not a stride: (2^62, 4) has compact strides.
+static_assert(prefix_product(make_dyn_pair(make_dyn_int(int64_t(1) << 62), make_dyn_int(4))) ==
+              make_dyn_pair(make_dyn_int(1), make_dyn_int(int64_t(1) << 62)));
+// A wrapped s0 * d0 must not look like d1: 2 * INT64_MIN wraps to 0, the stride of mode 1.
+static_assert(coalesce(make_dyn_layout(make_dyn_pair(make_dyn_int(2), make_dyn_int(2)),
+                                       make_dyn_pair(make_dyn_int(INT64_MIN), make_dyn_int(0))))
+                  .shape.kind[0] == 2);
+static_assert(layout_range(make_dyn_layout(int64_t(2), INT64_MIN)) ==
+              LayoutRange::kCosizeOverflows);
+static_assert(layout_range(make_dyn_layout(int64_t(1), INT64_MIN)) == LayoutRange::kFits);
+static_assert(cosize(make_dyn_layout(INT64_MAX, int64_t(1))) == INT64_MAX);
+// Lazily formed strides: composing with A's unbounded last mode only when B reaches it.
+static_assert(composition(make_dyn_layout(int64_t(4), int64_t(1) << 61),
+                          make_dyn_layout(int64_t(4), int64_t(1))) ==
+              make_dyn_layout(int64_t(4), int64_t(1) << 61));
+
+// The run-time Dyn algebra throws std::invalid_argument (ValueError in Python) on overflow.
+template <class F>
+bool throws_invalid(F const& f, char const* word) {
+  try {
+    f();
+  } catch (std::invalid_argument const& e) {
+    return std::string(e.what()).find(word) != std::string::npos;
+  }
+  return false;
+}
+
+void test_checked_arithmetic() {
+  const int64_t p31 = int64_t(1) << 31, p40 = int64_t(1) << 40;
+  CHECK(throws_invalid([&] { return product(make_dyn_pair(make_dyn_int(p40), make_dyn_int(p40))); },
+                       "size: "));
+  CHECK(throws_invalid(
+      [&] { return composition(make_dyn_layout(2, p40), make_dyn_layout(2, int64_t(1) << 30)); },
+      "composition: "));
+  CHECK(throws_invalid(
+      [&] { return composition(make_dyn_layout(2, int64_t(1) << 61), make_dyn_layout(8, 1)); },
+      "composition: the result's cosize"));
+  CHECK(throws_invalid(
+      [&] { return logical_product(make_dyn_layout(2 * p31 * 2, 1), make_dyn_layout(p31 + 1, 1)); },
+      "logical_product: size(A) * cosize(B)"));
+  CHECK(throws_invalid([&] { return cosize(make_dyn_layout(3, INT64_MIN / 2)); }, "cosize: "));
+  CHECK(throws_invalid([&] { return left_inverse(make_dyn_layout(make_dyn_pair(make_dyn_int(2),
+                                                                              make_dyn_int(2)),
+                                                                make_dyn_pair(make_dyn_int(0),
+                                                                              make_dyn_int(1))));
+                       },
+                       "left_inverse: the layout is not injective"));
+  // The extent of 2:(2^63-2) passes int64, but a cotarget never needs a copy of it.
+  CHECK(complement(make_dyn_layout(2, INT64_MAX - 1), 1) == make_dyn_layout(INT64_MAX - 1, 1));
+  // Layouts just below 2^63 still work.
+  const DynLayout big = make_dyn_layout(INT64_MAX, 1);
+  CHECK(size(big) == INT64_MAX && cosize(big) == INT64_MAX && big(INT64_MAX - 1) == INT64_MAX - 1);
+  CHECK(complement(make_dyn_layout(4, 2), INT64_MAX) ==
+        make_dyn_layout(make_dyn_pair(make_dyn_int(2), make_dyn_int(int64_t(1) << 60)),
+                        make_dyn_pair(make_dyn_int(1), make_dyn_int(8))));
+}
+
 int main() {
   test_static_algebra();
   test_coordinates_and_slicing();
@@ -672,6 +745,7 @@ int main() {
   test_dynamic_tiling();
   test_tensor();
   test_swizzle();
+  test_checked_arithmetic();
   std::printf("test_typed_layout: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }
