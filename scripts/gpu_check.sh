@@ -12,7 +12,8 @@
 # "none" runs none), CUTE_GEMM_BENCH_ARGS the GEMM benchmarks' arguments (default --quick; "" for
 # the full sweep), CUTE_GEMM_MAIN_JOB=0 skips the main job, CUTE_GEMM_SANITIZER=0 skips the
 # compute-sanitizer runs, CUTE_GEMM_SWEEP_SECONDS the sweep's time (default 60; 0 skips it),
-# CUTE_GEMM_SWEEP_SEED its seed (default random; the log prints it).
+# CUTE_GEMM_SWEEP_SEED its seed (default random; the log prints it), CUTE_GEMM_TESTS=0 skips
+# pytest (for reruns of the other steps).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so
@@ -68,22 +69,24 @@ fi
   fi
 } >"$OUTDIR/kernels.txt" 2>&1
 
-python3 -m pytest -q -ra --durations=10 tests 2>&1 | tee "$OUTDIR/pytest.log"
-test_rc=${PIPESTATUS[0]}
-if [ $test_rc -ne 0 ]; then
-  echo "[gpu_check] tests FAILED (rc=$test_rc)"; status=1
+if [ "${CUTE_GEMM_TESTS:-1}" != 0 ]; then
+  python3 -m pytest -q -ra --durations=10 tests 2>&1 | tee "$OUTDIR/pytest.log"
+  test_rc=${PIPESTATUS[0]}
+  if [ $test_rc -ne 0 ]; then
+    echo "[gpu_check] tests FAILED (rc=$test_rc)"; status=1
+  fi
 fi
 
 # compute-sanitizer on a probe that launches every kernel family (decode, mma.sync, both wgmma
 # kernels, split-K reductions, dequantize + dense, every GEMM configuration) on small shapes.
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1: inside torch's caching allocator's pooled blocks an
 # out-of-bounds access is invisible to memcheck. Each tool takes 5-11 s on an H100.
-# racecheck runs twice: every family but the dense path, whole; then the dense path with only
-# our dequantize kernel instrumented. The dense path's GEMM is cuBLAS's (at::linear): whole,
-# racecheck reported a shared-memory race inside cuBLAS's TMA/mbarrier Hopper kernel
-# (nvjet_sm90_*) in one of two runs of the same launch, and with cuBLAS excluded by
-# --kernel-name-exclude the sanitizer itself failed on a hardware exception in that launch (H100,
-# CUDA 13.0): not this project's code.
+# racecheck runs twice: every family but the dense path; then the dense path, whose GEMM is
+# cuBLAS's (at::linear). racecheck reports a shared-memory race inside cuBLAS's TMA/mbarrier
+# Hopper kernel (nvjet_sm90_*, both accesses in it) on every run, and with a kernel filter that
+# leaves cuBLAS uninstrumented the sanitizer itself fails on a hardware exception (H100, CUDA
+# 13.0; benchmarks/results/NOTES.md). So the dense run is whole, and a report counts as a failure
+# unless both of its accesses lie in cuBLAS's kernel: any hazard in our dequantize kernel fails.
 sanitize() {  # sanitize TOOL LOGNAME [sanitizer options --] [probe options]
   local tool=$1 log="$OUTDIR/sanitizer_$2.log" tool_args=() t0 rc
   shift 2
@@ -99,6 +102,19 @@ sanitize() {  # sanitize TOOL LOGNAME [sanitizer options --] [probe options]
     "${tool_args[@]}" python3 scripts/sanitizer_probe.py "$@" >"$log" 2>&1
   rc=$?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|\[probe\] (PASS|FAILED|no CUDA)" "$log"
+  if [ $rc -ne 0 ] && [ "${SANITIZE_CUBLAS_RACES_ONLY:-0}" = 1 ]; then
+    local races ours
+    # A report is two lines: "Race reported between <access> at <kernel>+<pc>" and
+    # "and <access> at <kernel>+<pc> [N hazards]".
+    read -r races ours < <(awk '/Race reported between/ {r++; a = ($0 ~ / at nvjet_/); getline;
+      if (!(a && $0 ~ / at nvjet_/)) o++} END {print r + 0, o + 0}' "$log")
+    if [ "$races" -gt 0 ] && [ "$ours" = 0 ] && grep -q "\[probe\] PASS" "$log" && \
+       ! grep -q "Internal Sanitizer Error" "$log"; then
+      echo "[gpu_check] compute-sanitizer $tool: $races report(s), all inside cuBLAS's kernels" \
+        "(not ours), accepted"
+      rc=0
+    fi
+  fi
   if [ $rc -ne 0 ]; then
     echo "[gpu_check] compute-sanitizer $tool FAILED (rc=$rc, $(( $(date +%s) - t0 )) s)"
     grep -m 20 -E "^========= (Invalid|Race|Barrier|Error|Internal|Program hit)|\[probe\] +FAIL" \
@@ -120,8 +136,7 @@ if [ "${CUTE_GEMM_SANITIZER:-1}" != 0 ]; then
   else
     sanitize memcheck memcheck
     sanitize racecheck racecheck --only decode,mma,wgmma,wgmma_ws,splitk,gemm
-    sanitize racecheck racecheck_dense \
-      --sanitizer-args --kernel-name kns=dequantize_weight_kernel -- --only dense
+    SANITIZE_CUBLAS_RACES_ONLY=1 sanitize racecheck racecheck_dense --only dense
     sanitize synccheck synccheck
   fi
 fi
