@@ -315,6 +315,17 @@ class _TwinLinear(torch.nn.Module):
         return y.to(self.compute).to(x.dtype)
 
 
+def _fp32_llama():
+    """A tiny random-weight fp32 transformers Llama (nothing downloaded)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=500, max_position_embeddings=64,
+        tie_word_embeddings=False)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
 def _twin(model):
     """A copy of a converted model with every QuantLinear replaced by its _TwinLinear."""
     twin = copy.deepcopy(model)
@@ -326,13 +337,7 @@ def _twin(model):
 
 
 def test_fp32_transformers_model_generates_like_its_dequantized_twin():
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=500, max_position_embeddings=64,
-        tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval()  # fp32
+    model = _fp32_llama()
     summary = cute_gemm.quantize_model(model, progress=False)
     assert len(summary.converted) == 14 and list(summary.skipped) == ["lm_head"]
     twin = _twin(model)
@@ -350,13 +355,7 @@ def test_fp32_transformers_model_generates_like_its_dequantized_twin():
 
 @pytest.mark.gpu
 def test_fp32_transformers_model_on_gpu():
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=500, max_position_embeddings=64,
-        tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval().cuda()
+    model = _fp32_llama().cuda()
     cute_gemm.quantize_model(model, progress=False)
     twin = _twin(model)
     ids = torch.randint(0, 500, (2, 6), generator=_gen(20)).cuda()
