@@ -16,7 +16,7 @@ import math
 import pickle
 
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from cute_gemm import layout as cl
@@ -24,29 +24,15 @@ from cute_gemm.layout import (
     ComposedLayout, Layout, Swizzle, blocked_product, coalesce, complement, composition, cosize,
     crd2idx, idx2crd, left_inverse, logical_divide, logical_product, raked_product, right_inverse,
     size, tile_to_shape, tiled_divide, zipped_divide)
+from test_layout_properties import SETTINGS, leaves, unflatten  # the shared tuple helpers
 
 MAX = 2 ** 63 - 1
 SW = Swizzle(0, 0, 0)  # the identity swizzle: a ComposedLayout that is just offset + layout
 
-SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 # ------------------------------------------------------------------------------------------------
 # Exact (Python int) reference
-
-
-def leaves(t):
-    return [t] if isinstance(t, int) else [x for c in t for x in leaves(c)]
-
-
-def unflatten(t, values):
-    it = iter(values)
-
-    def build(node):
-        return next(it) if isinstance(node, int) else tuple(build(c) for c in node)
-
-    return build(t)
 
 
 def ref_size(shape):
