@@ -588,21 +588,6 @@ def _dry_run(site, cfg, state, path, where):
                          f"changed: " + "; ".join(errors))
 
 
-def _align_quant_buffers(model):
-    """Every QuantLinear buffer contiguous and 16-byte aligned (the kernel's loads): tensors
-    assigned from a memory-mapped file are only as aligned as their offset in it."""
-    from .nn import _kernel_ready
-
-    ready = {}
-    for module in model.modules():
-        if isinstance(module, QuantLinear):
-            for name, t in module._buffers.items():
-                if t is not None:
-                    if id(t) not in ready:
-                        ready[id(t)] = (t, _kernel_ready(t))  # t kept alive: ids stay unique
-                    module._buffers[name] = ready[id(t)][1]
-
-
 def load_quantized(model, path, strict=True, device=None):
     """Loads a file written by ``save_quantized`` into ``model``, quantizing nothing.
 
@@ -611,7 +596,8 @@ def load_quantized(model, path, strict=True, device=None):
     Models on the meta device are supported: their tensors are replaced by the file's
     (``load_state_dict(assign=True)``), loaded to ``device`` (default "cpu"); otherwise the
     values are copied into the model's tensors, wherever they are. Every ``QuantLinear``'s
-    buffers end up contiguous and 16-byte aligned, as the kernel needs.
+    buffers end up contiguous and 16-byte aligned, as the kernel needs (its
+    ``_load_from_state_dict`` sees to that for ``assign=True``).
 
     The load is all-or-nothing: the file's header (framing, cute_gemm metadata and format
     version, keys, shapes, dtypes) and the quantized layers' values are checked before the model
@@ -678,7 +664,6 @@ def load_quantized(model, path, strict=True, device=None):
         # again, as they were when saved.
         for alias, source in aliases.items():
             _retie(model, alias, source)
-    _align_quant_buffers(model)
     if result.missing_keys or result.unexpected_keys:
         warnings.warn(f"{where}: {path!r} does not match the model (loaded with strict=False): "
                       f"missing keys (left as they were) {_key_list(result.missing_keys)}, "
