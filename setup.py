@@ -88,7 +88,8 @@ if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
 if not os.environ.get("MAX_JOBS"):
     os.environ["MAX_JOBS"] = str(max(1, min(4, os.cpu_count() or 1)))
 
-cpp_sources = _sources("csrc/bindings/*.cpp", "csrc/ops/*.cpp")
+# Plain C++ under csrc/kernels (the mixed GEMM's planner and its instance table) is in every build.
+cpp_sources = _sources("csrc/bindings/*.cpp", "csrc/ops/*.cpp", "csrc/kernels/**/*.cpp")
 cu_sources = _sources("csrc/kernels/**/*.cu")
 cuda_usable = torch.version.cuda is not None and CUDA_HOME is not None
 

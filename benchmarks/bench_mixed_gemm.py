@@ -22,6 +22,10 @@ scales_and_zeros for torch int4, divided by the time), that as a fraction of the
 bandwidth (a large device-to-device copy, bytes read + written, measured once), and TFLOP/s
 (2 M N K / t).
 
+Each row names the kernel that ran ("kernel run"): for ours the plan of the call
+(cute_gemm.mixed_plan: kernel and instance, split-K; its describe() line in the JSON as
+"plan_detail"), for the baselines the torch function.
+
 Correctness spot check for every (shape, M, kernel): max|out - ref| / max|ref|, ref the fp32
 matmul of the same activations with the dequantized weight. Ours: ok below 1e-2, warn up to 2e-2,
 WRONG above (or non-finite output, or an exception) and the script exits 1 at the end. The
@@ -163,6 +167,9 @@ class Candidate:
     act_dtype: torch.dtype = torch.float16
     ref_weight: torch.Tensor = None     # [N, K] (dequantized) weight for the spot check
     na: str = None                      # set when the kernel is unavailable: "n/a (reason)"
+    bits: int = None                    # ours: the weight's bits and group size (for the plan)
+    group: int = None
+    runs: str = None                    # the baselines: what runs ("kernel run" column)
 
 
 def _clone_qw(qw):
@@ -213,16 +220,17 @@ def make_candidates(cute_gemm, w, min_bytes):
     n, k = w.shape
     cands = [Candidate("fp16", call=lambda a, b: F.linear(a, b),
                        copies=_rotation(w, torch.clone, n * k * 2, min_bytes),
-                       weight_bytes=n * k * 2, ref_weight=w)]
+                       weight_bytes=n * k * 2, ref_weight=w, runs="F.linear (cuBLAS)")]
     for key, bits, group in (("ours_int4", 4, GROUP_SIZE), ("ours_int8", 8, -1)):
         try:
             qw = cute_gemm.quantize(w, bits=bits, group_size=group, symmetric=True)
             nbytes = qw.nbytes
             cands.append(Candidate(key, call=cute_gemm.mixed_gemm,
                                    copies=_rotation(qw, _clone_qw, nbytes, min_bytes),
-                                   weight_bytes=nbytes, ref_weight=cute_gemm.dequantize(qw)))
+                                   weight_bytes=nbytes, ref_weight=cute_gemm.dequantize(qw),
+                                   bits=bits, group=group))
         except Exception as e:  # noqa: BLE001  (reported as ERROR; the run goes on)
-            cands.append(Candidate(key, na=f"ERROR ({_short(e)})"))
+            cands.append(Candidate(key, na=f"ERROR ({_short(e)})", bits=bits, group=group))
     variant = None
     try:
         q, sz, deq = torch_int4_quantize(w, GROUP_SIZE)
@@ -234,13 +242,39 @@ def make_candidates(cute_gemm, w, min_bytes):
             call=lambda a, b: torch._weight_int4pack_mm(a, b[0], GROUP_SIZE, b[1]),
             copies=_rotation((packed, sz), lambda p: (p[0].clone(), p[1].clone()), nbytes,
                              min_bytes),
-            weight_bytes=nbytes, act_dtype=torch.bfloat16, ref_weight=deq))
+            weight_bytes=nbytes, act_dtype=torch.bfloat16, ref_weight=deq,
+            runs="torch._weight_int4pack_mm"))
     except Exception as e:  # noqa: BLE001
         cands.append(Candidate("torch_int4", na=f"n/a ({_short(e)})"))
     return cands, variant
 
 
 # ------------------------------------------------------------------------------ the sweep
+
+
+def plan_label(plan):
+    """The kernel a plan runs, short: kernel and instance, with its split count (or the dense
+    path)."""
+    if plan.kernel == "dense":
+        return "dense (dequantize + cuBLAS)"
+    label = f"{plan.kernel} {plan.instance}"
+    if plan.kernel == "decode":
+        label += f" w{plan.warps}x{plan.col_warps}"
+    if plan.splits > 1:
+        label += f" split-K {plan.splits}"
+    return label
+
+
+def kernel_run(cute_gemm, c, m, n, k):
+    """(label, detail) of what candidate c runs at M: ours from cute_gemm.mixed_plan (the plan of
+    the current GPU), the baselines' torch function."""
+    if c.key not in OURS:
+        return c.runs, None
+    try:
+        plan = cute_gemm.mixed_plan(m, n, k, c.bits, c.group, torch.float16)
+    except Exception as e:  # noqa: BLE001  (the call itself reports the error)
+        return f"n/a ({_short(e)})", None
+    return plan_label(plan), plan.describe()
 
 
 def derive(row, fp16_us, copy_gbs):
@@ -278,6 +312,7 @@ def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes
                    "weight_bytes": c.weight_bytes or None, "rel_err": None,
                    "check": "n/a", "status": "ok", "l2_copies": len(c.copies) or None,
                    "calls_per_graph": None}
+            row["plan"], row["plan_detail"] = kernel_run(cute_gemm, c, m, n, k)
             if c.na:
                 row["status"] = c.na
                 row["check"] = "ERROR" if c.key in OURS else "n/a"
@@ -315,7 +350,8 @@ def failures(rows):
 
 
 COLUMNS = [
-    ("k", "K"), ("n", "N"), ("m", "M"), ("kernel", "kernel"), ("us", "us"),
+    ("k", "K"), ("n", "N"), ("m", "M"), ("kernel", "kernel"), ("plan", "kernel run"),
+    ("us", "us"),
     ("speedup_vs_fp16", "speedup vs fp16"), ("weight_gbs", "weight GB/s"),
     ("weight_frac_copy_bw", "of copy BW"), ("tflops", "TFLOP/s"), ("rel_err", "rel err"),
     ("check", "check"), ("l2_copies", "L2 copies"), ("status", "status"),
@@ -332,6 +368,9 @@ NOTES = [
     "- speedup vs fp16: fp16 us / us. weight GB/s: stored weight bytes (packed + scales (+ "
     "zeros); N*K*2 for fp16; packed + scales_and_zeros for torch int4) / time; of copy BW: that "
     "over the device-to-device copy bandwidth (copy_bandwidth_gbs, read + write).",
+    "- kernel run: ours, the plan of the call on this GPU (cute_gemm.mixed_plan: kernel, "
+    "instance, decode warps x warps per k slice, split-K count; the JSON's plan_detail has its "
+    "describe() line); the baselines, the torch function.",
     f"- rel err: max|out - ref| / max|ref|, ref = fp32 matmul with the dequantized weight. "
     f"check: ok <= {ERR_OK:g}, warn <= {ERR_WRONG:g}, above: WRONG (ours, exit status 1) or "
     f"suspect (baselines, reported only).",
@@ -390,8 +429,10 @@ def summary_lines(rows):
 def summary_markdown(rows):
     """Wide markdown table (us and speedup per kernel) for the .md file."""
     lines = ["## Summary: us per call (speedup over fp16)", "",
-             "| K x N | M | " + " | ".join(label for _, _, label in KERNELS) + " |",
-             "|---:|---:|" + "---:|" * len(KERNELS)]
+             "| K x N | M | " + " | ".join(label for _, _, label in KERNELS) +
+             " | " + " | ".join(f"{short} kernel run" for key, short, _ in KERNELS
+                                if key in OURS) + " |",
+             "|---:|---:|" + "---:|" * len(KERNELS) + "---|" * len(OURS)]
     for (k, n, m), by in _by_case(rows).items():
         cells = []
         for key, _, _ in KERNELS:
@@ -404,6 +445,7 @@ def summary_markdown(rows):
                 sp = r["speedup_vs_fp16"]
                 cells.append(f"{r['us']:.1f} ({sp:.2f}x)" if sp is not None else
                              f"{r['us']:.1f}")
+        cells += [(by.get(key) or {}).get("plan") or "n/a" for key in OURS]
         lines.append(f"| {k}x{n} | {m} | " + " | ".join(cells) + " |")
     return lines
 
@@ -508,7 +550,7 @@ def main(argv=None):
                            "weight_bytes": None, "rel_err": None,
                            "check": "ERROR" if key in OURS else "n/a",
                            "status": f"ERROR ({_short(e)})", "l2_copies": None,
-                           "calls_per_graph": None}
+                           "calls_per_graph": None, "plan": None, "plan_detail": None}
                     shape_rows.append(derive(row, None, copy_gbs))
         rows += shape_rows
         if variant:

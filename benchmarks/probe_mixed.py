@@ -1,16 +1,19 @@
 """Quick look at the mixed kernel's speed (a subset of bench_mixed_gemm.py, for tuning runs).
 
     python3 benchmarks/probe_mixed.py             INT4 / INT8 vs fp16 at a few M
-    python3 benchmarks/probe_mixed.py --sweep     split-K counts and reductions at M = 1, 16
+    python3 benchmarks/probe_mixed.py --sweep     split-K counts at M = 1, 16
                                                   (M values: CUTE_GEMM_KERNEL_MS)
     python3 benchmarks/probe_mixed.py --sweep-m   the fused kernel vs the dense path over M
     python3 benchmarks/probe_mixed.py --kernels   mma.sync vs wgmma kernels vs dense over M
     python3 benchmarks/probe_mixed.py --decode-shapes
-                                                  the decode kernel's k groups of 1, 2, 4 warps
+                                                  the decode kernel's k slices of 1, 2, 4 warps
                                                   vs mma.sync vs the default, M = 1..8
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
+
+Every variant is a schedule passed to cute_gemm.mixed_gemm (schedule=...); cute_gemm.mixed_plan
+with the same schedule says what ran.
 """
 import os
 import sys
@@ -38,7 +41,8 @@ SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8
 def probe_cases(default_ms):
     """For each shape (SHAPES_KN), INT4 g128 and INT8 per-channel weights (copies rotated past L2)
     and each M of CUTE_GEMM_KERNEL_MS (default `default_ms`): yields (k, n, bits, group, m, a,
-    run, t16) with run(i) the mixed GEMM on weight copy i and t16 the fp16 F.linear time (us)."""
+    run, t16) with run(schedule=None) the function of i that time_graph times (the mixed GEMM on
+    weight copy i with that schedule) and t16 the fp16 F.linear time (us)."""
     torch.manual_seed(0)
     ms = kernel_ms(default_ms)
     for k, n in SHAPES_KN:
@@ -50,22 +54,24 @@ def probe_cases(default_ms):
                 a = torch.randn(m, k, device="cuda", dtype=torch.float16)
                 t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
                 yield k, n, bits, group, m, a, (
-                    lambda i, a=a: cute_gemm.mixed_gemm(a, qs[i % copies])), t16
-            del qs
-        del ws
+                    lambda schedule=None, a=a, qs=qs: lambda i: cute_gemm.mixed_gemm(
+                        a, qs[i % copies], schedule=schedule)), t16
+            qs = None  # frees the copies (not del: the timed lambdas name it)
+        ws = None
         torch.cuda.empty_cache()
 
 
-SPLITS = (1, 2, 4, 6, 8, 12, 16, 24)
+SPLITS = (1, 2, 4, 6, 8, 12, 16, 24, 32)
 
 
 def sweep_splits():
-    """Times INT4 g128 at M in CUTE_GEMM_KERNEL_MS (default 1 16) for forced split counts and both
-    reductions (c: cluster where the kernel has one, w: workspace; tuning)."""
+    """Times INT4 g128 at M in CUTE_GEMM_KERNEL_MS (default 1 16): the default plan (its kernel
+    and split count), then the default kernel with each scheduled split count (the splits meet
+    in the workspace; tuning). The planner lowers a split count that would leave a split empty
+    (ceil(k_blocks / splits) blocks each), so such a column repeats a smaller count's plan."""
     torch.manual_seed(0)
     ms = kernel_ms("1 16")
-    print(f"{'K x N':>12} {'M':>3} {'plan':>14} " + " ".join(
-        f"{s:>3}{r[0]:1}" for s in SPLITS for r in ("c", "w")))
+    print(f"{'K x N':>12} {'M':>3} {'default':>16} " + " ".join(f"{s:>5}" for s in SPLITS))
     for k, n in [(4096, 4096), (8192, 8192), (28672, 8192), (4096, 28672), (14336, 4096)]:
         copies = max(2, int(3 * 60e6 // (n * k // 2)) + 1)
         qs = [cute_gemm.quantize(torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02,
@@ -73,34 +79,37 @@ def sweep_splits():
         for m in ms:
             a = torch.randn(m, k, device="cuda", dtype=torch.float16)
             t0 = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
-            plan = cute_gemm._C._mixed_plan(m, n, k, 4, 128)
+            plan = cute_gemm.mixed_plan(m, n, k, 4, 128)
+            kernel = "mma" if plan.kernel == "dense" else plan.kernel  # the dense path: no splits
             cells = []
             for s in SPLITS:
-                for r in ("cluster", "workspace"):
-                    if r == "cluster" and s > 8:
-                        cells.append(f"{'-':>4}")
-                        continue
-                    with cute_gemm.ops._forced_mixed_split(s, r):
-                        t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies]))
-                    cells.append(f"{t:4.1f}")
-            print(f"{k:>5}x{n:<6} {m:>3} {t0:5.1f} s{plan['splits']:<2} r{plan['reduce']} " +
-                  " ".join(cells),
-                  flush=True)
-        del qs
+                schedule = f"kernel={kernel},splits={s}"
+                t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies],
+                                                              schedule=schedule))
+                cells.append(f"{t:5.1f}")
+            default = f"{t0:5.1f} {plan.kernel} s{plan.splits}"
+            print(f"{k:>5}x{n:<6} {m:>3} {default:>16} " + " ".join(cells), flush=True)
+        qs = None
         torch.cuda.empty_cache()
+
+
+def fused_schedule(m, n, k, bits, group, dtype=torch.float16):
+    """The schedule that runs the default fused kernel at M: none, or mma.sync where the default
+    plan is the dense path (no wgmma on this GPU, M >= 192)."""
+    dense = cute_gemm.mixed_plan(m, n, k, bits, group, dtype).kernel == "dense"
+    return "kernel=mma" if dense else None
 
 
 def sweep_m():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 .. 1024): the fused
     kernel vs the dense path vs fp16 (us)."""
-    print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>7} {'fused':>7} {'dense':>7}")
+    print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>7} {'fused':>7} {'dense':>7}  fused kernel")
     for k, n, bits, group, m, a, run, t16 in probe_cases("32 64 128 192 256 384 512 768 1024"):
-        times = []
-        for dense_from in (1 << 30, 1):
-            with cute_gemm.ops._forced_mixed_dense_from_m(dense_from):
-                times.append(time_graph(run))
-        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:7.1f} {times[0]:7.1f} {times[1]:7.1f}",
-              flush=True)
+        fused = fused_schedule(m, n, k, bits, group)
+        times = [time_graph(run(fused)), time_graph(run("kernel=dense"))]
+        plan = cute_gemm.mixed_plan(m, n, k, bits, group, schedule=fused)
+        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:7.1f} {times[0]:7.1f} {times[1]:7.1f}  "
+              f"{plan.kernel} {plan.instance} s{plan.splits}", flush=True)
 
 
 # The M values of --kernels; CUTE_GEMM_KERNEL_MS (space-separated) narrows them for quick runs.
@@ -110,10 +119,11 @@ KERNEL_DTYPE = getattr(torch, os.environ.get("CUTE_GEMM_PROBE_DTYPE", "float16")
 
 
 def sweep_kernels():
-    """The fused kernels (mma.sync and wgmma at every M, decode up to M = 16) and the dense path
-    against fp16, over M; the error is that of the default choice."""
+    """The fused kernels (mma.sync at every M, wgmma at every M where the GPU has it, decode up to
+    M = 8) and the dense path against fp16, over M; the error is that of the default choice."""
     torch.manual_seed(0)
     kernels = ("mma", "wgmma", "decode")
+    wgmma = cute_gemm.device_spec().wgmma
     print(f"{'K x N':>12} {'M':>4} {'fp16':>7} | {'i4 mma':>7} {'wgmma':>7} {'decode':>7} "
           f"{'dense':>7} | {'i8 mma':>7} {'wgmma':>7} {'decode':>7} | {'x i4':>5} {'x i8':>5} "
           "err4 err8")
@@ -129,44 +139,41 @@ def sweep_kernels():
             for qs in (q4, q8):
                 ref = a.double() @ cute_gemm.dequantize(qs[0], torch.float32).double().t()
                 for kernel in kernels:
-                    if kernel == "decode" and m > 16:
+                    if (kernel == "decode" and m > 8) or (kernel == "wgmma" and not wgmma):
                         row.append(float("nan"))
                         continue
-                    with cute_gemm.ops._forced_mixed_kernel(kernel), \
-                            cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
-                        row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
+                    row.append(time_graph(lambda i: cute_gemm.mixed_gemm(
+                        a, qs[i % copies], schedule=f"kernel={kernel}")))
                 out = cute_gemm.mixed_gemm(a, qs[0]).double()
                 errs.append(((out - ref).norm() / ref.norm()).item())
                 if qs is q4:
-                    with cute_gemm.ops._forced_mixed_dense_from_m(1):
-                        row.append(time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies])))
+                    row.append(time_graph(lambda i: cute_gemm.mixed_gemm(
+                        a, qs[i % copies], schedule="kernel=dense")))
             best4 = min(x for x in row[:4] if x == x)
             best8 = min(x for x in row[4:] if x == x)
             print(f"{k:>5}x{n:<6} {m:>4} {t16:7.1f} | {row[0]:7.1f} {row[1]:7.1f} {row[2]:7.1f} "
                   f"{row[3]:7.1f} | {row[4]:7.1f} {row[5]:7.1f} {row[6]:7.1f} | "
                   f"{t16 / best4:5.2f} {t16 / best8:5.2f} {errs[0]:.0e} {errs[1]:.0e}", flush=True)
-        del ws, q4, q8
+        ws = q4 = q8 = None
         torch.cuda.empty_cache()
 
 
 def sweep_decode_shapes():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 1 4 5 8): the default
-    plan, mma.sync, and the decode kernel with its k groups forced to 1, 2 and 4 warps (the
-    heuristic's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
+    plan, mma.sync, and the decode kernel with its k slices scheduled 1, 2 and 4 warps wide (the
+    planner's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
     print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>16} {'mma':>6} | "
           f"{'decode cw=1':>16} {'cw=2':>16} {'cw=4':>16}")
     for k, n, bits, group, m, a, run, t16 in probe_cases("1 4 5 8"):
-        def timed(kernel=None):
-            with cute_gemm.ops._forced_mixed_kernel(kernel):
-                plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
-                t = time_graph(run)
-            shape = (f"{plan['warps']}/{plan['col_warps']}/{plan['splits']}"
-                     if plan["kernel"] == "decode" else plan["kernel"])
+        def timed(schedule=None):
+            plan = cute_gemm.mixed_plan(m, n, k, bits, group, schedule=schedule)
+            t = time_graph(run(schedule))
+            shape = (f"{plan.warps}/{plan.col_warps}/{plan.splits}"
+                     if plan.kernel == "decode" else plan.kernel)
             return f"{t:6.1f} {shape:>9}"
-        cells = [timed(), f"{timed('mma').split()[0]:>6}"]
+        cells = [timed(), f"{timed('kernel=mma').split()[0]:>6}"]
         for cw in (1, 2, 4):
-            with cute_gemm.ops._forced_decode_shape(-1, cw):
-                cells.append(timed("decode"))
+            cells.append(timed(f"kernel=decode,col_warps={cw}"))
         print(f"{k:>5}x{n:<6} {m:>3} {bits:>1} {t16:6.1f} | {cells[0]:>16} {cells[1]} | "
               + " ".join(f"{c:>16}" for c in cells[2:]), flush=True)
 
@@ -176,21 +183,19 @@ WGMMA_TILES = [32, 64, 128, 256]
 
 def sweep_wgmma_tiles():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 64 128 256 384):
-    fp16, the default plan and every wgmma instance (its token tile forced, the fused kernel at
-    every M); cells are us, the default's with tile_m/warp_groups/splits."""
+    fp16, the default plan and every wgmma instance (its token tile scheduled); cells are us, the
+    default's with tile_m/warp_groups/splits."""
     print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>6} | {'default':>15} | " +
           " ".join(f"{f'm{t}':>6}" for t in WGMMA_TILES) + " | best x")
+    if not cute_gemm.device_spec().wgmma:
+        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
+        return
     for k, n, bits, group, m, a, run, t16 in probe_cases("32 64 128 256 384"):
-        plan = cute_gemm._C._mixed_plan(m, n, k, bits, group)
-        t0 = time_graph(run)
-        shape = (f"{plan['tile_m']}/{plan['warp_groups']}/{plan['splits']}"
-                 if plan["kernel"] == "wgmma" else plan["kernel"])
-        times = []
-        with cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
-            for tile_m in WGMMA_TILES:
-                with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
-                        cute_gemm.ops._forced_wgmma_tile(tile_m):
-                    times.append(time_graph(run))
+        plan = cute_gemm.mixed_plan(m, n, k, bits, group)
+        t0 = time_graph(run())
+        shape = (f"{plan.tile_m}/{plan.warp_groups}/{plan.splits}"
+                 if plan.kernel == "wgmma" else plan.kernel)
+        times = [time_graph(run(f"kernel=wgmma,tile_m={tile_m}")) for tile_m in WGMMA_TILES]
         print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:6.1f} | {t0:6.1f} {shape:>8} | " +
               " ".join(f"{t:6.1f}" for t in times) + f" | {t16 / min(times):5.2f}", flush=True)
 
@@ -225,7 +230,7 @@ def main():
             gbs = (n * k / 2 + n * k / 128 * 2) / t4 / 1e3
             print(f"{k:>5}x{n:<6} {m:>5} {t16:9.2f} {t4:9.2f} {t16 / t4:6.2f} {t8:9.2f} "
                   f"{t16 / t8:6.2f} {gbs:9.0f}  err {err:.1e}")
-        del ws, q4, q8
+        ws = q4 = q8 = None
         torch.cuda.empty_cache()
 
 

@@ -15,7 +15,8 @@ except ImportError as e:
     ) from e
 
 from . import layout  # noqa: E402
-from .ops import gemm, mixed_gemm  # noqa: E402
+from .ops import (  # noqa: E402
+    DeviceSpec, MixedPlan, device_spec, gemm, mixed_gemm, mixed_plan)
 from .quant import (  # noqa: E402
     QuantizedWeight, dequantize, pack_weight, quantize, unpack_weight)
 from . import nn  # noqa: E402
@@ -27,8 +28,8 @@ from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
     load_gptq_model)
 
-__all__ = ["__version__", "QuantLinear", "QuantizationSummary", "QuantizedWeight", "awq_linear",
-           "awq_to_quantized", "checkpoints", "dequantize", "gemm", "gptq_linear",
-           "gptq_to_quantized", "layout", "load_awq_model", "load_gptq_model", "load_quantized",
-           "mixed_gemm", "nn", "pack_weight", "quantize", "quantize_model", "save_quantized",
+__all__ = ["__version__", "DeviceSpec", "MixedPlan", "QuantLinear", "QuantizationSummary",
+           "QuantizedWeight", "awq_linear", "awq_to_quantized", "checkpoints", "dequantize",
+           "device_spec", "gemm", "gptq_linear", "gptq_to_quantized", "layout", "load_awq_model",
+           "load_gptq_model", "load_quantized", "mixed_gemm", "mixed_plan", "nn", "pack_weight", "quantize", "quantize_model", "save_quantized",
            "unpack_weight"]

@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ._files import load_safetensors, read_json, read_safetensors_header
-from .quant import SUPPORTED_BITS, QuantizedWeight, _is_int, check_bits, pack_weight
+from . import weight_format as _wf
+from .quant import QuantizedWeight, pack_weight
+from .weight_format import VALID_BITS, check_bits, is_int
 
 __all__ = [
     "CheckpointLoadReport",
@@ -59,7 +61,11 @@ __all__ = [
 
 GPTQ_FORMATS = ("gptq", "gptq_v2")
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # nibble i of an AWQ word holds column 8c + AWQ_ORDER[i]
-_KERNEL_GROUPS = (128, 64, 32)  # the kernel's group sizes, largest (fewest scales) first
+# The kernel's group sizes (the rulebook's, per-channel aside), largest (fewest scales) first.
+_KERNEL_GROUPS = tuple(sorted((g for g in _wf.VALID_GROUP_SIZES if g != _wf.PER_CHANNEL),
+                              reverse=True))
+_KERNEL_GROUPS_TEXT = ", ".join(map(str, sorted(_KERNEL_GROUPS)))  # "32, 64, 128"
+_MIN_GROUP = min(_KERNEL_GROUPS)
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _INDEX_DTYPES = (torch.int16, torch.int32, torch.int64)
@@ -93,14 +99,15 @@ def _check_bits(bits, allowed, where):
 def _check_group_size(group_size, where):
     """A checkpoint's group size, as an int: -1 (per-channel) or a positive multiple of 32 (the
     kernel's smallest group; other sizes cannot be expressed with the kernel's groups)."""
-    if not _is_int(group_size):
-        raise TypeError(f"{where}: group_size must be an int (-1 or a positive multiple of 32); "
-                        f"got {type(group_size).__name__} {group_size!r}")
+    if not is_int(group_size):
+        raise TypeError(f"{where}: group_size must be an int ({_wf.PER_CHANNEL} or a positive "
+                        f"multiple of {_MIN_GROUP}); got {type(group_size).__name__} "
+                        f"{group_size!r}")
     group_size = operator.index(group_size)
-    if not (group_size == -1 or (group_size > 0 and group_size % 32 == 0)):
-        raise ValueError(f"{where}: group_size must be -1 (per-channel) or a positive multiple "
-                         f"of 32 (the kernel's groups are 32, 64 and 128); got "
-                         f"group_size={group_size!r}")
+    if not (group_size == _wf.PER_CHANNEL or (group_size > 0 and group_size % _MIN_GROUP == 0)):
+        raise ValueError(f"{where}: group_size must be {_wf.PER_CHANNEL} (per-channel) or a "
+                         f"positive multiple of {_MIN_GROUP} (the kernel's groups are "
+                         f"{_KERNEL_GROUPS_TEXT}); got group_size={group_size!r}")
     return group_size
 
 
@@ -160,19 +167,21 @@ def _kernel_group(k, group, where):
     per-channel) over K rows exactly: the checkpoint's own size when the kernel has it and it
     tiles K; per-channel for a single group; otherwise the largest kernel size dividing both.
     """
-    if group == -1 or group >= k:
-        if k % 32 != 0:
-            raise ValueError(f"{where}: K must be a multiple of 32 for a single group over all of "
-                             f"K (per-channel, group_size={group}); got K={k}")
-        return -1
-    if group in _KERNEL_GROUPS and k % group == 0:
+    if _wf.effective_group_size(group, k) == k:  # per-channel, or one group over all of K
+        if not _wf.valid_k(k, _wf.PER_CHANNEL):
+            raise ValueError(f"{where}: K must be a multiple of {_wf.k_multiple(_wf.PER_CHANNEL)} "
+                             f"for a single group over all of K (per-channel, group_size={group}); "
+                             f"got K={k}")
+        return _wf.PER_CHANNEL
+    if group in _KERNEL_GROUPS and _wf.valid_k(k, group):
         return group
     for g in _KERNEL_GROUPS:
-        if group % g == 0 and k % g == 0:
+        if group % g == 0 and _wf.valid_k(k, g):
             return g
     raise ValueError(f"{where}: K={k} with group_size={group} cannot be expressed with the "
-                     f"kernel's groups (32, 64, 128): K must be a multiple of 32 so that groups of "
-                     f"32 tile both the checkpoint's groups and K")
+                     f"kernel's groups ({_KERNEL_GROUPS_TEXT}): K must be a multiple of "
+                     f"{_MIN_GROUP} so that groups of {_MIN_GROUP} tile both the checkpoint's "
+                     f"groups and K")
 
 
 def _to_quantized(q, zeros, scales, k_group, bits, dtype, where):
@@ -180,11 +189,11 @@ def _to_quantized(q, zeros, scales, k_group, bits, dtype, where):
     ``scales[groups, N]`` whose group ``j`` covers (sorted) rows ``j*k_group`` to
     ``(j+1)*k_group - 1`` (the last one possibly shorter; ``k_group`` is K for one group)."""
     n, k = q.shape
-    if n % 8 != 0:
-        raise ValueError(f"{where}: N (output features) must be a multiple of 8 for the kernel; "
-                         f"got N={n}")
-    g = _kernel_group(k, k_group if k_group < k else -1, where)
-    g_eff = k if g == -1 else g
+    if not _wf.valid_n(n):
+        raise ValueError(f"{where}: N (output features) must be a multiple of {_wf.BLOCK_N} for "
+                         f"the kernel; got N={n}")
+    g = _kernel_group(k, k_group if k_group < k else _wf.PER_CHANNEL, where)
+    g_eff = _wf.effective_group_size(g, k)
     if g_eff != k_group and scales.shape[0] > 1:
         # Each kernel group lies inside one checkpoint group (g divides k_group): repeat.
         source = torch.arange(0, k, g_eff, device=q.device) // k_group
@@ -268,7 +277,7 @@ def gptq_to_quantized(qweight, qzeros, scales, g_idx=None, *, bits, group_size, 
         tensor with ``x[..., input_perm] @ qw.dequantize().T == x @ W.T``.
     """
     where = "gptq_to_quantized"
-    bits = _check_bits(bits, SUPPORTED_BITS, where)
+    bits = _check_bits(bits, VALID_BITS, where)
     group_size = _check_group_size(group_size, where)
     if checkpoint_format not in GPTQ_FORMATS:
         raise ValueError(f"{where}: checkpoint_format must be 'gptq' (v1) or 'gptq_v2'; got "
@@ -285,7 +294,7 @@ def gptq_to_quantized(qweight, qzeros, scales, g_idx=None, *, bits, group_size, 
     k, n = qweight.shape[0] * per_word, qweight.shape[1]
     if k == 0 or n == 0:
         raise ValueError(f"{where}: qweight must be non-empty; got shape {list(qweight.shape)}")
-    k_group = k if group_size == -1 else min(group_size, k)
+    k_group = _wf.effective_group_size(group_size, k)  # a group larger than K is K
     groups = -(-k // k_group)
     if tuple(scales.shape) != (groups, n):
         raise ValueError(f"{where}: scales must have shape [ceil(K/G), N] = [{groups}, {n}] "
@@ -344,7 +353,7 @@ def awq_to_quantized(qweight, qzeros, scales, *, group_size=128, bits=4, dtype=N
     k, n = qweight.shape[0], qweight.shape[1] * 8
     if k == 0 or n == 0:
         raise ValueError(f"{where}: qweight must be non-empty; got shape {list(qweight.shape)}")
-    k_group = k if group_size == -1 else min(group_size, k)
+    k_group = _wf.effective_group_size(group_size, k)  # a group larger than K is K
     groups = -(-k // k_group)
     if tuple(scales.shape) != (groups, n):
         raise ValueError(f"{where}: scales must have shape [K/G, N] = [{groups}, {n}] (K={k}, "

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .nn import QuantLinear, unsupported_reason
-from .quant import DEFAULT_FP32_COMPUTE_DTYPE, check_bits, check_group_size
+from .quant import DEFAULT_FP32_COMPUTE_DTYPE
+from .weight_format import PER_CHANNEL, check_bits, check_group_size
 
 __all__ = ["QuantizationSummary", "quantize_model", "save_quantized", "load_quantized"]
 
@@ -60,7 +61,7 @@ class QuantizationSummary:
         return self.bytes_before / self.bytes_after if self.bytes_after else 1.0
 
     def __str__(self):
-        group = "per-channel" if self.group_size == -1 else f"group {self.group_size}"
+        group = "per-channel" if self.group_size == PER_CHANNEL else f"group {self.group_size}"
         kind = "symmetric" if self.symmetric else "asymmetric"
         total = len(self.converted) + len(self.skipped)
         lines = [f"quantize_model: {len(self.converted)} of {total} nn.Linear layers converted "

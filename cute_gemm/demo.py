@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import weight_format as wf
 from .timing import time_graph
 
 __all__ = ["main", "run", "parse_args", "LinearStack", "decoder_shapes"]
@@ -171,8 +172,9 @@ def build_parser(prog="python -m cute_gemm"):
                     "runs the same flow through the CPU reference path on a small model.",
         epilog="The layout walkthrough (pictures of the layout algebra) is "
                "`python -m cute_gemm layout [--out DIR]`.")
-    p.add_argument("--bits", type=int, choices=(4, 8), default=4, help="weight bits (default 4)")
-    p.add_argument("--group-size", type=int, choices=(32, 64, 128, -1), default=128,
+    p.add_argument("--bits", type=int, choices=wf.VALID_BITS, default=4,
+                   help="weight bits (default 4)")
+    p.add_argument("--group-size", type=int, choices=wf.VALID_GROUP_SIZES, default=128,
                    help="quantization group along K; -1 = one group per output channel "
                         "(default 128)")
     sym = p.add_mutually_exclusive_group()
@@ -205,14 +207,14 @@ def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.shapes is not None:
-        g = 32 if args.group_size == -1 else args.group_size
+        g = wf.k_multiple(args.group_size)
         for k, n in args.shapes:
-            if n % 8:
-                parser.error(f"--shapes: N must be a multiple of 8 (the kernel's column block); "
-                             f"got {k}x{n}")
-            if k % g:
-                what = ("32 for per-channel quantization (--group-size -1)"
-                        if args.group_size == -1 else f"--group-size {g}")
+            if not wf.valid_n(n):
+                parser.error(f"--shapes: N must be a multiple of {wf.BLOCK_N} (the kernel's "
+                             f"column block); got {k}x{n}")
+            if not wf.valid_k(k, args.group_size):
+                what = (f"{g} for per-channel quantization (--group-size {wf.PER_CHANNEL})"
+                        if args.group_size == wf.PER_CHANNEL else f"--group-size {g}")
                 parser.error(f"--shapes: K must be a multiple of {what}; got {k}x{n}")
     return args
 
@@ -287,7 +289,7 @@ class DemoResult:
 
 
 def _label(args):
-    g = "pc" if args.group_size == -1 else f"g{args.group_size}"
+    g = "pc" if args.group_size == wf.PER_CHANNEL else f"g{args.group_size}"
     return f"int{args.bits}-{g}-{'sym' if args.symmetric else 'asym'}"
 
 

@@ -25,9 +25,10 @@ garbage.
 
 import torch
 
+from . import weight_format as _wf
 from .quant import (
-    DEFAULT_FP32_COMPUTE_DTYPE, QuantizedWeight, check_bits, check_group_size, format_tag, format_tag_mismatch, packed_shape,
-    quantize)
+    DEFAULT_FP32_COMPUTE_DTYPE, QuantizedWeight, check_bits, check_group_size, format_tag,
+    format_tag_mismatch, packed_shape, quantize)
 
 __all__ = ["QuantLinear", "unsupported_reason"]
 
@@ -42,15 +43,17 @@ def unsupported_reason(out_features, in_features, group_size):
 
     The mixed-input kernel works on blocks of 8 output channels (N % 8 == 0) and needs whole
     quantization groups along K (K % group_size == 0; per-channel, group_size=-1, needs
-    K % 32 == 0). ``cute_gemm.quantize_model`` uses the reason to explain the layers it keeps.
+    K % 32 == 0): the rules of ``cute_gemm.weight_format``. ``group_size`` must be valid
+    (``check_group_size``). ``cute_gemm.quantize_model`` uses the reason to explain the layers
+    it keeps.
     """
-    if out_features % 8 != 0:
-        return f"out_features={out_features} is not a multiple of 8"
-    if group_size == -1:
-        if in_features % 32 != 0:
-            return (f"in_features={in_features} is not a multiple of 32 (needed for per-channel "
-                    f"quantization, group_size=-1)")
-    elif in_features % group_size != 0:
+    if not _wf.valid_n(out_features):
+        return f"out_features={out_features} is not a multiple of {_wf.BLOCK_N}"
+    multiple = _wf.k_multiple(group_size)
+    if in_features % multiple != 0:  # in_features >= 1 is QuantLinear's own check
+        if group_size == _wf.PER_CHANNEL:
+            return (f"in_features={in_features} is not a multiple of {multiple} (needed for "
+                    f"per-channel quantization, group_size={_wf.PER_CHANNEL})")
         return f"in_features={in_features} is not a multiple of group_size={group_size}"
     return None
 
@@ -142,7 +145,7 @@ class QuantLinear(torch.nn.Module):
         self.bits = bits
         self.group_size = group_size
         self.symmetric = symmetric
-        groups = in_features // (in_features if group_size == -1 else group_size)
+        groups = in_features // _wf.effective_group_size(group_size, in_features)
         self.register_buffer("qweight", torch.zeros(
             packed_shape(out_features, in_features, bits), dtype=torch.int32, device=device))
         self.register_buffer("scales", torch.zeros(
@@ -260,7 +263,7 @@ class QuantLinear(torch.nn.Module):
         return self
 
     def extra_repr(self):
-        group = "per-channel" if self.group_size == -1 else str(self.group_size)
+        group = "per-channel" if self.group_size == _wf.PER_CHANNEL else str(self.group_size)
         text = (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}, bits={self.bits}, group_size={group}, "
                 f"symmetric={self.symmetric}, dtype={self.scales.dtype}")

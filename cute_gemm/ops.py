@@ -6,13 +6,17 @@ kernel.
 """
 
 import contextlib
+from collections.abc import Mapping
 
 import torch
 
 from . import _C  # noqa: F401  (loads the extension, which registers the ops' schemas/kernels)
 from .quant import QuantizedWeight
 
-__all__ = ["gemm", "mixed_gemm"]
+DeviceSpec = _C.DeviceSpec
+MixedPlan = _C.MixedPlan
+
+__all__ = ["gemm", "mixed_gemm", "mixed_plan", "device_spec", "DeviceSpec", "MixedPlan"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -130,71 +134,6 @@ def _swapped(setter, value):
         setter(previous)
 
 
-def _set_mixed_split(value):
-    previous = _C._mixed_get_split()
-    _C._mixed_set_split(*value)
-    return previous
-
-
-@contextlib.contextmanager
-def _forced_mixed_split(splits=-1, reduce=-1):
-    """Runs every cute_gemm.mixed_gemm kernel launch inside the block with a forced split-K plan.
-
-    ``splits``: 1..64 k splits (fewer when K has fewer k blocks), -1 the heuristic. ``reduce``:
-    ``"workspace"`` (fp32 partial sums and a second kernel), ``"cluster"`` (a thread block cluster
-    per column tile adding through distributed shared memory; the mma.sync kernel on sm_90 with at
-    most 8 splits, else the workspace) or -1 / None for the heuristic. Process-wide; the previous
-    override is restored on exit. For tests that must cover both reductions and for tuning runs.
-    """
-    codes = {None: -1, -1: -1, "workspace": 1, "cluster": 2}
-    if reduce not in codes:
-        raise ValueError(f"reduce must be 'workspace', 'cluster' or None; got {reduce!r}")
-    with _swapped(_set_mixed_split, (int(splits), codes[reduce])):
-        yield
-
-
-@contextlib.contextmanager
-def _forced_decode_shape(warps=-1, col_warps=-1):
-    """Inside the block the decode kernel runs CTAs of ``warps`` warps (1..16, rounded down to
-    whole k groups that fit in shared memory) in k groups of ``col_warps`` warps (1, 2 or 4) that
-    share the activations; -1 leaves either to the heuristic. For tests and tuning; process-wide,
-    the previous override is restored on exit."""
-    with _swapped(lambda v: _C._mixed_set_decode_shape(*v), (int(warps), int(col_warps))):
-        yield
-
-
-@contextlib.contextmanager
-def _forced_wgmma_tile(tile_m=-1):
-    """Inside the block the wgmma kernel (Hopper, M > 16) runs token tiles of ``tile_m`` rows of A
-    (32 or 64 in one warpgroup per CTA, 128 or 256 in two); -1 leaves it to the heuristic. For
-    tests and tuning; process-wide, the previous override is restored on exit."""
-    with _swapped(_C._mixed_set_wgmma_tile, int(tile_m)):
-        yield
-
-
-@contextlib.contextmanager
-def _forced_mixed_dense_from_m(m):
-    """Inside the block the CUDA mixed_gemm takes the dense path (dequantize once, dense GEMM) from
-    ``m`` rows of A instead of the default, e.g. a huge ``m`` runs the fused kernel at every M. For
-    tests and tuning; process-wide, restored on exit."""
-    with _swapped(_C._mixed_set_dense_from_m, int(m)):
-        yield
-
-
-@contextlib.contextmanager
-def _forced_mixed_kernel(kernel):
-    """Inside the block the CUDA mixed_gemm runs the given fused kernel: ``"mma"`` (mma.sync, any
-    sm_80+ GPU), ``"wgmma"`` (Hopper, where the build and device allow it; mma.sync otherwise),
-    ``"decode"`` (up to M = 8, any sm_80+ GPU) or None (the default: decode up to M = 8,
-    mma.sync up to M = 16, then wgmma where usable). For tests that must cover
-    every kernel and for tuning; process-wide, restored on exit."""
-    codes = {None: -1, "mma": 0, "wgmma": 1, "decode": 2}
-    if kernel not in codes:
-        raise ValueError(f"kernel must be 'mma', 'wgmma', 'decode' or None; got {kernel!r}")
-    with _swapped(_C._mixed_set_kernel, codes[kernel]):
-        yield
-
-
 # ----------------------------------------------------------------------------------- mixed_gemm
 
 _MIXED = "cute_gemm.mixed_gemm: "
@@ -202,36 +141,40 @@ _MIXED = "cute_gemm.mixed_gemm: "
 
 def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias):
     """The shape/dtype/device checks of csrc/ops/mixed_gemm_op.cpp that need no data (same
-    messages), for the fake kernel. Contiguity and alignment checks stay in C++."""
+    messages), for the fake kernel. Contiguity and alignment checks stay in C++. The format's
+    rules are the rulebook's (cute_gemm.weight_format, from weight_format.hpp)."""
+    from . import weight_format as wf
+
     torch._check(a.dim() == 2, lambda: f"{_MIXED}a must be a 2-D tensor [M, K]; got {a.dim()}-D "
                  f"with shape {list(a.shape)}")
     torch._check(a.dtype in _HALF_DTYPES, lambda: f"{_MIXED}a must have dtype torch.float16 or "
                  f"torch.bfloat16; got {a.dtype}")
-    torch._check(bits in (4, 8), lambda: f"{_MIXED}bits must be 4 or 8; got bits={bits}")
-    torch._check(group_size in (32, 64, 128, -1), lambda: f"{_MIXED}group_size must be 32, 64, "
-                 f"128 or -1 (per-channel); got group_size={group_size}")
+    torch._check(bits in wf.VALID_BITS, lambda: f"{_MIXED}bits must be {wf.VALID_BITS_TEXT}; "
+                 f"got bits={bits}")
+    torch._check(group_size in wf.VALID_GROUP_SIZES, lambda: f"{_MIXED}group_size must be "
+                 f"{wf.VALID_GROUP_SIZES_TEXT}; got group_size={group_size}")
     torch._check(a.shape[1] == k, lambda: f"{_MIXED}k must equal a.size(1) (K, the unpadded "
                  f"reduction size); got k={k} and a of shape {list(a.shape)}")
     torch._check(k >= 1, lambda: f"{_MIXED}K must be >= 1; got K={k}")
-    if group_size == -1:
-        torch._check(k % 32 == 0, lambda: f"{_MIXED}K must be a multiple of 32 for per-channel "
-                     f"quantization (group_size=-1); got K={k}")
-        group = k
+    if group_size == wf.PER_CHANNEL:
+        torch._check(wf.valid_k(k, group_size), lambda: f"{_MIXED}K must be a multiple of "
+                     f"{wf.k_multiple(group_size)} for per-channel quantization (group_size="
+                     f"{wf.PER_CHANNEL}); got K={k}")
     else:
-        torch._check(k % group_size == 0, lambda: f"{_MIXED}K must be a multiple of group_size; "
-                     f"got K={k}, group_size={group_size}")
-        group = group_size
-    bk = 128 if bits == 4 else 64
-    kb = (k + bk - 1) // bk
+        torch._check(wf.valid_k(k, group_size), lambda: f"{_MIXED}K must be a multiple of "
+                     f"group_size; got K={k}, group_size={group_size}")
+    group = wf.effective_group_size(group_size, k)
+    bk = wf.block_k(bits)
+    _, kb, lanes, words = wf.packed_shape(0, k, bits)
     torch._check(qweight.dtype == torch.int32, lambda: f"{_MIXED}qweight must have dtype "
                  f"torch.int32 (the packed weight); got {qweight.dtype}")
-    torch._check(qweight.dim() == 4 and qweight.shape[1] == kb and qweight.shape[2] == 32
-                 and qweight.shape[3] == 4, lambda: f"{_MIXED}qweight must have shape [N/8, "
+    torch._check(qweight.dim() == 4 and qweight.shape[1] == kb and qweight.shape[2] == lanes
+                 and qweight.shape[3] == words, lambda: f"{_MIXED}qweight must have shape [N/8, "
                  f"ceil(K/{bk}), 32, 4] = [N/8, {kb}, 32, 4] for bits={bits} and K={k}; got "
                  f"{list(qweight.shape)}")
     torch._check(qweight.device == a.device, lambda: f"{_MIXED}qweight must be on the same "
                  f"device as a ({a.device}); got {qweight.device}")
-    n = qweight.shape[0] * 8
+    n = qweight.shape[0] * wf.BLOCK_N
     for name, t in (("scales", scales), ("zeros", zeros)):
         if t is None:
             continue
@@ -254,19 +197,87 @@ def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bia
 
 
 @torch.library.register_fake("cute_gemm::mixed_gemm")
-def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None):
+def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, schedule=None):
     m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias)
+    if schedule is not None:
+        _C._mixed_schedule(schedule)  # a ValueError at trace time for a schedule that cannot parse
     return a.new_empty((m, n))
 
 
-def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None) -> torch.Tensor:
+def _schedule_text(schedule):
+    """The op's schedule argument from None, a string ("kernel=wgmma,tile_m=128") or a mapping
+    ({"kernel": "wgmma", "tile_m": 128}): the canonical string, or None for no choices."""
+    if schedule is None:
+        return None
+    if isinstance(schedule, str):
+        text = schedule
+    elif isinstance(schedule, Mapping):
+        text = ",".join(f"{key}={value}" for key, value in schedule.items())
+    else:
+        raise TypeError("schedule must be None, a string such as 'kernel=wgmma,tile_m=128' or a "
+                        f"mapping such as {{'kernel': 'wgmma'}}; got {type(schedule).__name__}")
+    return _C._mixed_schedule(text) or None
+
+
+def device_spec(device=None):
+    """The device description the mixed GEMM's planner uses (``cute_gemm.DeviceSpec``).
+
+    ``device``: None or a CUDA ``torch.device`` / index for that GPU's spec (its SM count, shared
+    memory, registers and whether the wgmma kernels run there), or ``"h100"``, ``"h200"``,
+    ``"a100"`` for a built-in spec, which needs no GPU.
+    """
+    if isinstance(device, _C.DeviceSpec):
+        return device
+    if isinstance(device, str) and device.lower() in ("h100", "h200", "a100"):
+        return _C._device_spec(device.lower())
+    if device is None or isinstance(device, (int, torch.device)) or (
+            isinstance(device, str) and device.startswith("cuda")):
+        if not torch.cuda.is_available():
+            raise ValueError("device_spec: no CUDA device here; name a built-in spec: 'h100', "
+                             "'h200' or 'a100'")
+        index = torch.device("cuda", torch.cuda.current_device()) if device is None else (
+            torch.device("cuda", device) if isinstance(device, int) else torch.device(device))
+        if index.type != "cuda":
+            raise ValueError(f"device_spec: expected a CUDA device; got {device!r}")
+        with torch.cuda.device(index):
+            return _C._device_spec(None)
+    raise ValueError(f"device_spec: expected None, a CUDA device, a DeviceSpec or one of 'h100', "
+                     f"'h200', 'a100'; got {device!r}")
+
+
+def mixed_plan(m, n, k, bits=4, group_size=128, dtype=torch.float16, device=None,
+               schedule=None):
+    """What ``mixed_gemm`` runs for an ``[m, k] x [n, k]^T`` problem: a ``cute_gemm.MixedPlan``.
+
+    The plan names the kernel (``decode``, ``mma``, ``wgmma`` or ``dense``), its instance, tile,
+    stages, warps, split-K factor, grid and workspace; ``str(plan)`` is one readable line and
+    ``plan.as_dict()`` has every field. ``device`` is as for ``device_spec`` (None: the current
+    GPU), so plans for an H100, H200 or A100 can be inspected on any machine. ``schedule`` is the
+    same argument ``mixed_gemm`` takes.
+
+    Example:
+        >>> print(cute_gemm.mixed_plan(16, 8192, 8192, device="h100"))
+        mma mixed_f16_int4_m16: tile 16x128 (M x N), 4 stages, 4 warps, ...
+    """
+    if dtype not in _HALF_DTYPES:
+        raise ValueError(f"mixed_plan: dtype must be torch.float16 or torch.bfloat16; got {dtype}")
+    return _C._mixed_plan(int(m), int(n), int(k), int(bits), int(group_size),
+                          dtype == torch.bfloat16, device_spec(device),
+                          _schedule_text(schedule) or "")
+
+
+def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
+               schedule=None) -> torch.Tensor:
     """Linear layer with a quantized weight: ``a @ dequantize(qw).T (+ bias)``.
 
     Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` with ``W = (q - z) * s``, fp32
-    accumulation and one rounding to the output dtype. On CUDA below 192 rows the fused kernel
-    reads the weight in its packed INT4/INT8 form (never materialized) and uses the exact ``W``
-    (``qw.dequantize(torch.float32)``); from 192 rows, and on CPU, ``W`` is first rounded to the
-    activation dtype (``qw.dequantize()``). The two differ by at most half an ulp per weight.
+    accumulation and one rounding to the output dtype. On CUDA a fused kernel reads the weight in
+    its packed INT4/INT8 form (never materialized). The plan (``cute_gemm.mixed_plan``, field
+    ``exact_scales``) says which ``W`` it uses: the exact ``qw.dequantize(torch.float32)`` with the
+    decode and mma.sync kernels and Hopper's 32-row wgmma tile (M <= 32 on an H100 / H200, below
+    192 rows on other GPUs), or ``W`` rounded to the activation dtype (``qw.dequantize()``) with
+    the larger wgmma tiles (M > 32 on Hopper), on the dense path (from 192 rows elsewhere) and on
+    CPU. The two differ by at most half an ulp per weight.
 
     Args:
         a: ``[..., K]`` activations, ``qw.dtype`` (torch.float16 or torch.bfloat16), on
@@ -275,6 +286,12 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None) -> torch.T
             dimensions. Rows must be contiguous (``a.stride(-1) == 1``).
         qw: a ``cute_gemm.QuantizedWeight`` from ``cute_gemm.quantize``.
         bias: optional ``[N]``, same dtype and device as ``a``.
+        schedule: optional explicit choices that override the planner's, as a string
+            (``"kernel=wgmma,tile_m=128"``) or a mapping (``{"kernel": "decode", "warps": 8}``).
+            Keys: ``kernel`` (``decode``, ``mma``, ``wgmma``, ``dense``), ``tile_m`` (wgmma:
+            32, 64, 128, 256), ``splits`` (1..64), ``warps`` (decode: 1..16), ``col_warps``
+            (decode: 1, 2, 4). A choice the device or problem cannot run raises ``ValueError``;
+            ``cute_gemm.mixed_plan`` shows what a schedule runs.
 
     Returns:
         A new ``[..., N]`` tensor with ``a``'s dtype and device.
@@ -301,5 +318,6 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None) -> torch.T
     lead = a.shape[:-1]
     a2d = a.reshape(-1, k)
     out = torch.ops.cute_gemm.mixed_gemm.default(a2d, qw.packed, qw.scales, qw.zeros, qw.bits,
-                                                  qw.group_size, k, bias)
+                                                  qw.group_size, k, bias,
+                                                  _schedule_text(schedule))
     return out.reshape(*lead, n)

@@ -36,15 +36,24 @@ overflows the scales' dtype (fp16: ``max|w|`` above about 4.6e5 for INT4) is ref
 naming the row.
 
 The packed format (``pack_weight``) is the one the CUDA kernel reads; its authoritative
-description is ``csrc/kernels/mixed/weight_format.hpp``. ``packed_layout`` and
-``packed_tv_layout`` describe it as ``cute_gemm.layout.Layout`` objects for pictures
-(``cute_gemm.layout.to_svg`` / ``to_svg_tv``).
+description is ``csrc/kernels/mixed/weight_format.hpp``, which also holds every rule above (valid
+bits and group sizes, ``-1`` -> K, the K/N multiples, ``block_k``, the packed shape); they reach
+Python through ``cute_gemm.weight_format``. ``packed_layout`` and ``packed_tv_layout`` are the
+header's layouts of the format as ``cute_gemm.layout.Layout`` objects, for pictures
+(``cute_gemm.layout.to_svg`` / ``to_svg_tv``); pack and unpack are derived from them.
 """
 
 import operator
 from dataclasses import dataclass
 
 import torch
+
+from . import weight_format as _wf
+from .weight_format import (  # noqa: F401  (re-exported: the checks every module imports)
+    BLOCK_N, LANES, WORDS_PER_LANE, block_k, check_bits, check_group_size, packed_shape)
+from .weight_format import check_k as _check_k  # noqa: F401
+from .weight_format import check_n as _check_n  # noqa: F401
+from .weight_format import is_int as _is_int  # noqa: F401
 
 __all__ = [
     "QuantizedWeight",
@@ -58,11 +67,8 @@ __all__ = [
     "packed_shape",
 ]
 
-SUPPORTED_BITS = (4, 8)
-SUPPORTED_GROUP_SIZES = (32, 64, 128, -1)
-BLOCK_N = 8  # output channels per packed block (the mma's n8)
-LANES = 32
-WORDS_PER_LANE = 4
+SUPPORTED_BITS = _wf.VALID_BITS                 # (4, 8)
+SUPPORTED_GROUP_SIZES = _wf.VALID_GROUP_SIZES   # (32, 64, 128, -1)
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 # The compute dtype fp32 weights and models get unless told otherwise: bf16 has fp32's exponent
 # range, so casting an fp32 activation to it never overflows (fp16 overflows above 65504); its
@@ -71,102 +77,7 @@ DEFAULT_FP32_COMPUTE_DTYPE = torch.bfloat16
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
-def block_k(bits):
-    """K per packed block: 128 for INT4 (8 k16 steps), 64 for INT8 (4 k16 steps)."""
-    return 128 if bits == 4 else 64
-
-
-def _is_int(value):
-    """A Python or NumPy integer (``operator.index`` works), not a bool. ``4.0`` is not an int:
-    a float that happens to equal a valid value is refused rather than silently accepted."""
-    if isinstance(value, bool):
-        return False
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
-
-
-def check_bits(bits, where):
-    """Returns ``bits`` as an int; TypeError for a non-integer, ValueError for a value other than
-    4 or 8. The one definition of the valid bit widths (every checker and loader calls it)."""
-    if not _is_int(bits):
-        raise TypeError(f"{where}: bits must be an int (4 or 8); got {type(bits).__name__} "
-                        f"{bits!r}")
-    bits = operator.index(bits)
-    if bits not in SUPPORTED_BITS:
-        raise ValueError(f"{where}: bits must be 4 or 8; got bits={bits!r}")
-    return bits
-
-
-def check_group_size(group_size, where):
-    """Returns ``group_size`` as an int; TypeError for a non-integer, ValueError for a value not
-    in 32, 64, 128, -1 (per-channel). The one definition of the valid group sizes."""
-    if not _is_int(group_size):
-        raise TypeError(f"{where}: group_size must be an int (32, 64, 128 or -1 for "
-                        f"per-channel); got {type(group_size).__name__} {group_size!r}")
-    group_size = operator.index(group_size)
-    if group_size not in SUPPORTED_GROUP_SIZES:
-        raise ValueError(f"{where}: group_size must be one of 32, 64, 128 or -1 (per-channel); "
-                         f"got group_size={group_size!r}")
-    return group_size
-
-
-def _check_k(k, group_size, where):
-    """K >= 1, K % G == 0 (per-channel: K % 32 == 0). Returns the effective group size G."""
-    if k < 1:
-        raise ValueError(f"{where}: K must be >= 1; got K={k}")
-    if group_size == -1:
-        if k % 32 != 0:
-            raise ValueError(f"{where}: K must be a multiple of 32 for per-channel quantization "
-                             f"(group_size=-1); got K={k}")
-        return k
-    if k % group_size != 0:
-        raise ValueError(f"{where}: K must be a multiple of group_size; got K={k}, "
-                         f"group_size={group_size} (K % group_size = {k % group_size})")
-    return group_size
-
-
-def _check_n(n, where):
-    if n % BLOCK_N != 0:
-        raise ValueError(f"{where}: N (the number of output channels, weight.shape[0]) must be a "
-                         f"multiple of {BLOCK_N}; got N={n}")
-
-
-def packed_shape(n, k, bits):
-    """Shape of the packed int32 tensor for an ``[n, k]`` weight: ``(n/8, ceil(k/bk), 32, 4)``."""
-    bk = block_k(bits)
-    return (n // BLOCK_N, -(-k // bk), LANES, WORDS_PER_LANE)
-
-
 # --------------------------------------------------------------------------------- packing
-#
-# Inside one (8 x bk) block, element (n, k) of the weight is lane l = 4 g + t, g = n, of the warp;
-# k decomposes (fastest first) as
-#   INT4: k = e + 2 t + 8 h + 16 s + 32 w     e: x/y half of a register   t: thread in group
-#         h: register r0/r1   s: k16 step 2w+s within word w   w: word (0..3)
-#         nibble i = h + 2 s + 4 e of word w of lane l
-#   INT8: k = e + 2 t + 8 h + 16 w            byte b = h + 2 e of word w of lane l
-# The tensor is [N/8, Kp/bk, 32, 4] int32 with nibble/byte i at bits (4 or 8) * i.
-# Dimension orders used below, as views of the padded q[N, Kp] and of the unpacked fields:
-#   INT4: q as [nb, g, kb, w, s, h, t, e]     fields as [nb, kb, g, t, w, e, s, h]
-#   INT8: q as [nb, g, kb, w, h, t, e]        fields as [nb, kb, g, t, w, e, h]
-
-_Q_TO_FIELDS = {4: (0, 2, 1, 6, 3, 7, 4, 5), 8: (0, 2, 1, 5, 3, 6, 4)}
-_FIELDS_TO_Q = {4: (0, 2, 1, 4, 6, 7, 3, 5), 8: (0, 2, 1, 4, 6, 3, 5)}
-
-
-def _q_view_shape(nb, kb, bits):
-    if bits == 4:
-        return (nb, BLOCK_N, kb, 4, 2, 2, 4, 2)
-    return (nb, BLOCK_N, kb, 4, 2, 4, 2)
-
-
-def _fields_view_shape(nb, kb, bits):
-    if bits == 4:
-        return (nb, kb, BLOCK_N, 4, 4, 2, 2, 2)
-    return (nb, kb, BLOCK_N, 4, 4, 2, 2)
 
 
 def pack_weight(q, bits, pad_value=None):
@@ -232,20 +143,12 @@ def pack_weight(q, bits, pad_value=None):
     if not pad_ok:
         raise ValueError(f"{where}: pad_value must lie in [0, {qmax}] for bits={bits}")
 
-    bk = block_k(bits)
-    nb, kb = n // BLOCK_N, -(-k // bk)
-    kp = kb * bk
+    kp = _wf.k_blocks(k, bits) * block_k(bits)
     full = torch.empty((n, kp), dtype=torch.int64, device=q.device)
     full[:, :k] = q
     if kp > k:
         full[:, k:] = pad
-    fields = full.view(_q_view_shape(nb, kb, bits)).permute(_Q_TO_FIELDS[bits])
-    per_word = 32 // bits
-    fields = fields.reshape(nb, kb, LANES, WORDS_PER_LANE, per_word)
-    shifts = torch.arange(0, 32, bits, dtype=torch.int64, device=q.device)
-    words = (fields << shifts).sum(dim=-1)  # disjoint bit fields: the sum is the OR
-    words = torch.where(words >= (1 << 31), words - (1 << 32), words)  # to two's complement
-    return words.to(torch.int32).contiguous()
+    return _wf.pack_fields(full, bits)
 
 
 def unpack_weight(packed, bits, k):
@@ -257,26 +160,22 @@ def unpack_weight(packed, bits, k):
     if packed.dtype != torch.int32:
         raise ValueError(f"{where}: packed must have dtype torch.int32; got {packed.dtype}")
     bk = block_k(bits)
-    if (packed.dim() != 4 or tuple(packed.shape[2:]) != (LANES, WORDS_PER_LANE)
-            or k < 1 or packed.shape[1] != -(-k // bk)):
-        raise ValueError(f"{where}: packed must have shape [N/8, ceil(K/{bk}), 32, 4] for "
-                         f"bits={bits} and K={k} (= [N/8, {-(-k // bk) if k >= 1 else '?'}, 32, "
-                         f"4]); got {list(packed.shape)}")
-    nb, kb = packed.shape[0], packed.shape[1]
-    per_word = 32 // bits
-    shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=packed.device)
-    # Arithmetic shifts of negative words bring in ones from the left; the mask removes them.
-    fields = (packed.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
-    assert fields.shape[-1] == per_word
-    q = fields.view(_fields_view_shape(nb, kb, bits)).permute(_FIELDS_TO_Q[bits])
-    return q.reshape(nb * BLOCK_N, kb * bk)[:, :k].contiguous()
+    kb = packed_shape(0, k, bits)[1] if _is_int(k) and 1 <= k < (1 << 62) else None
+    if (packed.dim() != 4 or kb is None
+            or tuple(packed.shape[1:]) != packed_shape(0, k, bits)[1:]):
+        raise ValueError(f"{where}: packed must have shape [N/8, ceil(K/{bk}), {LANES}, "
+                         f"{WORDS_PER_LANE}] for bits={bits} and K={k} (= [N/8, "
+                         f"{'?' if kb is None else kb}, {LANES}, {WORDS_PER_LANE}]); got "
+                         f"{list(packed.shape)}")
+    return _wf.unpack_fields(packed, bits)[:, :k].contiguous()
 
 
 def packed_layout(bits, n=None, k=None):
     """The packed format as a layout from weight coordinates ``(n, k)`` to nibble/byte index.
 
     Without ``n``/``k``: one ``8 x bk`` block (bk 128 for INT4, 64 for INT8), ``(n, k)`` ->
-    index of the nibble (INT4) or byte (INT8) within the block's 512 bytes:
+    index of the nibble (INT4) or byte (INT8) within the block's 512 bytes, the header's
+    ``PackedFormat<bits>::BlockLayout`` (``cute_gemm.weight_format.block_layout``):
 
         INT4: ``(8,(2,4,2,2,4)):(128,(4,32,1,2,8))``   k = e + 2t + 8h + 16s + 32w
         INT8: ``(8,(2,4,2,4)):(64,(2,16,1,4))``        k = e + 2t + 8h + 16w
@@ -287,42 +186,33 @@ def packed_layout(bits, n=None, k=None):
     hierarchical coordinates, so it is a single ``Layout``; draw it with
     ``cute_gemm.layout.to_svg(packed_layout(4))``.
     """
-    from .layout import Layout
+    from .layout import Layout, size
 
     bits = check_bits(bits, "packed_layout")
-    if bits == 4:
-        k_shape, k_stride, n_stride = (2, 4, 2, 2, 4), (4, 32, 1, 2, 8), 128
-    else:
-        k_shape, k_stride, n_stride = (2, 4, 2, 4), (2, 16, 1, 4), 64
+    block = _wf.block_layout(bits)
     if n is None and k is None:
-        return Layout((BLOCK_N, k_shape), (n_stride, k_stride))
+        return block
     if n is None or k is None:
         raise ValueError("packed_layout: give both n and k, or neither")
     _check_n(n, "packed_layout")
     nb, kb, _, _ = packed_shape(n, k, bits)
-    block = BLOCK_N * block_k(bits)  # fields per (nb, kb) block
-    return Layout(((BLOCK_N, max(nb, 1)), (k_shape, kb)),
-                  ((n_stride, kb * block), (k_stride, block)))
+    (block_n, k_shape), (n_stride, k_stride) = block.shape, block.stride
+    fields = size(block)  # fields per (nb, kb) block
+    return Layout(((block_n, max(nb, 1)), (k_shape, kb)),
+                  ((n_stride, kb * fields), (k_stride, fields)))
 
 
 def packed_tv_layout(bits):
     """Thread-value layout of one packed block: ``(lane, value)`` -> ``n + 8 k`` in the 8 x bk
-    block, value = ``field + (32 // bits) * word`` (the lane's nibbles/bytes in memory order).
+    block, value = ``field + (32 // bits) * word`` (the lane's nibbles/bytes in memory order);
+    the header's ``PackedFormat<bits>::TV``, the block layout's inverse:
 
-        INT4: ``((4,8),((2,2,2),4)):((16,1),((64,128,8),256))`` over an (8, 128) tile
-        INT8: ``((4,8),((2,2),4)):((16,1),((64,8),128))``       over an (8, 64) tile
+        INT4: ``((4,8),(4,2,4)):((16,1),(64,8,256))`` over an (8, 128) tile
+        INT8: ``((4,8),(2,2,4)):((16,1),(64,8,128))`` over an (8, 64) tile
 
     Draw it with ``cute_gemm.layout.to_svg_tv(packed_tv_layout(4), (8, 128))``.
     """
-    from .layout import Layout
-
-    bits = check_bits(bits, "packed_tv_layout")
-    lane = ((4, 8), (2 * BLOCK_N, 1))  # t: k = 2t (k stride 8 in n + 8k); g: n
-    if bits == 4:  # nibble i = h + 2s + 4e; word w: k = 32 w
-        value = (((2, 2, 2), 4), ((64, 128, 8), 256))
-    else:  # byte i = h + 2e; word w: k = 16 w
-        value = (((2, 2), 4), ((64, 8), 128))
-    return Layout((lane[0], value[0]), (lane[1], value[1]))
+    return _wf.tv_layout(check_bits(bits, "packed_tv_layout"))
 
 
 # ------------------------------------------------------------------------------ format tag
@@ -460,7 +350,7 @@ class QuantizedWeight:
     @property
     def effective_group_size(self):
         """G as the kernel sees it: ``group_size``, or K for per-channel."""
-        return self.shape[1] if self.group_size == -1 else self.group_size
+        return _wf.effective_group_size(self.group_size, self.shape[1])
 
     @property
     def nbytes(self):
@@ -493,7 +383,7 @@ class QuantizedWeight:
 
     def __repr__(self):
         n, k = self.shape
-        group = "per-channel" if self.group_size == -1 else str(self.group_size)
+        group = "per-channel" if self.group_size == _wf.PER_CHANNEL else str(self.group_size)
         return (f"QuantizedWeight(shape=({n}, {k}), bits={self.bits}, group_size={group}, "
                 f"symmetric={self.symmetric}, dtype={self.dtype}, device={self.device}, "
                 f"nbytes={self.nbytes})")

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Writes one .cu per GEMM kernel configuration (flash-attention style: one template
-instantiation per translation unit, so they build in parallel) and the header that declares them.
+"""Writes one .cu per GEMM kernel instance (flash-attention style: one template instantiation per
+translation unit, so they build in parallel) and the tables that list them. The instance types
+are hand-written (kernels/gemm/gemm_config.hpp, kernels/mixed/mixed_instances.hpp); this script
+only instantiates them.
 
 Run after changing CONFIGS; the outputs are committed so a build needs no generation step.
     python3 scripts/generate_kernels.py
@@ -13,50 +15,26 @@ MIXED_OUT = os.path.join(ROOT, "csrc", "kernels", "mixed", "generated")
 
 DTYPES = {"f16": "__half", "bf16": "__nv_bfloat16"}
 # (BM, BN, BK, stages, warps_m, warps_n): large tiles for large problems, small ones so that
-# small problems still fill the GPU's SMs. The heuristic in gemm_dispatch.cu picks between them.
-# Measured on an H200 (bench_gemm.py --all-configs, fp16): 256x128x32 (8 warps) was fastest from
-# 1024x4096x4096 up (387 us at 4096^3 against 397 for 128x256x32 and 416 for 128x128x32);
-# 128x128x64 next, 64x64x32 for small problems. 128x256x32 and 128x128x32 never won and were
-# dropped.
+# small problems still fill the GPU's SMs. The heuristic in gemm_dispatch.cu picks between them
+# (the measurements behind the list: benchmarks/results/NOTES.md).
 CONFIGS = [
     (256, 128, 32, 4, 4, 2),
     (128, 128, 64, 3, 2, 2),
     (64, 64, 32, 3, 2, 2),
 ]
-# Mixed-input GEMM: (bits, m16 tiles per CTA, fine groups) for each activation dtype. Fine groups
-# (32, and 64 for INT4: shorter than a packed k block) apply the scales every 2 k16 steps. Warps
-# per CTA (4 warps: 128 columns, 8: 256) follow from the M tile (mixed_warps).
+# Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
+# mean; benchmarks/results/NOTES.md has the measurements behind the choice of instances).
+# mma.sync (mixed_gemm_kernel.cuh): (bits, m16 tiles per CTA, fine groups).
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
-# Hopper (sm_90a) wgmma kernels for M > 16: (bits, token tile, m64 row tiles per warpgroup, exact
-# scales, warpgroups, producer warpgroup). The producer (mixed_wgmma_ws_kernel.cuh: TMA copies,
-# no CTA barrier in the loop) serves the 128- and 256-row tiles and INT8's 64-row tile. Measured
-# on the H200 (INT4 g128, us, warp-specialized vs cp.async; 4096^2, 4096x28672, 14336x4096,
-# 8192^2, 28672x8192): M=256 20.8 103.4 51.9 58.6 183.7 vs 23.3 129.8 60.8 69.1 226.1; M=128
-# 12.6 60.9 31.6 35.2 110.6 vs 14.8 75.9 37.4 41.9 135.8; M=64 12.0 39.7 21.9 24.3 73.8 vs 10.5
-# 40.1 20.9 24.1 75.3 (INT8 M=64 8192^2 28.7 vs ~30.5, 28672x8192 87.5 vs ~98: INT8 only).
-# The token tile is wgmma's N, one instance per tile: 32 rows keep the exact per-group scaling
-# (one warpgroup, 128 output columns); 64, 128 and 256 rows use the rounded
-# weight, 64 in one warpgroup of two row tiles, 128 and 256 in two warpgroups of one (128 columns,
-# sharing each activation tile; 256 rows: 128 accumulators per thread, 3 INT4 stages). Measured
-# on the H200 with cp.async copies (probe_mixed.py --wgmma-tiles, INT4 g128, us; same shapes):
-#   M=64:  64x1 10.5 39.9 22.0 24.1 78.6 vs 64x2 10.1 42.4 22.9 25.9 78.8;
-#   M=128: 128x2 14.3 75.4 37.0 41.7 133.4 vs 64x1 14.4 80.9 40.8 43.6 140.9, 128x1 16.1 98.2;
-#   M=256: 128x2 23.9 151.4 69.0 74.9 256.6 vs 64x1 24.0 163.9 72.1 77.7 271.6, 128x1 25.1 175.3;
-#   M=32:  32x1 9.8 37.5 18.1 19.5 58.7 vs 32x2 8.5 33.4 18.0 20.0 61.1 (INT8: 32x1 ahead on 4);
-#   M=256: 256x2 23.3 129.8 60.8 69.1 226.1 vs 128x2 23.5 152.8 68.7 75.0 258.2 (a later run);
-#   M=512: 256x2 38.6 256.4 114.1 127.5 434.3 vs 128x2 38.4 285.6 128.3 151.0 533.9.
-# Token tiles of 8 and 16 were no faster than the mma.sync kernel at M <= 16 (8192x8192 M=1 15.0
-# vs 14.5 us, M=16 16.8 vs 15.1 us).
+# Hopper wgmma (sm_90a): (bits, token tile, m64 row tiles per warpgroup, exact scales,
+# consumer warpgroups, TMA producer warpgroup). 32-row tiles keep exact per-group scales; the
+# producer (mixed_wgmma_ws_kernel.cuh) serves the 128- and 256-row tiles and INT8's 64-row tile.
 MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg, producer) for bits in (4, 8)
                        for tm, rt, exact, wg, producer in (
                            (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
                            (128, 1, False, 2, True), (256, 1, False, 2, True))]
-# Decode kernels for M <= 8 (mixed_decode_kernel.cuh: warps with their own weight pipelines, the
-# weights as the mma's A operand, k groups of 1-4 warps sharing the activations): (bits, n8 token
-# tiles, fine groups). Two token tiles (M <= 16) were measured on the H200 and were no faster than
-# the mma.sync kernel at M = 12-16 with any k group (8192x8192 M=16 15.2 vs 15.0 us, 28672x8192
-# 45.7 vs 44.4; 3-5 stages, 12-16 warps), so one.
-MIXED_DECODE_CONFIGS = [(bits, 1, fine) for bits in (4, 8) for fine in (False, True)]
+# Decode, M <= 8 (mixed_decode_kernel.cuh): (bits, fine groups).
+MIXED_DECODE_CONFIGS = [(bits, fine) for bits in (4, 8) for fine in (False, True)]
 HEADER = "// Generated by scripts/generate_kernels.py; edit the script, not this file.\n"
 
 
@@ -116,130 +94,61 @@ def mixed_warps(mt):
     return 4 if mt == 1 else 8
 
 
-def write_split_k_instance(n, cfg, kernel, launch_params, queries):
-    """The TU of one wgmma or decode instance (mixed_{kernel}_kernel.cuh): its launcher (taking
-    `launch_params` after p, e.g. "int splits") and its host queries, (name, params) pairs that
-    forward to mixed::mixed_{kernel}_{name}<config>(params' names); returns their declarations."""
-    def names(params):
-        return ", ".join(x.split()[-1] for x in params.split(", ") if x)
+def cxx_bool(x):
+    return "true" if x else "false"
 
-    # The parameters wrapped at the column limit (100, with " {" or ";"), aligned after the "(".
-    head = f"cudaError_t {n}("
-    params = ["MixedGemmParams const& p"] + launch_params.split(", ") + ["cudaStream_t stream"]
-    lines = [head + params[0]]
-    for param in params[1:]:
-        if len(lines[-1]) + len(", ") + len(param) + len(") {") > 100:
-            lines[-1] += ","
-            lines.append(" " * len(head) + param)
-        else:
-            lines[-1] += ", " + param
-    launch = "\n".join(lines) + ")"
-    call = f"  return mixed::launch_mixed_{kernel}<{n}_config>(p, {names(launch_params)}, stream);"
-    if len(call) > 100:
-        call = call.replace("(p, ", "(\n      p, ")
-    using = f"using {n}_config = {cfg};"
+
+def write_mixed_instance(name, kernel_header, config, launch_call):
+    """One generated TU: `name`'s launcher, which runs a plan on the instance `config`."""
+    using = f"using {name}_config = {config};"
     if len(using) > 100:
         using = using.replace(" = ", " =\n    ")
-    body = f"{using}\n\n{launch} {{\n{call}\n}}\n"
-    decls = [launch + ";"]
-    for name, params in queries:
-        ret = f"  return mixed::mixed_{kernel}_{name}<{n}_config>({names(params)});"
-        if len(ret) > 100:
-            ret = ret.replace(">(", ">(\n      ")
-        body += f"\nint {n}_{name}({params}) {{\n{ret}\n}}\n"
-        decls.append(f"int {n}_{name}({params});")
-    header = "launch" if kernel == "wgmma" else "kernel"  # the wgmma launchers serve two kernels
-    write_tu(MIXED_OUT, n, [f"kernels/mixed/mixed_{kernel}_{header}.cuh",
-                            f"kernels/mixed/generated/mixed_{kernel}_instances.hpp"], body)
-    return decls
+    head = f"cudaError_t {name}("
+    params = "MixedGemmParams const& p, MixedPlan const& plan, cudaStream_t stream) {"
+    launch = head + params if len(head + params) <= 100 else (
+        head + "MixedGemmParams const& p, MixedPlan const& plan,\n" + " " * len(head) +
+        "cudaStream_t stream) {")
+    call = f"  return mixed::{launch_call.format(cfg=name + '_config')};"
+    if len(call) > 100:
+        call = call.replace("(p, ", "(\n      p, ", 1)
+    write_tu(MIXED_OUT, name, [kernel_header, "kernels/mixed/mixed_instances.hpp"],
+             f"{using}\n\n{launch}\n{call}\n}}\n")
 
 
 def main_mixed():
     os.makedirs(MIXED_OUT, exist_ok=True)
     for f in os.listdir(MIXED_OUT):
-        if f.endswith(".cu"):
+        if f.endswith(".cu") or f.endswith(".hpp"):
             os.remove(os.path.join(MIXED_OUT, f))
-    decls, rows = [], []
+    rows = []
     for dtype, ctype in DTYPES.items():
+        bf16 = cxx_bool(dtype == "bf16")
+        for bits, tt, fine in [(b, 1, f) for b, f in MIXED_DECODE_CONFIGS]:
+            n = f"mixed_decode_{dtype}_int{bits}_m{8 * tt}" + ("_fine" if fine else "")
+            write_mixed_instance(
+                n, "kernels/mixed/mixed_decode_kernel.cuh",
+                f"mixed::DecodeInstance<{ctype}, {bf16}, {bits}, {cxx_bool(fine)}>",
+                "launch_mixed_decode<{cfg}>(p, plan.splits, plan.warps, plan.col_warps, stream)")
+            rows.append(f"CG_MIXED_DECODE({n}, {bf16}, {bits}, {cxx_bool(fine)})")
         for bits, mt, fine in MIXED_CONFIGS:
             n = f"mixed_{dtype}_int{bits}_m{16 * mt}" + ("_fine" if fine else "")
-            warps = mixed_warps(mt)
-            cfg = (f"mixed::MixedConfig<{ctype}, {bits}, {mt}, {'true' if fine else 'false'}, "
-                   f"{warps}>")
-            write_tu(MIXED_OUT, n, ["kernels/mixed/mixed_gemm_kernel.cuh",
-                                    "kernels/mixed/generated/mixed_instances.hpp"],
-                     f"using {n}_config = {cfg};\n\n"
-                     f"cudaError_t {n}(MixedGemmParams const& p, int splits,\n"
-                     "                 SplitReduce reduce, cudaStream_t stream) {\n"
-                     f"  return mixed::launch_mixed<{n}_config>(p, splits, reduce, stream);\n"
-                     "}\n\n"
-                     f"bool {n}_cluster_supported() {{\n"
-                     f"  return mixed::cluster_reduce_supported<{n}_config>();\n}}\n")
-            decls.append(f"cudaError_t {n}(MixedGemmParams const& p, int splits,\n"
-                         "                 SplitReduce reduce, cudaStream_t stream);")
-            decls.append(f"bool {n}_cluster_supported();")
-            rows.append("    {%d, %d, %d, %s, %s, %s, %s_cluster_supported}" % (
-                bits, mt, 32 * warps, "true" if fine else "false",
-                "true" if dtype == "bf16" else "false", n, n))
-    write_instances_header(
-        os.path.join(MIXED_OUT, "mixed_instances.hpp"), "kernels/mixed/mixed_gemm_launch.hpp",
-        decls,
-        "struct MixedInstance {\n  int bits, m_tiles, tile_n;\n  bool fine_groups, bf16;\n"
-        "  cudaError_t (*launch)(MixedGemmParams const&, int, SplitReduce, cudaStream_t);\n"
-        "  bool (*cluster_supported)();\n};\n\n"
-        "inline constexpr MixedInstance kMixedInstances[] = {\n" + ",\n".join(rows) + "\n};")
-
-    decls, rows = [], []
-    for dtype, ctype in DTYPES.items():
+            write_mixed_instance(
+                n, "kernels/mixed/mixed_gemm_kernel.cuh",
+                f"mixed::MmaInstance<{ctype}, {bf16}, {bits}, {mt}, {cxx_bool(fine)}>",
+                "launch_mixed<{cfg}>(p, plan.splits, stream)")
+            rows.append(f"CG_MIXED_MMA({n}, {bf16}, {bits}, {mt}, {cxx_bool(fine)})")
         for bits, tm, rt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
             n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "")
-            cfg = (f"mixed::MixedWgmmaConfig<{ctype}, {bits}, {tm}, {rt}, "
-                   f"{'true' if exact else 'false'}, {wg}, {'true' if producer else 'false'}>")
-            decls += write_split_k_instance(n, cfg, "wgmma", "int splits",
-                                            [("ctas_per_sm", "")])
-            rows.append("    {%d, %d, %d, %d, %s, %s,\n     %s, %s_ctas_per_sm}" % (
-                bits, tm, 64 * rt * wg, wg, "true" if exact else "false",
-                "true" if dtype == "bf16" else "false", n, n))
-    write_instances_header(
-        os.path.join(MIXED_OUT, "mixed_wgmma_instances.hpp"), "kernels/mixed/mixed_gemm_launch.hpp",
-        decls,
-        "// Hopper (sm_90a) instances: token tile (rows of A), output columns per CTA, warpgroups\n"
-        "// per CTA, and whether the scales multiply exact per-group sums\n"
-        "// (mixed_wgmma_kernel.cuh).\n"
-        "struct MixedWgmmaInstance {\n  int bits, tile_m, tile_n, warp_groups;\n"
-        "  bool exact_scales, bf16;\n"
-        "  cudaError_t (*launch)(MixedGemmParams const&, int, cudaStream_t);\n"
-        "  int (*ctas_per_sm)();  // resident CTAs per SM (occupancy calculator, cached)\n"
-        "};\n\n"
-        "inline constexpr MixedWgmmaInstance kMixedWgmmaInstances[] = {\n" +
-        ",\n".join(rows) + "\n};")
-
-    decls, rows = [], []
-    for dtype, ctype in DTYPES.items():
-        for bits, tt, fine in MIXED_DECODE_CONFIGS:
-            n = f"mixed_decode_{dtype}_int{bits}_m{8 * tt}" + ("_fine" if fine else "")
-            cfg = f"mixed::MixedDecodeConfig<{ctype}, {bits}, {tt}, {'true' if fine else 'false'}>"
-            decls += write_split_k_instance(
-                n, cfg, "decode", "int splits, int warps, int col_warps",
-                [("max_warps", "int m, int col_warps"),
-                 ("ctas_per_sm", "int m, int warps, int col_warps")])
-            rows.append("    {%d, %d, %s, %s, %s,\n     %s_max_warps, %s_ctas_per_sm}" % (
-                bits, 8 * tt, "true" if fine else "false",
-                "true" if dtype == "bf16" else "false", n, n, n))
-    write_instances_header(
-        os.path.join(MIXED_OUT, "mixed_decode_instances.hpp"),
-        "kernels/mixed/mixed_gemm_launch.hpp",
-        decls,
-        "// Decode instances (mixed_decode_kernel.cuh): token tile (rows of A) and group\n"
-        "// granularity. launch(p, splits, warps per CTA, warps per k group, stream).\n"
-        "struct MixedDecodeInstance {\n  int bits, tile_m;\n  bool fine_groups, bf16;\n"
-        "  cudaError_t (*launch)(MixedGemmParams const&, int, int, int, cudaStream_t);\n"
-        "  // the most warps per CTA that fit at M rows in k groups of col_warps (0: none)\n"
-        "  int (*max_warps)(int m, int col_warps);\n"
-        "  int (*ctas_per_sm)(int m, int warps, int col_warps);  // resident CTAs per SM (cached)\n"
-        "};\n\n"
-        "inline constexpr MixedDecodeInstance kMixedDecodeInstances[] = {\n" +
-        ",\n".join(rows) + "\n};")
+            args = f"{bits}, {tm}, {rt}, {cxx_bool(exact)}, {wg}, {cxx_bool(producer)}"
+            write_mixed_instance(
+                n, "kernels/mixed/mixed_wgmma_launch.cuh",
+                f"mixed::WgmmaInstance<{ctype}, {bf16}, {args}>",
+                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)")
+            rows.append(f"CG_MIXED_WGMMA({n}, {bf16}, {args})")
+    with open(os.path.join(MIXED_OUT, "mixed_instances.inc"), "w") as f:
+        f.write(HEADER + "// The mixed GEMM's instances, one generated TU each; the row macros are "
+                "defined where\n// the table is expanded (kernels/mixed/mixed_instances.hpp).\n" +
+                "".join(r + "\n" for r in rows))
 
 
 if __name__ == "__main__":

@@ -12,25 +12,25 @@ up to 4104), K (a multiple of the group size, of 32 per-channel; awkward ones li
 1408, up to 8192), bits, group size, symmetry, dtype and bias. The (bits, group, symmetric,
 dtype) combinations and the M regions are drawn in shuffled rounds, so every combination appears
 in every 32 cases and every M region in every len(M_REGIONS) cases. About a third of the cases
-force a kernel, token tile, split-K plan or the dense path through cute_gemm.ops' override
-context managers (the rest take the default dispatch), and about a fifth go through
-cute_gemm.QuantLinear with a 3-D input.
+force a kernel, token tile, split-K plan, decode CTA shape or the dense path through the
+schedule argument of cute_gemm.mixed_gemm (schedule_for; the rest take the default plan), and
+about a fifth have a 3-D input: through cute_gemm.QuantLinear, or, when forced (the layer takes
+no schedule), cute_gemm.mixed_gemm on the 3-D input.
 
 Every output is checked against ``a @ W^T (+ bias)`` in fp64 with the criterion of
 tests/helpers.py::assert_accurate (copied below). W is the weight the path computes with, chosen
 as tests/test_mixed_gemm_gpu.py::_reference does: the exact ``dequantize(qw, torch.float32)``
 where the fused kernel applies the scales in fp32 after exact integer products (the plan's
-``exact_scales``: decode, mma.sync, wgmma 32-row tiles), else the weight rounded to the
-activation dtype (``dequantize(qw)``: the larger wgmma tiles and the dense path). The output
-block is poisoned with NaN beforehand (tests/helpers.py::poison_allocator), so an element the
-kernel never writes fails the check.
+``exact_scales`` in cute_gemm.mixed_plan: decode, mma.sync, wgmma 32-row tiles), else the
+weight rounded to the activation dtype (``dequantize(qw)``: the larger wgmma tiles and the dense
+path). The output block is poisoned with NaN beforehand (tests/helpers.py::poison_allocator), so
+an element the kernel never writes fails the check.
 
 Prints the seed first; exits 1 at the first failure, printing the case as JSON with the command
 line that reruns it alone (--case), 0 when the time is up with no failure, 2 without a GPU.
 """
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import math
@@ -47,11 +47,11 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 
 import cute_gemm  # noqa: E402
-import cute_gemm.ops  # noqa: E402
+from cute_gemm import weight_format as wf  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-BITS = [4, 8]
-GROUPS = [32, 64, 128, -1]
+BITS = list(wf.VALID_BITS)
+GROUPS = list(wf.VALID_GROUP_SIZES)
 # Every (bits, group_size, symmetric, dtype) configuration of mixed_gemm.
 COMBOS = [(b, g, s, d) for b in BITS for g in GROUPS for s in (True, False) for d in DTYPES]
 
@@ -76,14 +76,14 @@ AWKWARD_NS = [8, 16, 24, 40, 56, 120, 136, 248, 264, 392, 520, 1032, 2056, 4104]
 N_MAX = 4096
 AWKWARD_KS = [32, 64, 96, 128, 160, 192, 640, 1408, 2080, 4224, 8192]
 K_MAX = 8192
-# Forced paths (cute_gemm.ops' override context managers), drawn in a shuffled cycle for about a
-# third of the cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token
-# tiles; Hopper sm_90a builds, mma.sync elsewhere), "dense" (dequantize + dense GEMM),
-# "splits:S" (S k splits, the workspace reduction, whichever kernel), "mma-cluster:S" (mma.sync
-# with S splits added in a thread block cluster on sm_90), "decode:W:C" (the decode kernel with
-# W warps per CTA in k groups of C; only for M <= 8).
+# Forced paths (schedules, see schedule_for), drawn in a shuffled cycle for about a third of the
+# cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token tiles; Hopper
+# sm_90a builds, mma.sync elsewhere), "dense" (dequantize + dense GEMM), "splits:S" (S k splits
+# of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync with S
+# splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only for
+# M <= 8). The splits always meet in the workspace (fp32 partial sums, then the reduce kernel).
 FORCE_KINDS = ["mma", "wgmma:32", "wgmma:64", "wgmma:128", "wgmma:256", "dense", "splits",
-               "mma-cluster", "decode"]
+               "mma-splits", "decode"]
 FORCED_FRACTION = 0.35
 LAYER_FRACTION = 0.2
 # Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).
@@ -157,12 +157,12 @@ def _draw_n(rng):
     if rng.random() < 0.4:
         return rng.choice(AWKWARD_NS)
     if rng.random() < 0.5:
-        return 8 * _log_uniform(rng, 1, N_MAX // 8)
-    return 8 * rng.randint(1, N_MAX // 8)
+        return wf.BLOCK_N * _log_uniform(rng, 1, N_MAX // wf.BLOCK_N)
+    return wf.BLOCK_N * rng.randint(1, N_MAX // wf.BLOCK_N)
 
 
 def _draw_k(rng, group):
-    unit = 32 if group == -1 else group  # the op needs K % G == 0 and K % 32 == 0
+    unit = wf.k_multiple(group)  # the op needs K % G == 0 (K % 32 == 0 for per-channel)
     awkward = [k for k in AWKWARD_KS if k % unit == 0]
     if rng.random() < 0.4:
         return rng.choice(awkward)
@@ -175,8 +175,8 @@ def _draw_force(rng, m, kinds):
     kind = kinds.next()
     if kind == "splits":
         return f"splits:{rng.choice([2, 3, 5, 8, 64])}"
-    if kind == "mma-cluster":
-        return f"mma-cluster:{rng.randint(2, 8)}"
+    if kind == "mma-splits":
+        return f"mma-splits:{rng.randint(2, 8)}"
     if kind == "decode":
         if m > 8:
             return "mma"
@@ -257,58 +257,62 @@ def reference(a2d, qw, bias, exact):
     return out
 
 
-def plan_of(m, qw):
-    """What a mixed_gemm launch of M rows with this weight runs now (the overrides in effect):
-    _C._mixed_plan's dict plus "dense" (whether the op takes the dequantize + dense GEMM path)."""
+def _schedule_part(part, m, n, k, bits, group, dtype, spec):
+    kind, *args = part.split(":")
+    if kind == "mma":
+        return "kernel=mma"
+    if kind == "wgmma":
+        return f"kernel=wgmma,tile_m={int(args[0])}" if spec.wgmma else "kernel=mma"
+    if kind == "dense":
+        return "kernel=dense"
+    if kind == "splits":
+        # The dense path has no splits: there the fused mma.sync kernel takes them.
+        dense = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=spec).kernel == "dense"
+        return ("kernel=mma," if dense else "") + f"splits={int(args[0])}"
+    if kind == "mma-splits":
+        return f"kernel=mma,splits={int(args[0])}"
+    if kind == "decode":
+        return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
+    raise ValueError(f"unknown force {part!r}")
+
+
+def schedule_for(force, m, n, k, bits, group, dtype, spec):
+    """The mixed_gemm schedule (a string, or None) of a Case.force string (FORCE_KINDS; several
+    joined by "+", e.g. "wgmma:64+splits:4") for an [m, k] x [n, k] problem on device `spec` (a
+    cute_gemm.DeviceSpec): "wgmma:T" runs mma.sync where the device has no wgmma kernels."""
+    if not force:
+        return None
+    items = {}
+    for part in force.split("+"):
+        for item in _schedule_part(part, m, n, k, bits, group, dtype, spec).split(","):
+            key, value = item.split("=")
+            items[key] = value
+    return cute_gemm._C._mixed_schedule(",".join(f"{k}={v}" for k, v in items.items()))
+
+
+def plan_of(m, qw, schedule=None, device=None):
+    """What a mixed_gemm call of M rows with this weight and schedule runs: a
+    cute_gemm.MixedPlan, on `device` (a spec or a built-in name; default the weight's GPU)."""
     n, k = qw.shape
-    plan = dict(cute_gemm._C._mixed_plan(m, n, k, qw.bits, qw.group_size,
-                                         qw.dtype == torch.bfloat16))
-    plan["dense"] = m >= cute_gemm._C._mixed_dense_from_m()
-    return plan
+    return cute_gemm.mixed_plan(m, n, k, qw.bits, qw.group_size, qw.dtype,
+                                device=qw.device if device is None else device,
+                                schedule=schedule)
 
 
 def exact_weight(plan):
     """Whether the path computes with the exact dequantized weight (see the module docstring)."""
-    return not plan["dense"] and bool(plan["exact_scales"])
+    return plan.kernel != "dense" and bool(plan.exact_scales)
 
 
 def plan_label(plan):
-    if plan["dense"]:
+    if plan.kernel == "dense":
         return "dense"
-    label = f"{plan['kernel']}/t{plan['tile_m']}"
-    if plan["kernel"] == "decode":
-        label += f"/w{plan['warps']}x{plan['col_warps']}"
-    if plan["splits"] > 1:
-        label += f"/s{plan['splits']}{'c' if plan['reduce'] == 2 else 'w'}"
+    label = f"{plan.kernel}/t{plan.tile_m}"
+    if plan.kernel == "decode":
+        label += f"/w{plan.warps}x{plan.col_warps}"
+    if plan.splits > 1:
+        label += f"/s{plan.splits}"
     return label
-
-
-@contextlib.contextmanager
-def forced(force):
-    """The override context managers for a Case.force string (see FORCE_KINDS)."""
-    ops = cute_gemm.ops
-    with contextlib.ExitStack() as stack:
-        if force:
-            kind, *args = force.split(":")
-            if kind == "mma":
-                stack.enter_context(ops._forced_mixed_kernel("mma"))
-            elif kind == "wgmma":
-                stack.enter_context(ops._forced_mixed_kernel("wgmma"))
-                if cute_gemm._C._mixed_wgmma_usable():
-                    stack.enter_context(ops._forced_wgmma_tile(int(args[0])))
-            elif kind == "dense":
-                stack.enter_context(ops._forced_mixed_dense_from_m(1))
-            elif kind == "splits":
-                stack.enter_context(ops._forced_mixed_split(int(args[0]), "workspace"))
-            elif kind == "mma-cluster":
-                stack.enter_context(ops._forced_mixed_kernel("mma"))
-                stack.enter_context(ops._forced_mixed_split(int(args[0]), "cluster"))
-            elif kind == "decode":
-                stack.enter_context(ops._forced_mixed_kernel("decode"))
-                stack.enter_context(ops._forced_decode_shape(int(args[0]), int(args[1])))
-            else:
-                raise ValueError(f"unknown force {force!r}")
-        yield
 
 
 # ---------------------------------------------------------------------------------- running
@@ -333,45 +337,51 @@ def poison_allocator(*numels, dtype):
 def run_case(case, device="cuda"):
     """Runs one case. Returns (failure message or None, plan label, max error, whether the
     output landed in a poisoned block). device="cpu" runs the ops' CPU reference implementations
-    (which compute with the weight rounded to the activation dtype): a self-test of this script
-    without a GPU, not a test of the kernels."""
+    (which compute with the weight rounded to the activation dtype and only check the schedule,
+    here the one for an H100): a self-test of this script without a GPU, not a test of the
+    kernels."""
     dtype = DTYPES[case.dtype]
     m, n, k = case.m, case.n, case.k
     cuda = torch.device(device).type == "cuda"
+    spec = cute_gemm.device_spec(torch.device(device) if cuda else "h100")
+    schedule = schedule_for(case.force, m, n, k, case.bits, case.group, dtype, spec)
     # Unit-variance weights and activations, as the tolerances assume.
     w = _randn(n, k, dtype=dtype, seed=case.seed, device=device)
     qw = cute_gemm.quantize(w, case.bits, case.group, case.symmetric)
     a = _randn(m, k, dtype=dtype, seed=case.seed + 1, device=device)
     bias = _randn(n, dtype=dtype, seed=case.seed + 2, device=device) if case.bias else None
-    with forced(case.force if cuda else None):
-        if cuda:
-            plan = plan_of(m, qw)
-            label = plan_label(plan)
-            if not plan["dense"] and plan["tile_m"] == 0:
-                return "the plan found no kernel instance (tile_m 0)", label, math.inf, False
-        else:
-            plan, label = {"dense": True}, "cpu"
+    plan = plan_of(m, qw, schedule, spec)
+    if cuda:
+        label = plan_label(plan)
+        if plan.kernel != "dense" and plan.tile_m == 0:
+            return "the plan found no kernel instance (tile_m 0)", label, math.inf, False
         ref = reference(a, qw, bias, exact_weight(plan))
-        ptrs = []
-        if cuda:
-            torch.cuda.synchronize()
-            # The dense path first allocates the dequantized [N, K] weight, then the output;
-            # poison both (the output size twice: a split-K workspace may take one block of the
-            # same size).
-            sizes = ([n * k] if plan["dense"] else []) + [m * n, m * n]
-            ptrs = poison_allocator(*sizes, dtype=dtype)
-        if case.layer_lead:
+    else:
+        label = "cpu"
+        ref = reference(a, qw, bias, False)
+    ptrs = []
+    if cuda:
+        torch.cuda.synchronize()
+        # The dense path first allocates the dequantized [N, K] weight, then the output; poison
+        # both (the output size twice: a split-K workspace may take one block of the same size).
+        sizes = ([n * k] if plan.kernel == "dense" else []) + [m * n, m * n]
+        ptrs = poison_allocator(*sizes, dtype=dtype)
+    if case.layer_lead:
+        a3 = a.reshape(*case.layer_lead, k)
+        if schedule is None:
             layer = cute_gemm.QuantLinear.from_quantized(qw, bias=bias)
             with torch.inference_mode():
-                out3 = layer(a.reshape(*case.layer_lead, k))
-            if list(out3.shape) != list(case.layer_lead) + [n]:
-                return f"QuantLinear output shape {list(out3.shape)}", label, math.inf, False
-            out = out3.reshape(m, n)
-        else:
-            out = cute_gemm.mixed_gemm(a, qw, bias)
-        poisoned = out.data_ptr() in ptrs
-        if cuda:
-            torch.cuda.synchronize()
+                out3 = layer(a3)
+        else:  # the layer takes no schedule: the op with the same 3-D input
+            out3 = cute_gemm.mixed_gemm(a3, qw, bias, schedule=schedule)
+        if list(out3.shape) != list(case.layer_lead) + [n]:
+            return f"3-D output shape {list(out3.shape)}", label, math.inf, False
+        out = out3.reshape(m, n)
+    else:
+        out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+    poisoned = out.data_ptr() in ptrs
+    if cuda:
+        torch.cuda.synchronize()
     msg, max_err, _ = check_accurate(out, ref, dtype, k)
     if msg is None and not bool(torch.isfinite(out).all()):
         msg = "non-finite output"
@@ -436,9 +446,13 @@ def main(argv=None):
         return 0
 
     caching = os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "0") in ("", "0")
-    where = (f"device {torch.cuda.get_device_name()}; wgmma usable: "
-             f"{cute_gemm._C._mixed_wgmma_usable()}; dense path from M="
-             f"{cute_gemm._C._mixed_dense_from_m()}") if cuda else "CPU (self-test)"
+    where = "CPU (self-test)"
+    if cuda:
+        spec = cute_gemm.device_spec()
+        kernels = ", ".join(f"M={m} {cute_gemm.mixed_plan(m, 4096, 4096, device=spec).kernel}"
+                            for m in (1, 16, 64, 256))
+        where = (f"device {torch.cuda.get_device_name()}; wgmma kernels: {spec.wgmma}; default "
+                 f"plans at 4096x4096: {kernels}")
     print(f"[sweep] seed {seed} (rerun: python3 scripts/gpu_sweep.py --seed {seed}); "
           f"{args.seconds:g} s; {where}", flush=True)
     if cuda and not caching:
@@ -447,7 +461,7 @@ def main(argv=None):
     t0 = time.monotonic()
     last_report = t0
     by_plan, by_region = {}, {}
-    poisoned_count = layer_count = forced_count = 0
+    poisoned_count = layer_count = lead_count = forced_count = 0
     index = 0
     for index, case in enumerate(generate_cases(seed)):
         if args.max_cases is not None and index >= args.max_cases:
@@ -462,7 +476,8 @@ def main(argv=None):
         by_plan[kernel] = by_plan.get(kernel, 0) + 1
         by_region[case.region] = by_region.get(case.region, 0) + 1
         poisoned_count += poisoned
-        layer_count += bool(case.layer_lead)
+        layer_count += bool(case.layer_lead) and not case.force
+        lead_count += bool(case.layer_lead)
         forced_count += bool(case.force)
         if args.verbose:
             print(f"[sweep] {index:5d} ok {case.describe()} plan={label} "
@@ -472,7 +487,8 @@ def main(argv=None):
             print(f"[sweep] {index + 1} cases ok after {last_report - t0:.0f} s", flush=True)
     cases = index  # the generator is endless: the loop ends at a break, before case `index`
     print(f"[sweep] PASS: {cases} cases in {time.monotonic() - t0:.1f} s, seed {seed}; "
-          f"{forced_count} forced, {layer_count} through QuantLinear (3-D input), "
+          f"{forced_count} forced (a schedule), {lead_count} with a 3-D input ({layer_count} "
+          f"through QuantLinear), "
           f"{poisoned_count} with a poisoned output block", flush=True)
     print("[sweep] cases per kernel/tile: " +
           ", ".join(f"{k} {v}" for k, v in sorted(by_plan.items())), flush=True)

@@ -13,30 +13,31 @@ allocation.
 Families (each launch is checked against an fp64 matmul of the dequantized weight, computed on
 the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
 
-    decode       the decode kernel (M <= 8): default CTA shapes and forced k groups of 1, 2, 4
-                 warps, fine groups (group < the packed k block), INT4/INT8
-    mma          the mma.sync kernel: M 9-16 by default, forced at 17-64 (32- and 64-row tiles)
+    decode       the decode kernel (M <= 8): default CTA shapes and scheduled k slices of 1, 2,
+                 4 warps, fine groups (group < the packed k block), INT4/INT8
+    mma          the mma.sync kernel: M 9-16 by default, scheduled at 17-64 (32- and 64-row
+                 tiles)
     wgmma        the cp.async wgmma kernel (Hopper): 32-row tiles, and INT4's 64-row tiles
     wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128- and 256-row tiles, INT8's
                  64-row tiles
-    splitk       forced k splits > 1: the decode and mma.sync kernels and both wgmma kernels
-                 with the workspace reduction (the second, reduce kernel), mma.sync with the
-                 cluster reduction (distributed shared memory, sm_90)
-    dense        the dense path (_forced_mixed_dense_from_m(1)): the dequantize kernel, then
+    splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
+                 the splits' partial sums added by the reduce kernel from the workspace
+    dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
     gemm         cute_gemm.gemm in each of its configurations (_forced_gemm_config), fp16/bf16
 
-Every mixed launch first checks that the plan (_C._mixed_plan) is the one the family wants, so a
-change in the dispatch cannot silently drop a kernel from the probe. The wgmma families are
-skipped (and say so) where the build or device has no wgmma kernels. --quick runs one launch per
-kernel instance kind (the whole probe took 11 s under racecheck on an H100, so
+Each mixed launch passes its schedule (gpu_sweep.schedule_for of its force string) to
+cute_gemm.mixed_gemm and first checks that the plan (cute_gemm.mixed_plan) is the one the family
+wants, so a change in the planner cannot silently drop a kernel from the probe
+(tests/test_gpu_scripts.py checks those plans on the built-in H100 spec without a GPU). The wgmma
+families are skipped (and say so) where the build or device has no wgmma kernels. --quick runs
+one launch per kernel instance kind (the whole probe took 11 s under racecheck on an H100, so
 scripts/gpu_check.sh runs it whole under every tool). Prints one line per launch (family, shape,
 configuration, plan, max error); exits 1 if any launch fails or mismatches, 2 without a GPU.
 """
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -52,9 +53,10 @@ if _HERE not in sys.path:
 import torch  # noqa: E402
 
 import cute_gemm  # noqa: E402
-import cute_gemm.ops  # noqa: E402
-# The accuracy criterion (tests/helpers.py::assert_accurate), the reference and the plan helpers.
-from gpu_sweep import check_accurate, exact_weight, forced, plan_label, plan_of  # noqa: E402
+import cute_gemm.ops  # noqa: E402  (_forced_gemm_config)
+# The accuracy criterion (tests/helpers.py::assert_accurate), the schedules and the plan helpers.
+from gpu_sweep import (  # noqa: E402
+    check_accurate, exact_weight, plan_label, plan_of, schedule_for)
 
 FAMILIES = ["decode", "mma", "wgmma", "wgmma_ws", "splitk", "dense", "gemm"]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -62,9 +64,13 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 def _mixed(family, m, n, k, bits, group, sym, dtype, bias=False, force=None, quick=False,
            **expect):
-    """A mixed_gemm launch: force is a gpu_sweep.forced() string (plus "wgmma-tile:T", the
-    wgmma kernel with T-row tiles, and "+"-joined combinations); expect holds plan fields the
-    launch must have (kernel, tile_m, warp_groups, splits, reduce, col_warps, dense)."""
+    """A mixed_gemm launch: force is a gpu_sweep.FORCE_KINDS string ("+"-joined combinations
+    allowed), run as the schedule gpu_sweep.schedule_for makes of it; expect holds plan fields
+    the launch must have (kernel, tile_m, warp_groups, splits, col_warps, producer; dense=True
+    for the dense path). The wgmma families say which wgmma kernel runs: no producer warpgroup
+    (cp.async, "wgmma") or a TMA producer (warp-specialized, "wgmma_ws")."""
+    if family in ("wgmma", "wgmma_ws"):
+        expect.setdefault("producer", family == "wgmma_ws")
     return dict(op="mixed", family=family, m=m, n=n, k=k, bits=bits, group=group, sym=sym,
                 dtype=dtype, bias=bias, force=force, quick=quick, expect=expect)
 
@@ -125,22 +131,20 @@ def launches():
         _mixed("wgmma_ws", 300, 136, 640, 4, 64, False, "bf16", True, "wgmma:256",
                kernel="wgmma", tile_m=256, warp_groups=2),
     ]
-    # split-K: forced splits, workspace reduction (the reduce kernel) and cluster reduction
+    # split-K: scheduled splits, their partial sums added by the reduce kernel
     L += [
         _mixed("splitk", 1, 136, 4224, 4, 64, True, "fp16", True, "splits:3", quick=True,
-               kernel="decode", splits=3, reduce=1),
+               kernel="decode", splits=3),
         _mixed("splitk", 6, 136, 1408, 8, 32, False, "bf16", False, "splits:5",
-               kernel="decode", splits=5, reduce=1),
+               kernel="decode", splits=5),
         _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "splits:3", quick=True,
-               kernel="mma", splits=3, reduce=1),
-        _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "mma-cluster:3",
-               quick=True, kernel="mma", splits=3, reduce="cluster"),
-        _mixed("splitk", 40, 136, 1408, 8, 64, True, "bf16", False, "mma-cluster:4",
-               kernel="mma", splits=4, reduce="cluster"),
+               kernel="mma", splits=3),
+        _mixed("splitk", 40, 136, 1408, 8, 64, True, "bf16", False, "mma-splits:4",
+               kernel="mma", tile_m=64, splits=4),
         _mixed("splitk", 33, 136, 1408, 4, 32, True, "bf16", True, "wgmma:64+splits:4",
-               quick=True, kernel="wgmma", tile_m=64, splits=4, reduce=1),
+               quick=True, kernel="wgmma", tile_m=64, splits=4),
         _mixed("splitk", 100, 136, 1408, 8, 128, False, "fp16", False, "wgmma:128+splits:2",
-               quick=True, kernel="wgmma", tile_m=128, splits=2, reduce=1),
+               quick=True, kernel="wgmma", tile_m=128, splits=2, producer=True),
     ]
     # the dense path: the dequantize kernel, then cute_gemm.gemm
     L += [
@@ -180,13 +184,26 @@ def _describe(spec):
     return text
 
 
+def mixed_schedule(spec, device=None):
+    """The schedule of a mixed launch on `device` (a cute_gemm.device_spec argument; default the
+    current GPU)."""
+    return schedule_for(spec["force"], spec["m"], spec["n"], spec["k"], spec["bits"],
+                        spec["group"], DTYPES[spec["dtype"]], cute_gemm.device_spec(device))
+
+
+def mixed_plan(spec, device=None):
+    """The plan of a mixed launch on `device` (default the current GPU)."""
+    return cute_gemm.mixed_plan(spec["m"], spec["n"], spec["k"], spec["bits"], spec["group"],
+                                DTYPES[spec["dtype"]], device=device,
+                                schedule=mixed_schedule(spec, device))
+
+
 def _check_plan(plan, expect):
-    """Mismatches between the plan in effect and the family's expectations ('' when none)."""
+    """Mismatches between a plan (cute_gemm.MixedPlan) and the family's expectations ('' when
+    none)."""
     bad = []
     for key, want in expect.items():
-        got = plan.get(key)
-        if key == "reduce" and want == "cluster":
-            want = 2 if torch.cuda.get_device_capability()[0] >= 9 else 1
+        got = plan.kernel == "dense" if key == "dense" else getattr(plan, key)
         if got != want:
             bad.append(f"{key}={got} (want {want})")
     return ", ".join(bad)
@@ -202,14 +219,14 @@ def run_mixed(spec, seed):
     qw = qw_cpu.to("cuda")
     a = a_cpu.cuda()
     bias = None if bias_cpu is None else bias_cpu.cuda()
-    with forced_all(spec["force"]):
-        plan = plan_of(m, qw)
-        label = plan_label(plan)
-        mismatch = _check_plan(plan, spec["expect"])
-        if mismatch:
-            return f"plan mismatch: {mismatch}", label, None
-        out = cute_gemm.mixed_gemm(a, qw, bias)
-        torch.cuda.synchronize()
+    schedule = mixed_schedule(spec)
+    plan = plan_of(m, qw, schedule)
+    label = plan_label(plan)
+    mismatch = _check_plan(plan, spec["expect"])
+    if mismatch:
+        return f"plan mismatch: {mismatch}", label, None
+    out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+    torch.cuda.synchronize()
     # The reference on the CPU: fp64 product with the weight the path computes with.
     w_ref = cute_gemm.dequantize(qw_cpu, torch.float32 if exact_weight(plan) else None)
     ref = a_cpu.double() @ w_ref.double().t()
@@ -238,15 +255,6 @@ def run_gemm(spec, seed):
         ref += bias_cpu.double()
     msg, max_err, _ = check_accurate(out.cpu(), ref, dtype, k)
     return msg, name, max_err
-
-
-@contextlib.contextmanager
-def forced_all(force):
-    """gpu_sweep.forced for "+"-joined force strings ("wgmma:64+splits:4")."""
-    with contextlib.ExitStack() as stack:
-        for part in force.split("+") if force else []:
-            stack.enter_context(forced(part))
-        yield
 
 
 def build_parser():
@@ -281,7 +289,7 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("[probe] no CUDA device: nothing to probe", flush=True)
         return 2
-    wgmma = cute_gemm._C._mixed_wgmma_usable()
+    wgmma = cute_gemm.device_spec().wgmma
     print(f"[probe] {torch.cuda.get_device_name()}, wgmma kernels usable: {wgmma}, "
           f"PYTORCH_NO_CUDA_MEMORY_CACHING={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING')}, "
           f"{len(specs)} launches{' (quick)' if args.quick else ''}", flush=True)

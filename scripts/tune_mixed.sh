@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tuning run for the mixed-input GEMM on the GPU machine: build (sm_90a), a sweep
-# (benchmarks/probe_mixed.py $CUTE_GEMM_SWEEP: --sweep (default) split-K counts and reductions,
-# --sweep-m the fused kernel vs the dense path over M, --kernels mma.sync vs wgmma vs decode vs
-# dense, --decode-shapes the decode kernel's k groups, --wgmma-tiles every wgmma instance; M values
+# (benchmarks/probe_mixed.py $CUTE_GEMM_SWEEP: --sweep (default) split-K counts, --sweep-m the
+# fused kernel vs the dense path over M, --kernels mma.sync vs wgmma vs decode vs dense,
+# --decode-shapes the decode kernel's k slices, --wgmma-tiles every wgmma instance; M values
 # narrowed by CUTE_GEMM_KERNEL_MS), the mixed GPU tests (CUTE_GEMM_TESTS=0 skips them; at most 10
 # failures shown) and ncu counters of the mixed kernels at M=1 and M=16 (8192x8192 INT4 g128;
 # skipped with CUTE_GEMM_NCU=0; CUTE_GEMM_NCU_SOURCE=1 adds the hottest SASS instructions).
@@ -31,19 +31,24 @@ NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
 [ "${CUTE_GEMM_NCU:-1}" = 0 ] && exit 0
 # The third launch of a mixed kernel (one of each script's three calls), unthrottled clocks.
 NCU_KERNEL=(--clock-control none -k regex:"mixed_(gemm|wgmma|wgmma_ws|decode)_kernel" -s 2 -c 1)
-# CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_KERNEL: mma, wgmma or decode
-# (default: the dispatcher's choice); CUTE_GEMM_NCU_EXTRA: more ncu arguments (e.g. --metrics).
-# The fused kernel runs at every M (no dense path).
+# CUTE_GEMM_NCU_MS: the M values (default "1 16"); CUTE_GEMM_NCU_SCHEDULE: a mixed_gemm schedule,
+# e.g. "kernel=decode,warps=8,col_warps=2" or "kernel=wgmma,tile_m=128,splits=2" (default: the
+# planner's choice); CUTE_GEMM_NCU_KERNEL: mma, wgmma or decode (shorthand for kernel=...);
+# CUTE_GEMM_NCU_EXTRA: more ncu arguments (e.g. --metrics). The fused kernel runs at every M
+# (mma.sync where the plan would be the dense path). The plan is printed first.
 for m in ${CUTE_GEMM_NCU_MS:-1 16}; do
   cat >/tmp/cute_gemm_tune.py <<PY
 import torch, cute_gemm
 w = torch.randn(8192, 8192, device="cuda", dtype=torch.float16) * 0.02
 qw = cute_gemm.quantize(w, bits=4, group_size=128)
 a = torch.randn($m, 8192, device="cuda", dtype=torch.float16)
-kernel = "${CUTE_GEMM_NCU_KERNEL:-}" or None
-with cute_gemm.ops._forced_mixed_kernel(kernel), cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
-    for _ in range(3):
-        cute_gemm.mixed_gemm(a, qw)
+kernel = "${CUTE_GEMM_NCU_KERNEL:-}"
+schedule = "${CUTE_GEMM_NCU_SCHEDULE:-}" or (f"kernel={kernel}" if kernel else None)
+if cute_gemm.mixed_plan($m, 8192, 8192, 4, 128, schedule=schedule).kernel == "dense":
+    schedule = "kernel=mma"  # the fused kernel at every M
+print("plan:", cute_gemm.mixed_plan($m, 8192, 8192, 4, 128, schedule=schedule), flush=True)
+for _ in range(3):
+    cute_gemm.mixed_gemm(a, qw, schedule=schedule)
 torch.cuda.synchronize()
 PY
   timeout 120 "$NCU" "${NCU_KERNEL[@]}" \
@@ -52,6 +57,7 @@ PY
     --section ComputeWorkloadAnalysis ${CUTE_GEMM_NCU_EXTRA:-} \
     python3 /tmp/cute_gemm_tune.py >"$OUTDIR/ncu_m$m.txt" 2>&1
   echo "== ncu M=$m"
+  grep -m 1 "^plan:" "$OUTDIR/ncu_m$m.txt"
   grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Achieved Occupancy|\
 Theoretical Occupancy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|\
 Block Limit|Waves Per SM|Cluster|Registers Per|Stall|Pipe|Compute \(SM\)|L1/TEX Hit|L2 Hit|stalled" \

@@ -1,7 +1,8 @@
 """scripts/gpu_sweep.py and scripts/sanitizer_probe.py (run by scripts/gpu_check.sh): their
 argument parsing, the sweep's case generator (coverage of the kernels' M boundaries and of every
-configuration, valid shapes), its accuracy check and its run path on the CPU reference ops; the
-GPU runs themselves are marked `gpu`.
+configuration, valid shapes), the schedules both pass to cute_gemm.mixed_gemm (valid on an H100
+and an A100, planned as the probe expects on the built-in H100 spec), the accuracy check and the
+sweep's run path on the CPU reference ops; the GPU runs themselves are marked `gpu`.
 """
 
 import json
@@ -12,6 +13,8 @@ import sys
 
 import pytest
 import torch
+
+import cute_gemm
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO_ROOT, "scripts")
@@ -73,14 +76,17 @@ def test_probe_covers_every_family():
     assert {(s["bits"], s["dtype"], s["sym"]) for s in mixed} == \
         {(b, d, sym) for b in (4, 8) for d in ("fp16", "bf16") for sym in (True, False)}
     assert {s["group"] for s in mixed} == {32, 64, 128, -1}
-    # Each wgmma token tile of each bit width, every decode k-group width, both reductions.
+    # Each wgmma token tile of each bit width, every decode k-slice width, split-K on every kernel
+    # (both wgmma kernels: the cp.async one and the warp-specialized TMA one).
     wgmma = {(s["bits"], s["expect"].get("tile_m")) for s in mixed
              if s["expect"].get("kernel") == "wgmma"}
     assert wgmma >= {(4, 32), (4, 64), (4, 128), (4, 256), (8, 32), (8, 64), (8, 128), (8, 256)}
     assert {s["expect"].get("col_warps") for s in mixed} >= {1, 2, 4}
-    assert {s["expect"].get("reduce") for s in mixed} >= {1, "cluster"}
-    assert {s["expect"].get("kernel") for s in mixed if s["expect"].get("splits", 1) > 1} == \
-        {"decode", "mma", "wgmma"}
+    split = [s for s in mixed if s["expect"].get("splits", 1) > 1]
+    assert {s["expect"].get("kernel") for s in split} == {"decode", "mma", "wgmma"}
+    assert {s["expect"].get("tile_m") for s in split if s["expect"]["kernel"] == "wgmma"} >= \
+        {64, 128}
+    assert any(s["expect"].get("dense") for s in mixed)
     for s in mixed:  # the shapes the op accepts
         group = s["k"] if s["group"] == -1 else s["group"]
         assert s["n"] % 8 == 0 and s["k"] % 32 == 0 and s["k"] % group == 0
@@ -119,7 +125,7 @@ def test_generator_covers_every_configuration(seed):
     assert len({(c.bits, c.group, c.symmetric, c.dtype) for c in cases[:32]}) == 32
     assert {c.bias for c in cases} == {True, False}
     kinds = {c.force.split(":")[0] for c in cases if c.force}
-    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-cluster", "decode"}
+    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-splits", "decode"}
     assert {c.force for c in cases if c.force and c.force.startswith("wgmma")} == \
         {"wgmma:32", "wgmma:64", "wgmma:128", "wgmma:256"}
     assert any(c.force is None for c in cases)
@@ -143,6 +149,83 @@ def test_generated_cases_are_valid(seed):
             assert 1 <= int(warps) <= 16 and int(warps) % int(col_warps) == 0
         assert gpu_sweep.Case.from_json(c.to_json()) == c
         json.loads(c.to_json())
+
+
+# ------------------------------------------------------------------------------- schedules
+
+
+def _case_schedule(case, device):
+    return gpu_sweep.schedule_for(case.force, case.m, case.n, case.k, case.bits, case.group,
+                                  gpu_sweep.DTYPES[case.dtype], cute_gemm.device_spec(device))
+
+
+def test_schedule_for_each_force():
+    h100, a100 = cute_gemm.device_spec("h100"), cute_gemm.device_spec("a100")
+
+    def sched(force, m=64, spec=h100):
+        return gpu_sweep.schedule_for(force, m, 4096, 4096, 4, 128, torch.float16, spec)
+
+    assert sched(None) is None and sched("") is None
+    assert sched("mma") == "kernel=mma"
+    assert sched("wgmma:128") == "kernel=wgmma,tile_m=128"
+    assert sched("wgmma:128", spec=a100) == "kernel=mma"  # no wgmma there: mma.sync
+    assert sched("dense") == "kernel=dense"
+    assert sched("splits:5") == "splits=5"
+    assert sched("splits:5", m=300) == "splits=5"  # wgmma on an H100
+    assert sched("splits:5", m=300, spec=a100) == "kernel=mma,splits=5"  # not the dense path
+    assert sched("mma-splits:3") == "kernel=mma,splits=3"
+    assert sched("decode:8:2", m=4) == "kernel=decode,warps=8,col_warps=2"
+    assert sched("wgmma:64+splits:4") == "kernel=wgmma,tile_m=64,splits=4"
+    assert sched("wgmma:64+splits:4", spec=a100) == "kernel=mma,splits=4"
+    with pytest.raises(ValueError, match="unknown force 'mma-cluster:3'"):
+        sched("mma-cluster:3")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generated_schedules_run_on_h100_and_a100(seed):
+    # Every case's schedule parses and plans on both kinds of GPU (no ValueError on the GPU run),
+    # and a forced case runs what it asks for.
+    for c in _cases(seed):
+        for device in ("h100", "a100"):
+            spec = cute_gemm.device_spec(device)
+            schedule = _case_schedule(c, device)
+            assert (schedule is None) == (c.force is None)
+            plan = cute_gemm.mixed_plan(c.m, c.n, c.k, c.bits, c.group,
+                                        gpu_sweep.DTYPES[c.dtype], device=spec, schedule=schedule)
+            kind = c.force.split(":")[0] if c.force else None
+            if kind in ("mma", "mma-splits") or (kind == "wgmma" and not spec.wgmma):
+                assert plan.kernel == "mma"
+            elif kind == "wgmma":
+                assert (plan.kernel, plan.tile_m) == ("wgmma", int(c.force.split(":")[1]))
+            elif kind in ("dense", "decode"):
+                assert plan.kernel == kind
+            if kind in ("splits", "mma-splits"):
+                # The scheduled count, lowered so that no split is empty.
+                k_blocks = -(-c.k // (128 if c.bits == 4 else 64))
+                want = min(int(c.force.split(":")[1]), k_blocks)
+                want = -(-k_blocks // -(-k_blocks // want))
+                assert plan.kernel != "dense" and plan.splits == want
+            if kind == "decode":
+                _, warps, col_warps = c.force.split(":")
+                assert plan.col_warps == int(col_warps) and plan.warps <= int(warps)
+
+
+def test_probe_plans_on_h100_spec():
+    # The probe's expectations hold for the built-in H100 spec (what the probe runs on), so a
+    # planner change that moves a launch off its family fails here, without a GPU.
+    for spec in sanitizer_probe.select():
+        if spec["op"] != "mixed":
+            continue
+        plan = sanitizer_probe.mixed_plan(spec, "h100")
+        assert sanitizer_probe._check_plan(plan, spec["expect"]) == "", \
+            (sanitizer_probe._describe(spec), plan.describe())
+    # On an A100 every non-wgmma launch still plans (the wgmma families are skipped there).
+    for spec in sanitizer_probe.select():
+        uses_wgmma = spec["family"].startswith("wgmma") or spec["expect"].get("kernel") == "wgmma"
+        if spec["op"] == "mixed" and not uses_wgmma:
+            plan = sanitizer_probe.mixed_plan(spec, "a100")
+            assert sanitizer_probe._check_plan(plan, spec["expect"]) == "", \
+                (sanitizer_probe._describe(spec), plan.describe())
 
 
 def test_generator_is_deterministic():

@@ -1,6 +1,7 @@
 """cute_gemm.mixed_gemm on CPU (no GPU needed): the reference kernel against torch.matmul on the
 dequantized weight, its bit-exact agreement with cute_gemm.dequantize, the argument checks shared
-with the CUDA kernel, the fake kernel, autograd and the op's registration (opcheck)."""
+with the CUDA kernel, the fake kernel, autograd, the op's registration (opcheck) and its schedule
+argument (parsed and checked on CPU; the planner's rules are in tests/test_mixed_plan.py)."""
 
 import itertools
 
@@ -372,149 +373,136 @@ def test_random_small_shapes(m, nb, groups, bits, group, symmetric, with_bias, b
         cute_gemm.unpack_weight(qw.packed, bits, k))
 
 
-# ------------------------------------------------------------------ kernel plan (no GPU needed)
+# ------------------------------------------------------- schedule argument (no GPU needed)
 
-@pytest.mark.parametrize("m,bits,group,k,mt,fine", [
-    (1, 4, 128, 4096, 1, False), (16, 4, 32, 4096, 1, True), (17, 4, 64, 4096, 2, True),
-    (33, 8, 64, 4096, 4, False), (255, 8, 32, 4096, 4, True), (7, 8, -1, 4224, 1, False),
-    (1, 4, 32, 32, 1, False)])
-def test_mixed_plan_instance_choice(m, bits, group, k, mt, fine):
-    # M tile: 16 rows up to M=16, 32 up to 32, else 64. Scales every 2 k16 steps ("fine") only
-    # for groups shorter than the packed k block (128 INT4, 64 INT8) and shorter than K.
-    with cute_gemm.ops._forced_mixed_kernel("mma"):  # the default on Hopper is wgmma
-        got = cute_gemm._C._mixed_plan(m, 4096, k, bits, group)
-    assert got["kernel"] == "mma"
-    assert (got["m_tiles"], got["tile_m"], got["fine_groups"]) == (mt, 16 * mt, fine)
-    assert got["exact_scales"]
-    assert 1 <= got["splits"] <= 64 and got["reduce"] in (0, 1, 2)
-    # Only the decode kernel splits a CTA's k range among k groups of warps.
-    assert got["warps"] == 0 and got["col_warps"] == 0
+# The process-wide overrides that the schedule argument replaced: none may come back.
+REMOVED_C = ["_mixed_set_kernel", "_mixed_set_split", "_mixed_get_split", "_mixed_set_decode_shape",
+             "_mixed_set_wgmma_tile", "_mixed_wgmma_usable", "_mixed_set_dense_from_m",
+             "_mixed_dense_from_m"]
+REMOVED_OPS = ["_forced_mixed_kernel", "_forced_mixed_split", "_forced_decode_shape",
+               "_forced_wgmma_tile", "_forced_mixed_dense_from_m"]
 
 
-def test_mixed_split_override_round_trip_and_errors():
-    assert cute_gemm._C._mixed_get_split() == (-1, -1)
-    with cute_gemm.ops._forced_mixed_split(5, "workspace"):
-        assert cute_gemm._C._mixed_get_split() == (5, 1)
-        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-        assert (plan["splits"], plan["reduce"]) == (5, 1)
-        with cute_gemm.ops._forced_mixed_split(3):
-            assert cute_gemm._C._mixed_get_split() == (3, -1)
-        assert cute_gemm._C._mixed_get_split() == (5, 1)
-    assert cute_gemm._C._mixed_get_split() == (-1, -1)
-    # 4096 / 128 = 32 k blocks: 40 splits clamp to 32, and then the decode kernel's CTAs have one
-    # warp (one k block each).
-    with cute_gemm.ops._forced_mixed_split(40, "workspace"):
-        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-        assert (plan["kernel"], plan["splits"], plan["warps"]) == ("decode", 32, 1)
-    # 5 splits of at most 7 k blocks: at most 7 warps per CTA.
-    with cute_gemm.ops._forced_mixed_split(5):
-        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-        assert plan["splits"] == 5 and 1 <= plan["warps"] <= 7
-    for bad in [(0, -1), (65, -1), (-2, -1), (4, 0), (4, 3)]:
-        with pytest.raises(ValueError, match="_mixed_set_split: splits must be"):
-            cute_gemm._C._mixed_set_split(*bad)
-    with pytest.raises(ValueError, match="reduce must be"):
-        with cute_gemm.ops._forced_mixed_split(2, "atomics"):
-            pass
-    with pytest.raises(ValueError, match="_mixed_plan: need"):
-        cute_gemm._C._mixed_plan(1, 4096, 4096, 5, 128)
-    assert cute_gemm._C._mixed_get_split() == (-1, -1)
+def test_no_process_wide_overrides():
+    for name in REMOVED_C:
+        assert not hasattr(cute_gemm._C, name), name
+    for name in REMOVED_OPS:
+        assert not hasattr(cute_gemm.ops, name), name
+    # The dense GEMM's own override stays.
+    assert hasattr(cute_gemm.ops, "_forced_gemm_config")
 
 
-def test_mixed_kernel_override_round_trip_and_errors():
-    assert cute_gemm._C._mixed_set_kernel(-1) == -1  # returns the previous setting
-    with cute_gemm.ops._forced_mixed_kernel("wgmma"):
-        assert cute_gemm._C._mixed_set_kernel(1) == 1
-        with cute_gemm.ops._forced_mixed_kernel("mma"):
-            assert cute_gemm._C._mixed_set_kernel(0) == 0
-        assert cute_gemm._C._mixed_set_kernel(1) == 1
-        # Without an sm_90 device (and sm_90a build) the override cannot pick wgmma.
-        want = "wgmma" if cute_gemm._C._mixed_wgmma_usable() else "mma"
-        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == want
-    assert cute_gemm._C._mixed_set_kernel(-1) == -1
-    # The default, on every device: the decode kernel up to M = 8, mma.sync up to M = 16.
-    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "decode"
-    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 8, 128)["kernel"] == "decode"
-    assert cute_gemm._C._mixed_plan(8, 4096, 4096, 4, 128)["kernel"] == "decode"
-    assert cute_gemm._C._mixed_plan(9, 4096, 4096, 4, 128)["kernel"] == "mma"
-    with cute_gemm.ops._forced_mixed_kernel("decode"):
-        assert cute_gemm._C._mixed_set_kernel(2) == 2
-        # The decode kernel takes M <= 8 only (one 8-row token tile); above, the default kernel
-        # runs.
-        plan = cute_gemm._C._mixed_plan(8, 4096, 4096, 8, 128)
-        assert (plan["kernel"], plan["tile_m"]) == ("decode", 8)
-        assert plan["warps"] >= plan["col_warps"] >= 1 and plan["warps"] % plan["col_warps"] == 0
-        assert cute_gemm._C._mixed_plan(9, 4096, 4096, 4, 128)["kernel"] == "mma"
-        assert cute_gemm._C._mixed_plan(17, 4096, 4096, 4, 128)["kernel"] == want
-    assert cute_gemm._C._mixed_set_kernel(-1) == -1
-    for bad in (-2, 3):
-        with pytest.raises(ValueError, match="_mixed_set_kernel: kernel must be"):
-            cute_gemm._C._mixed_set_kernel(bad)
-    with pytest.raises(ValueError, match="kernel must be 'mma', 'wgmma', 'decode' or None"):
-        with cute_gemm.ops._forced_mixed_kernel("tensor cores"):
-            pass
-    assert cute_gemm._C._mixed_set_kernel(-1) == -1
+def test_schedule_in_the_op_schema():
+    schema = torch.ops.cute_gemm.mixed_gemm.default._schema
+    assert [a.name for a in schema.arguments][-2:] == ["bias", "schedule"]
+    assert str(schema.arguments[-1].type) == "Optional[str]"
+    assert schema.arguments[-1].default_value is None
 
 
-def test_decode_shape_override_round_trip_and_errors():
-    # Forced k groups of 1, 2 or 4 warps and warps per CTA; the plan rounds the warps down to
-    # whole k groups (at least one) and -1 leaves either to the heuristic.
-    assert cute_gemm._C._mixed_set_decode_shape(-1, -1) == (-1, -1)
-    with cute_gemm.ops._forced_decode_shape(6, 4):
-        assert cute_gemm._C._mixed_set_decode_shape(6, 4) == (6, 4)
-        plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-        assert (plan["kernel"], plan["col_warps"]) == ("decode", 4)
-        assert plan["warps"] in (4,)  # 6 rounds down to one k group of 4
-        with cute_gemm.ops._forced_decode_shape(-1, 2):
-            plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-            assert plan["col_warps"] == 2 and plan["warps"] % 2 == 0
-        assert cute_gemm._C._mixed_set_decode_shape(6, 4) == (6, 4)
-        with cute_gemm.ops._forced_mixed_kernel("mma"):  # no effect on the other kernels
-            plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-            assert (plan["kernel"], plan["warps"], plan["col_warps"]) == ("mma", 0, 0)
-    assert cute_gemm._C._mixed_set_decode_shape(-1, -1) == (-1, -1)
-    for bad in [(0, -1), (17, -1), (-2, -1), (4, 0), (4, 3), (4, 8), (4, -2)]:
-        with pytest.raises(ValueError, match="_mixed_set_decode_shape: warps must be"):
-            cute_gemm._C._mixed_set_decode_shape(*bad)
-    assert cute_gemm._C._mixed_set_decode_shape(-1, -1) == (-1, -1)
+SCHEDULES = [None, "", "kernel=auto", "kernel=decode,warps=8,col_warps=2", "kernel=mma,splits=3",
+             "kernel=wgmma,tile_m=128", "tile_m=256,splits=64", "kernel=dense", "splits=1",
+             {"kernel": "mma", "splits": 2}, {"warps": 4}, {}]
 
 
-def test_wgmma_tile_override_round_trip_and_errors():
-    # A forced token tile of the wgmma kernel; -1 leaves it to the heuristic.
-    assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
-    with cute_gemm.ops._forced_wgmma_tile(64):
-        assert cute_gemm._C._mixed_set_wgmma_tile(128) == 64
-        with cute_gemm.ops._forced_wgmma_tile(-1):
-            assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
-        assert cute_gemm._C._mixed_set_wgmma_tile(64) == 128
-        plan = cute_gemm._C._mixed_plan(300, 4096, 4096, 4, 128)
-        if plan["kernel"] == "wgmma":
-            assert (plan["tile_m"], plan["warp_groups"]) == (64, 1)
-        else:  # no wgmma on this build or device: the override changes nothing else
-            assert plan["warp_groups"] == 0
-    assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
-    for bad in (0, 16, 96, 192, 512, -2):
-        with pytest.raises(ValueError, match="_mixed_set_wgmma_tile: tile_m must be"):
-            cute_gemm._C._mixed_set_wgmma_tile(bad)
-    assert cute_gemm._C._mixed_set_wgmma_tile(-1) == -1
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=repr)
+def test_cpu_op_checks_the_schedule_and_ignores_it(schedule):
+    # The CPU reference has no kernels to choose: a schedule that parses changes nothing (even one
+    # that no device could run for this problem: the plan is only made for CUDA tensors).
+    qw = _qweight(24, 256, 4, 64, False, torch.float16, seed=40)
+    a = _randn(9, 256, seed=41)
+    bias = _randn(24, seed=42)
+    want = cute_gemm.mixed_gemm(a, qw, bias)
+    assert torch.equal(cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule), want)
+    if schedule is None or isinstance(schedule, str):
+        assert torch.equal(MIXED(a, qw.packed, qw.scales, qw.zeros, 4, 64, 256, bias, schedule),
+                           want)
+        assert torch.equal(MIXED(a, qw.packed, qw.scales, qw.zeros, 4, 64, 256, bias,
+                                 schedule=schedule), want)
 
 
-def test_mixed_dense_from_m_override():
-    # The default depends on the kernel the device runs: 192 (mma.sync), never (2^31 - 1) with the
-    # Hopper wgmma kernel.
-    default = 2**31 - 1 if cute_gemm._C._mixed_wgmma_usable() else 192
-    assert cute_gemm._C._mixed_dense_from_m() == default
-    previous = cute_gemm._C._mixed_set_dense_from_m(77)
-    try:
-        assert previous == -1  # the default
-        assert cute_gemm._C._mixed_dense_from_m() == 77
-        with cute_gemm.ops._forced_mixed_dense_from_m(5):
-            assert cute_gemm._C._mixed_set_dense_from_m(5) == 5
-            assert cute_gemm._C._mixed_dense_from_m() == 5
-        assert cute_gemm._C._mixed_set_dense_from_m(77) == 77
-        for bad in (0, -2):
-            with pytest.raises(ValueError, match="_mixed_set_dense_from_m: m must be >= 1, or -1"):
-                cute_gemm._C._mixed_set_dense_from_m(bad)
-    finally:
-        cute_gemm._C._mixed_set_dense_from_m(previous)
-    assert cute_gemm._C._mixed_dense_from_m() == default
+# Bad schedule items and the key each error names: the values the removed setters refused
+# (_mixed_set_kernel, _mixed_set_split, _mixed_set_decode_shape, _mixed_set_wgmma_tile), a
+# reduction that no longer exists, and malformed text.
+BAD_SCHEDULES = [
+    ("kernel=tensor_cores", "kernel"), ("kernel=2", "kernel"),
+    ("splits=0", "splits"), ("splits=65", "splits"), ("splits=-1", "splits"),
+    ("warps=0", "warps"), ("warps=17", "warps"),
+    ("col_warps=3", "col_warps"), ("col_warps=8", "col_warps"), ("col_warps=0", "col_warps"),
+    ("tile_m=16", "tile_m"), ("tile_m=96", "tile_m"), ("tile_m=192", "tile_m"),
+    ("tile_m=512", "tile_m"), ("tile_m=-1", "tile_m"),
+    ("reduce=cluster", "reduce"), ("dense_from_m=1", "dense_from_m"), ("kernel", "kernel"),
+]
+
+
+@pytest.mark.parametrize("text,key", BAD_SCHEDULES)
+def test_bad_schedule_raises_value_error(text, key):
+    args = _args()
+    with pytest.raises(ValueError, match=r"cute_gemm\.mixed_gemm: schedule: .*" + key):
+        MIXED(*args, text)
+    with pytest.raises(ValueError, match=r"schedule: .*" + key):
+        cute_gemm.mixed_gemm(args[0], _qweight(16, 128, 4, 64, False, torch.float16, seed=20),
+                             schedule=text)
+    with pytest.raises(ValueError, match=r"schedule: .*" + key):
+        cute_gemm._C._mixed_schedule(text)
+    # The fake kernel (meta tensors, torch.compile tracing) refuses it too.
+    meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in args]
+    with pytest.raises(ValueError, match=r"schedule: .*" + key):
+        MIXED(*meta, text)
+
+
+def test_schedule_of_the_wrong_type():
+    qw = _qweight(16, 128, 4, 64, False, torch.float16)
+    a = _randn(4, 128)
+    for bad in (3, ["kernel=mma"], ("kernel", "mma")):
+        with pytest.raises(TypeError, match="schedule must be None, a string"):
+            cute_gemm.mixed_gemm(a, qw, schedule=bad)
+    with pytest.raises(ValueError, match="unknown key 'kernal'"):
+        cute_gemm.mixed_gemm(a, qw, schedule={"kernal": "mma"})
+
+
+def test_schedule_through_fake_kernel_and_opcheck():
+    args = _args(m=33, n=136, k=384, bits=8, group=128, dtype=torch.bfloat16)
+    meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in args]
+    out = MIXED(*meta, "kernel=wgmma,tile_m=64")
+    assert out.shape == (33, 136) and out.dtype == torch.bfloat16
+    for schedule in ("kernel=mma,splits=2", "kernel=decode,warps=4,col_warps=2"):
+        torch.library.opcheck(MIXED, tuple(_args(m=7, n=24, k=256)) + (schedule,))
+    grad_args = _args(m=5, n=16, k=128)
+    grad_args[0].requires_grad_()
+    grad_args[7].requires_grad_()
+    torch.library.opcheck(MIXED, tuple(grad_args) + ("splits=2",))
+
+
+def test_schedule_with_autograd_and_compile():
+    qw = _qweight(24, 128, 4, 32, True, torch.bfloat16, seed=43)
+    a = _randn(7, 128, dtype=torch.bfloat16, seed=44).requires_grad_()
+    ref_a = a.detach().clone().requires_grad_()
+    grad = _randn(7, 24, dtype=torch.bfloat16, seed=45)
+    cute_gemm.mixed_gemm(a, qw, schedule="kernel=decode,col_warps=4").backward(grad)
+    cute_gemm.mixed_gemm(ref_a, qw).backward(grad)
+    assert torch.equal(a.grad, ref_a.grad)
+
+    def f(x, qw, bias):
+        return cute_gemm.mixed_gemm(x, qw, bias, schedule={"kernel": "mma", "splits": 2}) + 1
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    for m in (5, 9):
+        x = _randn(m, 128, seed=m)
+        qw = _qweight(16, 128, 4, 64, False, torch.float16, seed=m)
+        bias = _randn(16, seed=m + 1)
+        torch.testing.assert_close(compiled(x, qw, bias), f(x, qw, bias), rtol=0, atol=0)
+
+
+def test_plans_without_a_gpu():
+    # The planner is plain C++: plans for the built-in devices on this machine, and the schedule
+    # argument of mixed_gemm is the one mixed_plan takes. (tests/test_mixed_plan.py has the rules.)
+    for device in ("h100", "h200", "a100"):
+        assert cute_gemm.mixed_plan(1, 4096, 4096, device=device).kernel == "decode"
+        assert cute_gemm.mixed_plan(9, 4096, 4096, device=device).kernel == "mma"
+        p = cute_gemm.mixed_plan(16, 4096, 4096, 8, -1, torch.bfloat16, device=device,
+                                 schedule="kernel=mma,splits=5")
+        assert (p.kernel, p.splits, p.workspace_bytes) == ("mma", 5, 5 * 16 * 4096 * 4)
+    assert cute_gemm.mixed_plan(300, 4096, 4096, device="h100").kernel == "wgmma"
+    assert cute_gemm.mixed_plan(300, 4096, 4096, device="a100").kernel == "dense"
+    with pytest.raises(ValueError, match="kernel=wgmma needs a Hopper GPU"):
+        cute_gemm.mixed_plan(300, 4096, 4096, device="a100", schedule="kernel=wgmma")

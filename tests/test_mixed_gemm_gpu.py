@@ -1,6 +1,8 @@
 """cute_gemm.mixed_gemm and cute_gemm.quant on CUDA: numerics against an fp64 matmul of the
 dequantized weight, exact dequantization, memory safety (poisoned outputs), streams, CUDA graphs,
-torch.compile and determinism.
+torch.compile and determinism; every kernel, token tile, split count and decode CTA shape reached
+through the schedule argument (cute_gemm.mixed_gemm(..., schedule=...)), and the default plan on
+this GPU.
 
 Every test is marked `gpu`; tests/conftest.py skips them when CUDA is not available.
 """
@@ -30,26 +32,27 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
     return cute_gemm.quantize(_randn(n, k, dtype=dtype, seed=seed), bits, group, symmetric)
 
 
-# From this many rows of A the CUDA op dequantizes the weight once and runs a dense GEMM
-# (csrc/ops/mixed_policy.hpp: 192 with the mma.sync kernel, never with wgmma); below it a fused
-# kernel runs.
-DENSE_FROM_M = cute_gemm._C._mixed_dense_from_m()
-
-
-def _plan(m, qw):
+def _plan(m, qw, schedule=None):
+    """What mixed_gemm runs on the current GPU for M rows with this weight and schedule."""
     n, k = qw.shape
-    return cute_gemm._C._mixed_plan(m, n, k, qw.bits, qw.group_size, qw.dtype == torch.bfloat16)
+    return cute_gemm.mixed_plan(m, n, k, qw.bits, qw.group_size, qw.dtype, device=qw.device,
+                                schedule=schedule)
 
 
-def _reference(a, qw, bias=None, fused=None):
-    """fp64 product with the weight the path computes with. A fused kernel (M < DENSE_FROM_M unless
-    `fused` says otherwise) that applies the scales in fp32 after exact integer products
-    (`exact_scales` in its plan: the mma.sync kernel, and the wgmma kernel up to 32 rows) uses the
-    exact (q - z) * s; the wgmma kernel's larger tiles and the dense path use it rounded to the
-    activation dtype (cute_gemm.dequantize's default)."""
+def _wgmma():
+    """Whether this build and GPU run the wgmma kernels (Hopper, sm_90a)."""
+    return cute_gemm.device_spec().wgmma
+
+
+def _reference(a, qw, bias=None, schedule=None):
+    """fp64 product with the weight the path computes with. A fused kernel that applies the
+    scales in fp32 after exact integer products (`exact_scales` in its plan: the decode and
+    mma.sync kernels, and the wgmma kernel's 32-row tiles) uses the exact (q - z) * s; the wgmma
+    kernel's larger tiles and the dense path use it rounded to the activation dtype
+    (cute_gemm.dequantize's default)."""
     m = a.reshape(-1, a.shape[-1]).shape[0]
-    fused = m < DENSE_FROM_M if fused is None else fused
-    exact = fused and _plan(m, qw)["exact_scales"]
+    plan = _plan(m, qw, schedule)
+    exact = plan.kernel != "dense" and plan.exact_scales
     w = qw.dequantize(torch.float32 if exact else None)
     out = a.double() @ w.double().t()
     if bias is not None:
@@ -57,12 +60,12 @@ def _reference(a, qw, bias=None, fused=None):
     return out
 
 
-def _run_case(m, n, k, bits, group, symmetric, dtype, with_bias, seed):
+def _run_case(m, n, k, bits, group, symmetric, dtype, with_bias, seed, schedule=None):
     qw = _qweight(n, k, bits, group, symmetric, dtype, seed=seed)
     a = _randn(m, k, dtype=dtype, seed=seed + 1)
     bias = _randn(n, dtype=dtype, seed=seed + 2) if with_bias else None
-    out = cute_gemm.mixed_gemm(a, qw, bias)
-    assert_accurate(out, _reference(a, qw, bias), dtype, k)
+    out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+    assert_accurate(out, _reference(a, qw, bias, schedule), dtype, k)
     return out
 
 
@@ -174,7 +177,7 @@ def test_poisoned_output_fully_written(m, n, k, bits, dtype):
     bias = _randn(n, dtype=dtype, seed=13)
     ref = _reference(a, qw, bias)
     torch.cuda.synchronize()
-    if m >= DENSE_FROM_M:
+    if _plan(m, qw).kernel == "dense":
         # The dense path first allocates the dequantized [N, K] weight, then the output: poison
         # both, so an element the dequantize kernel skips shows up as NaN in the result too.
         ptrs = poison_allocator(n * k, m * n, dtype=dtype)
@@ -240,21 +243,30 @@ def test_second_device():
     assert_accurate(out, _reference(a, qw), torch.bfloat16, 640)
 
 
+@pytest.mark.parametrize("schedule", [None, "splits=3", "kernel=dense"])
 @pytest.mark.parametrize("m", [1, 100])
-def test_cuda_graph_replay_matches_eager(m):
+def test_cuda_graph_replay_matches_eager(m, schedule):
+    # The default plan, a split-K plan (its workspace from the caching allocator and the reduce
+    # kernel, inside the graph) and the dense path (its temporary weight).
     n, k = 4104, 4224
     qw = _qweight(n, k, 4, 128, False, torch.bfloat16, seed=41)
     a = _randn(m, k, dtype=torch.bfloat16, seed=42)
     bias = _randn(n, dtype=torch.bfloat16, seed=43)
-    graph, out = capture_graph(lambda: cute_gemm.mixed_gemm(a, qw, bias))
+    if schedule == "splits=3":
+        assert _plan(m, qw, schedule).workspace_bytes == 3 * m * n * 4
+
+    def call():
+        return cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+
+    graph, out = capture_graph(call)
     graph.replay()
     torch.cuda.synchronize()
-    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
+    assert torch.equal(out, call())
     a.copy_(_randn(m, k, dtype=torch.bfloat16, seed=44))
     graph.replay()
     torch.cuda.synchronize()
-    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
-    assert_accurate(out, _reference(a, qw, bias), torch.bfloat16, k)
+    assert torch.equal(out, call())
+    assert_accurate(out, _reference(a, qw, bias, schedule), torch.bfloat16, k)
 
 
 @pytest.mark.parametrize("m", [1, 16, 255])
@@ -279,6 +291,9 @@ def test_opcheck(bits, group, symmetric, with_bias, dtype):
     a = _randn(33, 640, dtype=dtype, seed=62)
     bias = _randn(136, dtype=dtype, seed=63) if with_bias else None
     torch.library.opcheck(MIXED, (a, qw.packed, qw.scales, qw.zeros, bits, group, 640, bias))
+    schedule = "kernel=wgmma,tile_m=64,splits=2" if _wgmma() else "kernel=mma,splits=2"
+    torch.library.opcheck(MIXED, (a, qw.packed, qw.scales, qw.zeros, bits, group, 640, bias,
+                                  schedule))
 
 
 def test_opcheck_requires_grad():
@@ -330,128 +345,179 @@ def test_torch_compile_rejects_bad_shapes_at_trace_time():
         compiled(_randn(4, 128), qw.scales.t().contiguous())
 
 
-# ------------------------------------------------------------------------- split-K reductions
+# ------------------------------------------------------------------------------------ split-K
+
+def _non_empty(splits, k_blocks):
+    """The split count a plan runs for `splits` scheduled over `k_blocks` k blocks: lowered so
+    that none is empty (ceil(k_blocks / splits) blocks each)."""
+    per_split = -(-k_blocks // min(splits, k_blocks))
+    return -(-k_blocks // per_split)
+
 
 @pytest.mark.parametrize("m,n,k,bits,group", [(1, 4104, 4224, 4, 128), (7, 136, 4224, 8, -1),
                                               (33, 264, 2048, 4, 32), (64, 4096, 1024, 8, 32),
                                               (16, 8, 8192, 4, 64)])
 @pytest.mark.parametrize("splits", [1, 3, 8])
-def test_split_reductions_agree(m, n, k, bits, group, splits):
-    # The mma.sync kernel's two reductions add the splits' fp32 partial sums in split order, so
-    # for the same split count they must agree bit for bit, and both must be accurate. The wgmma
-    # kernel (Hopper builds) with the same forced split count must be accurate too.
+def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
+    # Every fused kernel that takes M rows (decode up to 8, mma.sync, wgmma on Hopper) with a
+    # scheduled split count: the splits' fp32 partial sums meet in the workspace and the reduce
+    # kernel adds them in split order, so repeated runs are bit-identical and accurate.
     qw = _qweight(n, k, bits, group, False, torch.float16, seed=21)
     a = _randn(m, k, seed=22)
     bias = _randn(n, seed=23)
     k_blocks = -(-k // (128 if bits == 4 else 64))
-    per_split = -(-k_blocks // min(splits, k_blocks))
-    outs = {}
-    with cute_gemm.ops._forced_mixed_kernel("mma"):
-        ref = _reference(a, qw, bias)
-        for reduce in ("workspace", "cluster"):
-            with cute_gemm.ops._forced_mixed_split(splits, reduce):
-                plan = _plan(m, qw)
-                assert plan["kernel"] == "mma"
-                # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
-                assert plan["splits"] == -(-k_blocks // per_split)
-                if plan["splits"] == 1:
-                    assert plan["reduce"] == 0
-                elif reduce == "workspace" or torch.cuda.get_device_capability()[0] < 9:
-                    assert plan["reduce"] == 1
-                else:
-                    assert plan["reduce"] == 2
-                outs[reduce] = cute_gemm.mixed_gemm(a, qw, bias)
-            assert_accurate(outs[reduce], ref, torch.float16, k)
-    assert torch.equal(outs["workspace"], outs["cluster"])
-    if cute_gemm._C._mixed_wgmma_usable():
-        with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
-                cute_gemm.ops._forced_mixed_split(splits, "cluster"):
-            plan = _plan(m, qw)
-            assert plan["kernel"] == "wgmma" and plan["splits"] == -(-k_blocks // per_split)
-            assert plan["reduce"] == (0 if plan["splits"] == 1 else 1)  # no cluster reduction
-            out = cute_gemm.mixed_gemm(a, qw, bias)
-            assert_accurate(out, _reference(a, qw, bias), torch.float16, k)
+    kernels = (["decode"] if m <= 8 else []) + ["mma"] + (["wgmma"] if _wgmma() else [])
+    for kernel in kernels:
+        schedule = f"kernel={kernel},splits={splits}"
+        plan = _plan(m, qw, schedule)
+        assert plan.kernel == kernel
+        # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
+        assert plan.splits == _non_empty(splits, k_blocks) and plan.grid[2] == plan.splits
+        assert plan.workspace_bytes == (plan.splits * m * n * 4 if plan.splits > 1 else 0)
+        out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+        assert_accurate(out, _reference(a, qw, bias, schedule), torch.float16, k)
+        assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
 
 
 def test_default_plan_on_this_device():
-    # The heuristic: one full wave of CTAs at decode sizes, splits added through the workspace
-    # (the cluster reduction only on request); the decode kernel up to M = 8, mma.sync up to
-    # M = 16, then the wgmma kernel on Hopper builds and devices.
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # Decode: CTAs of k groups (1, 2 or 4 warps sharing the activations) that split the k range,
-    # one wave; a split-K grid (and the second kernel) only where the CTAs cannot fill the GPU and
+    # The heuristic on this GPU's spec: one full wave of CTAs at decode sizes, splits meeting in
+    # the workspace; the decode kernel up to M = 8, mma.sync up to M = 16, then the wgmma kernel
+    # on Hopper builds and devices (elsewhere mma.sync below M = 192 and the dense path above).
+    spec = cute_gemm.device_spec()
+    props = torch.cuda.get_device_properties(0)
+    sms = spec.sm_count
+    assert sms == props.multi_processor_count
+    assert (spec.cc_major, spec.cc_minor) == (props.major, props.minor)
+    assert not spec.wgmma or torch.cuda.get_device_capability() == (9, 0)
+    assert cute_gemm.device_spec(0).sm_count == sms
+    hopper_132 = sms == 132 and torch.cuda.get_device_capability() == (9, 0)
+    if hopper_132 and spec.wgmma:
+        # The built-in H100 spec (what CPU-only tests plan for) is this GPU as the planner sees
+        # it, so its plans are this GPU's.
+        h100 = cute_gemm.device_spec("h100")
+        for field in ("sm_count", "cc_major", "cc_minor", "smem_per_sm", "smem_per_block_optin",
+                      "regs_per_sm", "max_threads_per_sm", "max_ctas_per_sm", "wgmma"):
+            assert getattr(spec, field) == getattr(h100, field), (field, spec, h100)
+        for m in (1, 5, 8, 9, 16, 17, 64, 128, 256, 1024):
+            assert cute_gemm.mixed_plan(m, 8192, 8192).as_dict() == \
+                cute_gemm.mixed_plan(m, 8192, 8192, device="h100").as_dict()
+
+    def plan(m, n, k, bits, group=128):
+        return cute_gemm.mixed_plan(m, n, k, bits, group)
+
+    # Decode: CTAs of k slices (1, 2 or 4 warps sharing the activations) that split the k range,
+    # one wave; a split-K grid (and the reduce kernel) only where the CTAs cannot fill the GPU and
     # each split keeps K >= 8192. On a 132-SM Hopper (227 KB of shared memory per SM), the
     # shapes measured best in benchmarks/results/NOTES.md (session 7).
-    hopper_132 = sms == 132 and torch.cuda.get_device_capability() == (9, 0)
     for m, bits, k, n, want in ((1, 4, 8192, 8192, (8, 1, 1)), (1, 8, 8192, 8192, (8, 1, 1)),
                                 (1, 4, 4096, 4096, (16, 1, 1)), (5, 4, 4096, 4096, (12, 1, 1)),
                                 (5, 4, 4096, 28672, (8, 4, 1)), (8, 4, 8192, 8192, (12, 2, 1)),
                                 (5, 4, 28672, 8192, (16, 4, 2)), (8, 8, 14336, 4096, (13, 1, 1)),
                                 (4, 4, 8192, 8192, None)):
-        plan = cute_gemm._C._mixed_plan(m, n, k, bits, 128)
-        assert (plan["kernel"], plan["tile_m"], plan["fine_groups"]) == ("decode", 8, False)
-        assert plan["exact_scales"] and plan["warps"] >= plan["col_warps"] >= 1
-        assert plan["warps"] % plan["col_warps"] == 0
-        assert plan["reduce"] == (0 if plan["splits"] == 1 else 1)
-        assert plan["splits"] == 1 or k // plan["splits"] >= 8192
+        p = plan(m, n, k, bits)
+        assert (p.kernel, p.tile_m, p.fine_groups) == ("decode", 8, False)
+        assert p.exact_scales and p.warps >= p.col_warps >= 1
+        assert p.warps % p.col_warps == 0 and p.k_slices == p.warps // p.col_warps
+        assert p.workspace_bytes == (0 if p.splits == 1 else p.splits * m * n * 4)
+        assert p.splits == 1 or k // p.splits >= 8192
         if hopper_132 and want is not None:
-            assert (plan["warps"], plan["col_warps"], plan["splits"]) == want, (m, bits, k, n)
-    plan = cute_gemm._C._mixed_plan(1, 512, 8192, 4, 128)  # 16 column tiles
-    assert plan["splits"] > 1 and plan["reduce"] == 1
+            assert (p.warps, p.col_warps, p.splits) == want, (m, bits, k, n)
+    p = plan(1, 512, 8192, 4)  # 16 column tiles
+    assert p.splits > 1 and p.workspace_bytes > 0
     for m, bits in ((9, 4), (16, 4), (9, 8)):
-        plan = cute_gemm._C._mixed_plan(m, 8192, 8192, bits, 128)
-        assert plan["reduce"] == 1 and plan["exact_scales"]
-        assert (plan["kernel"], plan["m_tiles"], plan["fine_groups"]) == ("mma", 1, False)
-        ctas = 4 if bits == 4 else 5
-        assert 64 * plan["splits"] <= ctas * sms < 64 * (plan["splits"] + 1)
+        p = plan(m, 8192, 8192, bits)
+        assert p.splits > 1 and p.exact_scales
+        assert (p.kernel, p.tile_m, p.fine_groups) == ("mma", 16, False)
+        base = p.grid[0] * p.grid[1]
+        assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)
     # From M = 17 the wgmma kernel where usable: exact scales up to 32 rows, rounded above; one
     # warpgroup per CTA up to 64 rows, two above; 256-row token tiles from 129 rows.
     for m, tile_m, exact, groups in ((17, 32, True, 1), (64, 64, False, 1), (65, 128, False, 2),
                                      (128, 128, False, 2), (129, 256, False, 2),
                                      (300, 256, False, 2)):
-        plan = cute_gemm._C._mixed_plan(m, 8192, 8192, 4, 128)
-        if cute_gemm._C._mixed_wgmma_usable():
-            assert torch.cuda.get_device_capability() == (9, 0)
-            assert (plan["kernel"], plan["tile_m"], plan["exact_scales"], plan["warp_groups"]) == \
+        p = plan(m, 8192, 8192, 4)
+        if spec.wgmma:
+            assert (p.kernel, p.tile_m, p.exact_scales, p.warp_groups) == \
                 ("wgmma", tile_m, exact, groups)
+        elif m < 192:
+            assert p.kernel == "mma" and p.exact_scales
         else:
-            assert plan["kernel"] == "mma" and plan["exact_scales"]
+            assert p.kernel == "dense" and p.instance is None
     # 256-row tiles whose grid would split K into slices of <= 2048 take 128-row tiles instead:
     # 4096^2 at M=256 (32 column tiles, ~4 splits of 1024), not 14336x4096 (slices of ~3584).
-    if cute_gemm._C._mixed_wgmma_usable():
-        assert cute_gemm._C._mixed_plan(256, 4096, 4096, 4, 128)["tile_m"] == 128
-        assert cute_gemm._C._mixed_plan(256, 4096, 14336, 4, 128)["tile_m"] == 256
+    if spec.wgmma:
+        assert plan(256, 4096, 4096, 4).tile_m == 128
+        assert plan(256, 4096, 14336, 4).tile_m == 256
+
+
+# ---------------------------------------------------------------- each kernel, by schedule
+
+
+def _reaching(inst):
+    """(m, group, schedule) whose plan runs instance `inst` (a _C._mixed_instances() entry) on a
+    [*, 640] x [136, 640] problem: M off the instance's token tile."""
+    kernel, tile_m = inst["kernel"], inst["tile_m"]
+    group = 32 if inst["fine_groups"] and kernel != "wgmma" else 128
+    if kernel == "decode":
+        return 5, group, "kernel=decode"
+    if kernel == "mma":
+        return tile_m - 3, group, "kernel=mma"
+    return tile_m - 3, group, f"kernel=wgmma,tile_m={tile_m}"
+
+
+@pytest.mark.parametrize("name", [i["name"] for i in cute_gemm._C._mixed_instances()])
+def test_every_instance_runs(name):
+    # Each instantiated kernel, reached by its schedule: the plan names it, the output block is
+    # poisoned beforehand and the result is accurate and repeatable.
+    inst = {i["name"]: i for i in cute_gemm._C._mixed_instances()}[name]
+    if inst["kernel"] == "wgmma" and not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    dtype = torch.bfloat16 if inst["bf16"] else torch.float16
+    m, group, schedule = _reaching(inst)
+    n, k = 136, 640
+    qw = _qweight(n, k, inst["bits"], group, False, dtype, seed=len(name))
+    a = _randn(m, k, dtype=dtype, seed=7)
+    bias = _randn(n, dtype=dtype, seed=8)
+    plan = _plan(m, qw, schedule)
+    assert (plan.instance, plan.kernel) == (name, inst["kernel"])
+    ref = _reference(a, qw, bias, schedule)
+    torch.cuda.synchronize()
+    ptrs = poison_allocator(m * n, dtype=dtype)
+    out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+    assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    assert_accurate(out, ref, dtype, k)
+    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
-    # On Hopper builds the wgmma kernel is the default, so the mma.sync kernel (the one sm_80 GPUs
-    # run) gets its own sweep here; elsewhere this repeats test_configs' kernel.
-    with cute_gemm.ops._forced_mixed_kernel("mma"):
-        for i, (m, (n, k)) in enumerate(itertools.product([1, 7, 16, 33, 64, 130],
-                                                          [(8, 128), (136, 640)])):
-            assert _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
-                                               symmetric))["kernel"] == "mma"
-            _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
-                      seed=hash((bits, group, symmetric, m, n, k, "mma")) % 100000)
+    # On Hopper builds the wgmma kernel is the default above M = 16, so the mma.sync kernel (the
+    # one sm_80 GPUs run) gets its own sweep here at every M, by schedule.
+    for i, (m, (n, k)) in enumerate(itertools.product([1, 7, 16, 33, 64, 130],
+                                                      [(8, 128), (136, 640)])):
+        assert _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
+                                           symmetric), "kernel=mma").kernel == "mma"
+        _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
+                  seed=hash((bits, group, symmetric, m, n, k, "mma")) % 100000,
+                  schedule="kernel=mma")
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
     # The decode kernel (the default at small M) at every M it takes, N not a multiple of its
-    # 32-column warp tiles, K off the k block, k groups of 1, 2 and 4 warps in turn.
+    # 32-column warp tiles, K off the k block, k slices of 1, 2 and 4 warps in turn.
     cases = itertools.product([1, 2, 5, 8], [(8, 128), (136, 640), (264, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
         cw = (1, 2, 4)[i % 3]
-        with cute_gemm.ops._forced_mixed_kernel("decode"), \
-                cute_gemm.ops._forced_decode_shape(-1, cw):
-            plan = _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
-                                               symmetric))
-            assert (plan["kernel"], plan["col_warps"]) == ("decode", cw)
-            _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
-                      seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000)
+        schedule = {"kernel": "decode", "col_warps": cw}
+        plan = _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
+                                           symmetric), schedule)
+        assert (plan.kernel, plan.col_warps) == ("decode", cw)
+        _run_case(m, n, k, bits, group, symmetric, dtype, i % 2 == 0,
+                  seed=hash((bits, group, symmetric, m, n, k, "decode")) % 100000,
+                  schedule=schedule)
 
 
 # (token tile, warpgroups per CTA) of each instance
@@ -464,7 +530,7 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
     # Every wgmma instance (token tile, with its warpgroups per CTA) on every configuration: M off
     # the token tile and across several of them, N off the CTA's 128 columns, K off the k block;
     # poisoned output, bit-identical repeats.
-    if not cute_gemm._C._mixed_wgmma_usable():
+    if not _wgmma():
         pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
     cases = itertools.product([17, 64, 130, 290], [(136, 640), (392, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
@@ -473,61 +539,58 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
         refs = {}  # by the tile's exact_scales: the 32-token tile scales in fp32, the others not
         for tile_m, groups in WGMMA_TILES:
-            with cute_gemm.ops._forced_mixed_kernel("wgmma"), \
-                    cute_gemm.ops._forced_wgmma_tile(tile_m):
-                plan = _plan(m, qw)
-                assert (plan["kernel"], plan["tile_m"], plan["warp_groups"]) == \
-                    ("wgmma", tile_m, groups)
-                exact = plan["exact_scales"]
-                if exact not in refs:
-                    refs[exact] = _reference(a, qw, bias, fused=True)
-                ref = refs[exact]
-                torch.cuda.synchronize()
-                ptrs = poison_allocator(m * n, dtype=dtype)
-                out = cute_gemm.mixed_gemm(a, qw, bias)
-                assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-                assert_accurate(out, ref, dtype, k)
-                assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias))
+            schedule = f"kernel=wgmma,tile_m={tile_m}"
+            plan = _plan(m, qw, schedule)
+            assert (plan.kernel, plan.tile_m, plan.warp_groups) == ("wgmma", tile_m, groups)
+            exact = plan.exact_scales
+            if exact not in refs:
+                refs[exact] = _reference(a, qw, bias, schedule)
+            ref = refs[exact]
+            torch.cuda.synchronize()
+            ptrs = poison_allocator(m * n, dtype=dtype)
+            out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+            assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+            assert_accurate(out, ref, dtype, k)
+            assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
 
 
 @pytest.mark.parametrize("m", [1, 3, 8])
 @pytest.mark.parametrize("warps,col_warps", [(1, 1), (7, 1), (16, 1), (2, 2), (6, 2), (12, 2),
                                              (4, 4), (8, 4), (12, 4)])
 def test_decode_kernel_cta_shapes(m, warps, col_warps):
-    # Every CTA shape the decode kernel can run: k groups of 1, 2 or 4 warps side by side (sharing
-    # the activations, at a named barrier per k block), 1..16 warps per CTA, their k groups' sums
+    # Every CTA shape the decode kernel can run: k slices of 1, 2 or 4 warps side by side (sharing
+    # the activations, at a named barrier per k block), 1..16 warps per CTA, their k slices' sums
     # added in shared memory; N off the CTA's columns (32 col_warps), fine groups, K % 128 != 0.
-    # The forced warps are rounded down to whole k groups that fit in shared memory.
+    # The scheduled warps are rounded down to whole k slices that fit in shared memory.
     n, k = 392, 4224  # 33 k blocks
     qw = _qweight(n, k, 4, 64, False, torch.bfloat16, seed=51)
     a = _randn(m, k, dtype=torch.bfloat16, seed=52 + m)
-    with cute_gemm.ops._forced_mixed_kernel("decode"), \
-            cute_gemm.ops._forced_decode_shape(warps, col_warps):
-        plan = _plan(m, qw)
-        assert plan["kernel"] == "decode" and plan["col_warps"] == col_warps
-        assert plan["warps"] % col_warps == 0 and col_warps <= plan["warps"] <= warps
-        out = cute_gemm.mixed_gemm(a, qw)
-        assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
-    assert_accurate(out, _reference(a, qw, None), torch.bfloat16, k)
+    schedule = f"kernel=decode,warps={warps},col_warps={col_warps}"
+    plan = _plan(m, qw, schedule)
+    assert plan.kernel == "decode" and plan.col_warps == col_warps
+    assert plan.warps % col_warps == 0 and col_warps <= plan.warps <= warps
+    assert plan.k_slices == plan.warps // col_warps and plan.threads == 32 * plan.warps
+    out = cute_gemm.mixed_gemm(a, qw, schedule=schedule)
+    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, schedule=schedule))
+    assert_accurate(out, _reference(a, qw, None, schedule), torch.bfloat16, k)
 
 
 @pytest.mark.parametrize("splits", [1, 3, 64])
 @pytest.mark.parametrize("m", [1, 5, 8])
-def test_decode_kernel_forced_splits(m, splits):
-    # Every split count, down to one k block per split (the reduction adds 64 partial sums), and
+def test_decode_kernel_scheduled_splits(m, splits):
+    # Every split count, down to one k block per split (the reduction adds 33 partial sums), and
     # repeated runs bit-identical.
     n, k = 200, 4224  # 33 k blocks of 128 (INT4): the last split is short; K % 128 != 0
     qw = _qweight(n, k, 4, 64, True, torch.float16, seed=31)
     a = _randn(m, k, seed=32)
-    with cute_gemm.ops._forced_mixed_kernel("decode"), cute_gemm.ops._forced_mixed_split(splits):
-        plan = _plan(m, qw)
-        assert plan["kernel"] == "decode" and plan["splits"] == min(splits, 33)
-        # Each k group of a CTA gets a slice of the split's k blocks: never more k groups than
-        # blocks.
-        assert 1 <= plan["warps"] // plan["col_warps"] <= -(-33 // plan["splits"])
-        out = cute_gemm.mixed_gemm(a, qw)
-        assert torch.equal(out, cute_gemm.mixed_gemm(a, qw))
-    assert_accurate(out, _reference(a, qw, None), torch.float16, k)
+    schedule = f"kernel=decode,splits={splits}"
+    plan = _plan(m, qw, schedule)
+    assert plan.kernel == "decode" and plan.splits == min(splits, 33)
+    # Each k slice of a CTA gets a part of the split's k blocks: never more k slices than blocks.
+    assert 1 <= plan.k_slices <= -(-33 // plan.splits)
+    out = cute_gemm.mixed_gemm(a, qw, schedule=schedule)
+    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, schedule=schedule))
+    assert_accurate(out, _reference(a, qw, None, schedule), torch.float16, k)
 
 
 @pytest.mark.parametrize("kernel", ["decode", "mma"])
@@ -545,29 +608,69 @@ def test_same_sign_activations(kernel, bits, symmetric, dtype):
     # the rounding of many groups adds up.
     n, k = 264, 8192
     qw = _qweight(n, k, bits, 128 if bits == 4 else -1, symmetric, dtype, seed=41)
+    schedule = f"kernel={kernel}"
     for m in (1, 3, 8):
         a = (1.0 + 0.25 * _randn(m, k, dtype=torch.float32, seed=42 + m)).to(dtype)
-        with cute_gemm.ops._forced_mixed_kernel(kernel):
-            assert _plan(m, qw)["kernel"] == kernel
-            out = cute_gemm.mixed_gemm(a, qw)
-        assert_accurate(out, _reference(a, qw, None), dtype, k)
+        assert _plan(m, qw, schedule).kernel == kernel
+        out = cute_gemm.mixed_gemm(a, qw, schedule=schedule)
+        assert_accurate(out, _reference(a, qw, None, schedule), dtype, k)
 
 
-def test_kernel_override_round_trip():
-    usable = cute_gemm._C._mixed_wgmma_usable()
-    default = cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"]
+def test_kernel_schedules_on_this_device():
+    usable = _wgmma()
+    qw = _qweight(4096, 4096, 4, 128, True, torch.float16, seed=81)
+    default = _plan(64, qw).kernel
     assert default == ("wgmma" if usable else "mma")
-    assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "decode"
-    with cute_gemm.ops._forced_mixed_kernel("mma"):
-        assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == "mma"
-        assert cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)["kernel"] == "mma"
-        with cute_gemm.ops._forced_mixed_kernel("wgmma"):
-            assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == default
-            # Forced, wgmma also takes M <= 16 (in 32-row token tiles).
-            plan = cute_gemm._C._mixed_plan(1, 4096, 4096, 4, 128)
-            assert plan["kernel"] == default and plan["tile_m"] == (32 if usable else 16)
-        assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == "mma"
-    assert cute_gemm._C._mixed_plan(64, 4096, 4096, 4, 128)["kernel"] == default
+    assert _plan(1, qw).kernel == "decode"
+    assert _plan(64, qw, "kernel=mma").kernel == "mma"
+    assert _plan(1, qw, "kernel=mma").kernel == "mma"
+    a1, a9 = _randn(1, 4096, seed=82), _randn(9, 4096, seed=83)
+    if usable:
+        # Scheduled, wgmma also takes M <= 16 (in 32-row token tiles).
+        plan = _plan(1, qw, "kernel=wgmma")
+        assert (plan.kernel, plan.tile_m) == ("wgmma", 32)
+        out = cute_gemm.mixed_gemm(a1, qw, schedule="kernel=wgmma")
+        assert_accurate(out, _reference(a1, qw, None, "kernel=wgmma"), torch.float16, 4096)
+    else:
+        # No silent fallback: a schedule this device cannot run is refused, before any launch.
+        with pytest.raises(ValueError, match="kernel=wgmma needs a Hopper GPU"):
+            _plan(64, qw, "kernel=wgmma")
+        with pytest.raises(ValueError, match=r"cute_gemm\.mixed_gemm: schedule: kernel=wgmma"):
+            cute_gemm.mixed_gemm(a9, qw, schedule="kernel=wgmma")
+    with pytest.raises(ValueError, match=r"cute_gemm\.mixed_gemm: schedule: kernel=decode runs "
+                                         r"up to M=8; got M=9"):
+        cute_gemm.mixed_gemm(a9, qw, schedule="kernel=decode")
+    with pytest.raises(ValueError, match=r"cute_gemm\.mixed_gemm: schedule: tile_m applies to "
+                                         r"the wgmma kernel; this plan runs mma"):
+        MIXED(a9, qw.packed, qw.scales, qw.zeros, 4, 128, 4096, None, "kernel=mma,tile_m=64")
+    with pytest.raises(ValueError, match=r"splits applies to the fused kernels"):
+        cute_gemm.mixed_gemm(a9, qw, schedule="kernel=dense,splits=2")
+
+
+def test_schedules_leave_no_state_behind():
+    # A schedule is an argument of one call: calls with other schedules before, between and after
+    # change neither the default plan nor its output (nothing is process-wide any more).
+    qw = _qweight(4104, 4224, 4, 128, False, torch.float16, seed=91)
+    for m in (1, 16, 64):
+        a = _randn(m, 4224, seed=92 + m)
+        plan = _plan(m, qw).as_dict()
+        first = cute_gemm.mixed_gemm(a, qw)
+        others = ["kernel=mma,splits=5", "kernel=dense"] + \
+            (["kernel=decode,warps=4,col_warps=4"] if m <= 8 else []) + \
+            (["kernel=wgmma,tile_m=256"] if _wgmma() else [])
+        for schedule in others:
+            cute_gemm.mixed_gemm(a, qw, schedule=schedule)
+            assert torch.equal(cute_gemm.mixed_gemm(a, qw), first), schedule
+            assert _plan(m, qw).as_dict() == plan
+        # Interleaved on two streams: each call keeps its own plan.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            scheduled = cute_gemm.mixed_gemm(a, qw, schedule="kernel=mma,splits=2")
+        default = cute_gemm.mixed_gemm(a, qw)
+        torch.cuda.current_stream().wait_stream(side)
+        assert torch.equal(default, first)
+        assert torch.equal(scheduled, cute_gemm.mixed_gemm(a, qw, schedule="kernel=mma,splits=2"))
 
 
 @pytest.mark.parametrize("m,n,k,bits,group,dtype", [
@@ -575,19 +678,24 @@ def test_kernel_override_round_trip():
     (300, 136, 2048, 8, -1, torch.float16), (1000, 520, 1024, 4, 64, torch.float16),
     (1000, 264, 640, 8, 32, torch.bfloat16)])
 def test_fused_kernel_at_large_m(m, n, k, bits, group, dtype):
-    # The fused kernel's M tiling (several token tiles) at sizes where the op takes the dense path
-    # without the wgmma kernel; poisoned output, exact-weight reference.
+    # The fused kernels' M tiling (several token tiles) at sizes where the op takes the dense path
+    # without the wgmma kernel: mma.sync on every GPU, wgmma on Hopper; poisoned output.
     qw = _qweight(n, k, bits, group, False, dtype, seed=31)
     a = _randn(m, k, dtype=dtype, seed=32)
     bias = _randn(n, dtype=dtype, seed=33)
-    ref = _reference(a, qw, bias, fused=True)
-    torch.cuda.synchronize()
-    with cute_gemm.ops._forced_mixed_dense_from_m(1 << 30):
+    for kernel in ["mma"] + (["wgmma"] if _wgmma() else []):
+        schedule = f"kernel={kernel}"
+        assert _plan(m, qw, schedule).kernel == kernel
+        ref = _reference(a, qw, bias, schedule)
+        torch.cuda.synchronize()
         ptrs = poison_allocator(m * n, dtype=dtype)
-        out = cute_gemm.mixed_gemm(a, qw, bias)
+        out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
         assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-    assert_accurate(out, ref, dtype, k)
+        assert_accurate(out, ref, dtype, k)
     # And the dense path for the same problem agrees within the weight rounding.
-    with cute_gemm.ops._forced_mixed_dense_from_m(1):
-        dense = cute_gemm.mixed_gemm(a, qw, bias)
-    assert_accurate(dense, _reference(a, qw, bias, fused=False), dtype, k)
+    assert _plan(m, qw, "kernel=dense").kernel == "dense"
+    torch.cuda.synchronize()
+    ptrs = poison_allocator(n * k, m * n, dtype=dtype)
+    dense = cute_gemm.mixed_gemm(a, qw, bias, schedule="kernel=dense")
+    assert dense.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    assert_accurate(dense, _reference(a, qw, bias, "kernel=dense"), dtype, k)

@@ -7,59 +7,37 @@
 //                                           heuristic (process-wide)
 //   cute_gemm._C._gemm_get_config()         the current override (-1 = none)
 //
-// and of the mixed-input GEMM's split-K plan (kernels/mixed/mixed_gemm_launch.hpp):
+// and the mixed-input GEMM's planner (kernels/mixed/mixed_plan.hpp), which is plain C++ and works
+// in every build, GPU or not:
 //
-//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16)
-//                                           what a launch runs now: a dict of kernel ("mma",
-//                                           "wgmma" or "decode"), tile_m, m_tiles,
-//                                           fine_groups, exact_scales, splits, reduce (0 none,
-//                                           1 workspace, 2 cluster), warps (decode: per CTA),
-//                                           col_warps (decode: per k group), warp_groups
-//                                           (wgmma: per CTA)
-//   cute_gemm._C._mixed_set_kernel(kernel)  force the kernel: 0 mma.sync, 1 wgmma (where usable),
-//                                           2 decode (M <= 8), -1 the default; returns the
-//                                           previous setting
-//   cute_gemm._C._mixed_set_decode_shape(warps, col_warps)
-//                                           force the decode kernel's warps per CTA and/or per
-//                                           k group; -1 = the heuristic (process-wide); returns
-//                                           the previous (warps, col_warps)
-//   cute_gemm._C._mixed_set_wgmma_tile(tile_m)
-//                                           force the wgmma kernel's token tile (32, 64, 128,
-//                                           256);
-//                                           -1 = the heuristic (process-wide); returns the
-//                                           previous setting
-//   cute_gemm._C._mixed_wgmma_usable()      whether this build and device run the wgmma kernels
-//   cute_gemm._C._mixed_set_split(splits, reduce)
-//                                           force the split count and/or the reduction; -1 = the
-//                                           heuristic (process-wide)
-//   cute_gemm._C._mixed_get_split()         the current override, (splits, reduce)
-//   cute_gemm._C._mixed_set_dense_from_m(m) rows from which the CUDA op dequantizes and runs a
-//                                           dense GEMM instead of the fused kernel (-1 the
-//                                           default); returns the previous setting
-//                                           (ops/mixed_policy.hpp)
-//   cute_gemm._C._mixed_dense_from_m()      the threshold in effect now
+//   cute_gemm._C.DeviceSpec                 a device as the planner sees it (fields settable)
+//   cute_gemm._C._device_spec(name)         a built-in spec ("h100", "h200", "a100"), or the
+//                                           current CUDA device's for name None
+//   cute_gemm._C.MixedPlan                  what a call runs (read-only fields, describe())
+//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16, device, schedule)
+//                                           the plan (cute_gemm.mixed_plan wraps it)
+//   cute_gemm._C._mixed_schedule(text)      the canonical form of a schedule string (ValueError
+//                                           naming the bad item)
+//   cute_gemm._C._mixed_instances()         the instantiated kernels, as dicts
 //
-// cute_gemm.ops._forced_gemm_config(i), _forced_mixed_split(splits, reduce),
-// _forced_decode_shape(warps, col_warps) and _forced_wgmma_tile(tile_m) wrap set/get in context
-// managers. Without CUDA (CUTE_GEMM_NO_CUDA) the kernels are not built and each function raises
-// RuntimeError.
+// cute_gemm.ops._forced_gemm_config(i) wraps the GEMM's set/get in a context manager. Without CUDA
+// (CUTE_GEMM_NO_CUDA) the GEMM functions raise RuntimeError and only built-in device specs exist.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
 #include "bindings/gemm_bindings.hpp"
 
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <tuple>
-
-#include "ops/mixed_policy.hpp"
+#include "kernels/mixed/mixed_plan.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
 #include "kernels/gemm/gemm_launch.hpp"
-#include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/mixed_gemm_launch.hpp"  // current_device_spec
 #endif
 
 namespace py = pybind11;
@@ -120,167 +98,152 @@ int get_config() {
 #endif
 }
 
-py::dict mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits,
-                                           int64_t group_size, bool bf16) {
+DeviceSpec device_spec(std::optional<std::string> const& name) {
+  if (name.has_value()) return builtin_device_spec(*name);  // std::invalid_argument -> ValueError
 #ifdef CUTE_GEMM_NO_CUDA
-  (void)m, (void)n, (void)k, (void)bits, (void)group_size, (void)bf16;
-  no_cuda("_mixed_plan");
+  throw std::runtime_error("cute_gemm._C._device_spec: built without CUDA; name a built-in spec "
+                           "('h100', 'h200', 'a100')");
 #else
-  constexpr int64_t kMax = 0x7fffffff;
-  if (m < 1 || n < 1 || k < 1 || m > kMax || n > kMax || k > kMax || (bits != 4 && bits != 8)) {
-    throw std::invalid_argument("_mixed_plan: need 1 <= M, N, K < 2^31 and bits 4 or 8, got M=" +
-                                std::to_string(m) + ", N=" + std::to_string(n) + ", K=" +
-                                std::to_string(k) + ", bits=" + std::to_string(bits));
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw std::runtime_error("cute_gemm._C._device_spec: no CUDA device; name a built-in spec "
+                             "('h100', 'h200', 'a100')");
   }
-  MixedGemmParams p;
-  p.m = int(m);
-  p.n = int(n);
-  p.k = int(k);
-  p.bits = int(bits);
-  p.group_size = group_size <= 0 ? int(k) : int(group_size);
-  p.dtype = bf16 ? HalfType::kBFloat16 : HalfType::kFloat16;
-  const MixedPlan plan = mixed_gemm_plan(p);
+  return current_device_spec();
+#endif
+}
+
+MixedPlan mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits, int64_t group_size, bool bf16,
+                     DeviceSpec const& device, std::string const& schedule) {
+  if (bits < 0 || bits > 64 || group_size < -1 || group_size > 0x7fffffff) {
+    throw std::invalid_argument("plan_mixed_gemm: bits must be 4 or 8 and group_size 32, 64, 128 "
+                                "or -1; got bits=" + std::to_string(bits) + ", group_size=" +
+                                std::to_string(group_size));
+  }
+  return plan_mixed_gemm({m, n, k, int(bits), int(group_size), bf16}, device,
+                         MixedSchedule::parse(schedule));
+}
+
+std::string field_value(std::string const& v) { return "'" + v + "'"; }
+
+std::string spec_repr(DeviceSpec const& d) {
+  return "DeviceSpec(name=" + field_value(d.name) + ", sm_count=" + std::to_string(d.sm_count) +
+         ", cc=" + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) +
+         ", smem_per_sm=" + std::to_string(d.smem_per_sm) + ", smem_per_block_optin=" +
+         std::to_string(d.smem_per_block_optin) + ", regs_per_sm=" +
+         std::to_string(d.regs_per_sm) + ", wgmma=" + (d.wgmma ? "True" : "False") + ")";
+}
+
+py::dict plan_dict(MixedPlan const& p) {
   py::dict d;
-  d["kernel"] = plan.kernel == MixedKernel::kWgmma    ? "wgmma"
-                : plan.kernel == MixedKernel::kDecode ? "decode"
-                                                      : "mma";
-  d["tile_m"] = plan.tile_m;
-  d["m_tiles"] = plan.m_tiles;
-  d["fine_groups"] = plan.fine_groups;
-  d["exact_scales"] = plan.exact_scales;
-  d["splits"] = plan.splits;
-  d["reduce"] = int(plan.reduce);
-  d["warps"] = plan.warps;
-  d["col_warps"] = plan.col_warps;
-  d["warp_groups"] = plan.warp_groups;
+  d["kernel"] = kernel_name(p.kernel);
+  d["instance"] = p.instance >= 0 ? py::object(py::str(mixed_instance(p.instance).name))
+                                  : py::object(py::none());
+  d["tile_m"] = p.tile_m;
+  d["tile_n"] = p.tile_n;
+  d["stages"] = p.stages;
+  d["threads"] = p.threads;
+  d["smem_bytes"] = p.smem_bytes;
+  d["splits"] = p.splits;
+  d["warps"] = p.warps;
+  d["col_warps"] = p.col_warps;
+  d["k_slices"] = p.k_slices;
+  d["warp_groups"] = p.warp_groups;
+  d["producer"] = p.producer;
+  d["fine_groups"] = p.fine_groups;
+  d["exact_scales"] = p.exact_scales;
+  d["ctas_per_sm"] = p.ctas_per_sm;
+  d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
+  d["workspace_bytes"] = p.workspace_bytes;
   return d;
-#endif
 }
 
-int mixed_set_kernel(int64_t kernel) {
-#ifdef CUTE_GEMM_NO_CUDA
-  (void)kernel;
-  no_cuda("_mixed_set_kernel");
-#else
-  const int previous = mixed_kernel_override();
-  if (kernel < -1 || kernel > 2 || !mixed_set_kernel_override(int(kernel))) {
-    throw std::invalid_argument("_mixed_set_kernel: kernel must be -1 (the default), 0 (mma.sync), "
-                                "1 (wgmma) or 2 (decode); got " + std::to_string(kernel));
+py::list instances() {
+  py::list out;
+  for (int i = 0; i < mixed_instance_count(); ++i) {
+    MixedInstanceInfo const& inst = mixed_instance(i);
+    py::dict d;
+    d["name"] = inst.name;
+    d["kernel"] = kernel_name(inst.kernel);
+    d["bits"] = inst.bits;
+    d["bf16"] = inst.bf16;
+    d["tile_m"] = inst.tile_m;
+    d["tile_n"] = inst.tile_n;
+    d["fine_groups"] = inst.fine_groups;
+    d["exact_scales"] = inst.exact_scales;
+    d["warp_groups"] = inst.warp_groups;
+    d["producer"] = inst.producer;
+    d["stages"] = inst.stages;
+    d["threads"] = inst.threads;
+    d["smem_bytes"] = inst.smem_bytes;
+    d["registers"] = inst.registers;
+    d["min_ctas_per_sm"] = inst.min_ctas_per_sm;
+    out.append(d);
   }
-  return previous;
-#endif
-}
-
-bool mixed_wgmma_usable_now() {
-#ifdef CUTE_GEMM_NO_CUDA
-  no_cuda("_mixed_wgmma_usable");
-#else
-  return mixed_wgmma_usable();
-#endif
-}
-
-void mixed_set_split(int64_t splits, int64_t reduce) {
-#ifdef CUTE_GEMM_NO_CUDA
-  (void)splits, (void)reduce;
-  no_cuda("_mixed_set_split");
-#else
-  if (splits < -1 || splits > 64 || reduce < -1 || reduce > 2 ||
-      !mixed_set_split_override(int(splits), int(reduce))) {
-    throw std::invalid_argument("_mixed_set_split: splits must be -1 (the heuristic) or 1..64 and "
-                                "reduce -1 (the heuristic), 1 (workspace) or 2 (cluster); got "
-                                "splits=" + std::to_string(splits) + ", reduce=" +
-                                std::to_string(reduce));
-  }
-#endif
-}
-
-std::tuple<int, int> mixed_set_decode_shape(int64_t warps, int64_t col_warps) {
-#ifdef CUTE_GEMM_NO_CUDA
-  (void)warps, (void)col_warps;
-  no_cuda("_mixed_set_decode_shape");
-#else
-  int previous_warps = -1, previous_col_warps = -1;
-  mixed_decode_override(previous_warps, previous_col_warps);
-  if (warps < -1 || warps > 16 || col_warps < -1 || col_warps > 4 ||
-      !mixed_set_decode_override(int(warps), int(col_warps))) {
-    throw std::invalid_argument("_mixed_set_decode_shape: warps must be -1 (the heuristic) or "
-                                "1..16 and col_warps -1 (the heuristic), 1, 2 or 4; got warps=" +
-                                std::to_string(warps) + ", col_warps=" +
-                                std::to_string(col_warps));
-  }
-  return {previous_warps, previous_col_warps};
-#endif
-}
-
-int mixed_set_wgmma_tile(int64_t tile_m) {
-#ifdef CUTE_GEMM_NO_CUDA
-  (void)tile_m;
-  no_cuda("_mixed_set_wgmma_tile");
-#else
-  const int previous = mixed_wgmma_override();
-  if (tile_m < -1 || tile_m > 256 || !mixed_set_wgmma_override(int(tile_m))) {
-    throw std::invalid_argument("_mixed_set_wgmma_tile: tile_m must be -1 (the heuristic), 32, 64, "
-                                "128 or 256; got " + std::to_string(tile_m));
-  }
-  return previous;
-#endif
-}
-
-std::tuple<int, int> mixed_get_split() {
-#ifdef CUTE_GEMM_NO_CUDA
-  no_cuda("_mixed_get_split");
-#else
-  int splits = -1, reduce = -1;
-  mixed_split_override(splits, reduce);
-  return {splits, reduce};
-#endif
-}
-
-int mixed_set_dense_from_m(int64_t m) {
-  if ((m < 1 && m != -1) || m > 0x7fffffff) {
-    throw std::invalid_argument("_mixed_set_dense_from_m: m must be >= 1, or -1 for the default (" +
-                                std::to_string(kDefaultDenseFromM) +
-                                ", never with the wgmma kernel); got " + std::to_string(m));
-  }
-  return set_mixed_dense_from_m(int(m));
+  return out;
 }
 
 }  // namespace
 
 void bind_gemm(py::module_& m) {
-  m.def("_mixed_set_dense_from_m", &mixed_set_dense_from_m, py::arg("m"),
-        "Rows of A from which the CUDA mixed_gemm dequantizes the weight and runs a dense GEMM "
-        "instead of the fused kernel (process-wide; -1 the default); returns the previous "
-        "setting.");
-  m.def("_mixed_dense_from_m", &mixed_dense_from_m,
-        "Rows of A from which the CUDA mixed_gemm takes the dense path now (the override or the "
-        "default for the kernel this device runs).");
+  py::class_<DeviceSpec>(m, "DeviceSpec",
+                         "A GPU as the mixed GEMM's planner sees it. cute_gemm.device_spec() gives "
+                         "the built-in ones and the current device's; fields are settable.")
+      .def(py::init<>())
+      .def_readwrite("name", &DeviceSpec::name)
+      .def_readwrite("sm_count", &DeviceSpec::sm_count)
+      .def_readwrite("cc_major", &DeviceSpec::cc_major)
+      .def_readwrite("cc_minor", &DeviceSpec::cc_minor)
+      .def_readwrite("smem_per_sm", &DeviceSpec::smem_per_sm)
+      .def_readwrite("smem_per_block_optin", &DeviceSpec::smem_per_block_optin)
+      .def_readwrite("smem_reserved_per_cta", &DeviceSpec::smem_reserved_per_cta)
+      .def_readwrite("regs_per_sm", &DeviceSpec::regs_per_sm)
+      .def_readwrite("max_threads_per_sm", &DeviceSpec::max_threads_per_sm)
+      .def_readwrite("max_ctas_per_sm", &DeviceSpec::max_ctas_per_sm)
+      .def_readwrite("wgmma", &DeviceSpec::wgmma)
+      .def("__repr__", &spec_repr);
+  py::class_<MixedPlan>(m, "MixedPlan",
+                        "What a cute_gemm.mixed_gemm call runs (cute_gemm.mixed_plan). str() is "
+                        "one readable line; as_dict() all fields.")
+      .def_property_readonly("kernel", [](MixedPlan const& p) { return kernel_name(p.kernel); })
+      .def_property_readonly("instance",
+                             [](MixedPlan const& p) -> py::object {
+                               if (p.instance < 0) return py::none();
+                               return py::str(mixed_instance(p.instance).name);
+                             })
+      .def_readonly("tile_m", &MixedPlan::tile_m)
+      .def_readonly("tile_n", &MixedPlan::tile_n)
+      .def_readonly("stages", &MixedPlan::stages)
+      .def_readonly("threads", &MixedPlan::threads)
+      .def_readonly("smem_bytes", &MixedPlan::smem_bytes)
+      .def_readonly("splits", &MixedPlan::splits)
+      .def_readonly("warps", &MixedPlan::warps)
+      .def_readonly("col_warps", &MixedPlan::col_warps)
+      .def_readonly("k_slices", &MixedPlan::k_slices)
+      .def_readonly("warp_groups", &MixedPlan::warp_groups)
+      .def_readonly("producer", &MixedPlan::producer)
+      .def_readonly("fine_groups", &MixedPlan::fine_groups)
+      .def_readonly("exact_scales", &MixedPlan::exact_scales)
+      .def_readonly("ctas_per_sm", &MixedPlan::ctas_per_sm)
+      .def_property_readonly("grid",
+                             [](MixedPlan const& p) {
+                               return py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
+                             })
+      .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
+      .def("describe", &MixedPlan::describe)
+      .def("as_dict", &plan_dict)
+      .def("__str__", &MixedPlan::describe)
+      .def("__repr__", [](MixedPlan const& p) { return "<MixedPlan " + p.describe() + ">"; });
+  m.def("_device_spec", &device_spec, py::arg("name") = py::none(),
+        "A built-in device spec ('h100', 'h200', 'a100'), or the current CUDA device's.");
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
-        py::arg("group_size"), py::arg("bf16") = false,
-        "What a mixed_gemm launch of that problem runs on the current device now: a dict of "
-        "kernel ('mma', 'wgmma' or 'decode'), tile_m, m_tiles, fine_groups, exact_scales, "
-        "splits, reduce (0 none, 1 workspace + second kernel, 2 cluster), warps and col_warps "
-        "(the decode kernel's warps per CTA and per k group, 0 for the others), warp_groups "
-        "(the wgmma kernel's warpgroups per CTA, 0 for the others).");
-  m.def("_mixed_set_kernel", &mixed_set_kernel, py::arg("kernel"),
-        "Forces the mixed GEMM's kernel: 0 mma.sync, 1 wgmma (where usable), 2 decode (M <= 8), "
-        "-1 the default "
-        "(process-wide); returns the previous setting. Prefer "
-        "cute_gemm.ops._forced_mixed_kernel().");
-  m.def("_mixed_wgmma_usable", &mixed_wgmma_usable_now,
-        "Whether this build has the sm_90a wgmma kernels and the current device runs them.");
-  m.def("_mixed_set_split", &mixed_set_split, py::arg("splits"), py::arg("reduce") = -1,
-        "Forces the mixed GEMM's split count (1..64) and/or reduction (1 workspace, 2 cluster); "
-        "-1 restores the heuristic. Prefer cute_gemm.ops._forced_mixed_split().");
-  m.def("_mixed_set_decode_shape", &mixed_set_decode_shape, py::arg("warps"),
-        py::arg("col_warps") = -1,
-        "Forces the decode kernel's warps per CTA (1..16, rounded down to whole k groups that "
-        "fit) and/or warps per k group (1, 2 or 4); -1 restores the heuristic. Returns the "
-        "previous (warps, col_warps). Prefer cute_gemm.ops._forced_decode_shape().");
-  m.def("_mixed_set_wgmma_tile", &mixed_set_wgmma_tile, py::arg("tile_m"),
-        "Forces the wgmma kernel's token tile (32, 64, 128 or 256 rows of A per CTA); -1 restores "
-        "the heuristic. Returns the previous setting. Prefer cute_gemm.ops._forced_wgmma_tile().");
-  m.def("_mixed_get_split", &mixed_get_split, "The mixed GEMM's split override (splits, reduce).");
+        py::arg("group_size"), py::arg("bf16"), py::arg("device"), py::arg("schedule") = "",
+        "The plan of a mixed_gemm call (plan_mixed_gemm). Prefer cute_gemm.mixed_plan().");
+  m.def("_mixed_schedule",
+        [](std::string const& text) { return MixedSchedule::parse(text).str(); },
+        py::arg("text"), "The canonical form of a mixed_gemm schedule string.");
+  m.def("_mixed_instances", &instances, "The mixed GEMM's instantiated kernels, as dicts.");
   m.def("_gemm_configs", &configs,
         "Names ('BMxBNxBK_sS_wWMxWN') of the GEMM configurations, in index order.");
   m.def("_gemm_config_for", &config_for, py::arg("m"), py::arg("n"), py::arg("k"),

@@ -1,6 +1,7 @@
 // Entry point of the cute_gemm._C extension module.
 #include <pybind11/pybind11.h>
 
+#include "bindings/format_bindings.hpp"
 #include "bindings/gemm_bindings.hpp"
 #include "bindings/layout_bindings.hpp"
 
@@ -12,5 +13,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   pybind11::module_ atoms = m.def_submodule(
       "atoms", "Layouts of the C++ atom traits and GEMM configurations");
   cute_gemm::bind_atoms(atoms);
+  pybind11::module_ weight_format = m.def_submodule(
+      "weight_format", "The packed weight format's rulebook (kernels/mixed/weight_format.hpp)");
+  cute_gemm::bind_weight_format(weight_format);
   cute_gemm::bind_gemm(m);
 }

@@ -13,7 +13,8 @@ TORCH_LIBRARY(cute_gemm, m) {
   // out[M, N] = a[M, K] @ dequant(qweight)[N, K]^T (+ bias[N]): INT4/INT8 weights packed as in
   // kernels/mixed/weight_format.hpp, fp16/bf16 activations, fp32 accumulation. k is the true K
   // (the packed K is padded); group_size is 32, 64, 128 or -1 (per-channel). See
-  // csrc/ops/mixed_gemm_op.cpp and cute_gemm/ops.py.
+  // csrc/ops/mixed_gemm_op.cpp and cute_gemm/ops.py. schedule: explicit choices that override
+  // the planner's (kernels/mixed/mixed_plan.hpp), e.g. "kernel=wgmma,tile_m=128"; None for none.
   m.def("mixed_gemm(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
-        "int group_size, int k, Tensor? bias=None) -> Tensor");
+        "int group_size, int k, Tensor? bias=None, str? schedule=None) -> Tensor");
 }

@@ -9,12 +9,12 @@
 //
 // The CPU kernel is the reference: the weight is unpacked and dequantized with ATen ops (the same
 // arithmetic as cute_gemm.quant.dequantize: (q - z) * s in fp32, exact, rounded once to the
-// activation dtype), then an fp32 matmul, bias in fp32, one rounding. The CUDA kernel calls
-// cute_gemm::mixed_gemm_launch (kernels/mixed/mixed_gemm_launch.hpp) with a workspace tensor; below
-// mixed_dense_from_m() rows a fused kernel runs (with the exact (q - z) * s up to 32 rows on
-// Hopper and at every M with mma.sync; with it rounded to the activation dtype from 33 rows with
-// wgmma: the plan's exact_scales), from there it dequantizes to the activation dtype and runs a
-// dense GEMM (see mixed_gemm_cuda).
+// activation dtype), then an fp32 matmul, bias in fp32, one rounding. The CUDA kernel asks the
+// planner (kernels/mixed/mixed_plan.hpp) once per call what runs on the current device, honouring
+// the optional `schedule` argument, and launches that plan (kernels/mixed/mixed_gemm_launch.hpp):
+// a fused kernel, which reads the packed weight and uses the exact (q - z) * s unless the plan
+// says it rounds the weight to the activation dtype first (its exact_scales), or the dense path:
+// dequantize once to the activation dtype, then a dense GEMM.
 //
 // Autograd: gradients flow to `a` (dA = dOut @ dequant(W), in the activation dtype) and `bias`
 // (the column sums of dOut). The quantized weight is frozen: qweight is integer, and scales/zeros
@@ -23,12 +23,15 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
-#include "ops/mixed_policy.hpp"
+#include "kernels/mixed/mixed_plan.hpp"
+#include "kernels/mixed/weight_format.hpp"
 #include "ops/op_common.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
@@ -41,29 +44,12 @@
 namespace cute_gemm {
 
 namespace {
-std::atomic<int> g_dense_from_m{-1};  // -1: the default
-}  // namespace
-
-int mixed_dense_from_m() {
-  const int m = g_dense_from_m.load(std::memory_order_relaxed);
-  if (m >= 1) return m;
-#ifndef CUTE_GEMM_NO_CUDA
-  if (mixed_wgmma_usable()) return kDefaultDenseFromMWgmma;
-#endif
-  return kDefaultDenseFromM;
-}
-
-int set_mixed_dense_from_m(int m) {
-  return g_dense_from_m.exchange(m, std::memory_order_relaxed);
-}
-namespace {
 
 constexpr char const* kOp = "cute_gemm.mixed_gemm: ";
-constexpr int64_t kBlockN = 8;  // output channels per packed block
-constexpr int64_t kLanes = 32;
-constexpr int64_t kWords = 4;
-
-int64_t block_k(int64_t bits) { return bits == 4 ? 128 : 64; }
+// The packed format's rules (valid bits and group sizes, -1 -> K, block_k, the packed shape and
+// layout) are kernels/mixed/weight_format.hpp's, shared with the kernels and, through the binding,
+// with cute_gemm/weight_format.py.
+constexpr int64_t kBlockN = mixed::kBlockN;  // output channels per packed block
 
 // What check_mixed_gemm_args found.
 struct MixedProblem {
@@ -95,33 +81,36 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
                                    std::optional<at::Tensor> const& bias) {
   ops::check_2d(kOp, a, "a", "[M, K]");
   ops::check_half_dtype(kOp, a, "a");
-  TORCH_CHECK(bits == 4 || bits == 8, kOp, "bits must be 4 or 8; got bits=", bits);
-  TORCH_CHECK(group_size == 32 || group_size == 64 || group_size == 128 || group_size == -1, kOp,
-              "group_size must be 32, 64, 128 or -1 (per-channel); got group_size=", group_size);
+  TORCH_CHECK(mixed::valid_bits(bits), kOp, "bits must be ", mixed::kValidBitsText, "; got bits=",
+              bits);
+  TORCH_CHECK(mixed::valid_group_size(group_size), kOp, "group_size must be ",
+              mixed::kValidGroupSizesText, "; got group_size=", group_size);
   TORCH_CHECK(a.size(1) == k, kOp, "k must equal a.size(1) (K, the unpadded reduction size); got ",
               "k=", k, " and a of shape ", a.sizes());
   TORCH_CHECK(k >= 1, kOp, "K must be >= 1; got K=", k);
-  if (group_size == -1) {
-    TORCH_CHECK(k % 32 == 0, kOp, "K must be a multiple of 32 for per-channel quantization ",
-                "(group_size=-1); got K=", k);
+  if (group_size == mixed::kPerChannel) {
+    TORCH_CHECK(mixed::valid_k(k, group_size), kOp, "K must be a multiple of ",
+                mixed::k_multiple(group_size), " for per-channel quantization (group_size=",
+                mixed::kPerChannel, "); got K=", k);
   } else {
-    TORCH_CHECK(k % group_size == 0, kOp, "K must be a multiple of group_size; got K=", k,
-                ", group_size=", group_size);
+    TORCH_CHECK(mixed::valid_k(k, group_size), kOp, "K must be a multiple of group_size; got K=",
+                k, ", group_size=", group_size);
   }
 
   MixedProblem p;
   p.m = a.size(0);
   p.k = k;
   p.bits = bits;
-  p.group = group_size == -1 ? k : group_size;
-  int64_t const bk = block_k(bits);
-  int64_t const kb = (k + bk - 1) / bk;
+  p.group = mixed::effective_group_size(group_size, k);
+  int64_t const bk = mixed::block_k(int(bits));
+  mixed::PackedShape const packed = mixed::packed_shape(0, k, int(bits));  // [N/8, kb, 32, 4]
+  int64_t const kb = packed.k_blocks;
 
   TORCH_CHECK(qweight.scalar_type() == at::kInt, kOp,
               "qweight must have dtype torch.int32 (the packed weight); got ",
               ops::dtype_name(qweight.scalar_type()));
-  TORCH_CHECK(qweight.dim() == 4 && qweight.size(1) == kb && qweight.size(2) == kLanes &&
-                  qweight.size(3) == kWords,
+  TORCH_CHECK(qweight.dim() == 4 && qweight.size(1) == kb && qweight.size(2) == packed.lanes &&
+                  qweight.size(3) == packed.words,
               kOp, "qweight must have shape [N/8, ceil(K/", bk, "), 32, 4] = [N/8, ", kb,
               ", 32, 4] for bits=", bits, " and K=", k, "; got ", qweight.sizes());
   ops::check_same_device(kOp, qweight, "qweight", a);
@@ -151,35 +140,36 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
   return p;
 }
 
-// q[N, K] (int32) from the packed tensor: the inverse of cute_gemm.quant.pack_weight. Inside a
-// packed block, lane l = 4 g + t holds row n = g, and (fastest first)
-//   INT4: k = e + 2 t + 8 h + 16 s + 32 w, nibble i = h + 2 s + 4 e of word w
-//   INT8: k = e + 2 t + 8 h + 16 w,        byte   i = h + 2 e     of word w
+// q[N, K] (int32) from the packed tensor: the inverse of cute_gemm.quant.pack_weight. The
+// unpacked bit fields [nb, kb, 32, 4, 32/bits] are viewed as the format layout's modes sorted by
+// stride and permuted to q's row-major (n, k) order (weight_format.hpp's packed_views).
 // N is handled as a SymInt: the backward also runs on fake tensors under torch.compile's
-// dynamic shapes (K, bits and the group size are plain ints of the schema).
+// dynamic shapes (K, bits and the group size are plain ints of the schema); nb, the only
+// dimension that depends on N, is the outermost mode of both views.
 at::Tensor unpack_q(at::Tensor const& qweight, int64_t bits, int64_t k) {
+  static constexpr mixed::PackedViews kViews[] = {mixed::packed_views(4), mixed::packed_views(8)};
+  mixed::PackedViews const& v = kViews[bits == 4 ? 0 : 1];
   c10::SymInt const nb = qweight.sym_size(0);
-  int64_t const bk = block_k(bits), kb = (k + bk - 1) / bk;
+  int64_t const bk = mixed::block_k(int(bits)), kb = mixed::k_blocks(k, int(bits));
   at::Tensor const shifts = at::arange(0, 32, bits, qweight.options());
   // Arithmetic shifts of negative words bring in ones from the left; the mask removes them.
   at::Tensor const fields = at::bitwise_and(
       at::bitwise_right_shift(qweight.unsqueeze(-1), shifts), (int64_t{1} << bits) - 1);
-  at::Tensor q;
-  if (bits == 4) {  // [nb, kb, g, t, w, e, s, h] -> [nb, g, kb, w, s, h, t, e]
-    std::vector<c10::SymInt> const shape = {nb, kb, kBlockN, 4, 4, 2, 2, 2};
-    q = fields.view_symint(shape).permute({0, 2, 1, 4, 6, 7, 3, 5});
-  } else {  // [nb, kb, g, t, w, e, h] -> [nb, g, kb, w, h, t, e]
-    std::vector<c10::SymInt> const shape = {nb, kb, kBlockN, 4, 4, 2, 2};
-    q = fields.view_symint(shape).permute({0, 2, 1, 4, 6, 3, 5});
-  }
+  std::vector<c10::SymInt> view(v.fields, v.fields + v.rank);
+  view[0] = nb;
+  view[1] = kb;
+  std::vector<int64_t> const q_from_fields(v.q_from_fields, v.q_from_fields + v.rank);
+  at::Tensor const q = fields.view_symint(view).permute(q_from_fields);
   std::vector<c10::SymInt> const rows = {nb * kBlockN, kb * bk};
   return q.reshape_symint(rows).narrow(1, 0, k);
 }
 
-// dequant(W)[N, K] in `dtype`: (q - z) * s in fp32 (exact), rounded once.
+// dequant(W)[N, K] in `dtype`: (q - z) * s in fp32 (exact), rounded once. `group` is the
+// schema's group_size (-1 per-channel) or the effective one: effective_group_size maps both to G.
 at::Tensor dequantize_weight(at::Tensor const& qweight, at::Tensor const& scales,
-                             std::optional<at::Tensor> const& zeros, int64_t bits, int64_t group,
-                             int64_t k, at::ScalarType dtype) {
+                             std::optional<at::Tensor> const& zeros, int64_t bits,
+                             int64_t group_size, int64_t k, at::ScalarType dtype) {
+  int64_t const group = mixed::effective_group_size(group_size, k);
   c10::SymInt const n = qweight.sym_size(0) * kBlockN;
   std::vector<c10::SymInt> const grouped = {n, k / group, group};
   at::Tensor const q = unpack_q(qweight, bits, k).to(at::kFloat).view_symint(grouped);
@@ -194,12 +184,26 @@ at::Tensor dequantize_weight(at::Tensor const& qweight, at::Tensor const& scales
   return w.reshape_symint(full).to(dtype);
 }
 
-// CPU: the reference.
+using Schedule = std::optional<c10::string_view>;
+
+// The schedule argument, parsed (a ValueError naming the bad item when it does not parse).
+MixedSchedule parse_schedule(Schedule const& schedule) {
+  if (!schedule.has_value()) return {};
+  try {
+    return MixedSchedule::parse(std::string(*schedule));
+  } catch (std::invalid_argument const& e) {
+    TORCH_CHECK_VALUE(false, kOp, e.what());
+  }
+}
+
+// CPU: the reference. A schedule is checked but has nothing to choose here.
 at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
                           std::optional<at::Tensor> const& zeros, int64_t bits,
-                          int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias) {
+                          int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
+                          Schedule schedule) {
   MixedProblem const p =
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias);
+  parse_schedule(schedule);
   if (!p.runs_kernel) return at::empty({p.m, p.n}, a.options());
   at::Tensor const w =
       dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
@@ -212,11 +216,23 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
 at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                            int64_t bits, int64_t group_size, int64_t k,
-                           std::optional<at::Tensor> const& bias) {
+                           std::optional<at::Tensor> const& bias, Schedule schedule) {
   MixedProblem const p =
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias);
+  MixedSchedule const sched = parse_schedule(schedule);
   c10::cuda::CUDAGuard const device_guard(a.device());
   if (!p.runs_kernel) return at::empty({p.m, p.n}, a.options());
+
+  // The plan, once: what runs, its grid and its workspace.
+  MixedPlan plan;
+  try {
+    plan = plan_mixed_gemm(
+        {p.m, p.n, p.k, static_cast<int>(p.bits), static_cast<int>(group_size),
+         a.scalar_type() == at::kBFloat16},
+        current_device_spec(), sched);
+  } catch (std::invalid_argument const& e) {
+    TORCH_CHECK_VALUE(false, kOp, e.what());
+  }
 
   MixedGemmParams params;
   params.a = a.data_ptr();
@@ -235,13 +251,9 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
-  // From mixed_dense_from_m() rows (192 with the mma.sync kernel, never with wgmma) the product is
-  // compute-bound and one pass that writes dequant(W) rounded to the activation dtype plus a dense
-  // cuBLAS GEMM beats the fused kernel (H200, probe_mixed.py --sweep-m: at M=128 fused mma.sync
-  // 22/68/223 us vs dense 25/84/290 us for 4096^2/8192^2/28672x8192 INT4; at M=192 fused
-  // 36/114/401 vs dense 30/93/296; mixed_policy.hpp for wgmma). The temporary [N, K] weight comes
-  // from the caching allocator, so this stays capturable.
-  if (p.m >= mixed_dense_from_m()) {
+  // The dense path: dequant(W) rounded to the activation dtype, then a dense GEMM. The temporary
+  // [N, K] weight comes from the caching allocator, so this stays capturable.
+  if (plan.kernel == MixedKernel::kDense) {
     at::Tensor w = at::empty({p.n, p.k}, a.options());
     cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);
     TORCH_CHECK(err == cudaSuccess, kOp, "dequantize kernel launch failed: ",
@@ -252,18 +264,19 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
   at::Tensor out = at::empty({p.m, p.n}, a.options());
   params.out = out.data_ptr();
 
-  // Split-K partial sums and the like: a caching-allocator buffer on the current stream, never
-  // cudaMalloc, so the call stays capturable in CUDA graphs. Uninitialized.
-  size_t const ws_bytes = mixed_gemm_workspace_bytes(params);
+  // Split-K partial sums: a caching-allocator buffer on the current stream, never cudaMalloc, so
+  // the call stays capturable in CUDA graphs. Uninitialized.
   at::Tensor workspace;
-  if (ws_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(ws_bytes)}, a.options().dtype(at::kByte));
+  if (plan.workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes)},
+                          a.options().dtype(at::kByte));
     params.workspace = workspace.data_ptr();
-    params.workspace_bytes = ws_bytes;
+    params.workspace_bytes = plan.workspace_bytes;
   }
 
-  cudaError_t const err = mixed_gemm_launch(params, stream);
-  TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed: ", cudaGetErrorString(err));
+  cudaError_t const err = mixed_gemm_launch(params, plan, stream);
+  TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed (", plan.describe(), "): ",
+              cudaGetErrorString(err));
   return out;
 }
 #endif  // CUTE_GEMM_NO_CUDA
@@ -275,12 +288,14 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor const& a,
                             at::Tensor const& qweight, at::Tensor const& scales,
                             std::optional<at::Tensor> const& zeros, int64_t bits,
-                            int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias) {
+                            int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
+                            Schedule schedule) {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("cute_gemm::mixed_gemm", "")
                          .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
                                            std::optional<at::Tensor> const&, int64_t, int64_t,
-                                           int64_t, std::optional<at::Tensor> const&)>();
+                                           int64_t, std::optional<at::Tensor> const&,
+                                           Schedule)>();
     ctx->saved_data["has_zeros"] = zeros.has_value();
     ctx->saved_data["has_bias"] = bias.has_value();
     ctx->saved_data["bits"] = bits;
@@ -288,7 +303,7 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
     ctx->saved_data["k"] = k;
     ctx->save_for_backward({qweight, scales, zeros.has_value() ? *zeros : at::Tensor()});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias);
+    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -312,23 +327,25 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
       grad_a = at::matmul(grad, w);
     }
     if (has_bias && ctx->needs_input_grad(bias_edge)) grad_bias = grad.sum(0);
-    // One entry per forward argument: a, qweight, scales, zeros, bits, group_size, k, bias.
+    // One entry per forward argument: a, qweight, scales, zeros, bits, group_size, k, bias,
+    // schedule.
     return {grad_a, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), grad_bias};
+            at::Tensor(), grad_bias, at::Tensor()};
   }
 };
 
 at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                                at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                                int64_t bits, int64_t group_size, int64_t k,
-                               std::optional<at::Tensor> const& bias) {
+                               std::optional<at::Tensor> const& bias, Schedule schedule) {
   if (at::GradMode::is_enabled()) {
     TORCH_CHECK(!scales.requires_grad() && !(zeros.has_value() && zeros->requires_grad()), kOp,
                 "gradients w.r.t. scales/zeros are not supported (the quantized weight is ",
                 "frozen; gradients flow to a and bias only); pass scales.detach() / ",
                 "zeros.detach()");
   }
-  return MixedGemmFunction::apply(a, qweight, scales, zeros, bits, group_size, k, bias);
+  return MixedGemmFunction::apply(a, qweight, scales, zeros, bits, group_size, k, bias,
+                                  schedule);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
-// Shared-memory matrix descriptors of wgmma.mma_async (sm_90a). Plain integer arithmetic, so host
-// code (and the CPU tests) can check the encoding. The tile layout a descriptor names is
-// Sw128KMajor in mma_traits_sm90.hpp.
+// Shared-memory matrix descriptors of wgmma.mma_async (sm_90a): the bit encoding only. Plain
+// integer arithmetic, so host code (and the CPU tests) can check it. Which byte offsets and
+// swizzle a tile needs follows from its layout: WgmmaDesc (cute_gemm/wgmma_desc.hpp) derives them
+// and calls this.
 
 #include <cstdint>
 
@@ -9,21 +10,23 @@
 
 namespace cute_gemm {
 
-// Descriptor of a K-major operand tile in shared memory with the 128-byte swizzle:
-//   rows of 64 16-bit elements (128 bytes), 8 rows per 1024-byte swizzle atom (the 16-byte chunk c
-//   of row r sits at chunk c ^ (r % 8): Swizzle<3,4,3> on byte addresses), atoms of consecutive
-//   8-row groups 1024 bytes apart (the stride byte offset). The leading byte offset is unused for
-//   swizzled K-major layouts (one wgmma reads 32 bytes of a row); it is set to 1 (16 bytes).
-//   Fields (PTX ISA, "matrix descriptor"): bits 0-13 start address >> 4, 16-29 leading byte
-//   offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset (0: the atom starts on a
-//   1024-byte boundary), 62-63 swizzle mode (1 = 128-byte).
-// @pre smem_addr is the shared-memory address of row 0 of a 1024-byte aligned atom, plus the byte
-//      offset of the k16 step within the row (0, 32, 64 or 96): the hardware applies the swizzle
-//      to the absolute address bits, so advancing the start by 32 bytes selects the next 16 k.
-// Example: a tile at 0x4400 (1024-aligned), k step 2 -> start 0x4440: desc = 0x4000004000010444.
-CG_HOST_DEVICE constexpr uint64_t make_wgmma_desc_sw128(uint32_t smem_addr) {
-  return uint64_t((smem_addr & 0x3FFFFu) >> 4) | (uint64_t(1) << 16) |
-         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+// The descriptor's swizzle modes (PTX ISA, "matrix descriptor", bits 62-63).
+enum class WgmmaSwizzle : uint32_t { kNone = 0, k128B = 1, k64B = 2, k32B = 3 };
+
+// The descriptor of an operand tile whose first core matrix (8 rows x 16 bytes) starts at
+// smem_addr. Fields (PTX ISA): bits 0-13 start address >> 4, 16-29 leading byte offset >> 4
+// (between core matrices adjacent along K), 32-45 stride byte offset >> 4 (between core matrices
+// adjacent along the rows), 49-51 base offset (0: the swizzle atoms start on their own alignment,
+// 1024 bytes for the 128-byte swizzle), 62-63 swizzle mode.
+// @pre smem_addr, leading_bytes and stride_bytes are multiples of 16 below 256 KB; with a swizzle,
+//      smem_addr is the atom's start plus the byte offset of a k step within its first row (the
+//      hardware swizzles the absolute address bits, so a larger start selects later k).
+// Example: start 0x4440, 16 and 1024 bytes, 128-byte swizzle -> 0x4000004000010444.
+CG_HOST_DEVICE constexpr uint64_t make_wgmma_desc(uint32_t smem_addr, uint32_t leading_bytes,
+                                                  uint32_t stride_bytes, WgmmaSwizzle swizzle) {
+  return uint64_t((smem_addr & 0x3FFFFu) >> 4) |
+         (uint64_t((leading_bytes & 0x3FFFFu) >> 4) << 16) |
+         (uint64_t((stride_bytes & 0x3FFFFu) >> 4) << 32) | (uint64_t(swizzle) << 62);
 }
 
 }  // namespace cute_gemm

@@ -5,6 +5,7 @@
 
 #include "cute_gemm/config.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
@@ -28,7 +29,7 @@ struct GroupShape {
   // Example: K = 4224, G = 128 -> size 128, last 32, shift 7; G = -1 (per-channel) -> size 4224,
   // last 0, per_channel, shift 0; G = -1 with K = 4096 -> size 4096, shift 12 (k >> 12 == 0).
   CG_HOST_DEVICE explicit GroupShape(MixedGemmParams const& p)
-      : size((p.group_size <= 0 || p.group_size > p.k) ? p.k : p.group_size),
+      : size(effective_group_size(p.group_size, p.k)),
         last((p.k + size - 1) / size - 1),
         per_channel(size == p.k && (size & (size - 1)) != 0),
         shift(per_channel ? 0 : log2_of_power_of_two(size)) {}

@@ -18,9 +18,9 @@
 // last group's zero point, so they dequantize to 0 with the last group's scale), and the kernel
 // must treat A beyond K as zero.
 //
-// The workspace: before each launch the op asks mixed_gemm_workspace_bytes() and passes a buffer
-// of at least that many bytes (a torch uint8 tensor from the caching allocator, UNINITIALIZED,
-// allocated on the launch stream; nullptr when 0 bytes). A kernel that needs it zeroed must clear
+// The workspace: the plan (mixed_plan.hpp) says how many bytes a launch needs; the op passes a
+// buffer of at least that many bytes (a torch uint8 tensor from the caching allocator,
+// UNINITIALIZED, allocated on the launch stream; nullptr when 0 bytes). A kernel that needs it zeroed must clear
 // it itself on `stream` (cudaMemsetAsync is capturable). The launcher never synchronizes the host,
 // never allocates, and launches on `stream` only, so calls can be captured in CUDA graphs.
 
@@ -30,17 +30,9 @@
 #include <cuda_runtime.h>
 
 #include "kernels/gemm/gemm_launch.hpp"  // HalfType
+#include "kernels/mixed/mixed_plan.hpp"
 
 namespace cute_gemm {
-
-// How the partial sums of a split-K launch meet (mixed_gemm_kernel.cuh).
-enum class SplitReduce : int {
-  kNone = 0,       // one split: the kernel writes out (+ bias)
-  kWorkspace = 1,  // fp32 partial sums to the workspace, a second kernel adds them in split order
-  kCluster = 2,    // the splits of a column tile are one cluster and add through distributed
-                   // shared memory in split order (sm_90; at most kMaxClusterSplits)
-};
-constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
 struct MixedGemmParams {
   void const* a = nullptr;            // [M, K], row stride lda elements
@@ -52,77 +44,27 @@ struct MixedGemmParams {
   int m = 0, n = 0, k = 0;            // k: the true K (the packed K is padded)
   int lda = 0, ldo = 0;
   int bits = 4;                       // 4 or 8
-  int group_size = 128;               // 32, 64, 128, or K for per-channel
+  int group_size = 128;               // 32, 64, 128, or K for per-channel (never -1)
   HalfType dtype = HalfType::kFloat16;
-  void* workspace = nullptr;          // mixed_gemm_workspace_bytes(...) bytes, uninitialized
+  void* workspace = nullptr;          // plan.workspace_bytes bytes, uninitialized
   size_t workspace_bytes = 0;
 };
-
-// Bytes of workspace a launch of this problem needs (split-K partial sums where the splits cannot
-// meet in a cluster); 0 for none. Reads m, n, k, bits, group_size and dtype of `params`.
-// The split depends on the current device's multiprocessor count (kernels/device_info.hpp).
-size_t mixed_gemm_workspace_bytes(MixedGemmParams const& params);
 
 // Writes dequant(W) as a dense row-major [N, K] matrix `w` in the activation dtype (the same
 // values the fused kernel uses). Only params' qweight, scales, zeros, n, k, bits, group_size and
 // dtype are read. For large M the op runs a dense GEMM on it instead of the fused kernel.
 cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cudaStream_t stream);
 
-// Which kernel runs a launch: mma.sync (mixed_gemm_kernel.cuh, sm_80+), on sm_90 devices when
-// the build has sm_90a code wgmma (mixed_wgmma_kernel.cuh), or up to M = 8 the decode kernel
-// (mixed_decode_kernel.cuh, sm_80+).
-enum class MixedKernel : int { kMma = 0, kWgmma = 1, kDecode = 2 };
+// The current device as the planner sees it (cached per device): its SM count, shared memory
+// and registers from cudaGetDeviceProperties; wgmma when this build has sm_90a code, the device is
+// compute capability 9.0 and the driver can encode tensor maps (the warp-specialized kernels copy
+// by TMA).
+DeviceSpec const& current_device_spec();
 
-// What a launch of this problem runs: the kernel, its M tile (rows of A per CTA; m_tiles =
-// tile_m / 16 for the mma.sync kernel) and group granularity, whether the scales multiply exact
-// per-group sums (otherwise the weight is rounded to the activation dtype first), the split-K
-// factor (no split empty) and how the splits meet. Reads m, n, k, bits, group_size and dtype of
-// `params`. tile_m is 0 when no instance fits.
-struct MixedPlan {
-  MixedKernel kernel = MixedKernel::kMma;
-  int tile_m = 0;
-  int m_tiles = 0;
-  bool fine_groups = false;
-  bool exact_scales = true;
-  int splits = 1;
-  SplitReduce reduce = SplitReduce::kNone;
-  int warps = 0;      // decode: warps per CTA (0 otherwise)
-  int col_warps = 0;  // decode: warps per k group, side by side on 32 columns each; the CTA's
-                      // warps / col_warps k groups each take a slice of its k range (0 otherwise)
-  int warp_groups = 0;  // wgmma: warpgroups per CTA (0 otherwise)
-};
-MixedPlan mixed_gemm_plan(MixedGemmParams const& params);
-
-// Process-wide override of the split-K plan, for tests and tuning: splits > 0 forces that many
-// splits (at most 64; fewer when K has fewer k blocks), reduce kWorkspace or kCluster forces that
-// reduction (kCluster only where supported, with at most kMaxClusterSplits splits; otherwise
-// the workspace). -1 restores the heuristic. Returns false (and changes nothing) when out of range.
-bool mixed_set_split_override(int splits, int reduce);
-void mixed_split_override(int& splits, int& reduce);
-
-// Process-wide choice of the kernel, for tests and tuning: -1 the default (decode up to M = 8,
-// mma.sync up to M = 16, then wgmma where usable), 0 mma.sync, 1 wgmma where usable (mma.sync
-// otherwise), 2 decode up to M = 8. Returns false when out of range.
-bool mixed_set_kernel_override(int kernel);
-int mixed_kernel_override();
-
-// Process-wide override of the decode kernel's CTA shape, for tests and tuning: warps 1..16 forces
-// that many warps per CTA (rounded down to whole k groups that fit, at least one), col_warps 1, 2
-// or 4 the warps per k group; -1 restores the heuristic for each. Returns false (and changes
-// nothing) when out of range.
-bool mixed_set_decode_override(int warps, int col_warps);
-void mixed_decode_override(int& warps, int& col_warps);
-
-// Process-wide override of the wgmma kernel's instance, for tests and tuning: tile_m 32, 64, 128
-// or 256 forces that token tile (rows of A per CTA; its instance fixes the warpgroups), -1 restores
-// the heuristic. Returns false (and changes nothing) when out of range.
-bool mixed_set_wgmma_override(int tile_m);
-int mixed_wgmma_override();
-
-// Whether this build has the sm_90a wgmma kernels and the current device can run them.
-bool mixed_wgmma_usable();
-
-// Launches out = A @ dequant(W)^T (+ bias) on `stream`. Returns the launch error, if any.
-cudaError_t mixed_gemm_launch(MixedGemmParams const& params, cudaStream_t stream);
+// Launches `plan` (plan_mixed_gemm for this problem and the current device; not the dense path)
+// on `stream`: out = A @ dequant(W)^T (+ bias). With plan.splits > 1, params.workspace must hold
+// plan.workspace_bytes. Returns the launch error, if any.
+cudaError_t mixed_gemm_launch(MixedGemmParams const& params, MixedPlan const& plan,
+                              cudaStream_t stream);
 
 }  // namespace cute_gemm

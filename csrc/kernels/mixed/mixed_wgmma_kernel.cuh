@@ -4,41 +4,40 @@
 // wgmma takes only its A operand from registers, and the weights are what must be converted in
 // registers, so the kernel computes the transposed product
 //     out^T[N, M] = dequant(W)[N, K] @ A^T[K, M]
-// with the weights as wgmma's A (64 output columns per wgmma, dequantized in registers) and the
-// activations as its B (M's tokens are wgmma's N: 32 .. 256 per CTA), read from shared memory
-// through a matrix descriptor. The dispatcher runs it from M = 17 (below, at decode sizes, the
-// mma.sync kernel of mixed_gemm_kernel.cuh measured as fast or faster): against mma.sync it has
+// with the weights as wgmma's A (64 columns of N per wgmma, dequantized in registers) and the
+// activations as its B (the CTA's kTileM rows of A are wgmma's N: 32 .. 256), read from shared
+// memory through a matrix descriptor. Against the mma.sync kernel (mixed_gemm_kernel.cuh) it has
 //   - no ldmatrix of the activations and half the tensor-core instructions per weight;
 //   - asynchronous MMAs: with rounded weights a warp dequantizes k block i while the wgmmas of
 //     block i - 1 run;
-//   - Hopper's full tensor rate per instruction (mma.sync tops out near 60% of it).
-// On the H200 it is 10-25% faster than the mma.sync kernel from M = 64 to 512 and within 10% either
-// way at M = 32 (probe_mixed.py --kernels). What it lacks for cuBLAS's efficiency at M >= 128: no
-// producer/consumer warp specialization, cp.async instead of TMA, and the warpgroups of a CTA
-// meeting at __syncthreads once per k block.
+//   - Hopper's full tensor rate per instruction, which mma.sync does not reach.
+// This file holds the kernel whose threads all copy (cp.async) and meet at a CTA barrier once per
+// k block, and the parts both wgmma kernels share (WgmmaWarpSlice, for_blocks_in_pairs); the
+// warp-specialized kernel (mixed_wgmma_ws_kernel.cuh) copies with TMA from a producer warpgroup
+// instead. Every tile size, shared-memory layout and thread-value map named below is in
+// MixedWgmmaConfig (mixed_wgmma_config.hpp).
 //
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
-// (column g of each, weight_format.hpp) are exactly the wgmma A fragment of rows g and g + 8 of
-// the 16 rows those blocks form:
+// (column g of each, weight_format.hpp) are exactly the wgmma A fragment of wgmma's rows g and
+// g + 8 of the 16 rows those blocks form:
 //     A regs {a0a1, a2a3, a4a5, a6a7} =
 //         {r0(block 2p), r0(block 2p+1), r1(block 2p), r1(block 2p+1)}
-// ((T128, V8) -> (M64, K16): warp w, lane 4g + t holds rows 16w + g and 16w + g + 8, columns
-// 2t, 2t + 1, 2t + 8, 2t + 9, as in the m16n8k16 A fragment).
+// (Wgmma64xNx16Layouts::ALayout, (T128, V8) -> (M64, K16): warp w, lane 4g + t holds wgmma's rows
+// 16w + g and 16w + g + 8, columns 2t, 2t + 1, 2t + 8, 2t + 9, as in the m16n8k16 A fragment).
 //
-// CTA: one or two warpgroups (4 warps each), kRowTiles m64 tiles each, so 64 * kRowTiles *
-// kWarpGroups output columns; warp w of warpgroup wg dequantizes n8 blocks 8 r + 2w and
-// 8 r + 2w + 1 of row tile r = wg * kRowTiles + (0 .. kRowTiles - 1). Two warpgroups share each
-// activation tile (half the activation traffic per output column of one) and keep two
-// warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros) and the
-// activation tile travel through a kStages-deep cp.async pipeline (weights L2 evict-first); the
-// activation tile is stored K-major with the 128-byte swizzle the descriptor names
-// (make_wgmma_desc_sw128).
+// CTA: one or two consumer warpgroups (4 warps each), kNTiles n64 tiles each; warp w of
+// warpgroup wg dequantizes n8 blocks 2w and 2w + 1 of each of its n64 tiles (WeightBlockTV). Two
+// warpgroups share each activation tile (half the activation traffic per column of N of one) and
+// keep two warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros)
+// and the activation tile travel through a kStages-deep cp.async pipeline (weights L2
+// evict-first); the activation tile is stored K-major with the 128-byte swizzle (SmemA), and the
+// wgmma descriptor is derived from that layout (WgmmaDesc).
 //
 // Scales, two ways (kExactScales):
-//   - exact (small token tiles): registers hold q - z, the wgmmas accumulate exact fp32 sums per
+//   - exact (M tiles of 32 rows): registers hold q - z, the wgmmas accumulate exact fp32 sums per
 //     group and the scale multiplies them once per group and output (as the mma.sync kernel does:
 //     the product uses the exact weight (q - z) * s).
-//   - rounded (token tiles of 64 and more, where a second accumulator set would not fit): the
+//   - rounded (M tiles of 64 rows and more, where a second accumulator set would not fit): the
 //     registers hold (q - z) * s rounded to the activation dtype, the weight the dense path uses,
 //     and the wgmmas accumulate the whole K without stopping at group ends.
 // Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
@@ -47,88 +46,21 @@
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
-#include "cute_gemm/mma_traits_sm90.hpp"
+#include "cute_gemm/wgmma_desc.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/mixed_wgmma_config.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
 
-// Producer: the warp-specialized kernel (mixed_wgmma_ws_kernel.cuh), one more warpgroup that
-// issues TMA copies while the WarpGroups consumer warpgroups dequantize and multiply.
-template <class Element_, int Bits, int TileM, int RowTiles, bool ExactScales, int WarpGroups,
-          bool Producer = false>
-struct MixedWgmmaConfig {
-  using Element = Element_;
-  static constexpr int kBits = Bits;
-  static constexpr int kWarpGroups = WarpGroups;  // consumers
-  static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two warpgroups per CTA");
-  static constexpr bool kProducer = Producer;
-  static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
-  static constexpr int kConsumerThreads = 128 * WarpGroups;
-  static constexpr int kThreads = 128 * (WarpGroups + (Producer ? 1 : 0));
-  static constexpr int kRowTiles = RowTiles;               // m64 row tiles per warpgroup
-  static constexpr int kTileN = 64 * RowTiles * WarpGroups;  // output columns per CTA (wgmma's M)
-  static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
-  static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma N is 8 .. 256 in 8s");
-  static constexpr bool kExactScales = ExactScales;
-  static constexpr int kBlocksPerCta = kTileN / kBlockN;
-  static constexpr int kBlocksPerWarp = 2 * RowTiles;
-  static constexpr int kBlockK = block_k(Bits);                // 128 (INT4) or 64 (INT8)
-  static constexpr int kKSteps = kBlockK / 16;
-  static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;      // k16 steps one packed word feeds
-  static constexpr int kKPerWord = 16 * kStepsPerWord;
-  // Scale (and zero) rows per stage: one per 32 k of the block (the smallest group), repeated
-  // when a group is longer, so a word's row is a constant offset (k16 step j reads row j / 2).
-  static constexpr int kScaleRows = kBlockK / 32;
-  static constexpr int kAccRegs = TileM / 2;       // f32 accumulators per thread per row tile
-  // Shared memory: the activation tiles of all stages first (each stage a multiple of 1024 bytes,
-  // so every 128-byte swizzle atom starts on a 1024-byte boundary), then per stage the weights
-  // [blocks][32 lanes][16 B] and scales / zeros [kScaleRows][kTileN].
-  // Activation tile of one stage: (TileM, kBlockK) K-major with the 128-byte swizzle, as the
-  // wgmma descriptor reads it.
-  using SmemA = Sw128KMajor<TileM, kBlockK>;
-  static constexpr int kAStageBytes = TileM * kBlockK * 2;
-  static_assert(kAStageBytes % 1024 == 0, "stages must keep the swizzle atoms 1024-byte aligned");
-  static constexpr int kWeightBytes = kBlocksPerCta * 32 * 16;
-  static constexpr int kScaleElems = kScaleRows * kTileN;
-  static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * 2;
-  // Dynamic shared memory per CTA on sm_90 (227 KB); 1 KB of it is lost to rounding the base up
-  // to 1024 bytes in the kernel. The most stages of this tile that fit:
-  static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr int kMaxStages = 5;
-  static constexpr int kStagesThatFit =
-      (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * kMaxStages : 0)) / (kAStageBytes + kStageBytes);
-
-  // Register cap (CTAs per SM). One warpgroup: 3 CTAs at 32 tokens (a k block's 64 dequantized
-  // registers plus two accumulator sets in 167 registers), 2 at 64 tokens (two register sets of a
-  // k block for the overlap: 244 registers), 1 above. Two warpgroups (one row tile each): 1 CTA at
-  // 128 tokens (168 registers) and 256 tokens (128 accumulators, two register sets of 32);
-  // 2 up to 64 tokens, where 128 registers spill a few bytes (not instantiated). ptxas -v.
-  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
-  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
-  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
-  // i - 2 is refilled, S - 2 ahead, and token tiles of 128 or more (one CTA per SM) take 5 stages
-  // where they fit (256-token INT4 tiles: 3, 74 KB each).
-  static constexpr int kStages =
-      !ExactScales && TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages)
-                                   : 4;
-  static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
-  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
-  // The warp-specialized kernel's full and empty mbarrier per stage follow the stages.
-  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
-  static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
-  static constexpr int kSmemBytes = 1024 + kStages * (kAStageBytes + kStageBytes) + kBarrierBytes;
-};
-
 // One warp's part of a CTA tile, shared by the cp.async kernel and the warp-specialized one
-// (mixed_wgmma_ws_kernel.cuh): warp `warp` of warpgroup `wg` dequantizes n8 blocks 8 r + 2 warp
-// and 8 r + 2 warp + 1 of row tiles r = wg * kRowTiles + (0 .. kRowTiles - 1), lane 4g + t.
+// (mixed_wgmma_ws_kernel.cuh): the n8 blocks (WeightBlockTV) and columns of N (WeightColTV) that
+// consumer thread `tid` dequantizes, its wgmma A fragments and its accumulators (AccTV).
 template <class Cfg>
 struct WgmmaWarpSlice {
   using T = typename Cfg::Element;
@@ -136,38 +68,38 @@ struct WgmmaWarpSlice {
   using T2 = typename D::T2;
   static constexpr int NB = Cfg::kBlocksPerWarp;
   // The weight registers of one k block: [wi][b][s][2] = registers (r0, r1) of block b at k16
-  // step s of packed word wi, holding q - z (exact scales) or (q - z) * s rounded.
+  // step s of packed word wi, holding q - z (exact scales) or (q - z) * s rounded. Block
+  // b = h + 2 r is value (h, r) of WeightBlockTV.
   using BlockRegs = uint32_t[4][NB][Cfg::kStepsPerWord][2];
 
   int lane, g, t;
-  int w_dst[NB];     // block index within the CTA tile
-  int lane_col[NB];  // this lane's column within the CTA tile: g or g + 8 of its block
+  int w_dst[NB];     // n8 block within the CTA tile: WeightBlockTV(thread, b)
+  int lane_col[NB];  // column of N within the CTA tile: WeightColTV(thread, b)
   bool symmetric;
-  // Dequantization constants of rows g and g + 8 of each row tile: the symmetric zero point
-  // throughout, or the current group's zero points.
+  // Dequantization constants of the columns lane_col: the symmetric zero point throughout, or the
+  // current group's zero points.
   ZeroConstants<T2> zc[NB];
 
   CG_DEVICE WgmmaWarpSlice(int tid, bool symmetric_)
       : lane(tid % 32), g(lane / 4), t(lane % 4), symmetric(symmetric_) {
-    const int warp = (tid / 32) % 4, wg = tid / 128;
+    // The thread's coordinate ((t, g), w, wg) in ConsumerThreads (tid >= 0).
+    const auto thr = make_coord(make_coord(t, g), (tid >> 5) & 3, tid >> 7);
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
-      w_dst[b] = 8 * (Cfg::kRowTiles * wg + b / 2) + 2 * warp + (b % 2);
-      lane_col[b] = 64 * (Cfg::kRowTiles * wg + b / 2) + 16 * warp + 8 * (b % 2) + g;
+      w_dst[b] = typename Cfg::WeightBlockTV{}(thr, b);
+      lane_col[b] = typename Cfg::WeightColTV{}(thr, b);
       zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
     }
   }
 
   // Where symmetric weights branch: once per k block (rounded weights), so the symmetric block is
-  // one straight run that ptxas interleaves across words (3-12% faster at M = 64 and 128 on the
-  // H200), or once per word (exact scales, where the straight run made ptxas serialize the
-  // wgmmas, C7513; and INT4 256-token tiles, whose straight run needs more registers than the
-  // consumers have, C7512).
+  // one straight run that ptxas interleaves across words, or once per word (exact scales, where
+  // the straight run made ptxas serialize the wgmmas, C7513; and INT4 256-row M tiles, whose
+  // straight run needs more registers than the consumers have, C7512).
   static constexpr bool kBranchPerBlock =
       !Cfg::kExactScales && (Cfg::kTileM < 256 || Cfg::kBits == 8);
 
-  // The k block in stage `st` (weights [blocks][32 lanes][16 B], then scales and zeros
-  // [kScaleRows][kTileN]) into registers.
+  // The k block in stage `st` (weights SmemW, then scales and zeros SmemScales) into registers.
   CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
     if constexpr (kBranchPerBlock) {
       if (symmetric) {
@@ -184,18 +116,21 @@ struct WgmmaWarpSlice {
   // otherwise the run-time `symmetric` decides per word.
   template <bool Symmetric>
   CG_DEVICE void dequantize_block_as(char const* st, BlockRegs& a) {
+    constexpr auto sW = typename Cfg::SmemW{};
+    constexpr auto sS = typename Cfg::SmemScales{};
+    uint4 const* s_w = reinterpret_cast<uint4 const*>(st);
     T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const*>(st)[w_dst[b] * 32 + lane];
+    for (int b = 0; b < NB; ++b) w[b] = s_w[sW(lane, w_dst[b])];
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
-      // This word's row in the stage's scales (groups never split a word: G >= 32).
-      T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
+      // This word's scale row (groups never split a word: G >= 32).
+      const int srow = wi * Cfg::kKPerWord / 32;
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
         if (!Symmetric && !symmetric) {  // warp-uniform; symmetric weights keep the constants
-          zc[b] = D::zero_constants(HalfTraits<T>::to_float(srow[Cfg::kScaleElems + lane_col[b]]));
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, lane_col[b], 1)]));
         }
         uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
         dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
@@ -205,7 +140,7 @@ struct WgmmaWarpSlice {
           a[wi][b][s][1] = r[2 * s + 1];
         }
         if constexpr (!Cfg::kExactScales) {
-          const T2 s2 = D::splat_of(srow[lane_col[b]]);
+          const T2 s2 = D::splat_of(s_scale[sS(srow, lane_col[b], 0)]);
           CG_PRAGMA_UNROLL
           for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
             CG_PRAGMA_UNROLL
@@ -218,8 +153,8 @@ struct WgmmaWarpSlice {
     }
   }
 
-  // The wgmma A fragment of row tile r at step s of word wi: rows g and g + 8 are blocks 2r and
-  // 2r + 1.
+  // The wgmma A fragment of n64 tile r at step s of word wi (ALayout): wgmma's rows g and g + 8
+  // are blocks 2r and 2r + 1 (h = 0, 1), its k 2t.. and 2t + 8.. the registers r0 and r1.
   CG_DEVICE static void fragment(BlockRegs const& a, int wi, int s, int r, uint32_t (&frag)[4]) {
     frag[0] = a[wi][2 * r][s][0];
     frag[1] = a[wi][2 * r + 1][s][0];
@@ -227,21 +162,22 @@ struct WgmmaWarpSlice {
     frag[3] = a[wi][2 * r + 1][s][1];
   }
 
-  // Where k16 step j starts in a K-major 128-byte swizzled activation tile, in bytes: its atom
-  // (j / 4) and 32 bytes per step within the atom (the hardware swizzles the absolute address).
+  // Where k16 step j starts in the activation tile, in bytes: SmemA at (0, 16 j), a constant (its
+  // 128-byte line j / 4 and 32 bytes per step within the line; row 0 is never swizzled, and the
+  // hardware swizzles the absolute address).
   CG_DEVICE static constexpr int step_offset(int j) {
-    return (j / 4) * Cfg::kTileM * 128 + (j % 4) * 32;
+    return int(typename Cfg::SmemA{}(0, 16 * j)) * int(sizeof(T));
   }
 
   // acc[r] += the k block's weights (a, rounded) x its activation tile (stage `desc_stage`).
   template <class Wgmma>
   CG_DEVICE static void mma_block(BlockRegs const& a, uint64_t desc_stage,
-                                  float (&acc)[Cfg::kRowTiles][Cfg::kAccRegs]) {
+                                  float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
     CG_PRAGMA_UNROLL
     for (int j = 0; j < Cfg::kKSteps; ++j) {
       const uint64_t desc = desc_stage + uint64_t(step_offset(j) >> 4);
       CG_PRAGMA_UNROLL
-      for (int r = 0; r < Cfg::kRowTiles; ++r) {
+      for (int r = 0; r < Cfg::kNTiles; ++r) {
         uint32_t frag[4];
         fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
         Wgmma::fma(acc[r], frag, desc, 1);
@@ -250,13 +186,12 @@ struct WgmmaWarpSlice {
   }
 
   // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
-  // workspace slice): acc[r][4i + v] is output column n0 + lane_col[2r + v / 2], row m0 + 8i +
-  // 2t + v % 2.
-  CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kRowTiles][Cfg::kAccRegs],
+  // workspace slice): acc[r][v] is element (AccRowTV, AccColTV)(thread, (v, r)) of the tile.
+  CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
                        int m0, int n0, bool to_workspace) const {
     float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
     CG_PRAGMA_UNROLL
-    for (int r = 0; r < Cfg::kRowTiles; ++r) {
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
       CG_PRAGMA_UNROLL
       for (int v = 0; v < Cfg::kAccRegs; ++v) {
         const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
@@ -274,10 +209,10 @@ struct WgmmaWarpSlice {
 
 // Runs step(i, Int<set>) for k blocks i = 0 .. n_kb - 1, alternating two register sets (set 0
 // for even i). PeelOddLast: the loop runs whole pairs and an odd last block follows it; otherwise
-// the second step of each pair is conditional inside the loop. With 128 accumulators (256-token
+// the second step of each pair is conditional inside the loop. With 128 accumulators (256-row M
 // tiles), and in the warp-specialized kernel, ptxas serializes every wgmma (C7515, C7513) when
 // the second step is conditional; the peeled block takes a third register set, which the
-// cp.async kernel's 64-token tile cannot spare (C7511).
+// cp.async kernel's 64-row M tile cannot spare (C7511).
 template <bool PeelOddLast, class Step>
 CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
   if constexpr (PeelOddLast) {
@@ -307,15 +242,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
-  constexpr int RT = Cfg::kRowTiles, NB = Cfg::kBlocksPerWarp, NACC = Cfg::kAccRegs;
+  constexpr int NT = Cfg::kNTiles, NB = Cfg::kBlocksPerWarp, NACC = Cfg::kAccRegs;
+  constexpr auto sA = typename Cfg::SmemA{};
+  constexpr auto sW = typename Cfg::SmemW{};
+  constexpr auto sS = typename Cfg::SmemScales{};
   extern __shared__ uint128_t smem_raw[];
   // The swizzle atoms must start on 1024-byte boundaries of the shared address space.
   const uint32_t raw_addr = detail::smem_addr(smem_raw);
   char* smem = reinterpret_cast<char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
   T* smem_a = reinterpret_cast<T*>(smem);
-  char* smem_w = smem + S * Cfg::kAStageBytes;
+  char* smem_w = smem + Cfg::kWeightsOffset;
 
-  // Warpgroup wg owns row tiles wg * RT .. wg * RT + RT - 1; warp w of it dequantizes their n8
+  // Warpgroup wg owns n64 tiles wg * NT .. wg * NT + NT - 1; warp w of it dequantizes their n8
   // blocks 2w and 2w + 1 (WgmmaWarpSlice).
   const int tid = threadIdx.x, lane = tid % 32;
   WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
@@ -336,26 +274,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
                (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
   }
-  // Scales (and zeros): kScaleRows rows of kTileN columns per stage, 16-byte chunks; row r holds
-  // the group of k = 32 r in the block.
-  constexpr int kScaleChunks = Cfg::kTileN / 8;
-  static_assert(Cfg::kScaleRows * kScaleChunks <= Cfg::kThreads, "one scale chunk per thread");
-  const bool scale_copier = tid < Cfg::kScaleRows * kScaleChunks;
+  // Scales (and zeros): kScaleRows rows of kTileN columns per stage (SmemScales), one 16-byte
+  // chunk per thread (ScaleCopyTV); row r holds the group of k = 32 r in the block.
+  static_assert(Cfg::kScaleRows * Cfg::kScaleChunks <= Cfg::kThreads, "one scale chunk per thread");
+  const bool scale_copier = tid < Cfg::kScaleRows * Cfg::kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
-  const int scale_col = n0 + (tid % kScaleChunks) * 8 < p.n ? n0 + (tid % kScaleChunks) * 8 : 0;
-  const int scale_row = tid / kScaleChunks;
-  // Activations: 16-byte chunks (row, 8 elements of K); thread tid copies chunks tid + 128 j.
-  constexpr int kChunksPerRow = BK / 8;
-  constexpr int kAChunks = BM * kChunksPerRow;
-  constexpr int kAPerThread = (kAChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  using ScaleCopy = typename Cfg::ScaleCopyTV;
+  const int scale_row = tile_rows<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
+  const int scale_n = tile_cols<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
+  const int scale_col = n0 + scale_n < p.n ? n0 + scale_n : 0;
+  const int scale_dst = typename Cfg::ScaleCopyDst{}(tid, 0);
+  // Activations: 16-byte chunks (row, 8 elements of K), ACopyTV.
+  constexpr int kAPerThread = Cfg::kAPerThread;
   T const* a_ptr = static_cast<T const*>(p.a);
-  const auto sA = typename Cfg::SmemA{};
-  // Thread tid's chunks j are rows r0 + kRowStep * j of one column: a row step of a multiple of 8
-  // rows keeps the swizzle (row % 8) and adds kRowStep * 64 elements, so one offset per thread.
-  constexpr int kRowStep = Cfg::kThreads / kChunksPerRow;
-  const int a_kcol = (tid % kChunksPerRow) * 8;
-  const int a_row0 = tid / kChunksPerRow;
+  // Thread tid's chunks j are rows a_row0 + kARowStep * j of one column: a row step of a multiple
+  // of 8 rows keeps the swizzle phase (row % 8), so one smem offset per thread plus a constant
+  // SmemA(kARowStep * j, 0) per chunk.
+  constexpr int kRowStep = Cfg::kARowStep;
+  using ACopy = typename Cfg::ACopyTV;
+  const int a_row0 = tile_rows<BM>(ACopy{})(tid, 0);
+  const int a_kcol = tile_cols<BM>(ACopy{})(tid, 0);
   const int a_soff = sA(a_row0 % BM, a_kcol);
   T const* a_src = a_ptr + int64_t(m0 + (m0 + a_row0 < p.m ? a_row0 : 0)) * p.lda +
                    int64_t(kb_begin) * BK + a_kcol;
@@ -377,7 +316,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(a_ptr),
             *reinterpret_cast<uint128_t*>(smem_a + s * (Cfg::kAStageBytes / 2) + a_soff +
-                                          kRowStep * 64 * j),
+                                          sA(kRowStep * j, 0)),
             false);
       }
     }
@@ -391,17 +330,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     for (int b = 0; b < NB; ++b) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
           w_src[b][int64_t(i) * 32],
-          reinterpret_cast<uint128_t*>(st)[slice.w_dst[b] * 32 + lane], true, policy);
+          reinterpret_cast<uint128_t*>(st)[sW(lane, slice.w_dst[b])], true, policy);
     }
     if (scale_copier) {
       const int grp = min(groups.of(kb * BK + 32 * scale_row), groups.last);
       const int64_t at = int64_t(grp) * p.n + scale_col;
-      uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + tid;
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
-                                            s_dst[0], true);
+      T* s_scale = reinterpret_cast<T*>(st + Cfg::kWeightBytes);
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+          *reinterpret_cast<uint128_t const*>(scales + at),
+          *reinterpret_cast<uint128_t*>(s_scale + scale_dst), true);
       if (zeros != nullptr) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
-                                              s_dst[Cfg::kScaleElems / 8], true);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
+            *reinterpret_cast<uint128_t const*>(zeros + at),
+            *reinterpret_cast<uint128_t*>(s_scale + scale_dst + sS(0, 0, 1)), true);
       }
     }
   };
@@ -417,25 +358,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (a_row_ok[j]) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(src),
-            *reinterpret_cast<uint128_t*>(dst + kRowStep * 64 * j), col_ok);
+            *reinterpret_cast<uint128_t*>(dst + sA(kRowStep * j, 0)), col_ok);
       }
       src += a_row_step;
     }
   };
 
-  // Descriptor of stage 0's activation tile; stage s adds s * kAStageBytes, k16 step j its
-  // WgmmaWarpSlice::step_offset.
-  const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem_a));
+  // Descriptor of stage 0's activation tile, derived from its layout; stage s adds
+  // s * kAStageBytes, k16 step j its WgmmaWarpSlice::step_offset.
+  const uint64_t desc0 = make_wgmma_desc(sA, detail::smem_addr(smem_a));
   auto desc_at = [&](int stage, int j = 0) {
     return desc0 +
            uint64_t((stage * Cfg::kAStageBytes + WgmmaWarpSlice<Cfg>::step_offset(j)) >> 4);
   };
 
-  // Accumulators per row tile: ((T128, V NACC) -> (M64 output columns, BM tokens)).
-  float acc[RT][NACC];
-  float part[Cfg::kExactScales ? RT : 1][Cfg::kExactScales ? NACC : 1];
+  // Accumulators: acc[r][v] is value (v, r) of AccTV, (T, V) -> (M kTileM, N kTileN).
+  float acc[NT][NACC];
+  float part[Cfg::kExactScales ? NT : 1][Cfg::kExactScales ? NACC : 1];
   CG_PRAGMA_UNROLL
-  for (int r = 0; r < RT; ++r) {
+  for (int r = 0; r < NT; ++r) {
     CG_PRAGMA_UNROLL
     for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
   }
@@ -505,7 +446,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
           const uint64_t desc = desc_at(stage, wi * Cfg::kStepsPerWord + s);
           CG_PRAGMA_UNROLL
-          for (int r = 0; r < RT; ++r) {
+          for (int r = 0; r < NT; ++r) {
             uint32_t frag[4];
             WgmmaWarpSlice<Cfg>::fragment(a, wi, s, r, frag);
             Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
@@ -519,11 +460,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         if (group_end) {
           wgmma_commit_group();
           wgmma_wait_group<0>();
-          T const* srow = s_scale + (wi * Cfg::kKPerWord / 32) * Cfg::kTileN;
+          // Value (e, h, i) of n64 tile r lies in column WeightColTV(thread, (h, r)).
+          const int srow = wi * Cfg::kKPerWord / 32;
           CG_PRAGMA_UNROLL
-          for (int r = 0; r < RT; ++r) {
-            const float s_lo = HalfTraits<T>::to_float(srow[slice.lane_col[2 * r]]);
-            const float s_hi = HalfTraits<T>::to_float(srow[slice.lane_col[2 * r + 1]]);
+          for (int r = 0; r < NT; ++r) {
+            const float s_lo = HalfTraits<T>::to_float(s_scale[sS(srow, slice.lane_col[2 * r], 0)]);
+            const float s_hi =
+                HalfTraits<T>::to_float(s_scale[sS(srow, slice.lane_col[2 * r + 1], 0)]);
             CG_PRAGMA_UNROLL
             for (int v = 0; v < NACC; ++v) {
               acc[r][v] = fmaf((v & 2) ? s_hi : s_lo, part[r][v], acc[r][v]);

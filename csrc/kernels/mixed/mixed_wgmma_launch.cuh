@@ -45,29 +45,32 @@ int mixed_wgmma_ctas_per_sm() {
   return ctas;
 }
 
-// The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps).
+// The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps), their boxes the
+// config's shared-memory layouts: each box fills one SmemA line, the whole SmemW, one SmemScales
+// row.
 template <class Cfg>
 cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
+  static_assert(Cfg::kABoxK * 2 == 128, "an activation box is one 128-byte swizzle line of K");
   const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
   const uint64_t groups = uint64_t(GroupShape(p).last) + 1;
   const auto half = p.dtype == HalfType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, p.dtype == HalfType::kBFloat16,
                                            uint64_t(p.m), uint64_t(p.k), uint64_t(p.lda),
-                                           Cfg::kTileM);
+                                           Cfg::kABoxRows);
   if (e == cudaSuccess) {
-    // Each n8 block's k block is 512 contiguous bytes (weight_format.hpp): 128 words per row.
+    // Each n8 block's k block is kWBoxWords contiguous words (weight_format.hpp).
+    const uint64_t words = uint64_t(k_blocks) * Cfg::kWBoxWords;
     e = encode_2d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32, uint64_t(p.n / kBlockN),
-                      uint64_t(k_blocks) * 128, uint64_t(k_blocks) * 512, Cfg::kBlocksPerCta, 128,
-                      false);
+                      words, words * 4, Cfg::kWBoxBlocks, Cfg::kWBoxWords, false);
   }
   if (e == cudaSuccess) {
     e = encode_2d_map(&maps->scales, p.scales, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
-                      Cfg::kTileN, false);
+                      Cfg::kScaleBoxCols, false);
   }
   if (e == cudaSuccess && p.zeros != nullptr) {
     e = encode_2d_map(&maps->zeros, p.zeros, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
-                      Cfg::kTileN, false);
+                      Cfg::kScaleBoxCols, false);
   }
   return e;
 }

@@ -4,20 +4,20 @@
 // rounded weights) with its copies taken out of the consumer warps.
 //
 // Why: in the cp.async kernel every thread copies part of each stage, so before a stage is refilled
-// every warp must be done with it, and the warps meet at a CTA barrier once per k block. With 256
-// tokens ncu put 22% of the stall samples on that barrier (8192^2 M=256): a warpgroup waits for the
-// other's wgmmas. Here one more warpgroup produces: one thread issues each stage as TMA copies
-// (cute_gemm/arch/tma_sm90.hpp) from tensor maps built on the host:
-//   - the activation tile, (kTileM tokens, 64 k) boxes with the 128-byte swizzle, rows past M and
-//     columns past K filled with zeros;
+// every warp must be done with it, and the warps meet at a CTA barrier once per k block, where a
+// warpgroup waits for the other's wgmmas. Here one more warpgroup produces: one thread issues each
+// stage as TMA copies (cute_gemm/arch/tma_sm90.hpp) from tensor maps built on the host, whose
+// boxes are read off the shared-memory layouts of MixedWgmmaConfig:
+//   - the activation tile SmemA, (kTileM rows, 64 k) boxes with the 128-byte swizzle, one per
+//     128-byte line of K, rows past M and columns past K filled with zeros;
 //   - the weights: the packed tensor seen as [N / 8 blocks][k_blocks * 128 words], one box of
-//     (kTileN / 8 blocks, 128 words) = the stage's [block][32 lanes][16 B] exactly;
-//   - the scales (and zeros): one (1 group, kTileN columns) box per scale row of the stage.
+//     (kTileN / 8 blocks, 128 words) = the stage's SmemW [block][32 lanes][16 B] exactly;
+//   - the scales (and zeros): one (1 group, kTileN columns) box per row of SmemScales.
 // Stage s has a "full" mbarrier (the producer's arrive with the stage's byte count, plus the TMA
 // bytes) and an "empty" one (one arrive per consumer warp once its wgmmas on the stage are done).
 // Only the producer waits on "empty"; a consumer warp waits only for its data and its own wgmmas.
 // setmaxnreg moves registers from the producer (24) to the consumers (WgmmaRegisterSplit), which
-// hold the accumulators (128 for a 256-token tile) and two register sets of a k block.
+// hold the accumulators (128 for a 256-row M tile) and two register sets of a k block.
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
@@ -29,24 +29,24 @@ namespace mixed {
 
 // The tensor maps of one launch (kernel parameters, __grid_constant__).
 struct MixedWgmmaMaps {
-  CUtensorMap a;       // activations [M, K], (kTileM, 64) boxes, 128-byte swizzle
-  CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words, (kTileN / 8, 128)
-  CUtensorMap scales;  // [groups, N], (1, kTileN) boxes
+  CUtensorMap a;       // activations [M, K], (kABoxRows, kABoxK) boxes, 128-byte swizzle
+  CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words,
+                       // (kWBoxBlocks, kWBoxWords) boxes
+  CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes
   CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
 };
 
 // Registers per thread after setmaxnreg: what the producer keeps, and what each consumer takes
 // of the rest of the registers the CTA was launched with (kLaunch per thread, the most that
 // kMinCtasPerSm CTAs get of the 64K-register file, in 8s). setmaxnreg.inc waits until the CTA's
-// pool has the registers, so asking for more than the producer gave back hangs the CTA (seen on
-// the H200 with 2 CTAs of 384 threads: 65536 / 768 = 85 rounds down to 80 at launch, and 112
-// per consumer did not fit where 104 would have). Examples:
+// pool has the registers, so asking for more than the producer gave back (computed from the
+// per-thread count before rounding, for instance) hangs the CTA. Examples:
 //   two consumer warpgroups, one CTA per SM: 384 x 168 - 128 x 24 = 61440 -> 240 per consumer;
 //   one consumer warpgroup, two CTAs: 256 x 128 - 3072 = 29696 -> 232.
 template <class Cfg>
 struct WgmmaRegisterSplit {
   static constexpr int kProducer = 24;
-  static constexpr int kLaunch = 65536 / (Cfg::kThreads * Cfg::kMinCtasPerSm) / 8 * 8;
+  static constexpr int kLaunch = Cfg::kLaunchRegisters;
   static constexpr int kFree =
       (Cfg::kThreads * kLaunch - 128 * kProducer) / Cfg::kConsumerThreads / 8 * 8;
   static constexpr int kConsumer = kFree > 240 ? 240 : kFree;
@@ -63,14 +63,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
-  constexpr int RT = Cfg::kRowTiles;
+  constexpr int NT = Cfg::kNTiles;
+  constexpr auto sA = typename Cfg::SmemA{};
+  constexpr auto sS = typename Cfg::SmemScales{};
   static_assert(Cfg::kProducer, "a configuration with a producer warpgroup");
   extern __shared__ uint128_t smem_raw[];
   // The swizzle atoms must start on 1024-byte boundaries of the shared address space.
   const uint32_t raw_addr = detail::smem_addr(smem_raw);
   char* smem = reinterpret_cast<char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
-  char* smem_w = smem + S * Cfg::kAStageBytes;
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem_w + S * Cfg::kStageBytes);
+  char* smem_w = smem + Cfg::kWeightsOffset;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
   uint64_t* const empty = full + S;
 
   const int tid = threadIdx.x;
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (tid != Cfg::kConsumerThreads) return;
     const GroupShape groups(p);
     const bool asymmetric = p.zeros != nullptr;
-    constexpr uint32_t kScaleRowBytes = Cfg::kTileN * 2;
+    constexpr uint32_t kScaleRowBytes = Cfg::kScaleBoxCols * 2;
     const uint32_t stage_bytes = Cfg::kAStageBytes + Cfg::kWeightBytes +
                                  Cfg::kScaleRows * kScaleRowBytes * (asymmetric ? 2 : 1);
     tma_prefetch_map(&maps.a);
@@ -109,20 +111,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       mbarrier_arrive_expect_tx(full + s, stage_bytes);
       const int kb = kb_begin + j;
       char* st = smem_w + s * Cfg::kStageBytes;
-      tma_load_2d(st, &maps.w, full + s, kb * 128, n0 / kBlockN, policy);
+      tma_load_2d(st, &maps.w, full + s, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
+      T* s_scale = reinterpret_cast<T*>(st + Cfg::kWeightBytes);
       CG_PRAGMA_UNROLL
       for (int r = 0; r < Cfg::kScaleRows; ++r) {
         const int grp = min(groups.of(kb * BK + 32 * r), groups.last);
-        char* dst = st + Cfg::kWeightBytes + r * kScaleRowBytes;
-        tma_load_2d(dst, &maps.scales, full + s, n0, grp);
-        if (asymmetric) tma_load_2d(dst + Cfg::kScaleElems * 2, &maps.zeros, full + s, n0, grp);
+        tma_load_2d(s_scale + sS(r, 0, 0), &maps.scales, full + s, n0, grp);
+        if (asymmetric) tma_load_2d(s_scale + sS(r, 0, 1), &maps.zeros, full + s, n0, grp);
       }
     };
     auto load_activations = [&](int j, int s) {
       CG_PRAGMA_UNROLL
-      for (int h = 0; h < BK / 64; ++h) {
-        tma_load_2d(smem + s * Cfg::kAStageBytes + h * BM * 128, &maps.a, full + s,
-                    (kb_begin + j) * BK + 64 * h, m0);
+      for (int h = 0; h < Cfg::kABoxes; ++h) {
+        T* dst = reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes) + sA(0, Cfg::kABoxK * h);
+        tma_load_2d(dst, &maps.a, full + s, (kb_begin + j) * BK + Cfg::kABoxK * h, m0);
       }
     };
     // Programmatic dependent launch: the first stages' weights before the wait, the activations
@@ -147,13 +149,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
 
-  // Descriptor of stage 0's activation tile; stage s adds s * kAStageBytes.
-  const uint64_t desc0 = make_wgmma_desc_sw128(detail::smem_addr(smem));
+  // Descriptor of stage 0's activation tile, derived from its layout; stage s adds
+  // s * kAStageBytes.
+  const uint64_t desc0 = make_wgmma_desc(sA, detail::smem_addr(smem));
   auto desc_at = [&](int stage) { return desc0 + uint64_t((stage * Cfg::kAStageBytes) >> 4); };
-  // Accumulators per row tile: ((T128, V kAccRegs) -> (M64 output columns, BM tokens)).
-  float acc[RT][Cfg::kAccRegs];
+  // Accumulators: acc[r][v] is value (v, r) of AccTV, (T, V) -> (M kTileM, N kTileN).
+  float acc[NT][Cfg::kAccRegs];
   CG_PRAGMA_UNROLL
-  for (int r = 0; r < RT; ++r) {
+  for (int r = 0; r < NT; ++r) {
     CG_PRAGMA_UNROLL
     for (int v = 0; v < Cfg::kAccRegs; ++v) acc[r][v] = 0.f;
   }

@@ -1,0 +1,145 @@
+#pragma once
+// The kinds of mixed GEMM kernel instance and what the planner knows of each, read from the
+// instance's config (CUDA-free headers, so this compiles into every build). The generator
+// (scripts/generate_kernels.py) only lists the instances: generated/mixed_instances.inc has one
+// row per instance, expanded here into the planner's table (mixed_instances.cpp) and in
+// mixed_dispatch.cu into the table of launchers, in the same order:
+//
+//   CG_MIXED_DECODE(name, bf16, bits, fine_groups)
+//   CG_MIXED_MMA(name, bf16, bits, m_tiles, fine_groups)
+//   CG_MIXED_WGMMA(name, bf16, bits, tile_m, row_tiles, exact_scales, warp_groups, producer)
+//
+// The *Instance aliases below turn a row into its config type; each generated TU instantiates it
+// with the real element type (__half or __nv_bfloat16) and defines `name`, the launcher of a plan
+// on that instance, and the planner instantiates it with a 2-byte stand-in.
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cute_gemm/arch/mma_sm80.hpp"
+
+#include "kernels/mixed/mixed_decode_config.hpp"
+#include "kernels/mixed/mixed_mma_config.hpp"
+#include "kernels/mixed/mixed_plan.hpp"
+#include "kernels/mixed/mixed_wgmma_config.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+// The mma.sync instruction for the activation dtype.
+template <bool BF16>
+using HalfMmaOp =
+    std::conditional_t<BF16, SM80_16x8x16_F32BF16BF16F32_TN, SM80_16x8x16_F32F16F16F32_TN>;
+
+template <class Element, bool BF16, int Bits, bool FineGroups>
+using DecodeInstance = MixedDecodeConfig<Element, HalfMmaOp<BF16>, Bits, FineGroups>;
+template <class Element, bool BF16, int Bits, int MTiles, bool FineGroups>
+using MmaInstance = MixedConfig<Element, HalfMmaOp<BF16>, Bits, MTiles, FineGroups>;
+template <class Element, bool BF16, int Bits, int TileM, int RowTiles, bool ExactScales,
+          int WarpGroups, bool Producer>
+using WgmmaInstance =
+    MixedWgmmaConfig<Element, Bits, TileM, RowTiles, ExactScales, WarpGroups, Producer>;
+
+// The planner's view of a config: resources do not depend on the element type beyond its size
+// (2 bytes), except the registers ptxas allocates.
+using PlannerElement = uint16_t;
+
+// Registers per thread ptxas allocates on sm_90a (rounded up to the allocation unit of 8), which
+// the occupancy model needs and only the compiler knows: scripts/kernel_resources.py reads them
+// from a build, and tests/test_mixed_gemm_gpu.py checks the model's CTAs per SM against
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor for every instance, so a kernel change that moves
+// them fails there. The warp-specialized wgmma kernels are sized by their __launch_bounds__ and
+// redistribute registers with setmaxnreg; the occupancy calculator sees the launch bound.
+constexpr int decode_registers(bool bf16, int bits, bool fine, bool shared_k_slices) {
+  // [bf16][int8][fine][shared k slices]
+  constexpr int kRegs[2][2][2][2] = {{{{112, 112}, {128, 120}}, {{104, 112}, {104, 112}}},
+                                     {{{112, 120}, {128, 128}}, {{96, 96}, {96, 96}}}};
+  return kRegs[bf16][bits == 8][fine][shared_k_slices];
+}
+constexpr int wgmma_registers(int bits, int tile_m, bool producer) {
+  return producer ? (bits == 8 && tile_m == 64 ? 128 : 168)
+                  : (tile_m == 32 ? (bits == 4 ? 168 : 144) : 256);
+}
+// The mma.sync kernels' plans use their declared CTAs per SM (kMinCtasPerSm, what their
+// __launch_bounds__ cap the registers for), so they report that cap.
+constexpr int launch_bound_registers(int threads, int min_ctas_per_sm) {
+  const int cap = 65536 / (threads * min_ctas_per_sm) / 8 * 8;
+  return cap < 256 ? cap : 256;
+}
+
+template <class Cfg>
+MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
+  MixedInstanceInfo i{};
+  i.kernel = MixedKernel::kMma;
+  i.name = name;
+  i.bits = Cfg::kBits;
+  i.bf16 = bf16;
+  i.tile_m = Cfg::kTileM;
+  i.tile_n = Cfg::kTileN;
+  i.fine_groups = Cfg::kFineGroups;
+  i.exact_scales = true;
+  i.stages = Cfg::kStages;
+  i.threads = Cfg::kThreads;
+  i.smem_bytes = Cfg::kSmemBytes;
+  i.registers = launch_bound_registers(Cfg::kThreads, Cfg::kMinCtasPerSm);
+  i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
+  return i;
+}
+
+template <class Cfg>
+MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
+  MixedInstanceInfo i{};
+  i.kernel = MixedKernel::kWgmma;
+  i.name = name;
+  i.bits = Cfg::kBits;
+  i.bf16 = bf16;
+  i.tile_m = Cfg::kTileM;
+  i.tile_n = Cfg::kTileN;
+  i.exact_scales = Cfg::kExactScales;
+  i.warp_groups = Cfg::kWarpGroups;
+  i.producer = Cfg::kProducer;
+  i.stages = Cfg::kStages;
+  i.threads = Cfg::kThreads;
+  i.smem_bytes = Cfg::kSmemBytes;
+  i.registers = wgmma_registers(Cfg::kBits, Cfg::kTileM, Cfg::kProducer);
+  i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
+  return i;
+}
+
+template <class Cfg, bool BF16>
+struct DecodeQueries {
+  static int rows(int m) { return Cfg::rows_for(m); }
+  static int smem_bytes(int rows, int warps, int col_warps) {
+    return Cfg::smem_bytes(rows, warps, col_warps);
+  }
+  static int registers(int col_warps) {
+    return decode_registers(BF16, Cfg::kBits, Cfg::kFineGroups, col_warps > 1);
+  }
+};
+
+template <class Cfg, bool BF16>
+MixedInstanceInfo decode_instance_info(char const* name) {
+  using Q = DecodeQueries<Cfg, BF16>;
+  MixedInstanceInfo i{};
+  i.kernel = MixedKernel::kDecode;
+  i.name = name;
+  i.bits = Cfg::kBits;
+  i.bf16 = BF16;
+  i.tile_m = Cfg::kTileM;
+  i.tile_n = Cfg::kWarpN;
+  i.fine_groups = Cfg::kFineGroups;
+  i.exact_scales = true;
+  i.stages = Cfg::kStages;
+  i.threads = 32 * Cfg::kMaxWarps;
+  i.smem_bytes = Cfg::smem_bytes(Cfg::kTileM, Cfg::kMaxWarps, 1);
+  i.registers = Q::registers(1);
+  i.min_ctas_per_sm = 1;
+  i.decode_rows = &Q::rows;
+  i.decode_smem_bytes = &Q::smem_bytes;
+  i.decode_registers = &Q::registers;
+  i.max_warps = Cfg::kMaxWarps;
+  return i;
+}
+
+}  // namespace mixed
+}  // namespace cute_gemm

@@ -1,0 +1,220 @@
+#pragma once
+// Configuration of the mma.sync mixed-input GEMM kernel (mixed_gemm_kernel.cuh), of the split-K
+// reduction (mixed_epilogue.cuh) and of the dequantize kernel (dequant_weight.cu): the resources
+// the planner reads and every shared-memory layout and thread-value map the kernels index through,
+// in a header free of CUDA, so that the planner (plain C++) instantiates it with Element =
+// uint16_t and tests/cpp/test_mixed_mma_layouts.cpp checks the maps on the host.
+//
+// TV layouts map (thread, value) to the column-major index of a tile, as in tv_layout.hpp. The
+// kernels evaluate them at hierarchical thread coordinates made of the lane's mma coordinates
+// (t = lane % 4, g = lane / 4) and its warp, so every offset is a constant plus what the original
+// index arithmetic computed.
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cute_gemm/composed_layout.hpp"
+#include "cute_gemm/copy_atom.hpp"
+#include "cute_gemm/mma_atom.hpp"
+#include "kernels/gemm/gemm_config.hpp"  // log2_of
+#include "kernels/mixed/weight_format.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+// The row (column) of each value of a TV layout over an (R, S) tile: the TV layout followed by
+// the projection (R, S):(1, 0) ((R, S):(0, 1)). (T, V) -> R (S)
+template <int R, int S, class TV>
+using RowsOf = decltype(composition(Layout<Shape<Int<R>, Int<S>>, Stride<_1, _0>>{}, TV{}));
+template <int R, int S, class TV>
+using ColsOf = decltype(composition(Layout<Shape<Int<R>, Int<S>>, Stride<_0, _1>>{}, TV{}));
+
+// ------------------------------------------------------------------------------------------------
+// The mma.sync kernel: out[M, N] = A[M, K] @ dequant(W)^T on m16n8k16, for M tiles of 16 MTiles
+// rows.
+//
+// Element: the activation type (uint16_t where only its size matters). MmaOp: its m16n8k16 mma,
+// SM80_16x8x16_F32F16F16F32_TN or SM80_16x8x16_F32BF16BF16F32_TN (which also tells fp16 from bf16
+// to the CUDA-free planner: the registers differ). Bits: 4 or 8. MTiles: 1, 2 or 4 m16 tiles.
+// FineGroups: quantization groups shorter than a packed k block (32, 64), whose scales apply every
+// 2 k16 steps instead of once per k block.
+template <class Element_, class MmaOp_, int Bits, int MTiles, bool FineGroups>
+struct MixedConfig {
+  using Element = Element_;
+  using MmaOp = MmaOp_;
+  static constexpr int kBits = Bits;
+  static constexpr bool kFineGroups = FineGroups;
+  static_assert(Bits == 4 || Bits == 8, "INT4 or INT8 weights");
+  static_assert(MTiles == 1 || MTiles == 2 || MTiles == 4, "16, 32 or 64 rows of A per CTA");
+  static_assert(sizeof(Element) == 2, "16-bit activations");
+  static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
+  static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
+                "an m16n8k16 mma of fp16 or bf16");
+
+  // ---- CTA shape. 4 warps (128 columns) at M <= 16, where more CTAs per SM keep more weight
+  // bytes in flight; 8 warps (256 columns) for taller M tiles, where every CTA reads its rows of A
+  // again and a wider tile halves that traffic. Each warp owns kBlocksPerWarp n8 blocks, so each A
+  // fragment feeds that many mma.
+  static constexpr int kWarps = MTiles == 1 ? 4 : 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlocksPerWarp = 4;
+  static constexpr int kBlocksPerCta = kWarps * kBlocksPerWarp;  // 16 or 32
+  static constexpr int kTileN = kBlocksPerCta * kBlockN;         // 128 or 256 columns
+  static constexpr int kTileM = 16 * MTiles;
+  static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8): one packed k block
+  static constexpr int kKSteps = kBlockK / 16;
+  // Pipeline depth and the CTAs per SM __launch_bounds__ asks for (its register cap). At M <= 16:
+  // INT4 4 stages and 4 CTAs per SM (at most 128 registers), INT8 3 stages and 5 CTAs (at most
+  // 102); taller tiles need the registers of a single CTA per SM.
+  static constexpr int kStages = MTiles == 1 && Bits == 8 ? 3 : 4;
+  static constexpr int kMinCtasPerSm = MTiles == 1 ? (Bits == 8 ? 5 : 4) : 1;
+  static_assert(kStages >= 2, "the pipeline computes on one stage while the next ones load");
+
+  // ---- scaling. The mma accumulates a * (q - z) exactly; the group scales multiply those sums
+  // once per chunk of kStepsPerChunk k16 steps: every 2 steps (32 of K) with fine groups, else
+  // once per k block. A stage holds the scale rows of up to kMaxGroups groups.
+  static constexpr int kMaxGroups = kBlockK / 32;  // groups per k block at the smallest group (32)
+  static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
+  static constexpr int kChunks = kKSteps / kStepsPerChunk;
+  static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;  // k16 steps one packed word feeds
+
+  // ---- the tiled MMA. Warp w owns n8 blocks kBlocksPerWarp w .. kBlocksPerWarp w + 3 of the
+  // CTA's columns: the N permutation maps the natural (atom, warp, repeat) to (atom, repeat, warp)
+  // as in the dense GEMM.
+  using Mma = TiledMMA<MMA_Atom<MmaOp>, 1, kWarps, Layout<Int<kTileM>>,
+                       Layout<Shape<_8, Int<kWarps>, Int<kBlocksPerWarp>>,
+                              Stride<_1, Int<8 * kBlocksPerWarp>, _8>>,
+                       Layout<Int<kBlockK>>>;
+  using CopyA = TiledCopyA<LdsmA_x4, Mma>;  // shared -> registers: ldmatrix.x4 per m16 x k16
+  // The row and column of each accumulator (T, (V4, MTiles, B)) -> M and -> N: where the store
+  // writes it and which column's scale multiplies it. The column of each B fragment value
+  // (T, (V4, B, KSteps)) -> N: whose zero point its dequantization subtracts.
+  using AccRows = RowsOf<kTileM, kTileN, typename Mma::LayoutC_TV>;
+  using AccCols = ColsOf<kTileM, kTileN, typename Mma::LayoutC_TV>;
+  using BCols = RowsOf<kTileN, kBlockK, typename Mma::LayoutB_TV>;
+
+  // ---- shared memory: kStages stages of weights and scales, then kStages activation tiles.
+  // Weights keep the packed order, 512 bytes per n8 block: (L32, B, stage) -> 16-byte unit, so
+  // every lane copies and reads its own 16 bytes (one conflict-free LDS.128 per n8 block), which
+  // hold its B fragments of all k16 steps of the block (weight_format.hpp).
+  // Scales, then zero points: (group row, column, scale|zero, stage) -> element.
+  static constexpr int kScaleElems = kMaxGroups * kTileN;
+  static constexpr int kWeightBytes = kBlocksPerCta * kLanes * 16;  // 8 or 16 KB
+  static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * int(sizeof(Element));
+  using SmemW = Layout<Shape<_32, Int<kBlocksPerCta>, Int<kStages>>,
+                       Stride<_1, _32, Int<kStageBytes / 16>>>;
+  using SmemS = Layout<Shape<Int<kMaxGroups>, Int<kTileN>, _2, Int<kStages>>,
+                       Stride<Int<kTileN>, _1, Int<kScaleElems>, Int<kStageBytes / 2>>>;
+  static constexpr int kScaleOffset = kWeightBytes;  // bytes from a stage's start to its scales
+  // Which weights a thread copies and reads: lane l of warp w, value b -> unit (l, 4 w + b) of a
+  // stage, the n8 block of its B fragments b (BCols). (T, V) -> (L32, B)
+  using WeightTV = Layout<Shape<Shape<_32, Int<kWarps>>, Int<kBlocksPerWarp>>,
+                          Stride<Stride<_1, Int<32 * kBlocksPerWarp>>, _32>>;
+  using WeightBlocks = ColsOf<32, kBlocksPerCta, WeightTV>;  // (T, V) -> B
+  // The activations: one (kTileM, kBlockK) tile per stage, K contiguous, the row's low 3 bits
+  // XORed into the 16-byte unit so the 8 rows of each ldmatrix matrix hit 8 bank groups. Stage s
+  // starts s * kAStageElems further on, a multiple of the swizzle's period (it permutes offset bits
+  // below 2^(3 + log2(kBlockK))), so a stage's addresses are stage 0's plus a constant and the
+  // per-thread ldmatrix addresses stay loop-invariant.
+  using SmemA = decltype(composition(
+      Swizzle<3, 3, log2_of(kBlockK) - 3>{},
+      make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}), make_stride(Int<kBlockK>{}, _1{}))));
+  static constexpr int kAStageElems = kTileM * kBlockK;
+  static_assert(kAStageElems % (8 * kBlockK) == 0, "stage offsets must not meet the swizzle");
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + kStages * kAStageElems * int(sizeof(Element));
+
+  // ---- global -> shared. Activations: kBlockK / 8 threads per row, 16 bytes each.
+  static constexpr int kChunksA = kBlockK / 8;
+  static_assert(kThreads / kChunksA <= kTileM, "one pass of the A copy must fit the tile");
+  using G2S = TiledCopy<CpAsync16, Layout<Shape<Int<kThreads / kChunksA>, Int<kChunksA>>,
+                                          Stride<Int<kChunksA>, _1>>,
+                        Layout<Shape<_1, _8>>>;
+  // Scales and zeros: one thread per 16 bytes, kTileN / 8 per row over the (kMaxGroups, kTileN)
+  // rows of a stage; the kernel runs only the threads of the rows the k block needs.
+  static constexpr int kScaleChunks = kTileN / 8;
+  using G2SScale = TiledCopy<CpAsync16, Layout<Shape<Int<kMaxGroups>, Int<kScaleChunks>>,
+                                               Stride<Int<kScaleChunks>, _1>>,
+                             Layout<Shape<_1, _8>>>;
+  static_assert(kMaxGroups * kScaleChunks <= kThreads, "one pass of the scale copy");
+  // The copying thread's group row and column, and its destination in a stage's scales.
+  using ScaleCopyRows = RowsOf<kMaxGroups, kTileN, typename G2SScale::LayoutTV>;
+  using ScaleCopyCols = ColsOf<kMaxGroups, kTileN, typename G2SScale::LayoutTV>;
+  using ScaleCopyDst = decltype(composition(
+      Layout<Shape<Int<kMaxGroups>, Int<kTileN>>, Stride<Int<kTileN>, _1>>{},  // SmemS(_, _, 0, 0)
+      typename G2SScale::LayoutTV{}));
+
+  // ---- registers per thread ptxas allocates on sm_90a, rounded up to 8: the planner's occupancy
+  // model reads them and a GPU test compares it with cudaOccupancy. Measured with
+  // scripts/kernel_resources.py; remeasure when the kernel changes.
+  CG_HOST_DEVICE static constexpr int registers() {
+    if (Bits == 4) {
+      if (MTiles == 1) return FineGroups ? 128 : 120;
+      if (MTiles == 2) return FineGroups ? (kBf16 ? 216 : 232) : (kBf16 ? 160 : 168);
+      return 256;
+    }
+    if (MTiles == 1) return 96;
+    if (MTiles == 2) return FineGroups ? 144 : (kBf16 ? 152 : 144);
+    return FineGroups ? 232 : (kBf16 ? 232 : 224);
+  }
+  static constexpr int kRegisters = registers();
+};
+
+// ------------------------------------------------------------------------------------------------
+// The split-K reduction (split_k_reduce_kernel): thread i of the grid adds the four outputs
+// 4 i .. 4 i + 3 of the row-major [M, N] output over the splits' fp32 partial sums in split order
+// and stores them (N % 8 == 0: the four never straddle a row).
+struct SplitKReduceConfig {
+  static constexpr int kThreads = 256;  // per CTA
+  static constexpr int kValues = 4;     // one 16-byte load per split
+  // (T, V4) -> row-major index of [M, N]; T = M N / 4 threads in all.
+  CG_HOST_DEVICE static constexpr auto tv(int64_t threads) {
+    return make_layout(make_shape(threads, Int<kValues>{}), make_stride(Int<kValues>{}, _1{}));
+  }
+  // The workspace [splits][M][N] fp32 in 16-byte units: (U, split) -> unit, U = M N / 4.
+  CG_HOST_DEVICE static constexpr auto workspace(int64_t units, int splits) {
+    return make_layout(make_shape(units, splits), make_stride(_1{}, units));
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+// The dequantize kernel (dequantize_weight_kernel): one warp per (n8 block, k block) of the packed
+// weight. Each lane dequantizes its 16 packed bytes into its mma B fragment values, which lie at
+// scattered (n, k) of the block's (N8, kBlockK) tile; the warp stages the tile in shared memory
+// and writes it back as 16-byte row segments, so the global stores are coalesced.
+template <int Bits>
+struct DequantWeightConfig {
+  static constexpr int kBits = Bits;
+  static constexpr int kBlockK = block_k(Bits);
+  static constexpr int kKSteps = kBlockK / 16;
+  static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;  // k16 steps one packed word feeds
+  static constexpr int kWarps = 8;  // (n8 block, k block) items per CTA
+  static constexpr int kThreads = 32 * kWarps;
+  // The lane's B fragment values of every k16 step of the block, in register order: the m16n8k16
+  // B atom repeated along K. (T32, (V4, KSteps)) -> (N8, kBlockK)
+  using FragTV = decltype(make_layout(
+      layout<0>(MMA_Traits_16x8x16_Layouts::BLayout{}),
+      make_layout(layout<1>(MMA_Traits_16x8x16_Layouts::BLayout{}),
+                  Layout<Int<kKSteps>, Int<8 * 16>>{})));
+  // A warp's staging tile (N8, kBlockK), K contiguous. Rows are kBlockK + 8 elements apart: the
+  // fragment stores (rows g = 0..7, 4-byte pairs at k = 2t) of a lane quad t = 0..3 then fall into
+  // 32 different banks, and rows stay 16-byte aligned for the row-segment reads.
+  static constexpr int kRowStride = kBlockK + 8;
+  using SmemTile = Layout<Shape<_8, Int<kBlockK>>, Stride<Int<kRowStride>, _1>>;
+  static constexpr int kTileElems = 8 * kRowStride;  // per warp
+  static constexpr int kSmemBytes = kWarps * kTileElems * 2;
+  // Write-back: 16 bytes (8 values along K) per lane, kBlockK / 8 lanes per row, 32 lanes per
+  // pass over the (N8, kBlockK) tile.
+  static constexpr int kChunksPerRow = kBlockK / 8;
+  struct RowSegment16 {  // a 16-byte shared-memory load and global store per lane
+    static constexpr int kThreads = 1;
+    static constexpr int kValues = 8;
+  };
+  using S2G = TiledCopy<RowSegment16, Layout<Shape<Int<32 / kChunksPerRow>, Int<kChunksPerRow>>,
+                                          Stride<Int<kChunksPerRow>, _1>>,
+                        Layout<Shape<_1, _8>>>;
+  static constexpr int kPasses = 8 / S2G::kTileR;
+};
+
+}  // namespace mixed
+}  // namespace cute_gemm

@@ -1,0 +1,468 @@
+// The mixed GEMM's planner (mixed_plan.hpp): every decision about a call, as one pure function of
+// the problem, the device and the schedule. The measurements behind each rule are in
+// benchmarks/results/NOTES.md (probe_mixed.py reproduces them).
+
+#include "kernels/mixed/mixed_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "kernels/mixed/weight_format.hpp"
+
+namespace cute_gemm {
+
+namespace {
+
+constexpr int kMaxSplits = 64;
+// The decode kernel runs up to one 8-row token tile.
+constexpr int kDecodeMaxM = 8;
+// With wgmma the mma.sync kernel runs up to here and wgmma above: at M <= 16 wgmma's smallest
+// useful token tile (32) wastes half its work.
+constexpr int kMmaSyncMaxM = 16;
+// Without wgmma the fused mma.sync kernel runs below this M; from here the product is
+// compute-bound and dequantizing the weight once for a dense GEMM is faster. With wgmma the fused
+// kernel keeps up with the dense GEMM at every M (it also saves the dequantization pass).
+constexpr int kDenseFromMMmaSync = 192;
+// A 256-row wgmma tile gives way to 128 rows when its grid would split K into slices of at most
+// this many k: twice the CTAs need fewer splits, and each split refills and drains its pipeline.
+constexpr int kWgmmaShortSplitK = 2048;
+// Decode: from this M the k slices may be 2 or 4 warps wide (sharing the activations); below,
+// 1-warp slices need no barrier and the activations are a small part of a k block's bytes.
+constexpr int kDecodeSharedFromM = 5;
+// Decode: a split-K grid (workspace + reduce kernel, a few us) pays where no unsplit grid has
+// CTAs for half the SMs, otherwise only where each split keeps at least this much of K.
+constexpr int kDecodeMinSplitK = 8192;
+constexpr int kColWarpChoices[] = {1, 2, 4};
+
+[[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
+
+// As many splits as fill one wave of `ctas_per_sm` CTAs per SM for `base` CTAs per split, at
+// least 2 k blocks per split, at most `cap`.
+int wave_splits(DeviceSpec const& d, int64_t base, int ctas_per_sm, int k_blocks, int cap) {
+  const int64_t wave = int64_t(ctas_per_sm) * d.sm_count;
+  int64_t splits = base >= wave ? 1 : wave / base;
+  const int max_splits = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
+  splits = std::min<int64_t>(splits, max_splits);
+  return int(std::min<int64_t>(splits, cap));
+}
+
+// `splits` lowered so that none is empty: each gets ceil(k_blocks / splits) k blocks.
+int non_empty_splits(int splits, int k_blocks) {
+  splits = std::min(splits, k_blocks);
+  const int per_split = (k_blocks + splits - 1) / splits;
+  return (k_blocks + per_split - 1) / per_split;
+}
+
+// Groups shorter than a packed k block need the scales every 2 k16 steps (the fine instances of
+// the mma.sync and decode kernels).
+bool fine_groups_for(int bits, int group, int64_t k) {
+  return group < k && group < mixed::block_k(bits);
+}
+
+int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, bool fine) {
+  for (int i = 0; i < mixed_instance_count(); ++i) {
+    MixedInstanceInfo const& inst = mixed_instance(i);
+    if (inst.kernel == kernel && inst.bits == p.bits && inst.bf16 == p.bf16 &&
+        inst.tile_m == tile_m && (kernel == MixedKernel::kWgmma || inst.fine_groups == fine))
+      return i;
+  }
+  return -1;
+}
+
+void fill_from_instance(MixedPlan& plan, int index) {
+  MixedInstanceInfo const& inst = mixed_instance(index);
+  plan.instance = index;
+  plan.tile_m = inst.tile_m;
+  plan.tile_n = inst.tile_n;
+  plan.stages = inst.stages;
+  plan.threads = inst.threads;
+  plan.smem_bytes = inst.smem_bytes;
+  plan.warps = inst.threads / 32;
+  plan.warp_groups = inst.warp_groups;
+  plan.producer = inst.producer;
+  plan.fine_groups = inst.fine_groups;
+  plan.exact_scales = inst.kernel != MixedKernel::kWgmma || inst.exact_scales;
+}
+
+// mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
+// wave of the CTAs the register cap allows per SM.
+void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
+              int k_blocks, int group) {
+  const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
+  const int index = find_instance(MixedKernel::kMma, p, tile_m, fine_groups_for(p.bits, group,
+                                                                                  p.k));
+  if (index < 0) refuse("no mma.sync instance for this problem");
+  fill_from_instance(plan, index);
+  plan.ctas_per_sm = mixed_instance(index).min_ctas_per_sm;
+  const int64_t base = ceil_div(p.n, plan.tile_n) * ceil_div(p.m, plan.tile_m);
+  const int splits =
+      s.splits > 0 ? s.splits : wave_splits(d, base, plan.ctas_per_sm, k_blocks, kMaxSplits);
+  plan.splits = non_empty_splits(splits, k_blocks);
+}
+
+int wgmma_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
+  return occupancy_ctas_per_sm(d, inst.threads, inst.registers, inst.smem_bytes);
+}
+
+int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
+                 MixedInstanceInfo const& inst, int k_blocks) {
+  const int64_t base = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
+  const int splits = s.splits > 0 ? s.splits
+                                  : wave_splits(d, base, wgmma_ctas_per_sm(d, inst), k_blocks,
+                                                kMaxSplits);
+  return non_empty_splits(splits, k_blocks);
+}
+
+// wgmma: the token tile is the smallest of 32, 64, 128 that holds M, then 256 (each dequantized
+// weight feeds more tokens, even with the last tile padded), except that a 256-row tile whose
+// grid splits K into short slices gives way to 128 rows (kWgmmaShortSplitK).
+void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+                MixedSchedule const& s, int k_blocks) {
+  int tile_m = s.tile_m;
+  if (tile_m == 0) tile_m = p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
+  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false);
+  if (index < 0) refuse("no wgmma instance with tile_m=" + std::to_string(tile_m));
+  if (s.tile_m == 0 && tile_m == 256) {
+    const int splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
+    const int bk = mixed::block_k(p.bits);
+    const int rows_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
+    if (int64_t(ceil_div(k_blocks, splits)) * bk <= kWgmmaShortSplitK && rows_128 >= 0)
+      index = rows_128;
+  }
+  fill_from_instance(plan, index);
+  plan.ctas_per_sm = wgmma_ctas_per_sm(d, mixed_instance(index));
+  plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
+}
+
+// The order in which col_warps win a tie: the widest first.
+int col_warps_rank(int col_warps) { return col_warps == 4 ? 0 : (col_warps == 2 ? 1 : 2); }
+
+// The most warps per CTA (a multiple of col_warps) whose stages fit in the device's shared
+// memory at `rows` rows; 0 when not even one k slice fits.
+int decode_max_warps(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows,
+                     int col_warps) {
+  int warps = inst.max_warps - inst.max_warps % col_warps;
+  while (warps > 0 && inst.decode_smem_bytes(rows, warps, col_warps) > d.smem_per_block_optin)
+    warps -= col_warps;
+  return warps;
+}
+
+int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows, int warps,
+                       int col_warps) {
+  return occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(col_warps),
+                               inst.decode_smem_bytes(rows, warps, col_warps));
+}
+
+// Decode: CTAs of k slices of col_warps warps (32 columns each, sharing the activations), each k
+// slice a part of the CTA's k range, summed in shared memory, so that one wave fills the GPU
+// without a second kernel where it can. Candidates: col_warps 1, 2, 4; k slices per CTA (each at
+// least 2 k blocks) whose CTAs fit in one wave; no split or the splits that fill the wave. The
+// plan takes, in order: a split-K grid only where it is cheap (kDecodeMinSplitK), the most warps
+// busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
+// preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM). Scheduled splits get as
+// many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
+void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+                 MixedSchedule const& s, int k_blocks, int group) {
+  const int index = find_instance(MixedKernel::kDecode, p, 8, fine_groups_for(p.bits, group, p.k));
+  if (index < 0) refuse("no decode instance for this problem");
+  fill_from_instance(plan, index);
+  MixedInstanceInfo const& inst = mixed_instance(index);
+  const int rows = inst.decode_rows(int(p.m));
+  const int64_t m_tiles = ceil_div(p.m, inst.tile_m);
+  const int64_t sms = d.sm_count;
+  auto tried = [&](int cw) {
+    if (s.col_warps > 0 ? cw != s.col_warps : (cw > 1 && p.m < kDecodeSharedFromM)) return false;
+    return decode_max_warps(d, inst, rows, cw) >= cw;
+  };
+  // Whether some unsplit grid has CTAs for half the SMs (the one of 32-column k slices has most).
+  bool unsplit_fills = false;
+  for (int cw : kColWarpChoices) {
+    if (tried(cw)) unsplit_fills |= 2 * ceil_div(p.n, 32 * cw) * m_tiles >= sms;
+  }
+  // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
+  bool best_cheap = false;
+  int64_t best_busy = -1;
+  int best_rank = 0;
+  plan.splits = 1;
+  for (int cw : kColWarpChoices) {
+    if (!tried(cw)) continue;
+    int max_slices = decode_max_warps(d, inst, rows, cw) / cw;
+    if (k_blocks / 2 < max_slices) max_slices = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
+    const int64_t base = ceil_div(p.n, 32 * cw) * m_tiles;
+    const int rank = col_warps_rank(cw);
+    int lo = 1, hi = max_slices;
+    if (s.splits > 0) {
+      const int per_split = (k_blocks + s.splits - 1) / s.splits;
+      lo = hi = std::max(1, std::min(per_split, max_slices));
+    }
+    if (s.warps > 0) lo = hi = std::max(1, std::min(s.warps / cw, max_slices));
+    for (int slices = lo; slices <= hi; ++slices) {
+      const int w = slices * cw;
+      const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw);
+      const int64_t resident = int64_t(per_sm) * sms;
+      if (slices > lo && base > resident) continue;  // more than one wave
+      const int filling =
+          non_empty_splits(wave_splits(d, base, per_sm, k_blocks / slices, kMaxSplits), k_blocks);
+      // No split, or the wave-filling splits; scheduled splits: no cost model, the ranked
+      // col_warps decide.
+      const int options[2] = {1, s.splits > 0 ? non_empty_splits(s.splits, k_blocks) : filling};
+      for (int i = s.splits > 0 ? 1 : 0; i < 2; ++i) {
+        const int splits = options[i];
+        const int64_t ctas = base * splits;
+        const bool cheap = s.splits > 0 || splits == 1 || !unsplit_fills ||
+                           p.k >= int64_t(kDecodeMinSplitK) * splits;
+        const int64_t busy = s.splits > 0 ? 0 : std::min(ctas, resident) * w;
+        const bool better =
+            best_busy < 0 || cheap > best_cheap ||
+            (cheap == best_cheap &&
+             (busy > best_busy ||
+              (busy == best_busy &&
+               (splits < plan.splits || (splits == plan.splits && rank < best_rank)))));
+        if (better) {
+          best_cheap = cheap;
+          best_busy = busy;
+          best_rank = rank;
+          plan.warps = w;
+          plan.col_warps = cw;
+          plan.splits = splits;
+          plan.ctas_per_sm = per_sm;
+        }
+      }
+    }
+  }
+  if (best_busy < 0) {
+    refuse(s.col_warps > 0 ? "schedule col_warps=" + std::to_string(s.col_warps) +
+                                 ": not even one k slice of that width fits in shared memory"
+                           : "no decode CTA fits in shared memory");
+  }
+  plan.k_slices = plan.warps / plan.col_warps;
+  plan.threads = 32 * plan.warps;
+  plan.tile_n = 32 * plan.col_warps;
+  plan.smem_bytes = inst.decode_smem_bytes(rows, plan.warps, plan.col_warps);
+}
+
+void check_problem(MixedGemmProblem const& p) {
+  if (p.m < 1 || p.n < 1 || p.k < 1 || p.m > 0x7fffffff || p.n > 0x7fffffff || p.k > 0x7fffffff)
+    refuse("plan_mixed_gemm: need 1 <= M, N, K < 2^31; got M=" + std::to_string(p.m) +
+           ", N=" + std::to_string(p.n) + ", K=" + std::to_string(p.k));
+  if (p.n % mixed::kBlockN != 0)
+    refuse("plan_mixed_gemm: N must be a multiple of 8; got N=" + std::to_string(p.n));
+  if (!mixed::valid_bits(p.bits))
+    refuse("plan_mixed_gemm: bits must be 4 or 8; got bits=" + std::to_string(p.bits));
+  if (!mixed::valid_group_size(p.group_size))
+    refuse("plan_mixed_gemm: group_size must be 32, 64, 128 or -1 (per-channel); got "
+           "group_size=" + std::to_string(p.group_size));
+}
+
+}  // namespace
+
+int occupancy_ctas_per_sm(DeviceSpec const& d, int threads, int regs, int smem) {
+  const int warps = (threads + 31) / 32;
+  int ctas = std::min(d.max_ctas_per_sm, d.max_threads_per_sm / (32 * warps));
+  // Registers are allocated per warp in units of 256 (8 per thread), from the register file of
+  // one of the SM's 4 sub-partitions, each a quarter of it.
+  constexpr int kSubPartitions = 4;
+  const int regs_per_warp = ((regs * 32 + 255) / 256) * 256;
+  if (regs_per_warp > 0) {
+    const int warps_by_regs = kSubPartitions * (d.regs_per_sm / kSubPartitions / regs_per_warp);
+    ctas = std::min(ctas, warps_by_regs / warps);
+  }
+  // Shared memory in units of 128 bytes, with the system's share per CTA.
+  const int smem_per_cta = ((smem + d.smem_reserved_per_cta + 127) / 128) * 128;
+  if (smem_per_cta > 0) ctas = std::min(ctas, d.smem_per_sm / smem_per_cta);
+  return std::max(ctas, 0);
+}
+
+char const* kernel_name(MixedKernel kernel) {
+  switch (kernel) {
+    case MixedKernel::kAuto: return "auto";
+    case MixedKernel::kDecode: return "decode";
+    case MixedKernel::kMma: return "mma";
+    case MixedKernel::kWgmma: return "wgmma";
+    case MixedKernel::kDense: return "dense";
+  }
+  return "?";
+}
+
+DeviceSpec h100_sxm_spec() {
+  DeviceSpec d;
+  d.name = "NVIDIA H100 SXM";
+  d.sm_count = 132;
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.smem_per_sm = 228 * 1024;
+  d.smem_per_block_optin = 227 * 1024;
+  d.wgmma = true;
+  return d;
+}
+
+DeviceSpec h200_spec() {
+  DeviceSpec d = h100_sxm_spec();
+  d.name = "NVIDIA H200";
+  return d;
+}
+
+DeviceSpec a100_spec() {
+  DeviceSpec d;
+  d.name = "NVIDIA A100";
+  d.sm_count = 108;
+  d.cc_major = 8;
+  d.cc_minor = 0;
+  d.smem_per_sm = 164 * 1024;
+  d.smem_per_block_optin = 163 * 1024;
+  d.wgmma = false;
+  return d;
+}
+
+DeviceSpec builtin_device_spec(std::string const& name) {
+  if (name == "h100") return h100_sxm_spec();
+  if (name == "h200") return h200_spec();
+  if (name == "a100") return a100_spec();
+  refuse("unknown device '" + name + "': the built-in specs are 'h100', 'h200' and 'a100'");
+}
+
+MixedSchedule MixedSchedule::parse(std::string const& text) {
+  MixedSchedule s;
+  std::stringstream items(text);
+  std::string item;
+  auto number = [](std::string const& key, std::string const& v, int lo, int hi) {
+    size_t used = 0;
+    int x = 0;
+    try {
+      x = std::stoi(v, &used);
+    } catch (std::exception const&) {
+      used = 0;
+    }
+    if (used != v.size() || v.empty() || x < lo || x > hi)
+      refuse("schedule: " + key + " must be an integer in " + std::to_string(lo) + ".." +
+             std::to_string(hi) + "; got '" + v + "'");
+    return x;
+  };
+  while (std::getline(items, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      refuse("schedule: expected key=value items separated by commas; got '" + item + "'");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "kernel") {
+      if (value == "auto") s.kernel = MixedKernel::kAuto;
+      else if (value == "decode") s.kernel = MixedKernel::kDecode;
+      else if (value == "mma") s.kernel = MixedKernel::kMma;
+      else if (value == "wgmma") s.kernel = MixedKernel::kWgmma;
+      else if (value == "dense") s.kernel = MixedKernel::kDense;
+      else refuse("schedule: kernel must be auto, decode, mma, wgmma or dense; got '" + value +
+                  "'");
+    } else if (key == "tile_m") {
+      s.tile_m = number(key, value, 32, 256);
+      if (s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 && s.tile_m != 256)
+        refuse("schedule: tile_m must be 32, 64, 128 or 256; got " + value);
+    } else if (key == "splits") {
+      s.splits = number(key, value, 1, kMaxSplits);
+    } else if (key == "warps") {
+      s.warps = number(key, value, 1, 16);
+    } else if (key == "col_warps") {
+      s.col_warps = number(key, value, 1, 4);
+      if (s.col_warps == 3) refuse("schedule: col_warps must be 1, 2 or 4; got 3");
+    } else {
+      refuse("schedule: unknown key '" + key +
+             "' (keys: kernel, tile_m, splits, warps, col_warps)");
+    }
+  }
+  return s;
+}
+
+std::string MixedSchedule::str() const {
+  std::string out;
+  auto add = [&](std::string const& item) { out += (out.empty() ? "" : ",") + item; };
+  if (kernel != MixedKernel::kAuto) add(std::string("kernel=") + kernel_name(kernel));
+  if (tile_m > 0) add("tile_m=" + std::to_string(tile_m));
+  if (splits > 0) add("splits=" + std::to_string(splits));
+  if (warps > 0) add("warps=" + std::to_string(warps));
+  if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
+  return out;
+}
+
+bool MixedSchedule::is_auto() const { return str().empty(); }
+
+std::string MixedPlan::describe() const {
+  std::ostringstream o;
+  o << kernel_name(kernel);
+  if (kernel == MixedKernel::kDense) {
+    o << ": dequantize the weight once, then a dense GEMM";
+    return o.str();
+  }
+  o << " " << mixed_instance(instance).name << ": tile " << tile_m << "x" << tile_n
+    << " (M x N), " << stages << " stages, ";
+  if (kernel == MixedKernel::kDecode) {
+    o << warps << " warps (" << k_slices << " k slice" << (k_slices > 1 ? "s" : "") << " of "
+      << col_warps << ")";
+  } else if (kernel == MixedKernel::kWgmma) {
+    o << warp_groups << (producer ? " consumer warpgroups + TMA producer" : " warpgroups");
+  } else {
+    o << warps << " warps";
+  }
+  o << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2] << ", " << ctas_per_sm
+    << " CTA/SM";
+  if (splits > 1) o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
+  o << (exact_scales ? ", exact scales" : ", rounded weights");
+  if (fine_groups) o << ", fine groups";
+  return o.str();
+}
+
+MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s) {
+  check_problem(p);
+  if (d.sm_count < 1 || d.smem_per_sm < 1 || d.smem_per_block_optin < 1)
+    refuse("plan_mixed_gemm: device spec '" + d.name + "' lacks its SM count or shared memory");
+  const int group = mixed::effective_group_size(p.group_size, int(p.k));
+  const int bk = mixed::block_k(p.bits);
+  const int k_blocks = int(ceil_div(p.k, bk));
+
+  MixedKernel kernel = s.kernel;
+  if (kernel == MixedKernel::kAuto) {
+    if (s.tile_m > 0) kernel = MixedKernel::kWgmma;
+    else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
+  }
+  if (kernel == MixedKernel::kAuto) {
+    if (p.m <= kDecodeMaxM) kernel = MixedKernel::kDecode;
+    else if (d.wgmma) kernel = p.m <= kMmaSyncMaxM ? MixedKernel::kMma : MixedKernel::kWgmma;
+    else kernel = p.m < kDenseFromMMmaSync ? MixedKernel::kMma : MixedKernel::kDense;
+  }
+  // What the schedule asks must fit the kernel it runs.
+  auto only_for = [&](bool set, char const* field, MixedKernel k) {
+    if (set && kernel != k)
+      refuse(std::string("schedule: ") + field + " applies to the " + kernel_name(k) +
+             " kernel; this plan runs " + kernel_name(kernel));
+  };
+  only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
+  only_for(s.warps > 0, "warps", MixedKernel::kDecode);
+  only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
+  if (s.splits > 0 && kernel == MixedKernel::kDense)
+    refuse("schedule: splits applies to the fused kernels; this plan runs dense");
+  if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
+    refuse("schedule: kernel=decode runs up to M=" + std::to_string(kDecodeMaxM) + "; got M=" +
+           std::to_string(p.m));
+  if (kernel == MixedKernel::kWgmma && !d.wgmma)
+    refuse("schedule: kernel=wgmma needs a Hopper GPU (compute capability 9.0) and a build with "
+           "sm_90a code (TORCH_CUDA_ARCH_LIST with 9.0a); device '" + d.name + "' (sm_" +
+           std::to_string(d.cc_major) + std::to_string(d.cc_minor) + ") has none");
+
+  MixedPlan plan;
+  plan.kernel = kernel;
+  switch (kernel) {
+    case MixedKernel::kDense: return plan;
+    case MixedKernel::kDecode: plan_decode(plan, p, d, s, k_blocks, group); break;
+    case MixedKernel::kWgmma: plan_wgmma(plan, p, d, s, k_blocks); break;
+    default: plan_mma(plan, p, d, s, k_blocks, group); break;
+  }
+  plan.grid[0] = ceil_div(p.n, plan.tile_n);
+  plan.grid[1] = ceil_div(p.m, plan.tile_m);
+  plan.grid[2] = plan.splits;
+  plan.workspace_bytes = plan.splits > 1 ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
+  return plan;
+}
+
+}  // namespace cute_gemm

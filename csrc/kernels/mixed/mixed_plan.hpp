@@ -1,0 +1,140 @@
+#pragma once
+// The plan of a mixed-input GEMM call: which kernel runs, its instance (tile, stages, warps),
+// the split-K factor and whether the weight is first dequantized for a dense GEMM. One pure
+// function decides it from the problem, a device description and an optional schedule:
+//
+//   MixedPlan plan = plan_mixed_gemm(problem, device_spec, schedule);
+//
+// Plain C++ (no CUDA, no torch): it is compiled into every build, so plans for any built-in
+// device (H100 SXM, H200, A100) can be computed and tested on a machine without a GPU. The op
+// (csrc/ops/mixed_gemm_op.cpp) computes the plan once per call for the current device
+// (current_device_spec(), kernels/mixed/mixed_dispatch.cu) and launches it
+// (mixed_gemm_launch.hpp). The rules and their measurements are in mixed_plan.cpp and
+// benchmarks/results/NOTES.md.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cute_gemm {
+
+// What a GPU offers the planner: enough for the occupancy calculator's arithmetic and the
+// choice of instruction set.
+struct DeviceSpec {
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  int smem_per_sm = 0;           // bytes of shared memory per SM
+  int smem_per_block_optin = 0;  // the most dynamic shared memory one CTA may ask for
+  int smem_reserved_per_cta = 1024;  // the system's share of each CTA's shared memory
+  int regs_per_sm = 65536;
+  int max_threads_per_sm = 2048;
+  int max_ctas_per_sm = 32;
+  bool wgmma = false;  // the build has the sm_90a kernels and the device runs them (cc 9.0)
+};
+
+// Built-in specs (the build is assumed to carry sm_90a code for the Hopper ones).
+DeviceSpec h100_sxm_spec();
+DeviceSpec h200_spec();
+DeviceSpec a100_spec();
+// "h100", "h200" or "a100"; throws std::invalid_argument otherwise.
+DeviceSpec builtin_device_spec(std::string const& name);
+
+// One GEMM call: out[M, N] = A[M, K] @ dequant(W)[N, K]^T.
+struct MixedGemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  int bits = 4;
+  int group_size = 128;  // as the op takes it: 32, 64, 128 or -1 (per-channel)
+  bool bf16 = false;
+};
+
+enum class MixedKernel : int {
+  kAuto = -1,   // schedules only: let the planner choose
+  kDecode = 0,  // mixed_decode_kernel.cuh, M <= 8, any sm_80+ GPU
+  kMma = 1,     // mixed_gemm_kernel.cuh, mma.sync, any sm_80+ GPU
+  kWgmma = 2,   // mixed_wgmma_kernel.cuh / mixed_wgmma_ws_kernel.cuh, sm_90a
+  kDense = 3,   // dequantize the weight once, then a dense GEMM (cuBLAS)
+};
+char const* kernel_name(MixedKernel kernel);
+
+// Explicit choices that override the planner's (Machete / Marlin style: an argument of the call,
+// never process state). Zero / kAuto fields are left to the planner. A choice the device or the
+// problem cannot honour is refused (std::invalid_argument naming the field); a split count above
+// the problem's k blocks is lowered so that no split is empty, and decode warps are rounded down
+// to whole k slices that fit in shared memory: the plan shows what runs.
+struct MixedSchedule {
+  MixedKernel kernel = MixedKernel::kAuto;
+  int tile_m = 0;     // wgmma: the token tile (32, 64, 128, 256)
+  int splits = 0;     // split-K factor, 1..64
+  int warps = 0;      // decode: warps per CTA, 1..16
+  int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
+
+  // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
+  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, splits, warps, col_warps.
+  static MixedSchedule parse(std::string const& text);
+  std::string str() const;
+  bool is_auto() const;
+};
+
+struct MixedPlan {
+  MixedKernel kernel = MixedKernel::kMma;
+  int instance = -1;      // index into mixed_instances() (-1: the dense path)
+  int tile_m = 0;         // rows of A per CTA
+  int tile_n = 0;         // output columns per CTA
+  int stages = 0;         // pipeline depth
+  int threads = 0;        // per CTA
+  int smem_bytes = 0;     // dynamic shared memory per CTA
+  int splits = 1;         // split-K factor; > 1: fp32 partial sums in the workspace, then a reduce
+  int warps = 0;          // warps per CTA (decode: of col_warps * k_slices)
+  int col_warps = 0;      // decode: warps side by side, 32 columns each, sharing the activations
+  int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps
+  int warp_groups = 0;    // wgmma: consumer warpgroups per CTA
+  bool producer = false;  // wgmma: a TMA producer warpgroup (warp-specialized kernel)
+  bool fine_groups = false;   // scales applied every 2 k16 steps (groups shorter than a k block)
+  bool exact_scales = true;   // the scales multiply exact fp32 sums of a * (q - z); otherwise
+                              // the weight is rounded to the activation dtype first
+  int ctas_per_sm = 0;        // resident CTAs per SM (the occupancy model)
+  int64_t grid[3] = {0, 0, 0};
+  size_t workspace_bytes = 0;  // fp32 split-K partial sums (uninitialized scratch)
+
+  std::string describe() const;  // one readable line
+};
+
+// The plan for `problem` on `device`, honouring `schedule`. Pure: same inputs, same plan.
+// Throws std::invalid_argument for problems outside the op's contract (M, N, K < 1, N % 8, bad
+// bits / group size) and for schedules that cannot run.
+MixedPlan plan_mixed_gemm(MixedGemmProblem const& problem, DeviceSpec const& device,
+                          MixedSchedule const& schedule = {});
+
+// The instantiated kernels the planner chooses from (mixed_instances.hpp lists them).
+struct MixedInstanceInfo {
+  MixedKernel kernel;
+  char const* name;  // the generated TU's name, e.g. "mixed_wgmma_f16_int4_m128_wg2"
+  int bits;
+  bool bf16;
+  int tile_m, tile_n;
+  bool fine_groups;   // mma.sync, decode
+  bool exact_scales;  // wgmma
+  int warp_groups;    // wgmma
+  bool producer;      // wgmma
+  int stages;
+  int threads;        // per CTA (decode: at most; the plan picks the warps)
+  int smem_bytes;     // dynamic shared memory per CTA (decode: at the most warps and rows)
+  int registers;      // per thread, as ptxas allocates them on sm_90a (decode: col_warps 1)
+  int min_ctas_per_sm;  // the CTAs per SM the kernel's register cap is sized for
+  // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
+  // memory of a CTA of `warps` warps in k slices of `col_warps`, registers per thread of the
+  // instantiation for `col_warps`, and the most warps per CTA.
+  int (*decode_rows)(int m);
+  int (*decode_smem_bytes)(int rows, int warps, int col_warps);
+  int (*decode_registers)(int col_warps);
+  int max_warps;
+};
+int mixed_instance_count();
+MixedInstanceInfo const& mixed_instance(int index);
+
+// Resident CTAs per SM of `threads` threads, `regs` registers per thread and `smem` bytes of
+// dynamic shared memory: the arithmetic of the CUDA occupancy calculator (sm_80 / sm_90).
+int occupancy_ctas_per_sm(DeviceSpec const& device, int threads, int regs, int smem);
+
+}  // namespace cute_gemm

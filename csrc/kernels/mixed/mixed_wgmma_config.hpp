@@ -1,0 +1,184 @@
+#pragma once
+// Configuration of the Hopper (sm_90a) wgmma kernels of the mixed-input GEMM, the cp.async kernel
+// (mixed_wgmma_kernel.cuh) and the warp-specialized one (mixed_wgmma_ws_kernel.cuh): tile sizes,
+// pipeline depth and resources, and every shared-memory layout and thread-value map the kernels
+// index with, in a header free of CUDA includes. The planner (mixed_plan.cpp) reads the resources;
+// tests/cpp/test_mixed_wgmma_layouts.cpp checks the layouts of every instance.
+//
+// Axes: out[M, N] = A[M, K] @ W[N, K]^T. The kernels compute out^T = W @ A^T with the weights as
+// wgmma's A operand (wgmma's M: 64 columns of N per instruction, dequantized in registers) and the
+// activations as its B (wgmma's N: the kTileM rows of A of the CTA, from shared memory).
+//
+// CTA: kWarpGroups consumer warpgroups (4 warps each), each computing kNTiles n64 tiles (64
+// columns of N, one wgmma's M each), so kTileN = 64 * kNTiles * kWarpGroups columns; with
+// kProducer one more warpgroup issues the copies (TMA). Consumer thread T = 128 wg + 32 w + 4 g + t:
+// warpgroup wg, warp w, lane 4 g + t (g, t: the mma fragments' groupID and threadID_in_group).
+
+#include "cute_gemm/mma_traits_sm90.hpp"
+#include "cute_gemm/tile_coord.hpp"
+#include "kernels/mixed/weight_format.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+template <class Element_, int Bits, int TileM, int NTiles, bool ExactScales, int WarpGroups,
+          bool Producer = false>
+struct MixedWgmmaConfig {
+  using Element = Element_;  // the activation type (uint16_t stands in for it on the host)
+  static_assert(sizeof(Element) == 2, "16-bit activations");
+  static constexpr int kBits = Bits;
+  static constexpr int kBlockK = block_k(Bits);  // k per packed block: 128 (INT4) or 64 (INT8)
+  static constexpr int kKSteps = kBlockK / 16;
+  static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;  // k16 steps one packed word feeds
+  static constexpr int kKPerWord = 16 * kStepsPerWord;
+
+  // ---- the CTA
+  static constexpr int kWarpGroups = WarpGroups;  // consumers
+  static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two consumer warpgroups per CTA");
+  static constexpr bool kProducer = Producer;
+  static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
+  static constexpr int kConsumerThreads = 128 * WarpGroups;
+  static constexpr int kThreads = kConsumerThreads + (Producer ? 128 : 0);
+  static constexpr int kNTiles = NTiles;                   // n64 tiles per warpgroup
+  static constexpr int kTileN = 64 * NTiles * WarpGroups;  // columns of N per CTA (wgmma's M)
+  static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
+  static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma's N is 8 .. 256 in 8s");
+  static constexpr bool kExactScales = ExactScales;
+  static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
+  static constexpr int kBlocksPerWarp = 2 * NTiles;
+  static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
+  // Scale (and zero) rows per stage: one per 32 k of the block (the smallest group), repeated
+  // when a group is longer, so a word's row is a constant offset (k16 step j reads row j / 2).
+  static constexpr int kScaleRows = kBlockK / 32;
+
+  // ---- shared memory, from a base the kernels round up to 1024 bytes (1 KB of kSmemBytes): the
+  // activation tiles of all stages (each a multiple of 1024 bytes, so every 128-byte swizzle atom
+  // starts on a 1024-byte boundary), then per stage the weights and the scales (and zeros), then
+  // the warp-specialized kernel's mbarriers.
+  // Activation tile of one stage, in elements: (kTileM, kBlockK) K-major with the 128-byte
+  // swizzle, as the wgmma descriptor reads it (WgmmaDesc) and the TMA writes it.
+  // (M, K) -> element
+  using SmemA = Sw128KMajor<TileM, kBlockK>;
+  // Weights of one stage, in 16-byte units: the n8 blocks as they lie in global memory
+  // (weight_format.hpp), [blocks][32 lanes][16 B]; each lane reads back the unit it copied.
+  // (lane, n8 block) -> 16-byte unit
+  using SmemW = Layout<Shape<Int<kLanes>, Int<kBlocksPerCta>>>;
+  // Scales and zeros of one stage, in elements: [scale | zero][kScaleRows][kTileN]; row r holds
+  // the group of k = 32 r of the block.
+  // (row, N, scale | zero) -> element
+  using SmemScales = Layout<Shape<Int<kScaleRows>, Int<kTileN>, _2>,
+                            Stride<Int<kTileN>, _1, Int<kScaleRows * kTileN>>>;
+  static constexpr int kAStageBytes = decltype(cosize(SmemA{}))::value * 2;
+  static_assert(kAStageBytes % 1024 == 0, "stages must keep the swizzle atoms 1024-byte aligned");
+  static constexpr int kWeightBytes = decltype(cosize(SmemW{}))::value * 16;
+  static constexpr int kScaleElems = kScaleRows * kTileN;  // the scales' part (the zeros follow)
+  static constexpr int kStageBytes = kWeightBytes + decltype(cosize(SmemScales{}))::value * 2;
+
+  // Stages: the most of this tile that fit in sm_90's 227 KB of dynamic shared memory per CTA.
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kMaxStages = 5;
+  static constexpr int kStagesThatFit =
+      (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * kMaxStages : 0)) / (kAStageBytes + kStageBytes);
+  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
+  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
+  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
+  // i - 2 is refilled, S - 2 ahead, and M tiles of 128 rows or more (one CTA per SM) take up to 5
+  // stages (256-row INT4 tiles: 3 fit, 74 KB each).
+  static constexpr int kStages =
+      !ExactScales && TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages)
+                                   : 4;
+  static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
+  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
+  // Byte offsets from the aligned base: activation stage s at s * kAStageBytes, weight stage s at
+  // kWeightsOffset + s * kStageBytes (its scales kWeightBytes further), then the full and empty
+  // mbarrier of each stage (warp-specialized kernel).
+  static constexpr int kWeightsOffset = kStages * kAStageBytes;
+  static constexpr int kBarrierOffset = kWeightsOffset + kStages * kStageBytes;
+  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
+  static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
+
+  // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as one
+  // (kTileM rows, 128-byte line of K) box per line, the weights of a stage as one (n8 blocks,
+  // 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per scale row.
+  static constexpr int kABoxRows = decltype(size<0>(SmemA{}))::value;
+  static constexpr int kABoxK = decltype(size<1, 0>(SmemA{}))::value;
+  static constexpr int kABoxes = decltype(size<1, 1>(SmemA{}))::value;
+  static constexpr int kWBoxBlocks = decltype(size<1>(SmemW{}))::value;
+  static constexpr int kWBoxWords = decltype(size<0>(SmemW{}))::value * 16 / 4;
+  static constexpr int kScaleBoxCols = decltype(size<1>(SmemScales{}))::value;
+
+  // ---- thread-value maps. Consumer threads T = ((t, g), w, wg) : 128 wg + 32 w + 4 g + t.
+  using ConsumerThreads = Shape<Shape<_4, _8>, _4, Int<WarpGroups>>;
+  // The n8 blocks a lane dequantizes: warp w of warpgroup wg takes blocks 2 w + h (h = 0, 1) of
+  // each of its n64 tiles kNTiles wg + r; every lane of the warp reads its own 16 bytes of them
+  // (SmemW), the columns and k of weight_format.hpp.
+  // (T, V(h, r)) -> n8 block
+  using WeightBlockTV = Layout<Shape<ConsumerThreads, Shape<_2, Int<NTiles>>>,
+                               Stride<Stride<Stride<_0, _0>, _2, Int<8 * NTiles>>, Stride<_1, _8>>>;
+  // The column of N (within the CTA tile) of those weights: column g of each block. Blocks 2 w and
+  // 2 w + 1 of an n64 tile are rows g and g + 8 of warp w's 16 rows of the wgmma A fragment
+  // (Wgmma64xNx16Layouts::ALayout), the mma.sync B fragments of the packed format being exactly
+  // that fragment.
+  // (T, V(h, r)) -> N
+  using WeightColTV = Layout<Shape<ConsumerThreads, Shape<_2, Int<NTiles>>>,
+                             Stride<Stride<Stride<_0, _1>, _16, Int<64 * NTiles>>, Stride<_8, _64>>>;
+  // The accumulators acc[r][v]: the wgmma C fragment (Wgmma64xNx16Layouts<kTileM>::CLayout) of n64
+  // tile kNTiles wg + r, transposed onto out (wgmma's M is N, its N is M): value v = (e, h, i) is
+  // row 2 t + e + 8 i of M, column 16 w + g + 8 h of the n64 tile.
+  // (T, V((e, h, i), r)) -> (M kTileM, N kTileN)
+  using AccTV = Layout<Shape<ConsumerThreads, Shape<Shape<_2, _2, Int<TileM / 8>>, Int<NTiles>>>,
+                       Stride<Stride<Stride<_2, Int<TileM>>, Int<16 * TileM>, Int<64 * NTiles * TileM>>,
+                              Stride<Stride<_1, Int<8 * TileM>, _8>, Int<64 * TileM>>>>;
+  using AccRowTV = decltype(tile_rows<TileM>(AccTV{}));  // (T, V) -> M
+  using AccColTV = decltype(tile_cols<TileM>(AccTV{}));  // (T, V) -> N
+
+  // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
+  // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +
+  // kARowStep j. Row steps are multiples of 8 rows, so they keep the swizzle phase: one smem
+  // offset per thread plus a constant per step.
+  static constexpr int kAChunksPerRow = kBlockK / 8;
+  static constexpr int kARowStep = kThreads / kAChunksPerRow;
+  static constexpr int kAPerThread = (TileM * kAChunksPerRow + kThreads - 1) / kThreads;
+  // (T, V(8, j)) -> (M kTileM, K kBlockK)
+  using ACopyTV = Layout<Shape<Shape<Int<kAChunksPerRow>, Int<kARowStep>>, Shape<_8, Int<kAPerThread>>>,
+                         Stride<Stride<Int<8 * TileM>, _1>, Stride<Int<TileM>, Int<kARowStep>>>>;
+  // The cp.async kernel's scale (and zero) copy: thread T < kScaleRows * kScaleChunks copies the 8
+  // columns 8 (T % kScaleChunks) of scale row T / kScaleChunks.
+  static constexpr int kScaleChunks = kTileN / 8;
+  // (T, V8) -> (row kScaleRows, N kTileN)
+  using ScaleCopyTV = Layout<Shape<Shape<Int<kScaleChunks>, Int<kScaleRows>>, _8>,
+                             Stride<Stride<Int<8 * kScaleRows>, _1>, Int<kScaleRows>>>;
+  // Where those values land: SmemScales' scales (the zeros kScaleElems further) o ScaleCopyTV,
+  // which coalesces to 8 T + v.
+  // (T, V8) -> element
+  using ScaleCopyDst = decltype(coalesce_by_mode(
+      composition(SmemScales{}(_, _, _0{}), ScaleCopyTV{})));
+
+  // ---- resources
+  // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
+  // consumer warpgroup: 3 CTAs at 32 rows of A (a k block's 64 dequantized registers plus two
+  // accumulator sets), 2 at 64 (two register sets of a k block for the overlap), 1 above; two
+  // consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128 accumulators
+  // and two register sets of 32).
+  static constexpr int kMinCtasPerSm =
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
+  // The most registers per thread that lets kMinCtasPerSm CTAs share the 64K-register file, in 8s.
+  static constexpr int kLaunchRegisters =
+      65536 / (kThreads * kMinCtasPerSm) / 8 * 8 < 256 ? 65536 / (kThreads * kMinCtasPerSm) / 8 * 8
+                                                       : 256;
+  // Registers per thread ptxas allocates on sm_90a, rounded up to 8 (f16 and bf16 alike within the
+  // rounding), for the planner's occupancy model; a GPU test compares that model with
+  // cudaOccupancy, so update this table with ptxas -v when a kernel changes. The warp-specialized
+  // kernel is compiled to its launch bound (setmaxnreg moves registers between its warpgroups at
+  // run time); configurations not built fall back to the bound, ptxas's upper limit.
+  static constexpr int registers() {
+    if (Producer) return kLaunchRegisters;
+    if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 168 : 144;
+    if (!ExactScales && WarpGroups == 1 && TileM == 64 && Bits == 4) return 256;
+    return kLaunchRegisters;
+  }
+  static constexpr int kRegisters = registers();
+};
+
+}  // namespace mixed
+}  // namespace cute_gemm

@@ -1,0 +1,600 @@
+"""The mixed GEMM's planner (csrc/kernels/mixed/mixed_plan.cpp) through cute_gemm.mixed_plan and
+the built-in device specs: which kernel and instance runs at each M on an H100, H200 and A100,
+split-K filling one wave, the workspace, the 256 -> 128 token tile rule, schedule parsing and
+validation, bad problems, custom device specs and the reachability of every instance.
+
+Plain C++ behind it: everything here runs without a GPU. Exact values are asserted only where the
+rules make them certain (the kernel kinds by M, token tiles, fine groups); the rest (split counts,
+CTAs per SM, decode CTA shapes) as properties, so that a re-tuned occupancy model or instance
+does not break these tests while a broken rule does.
+"""
+
+import functools
+import itertools
+
+import pytest
+import torch
+
+import cute_gemm
+from cute_gemm import _C
+
+DEVICES = ["h100", "h200", "a100"]
+HOPPER = ["h100", "h200"]
+MS = [1, 8, 9, 16, 17, 32, 33, 64, 128, 192, 256, 4096]
+# (N, K): square, wide (an MLP up projection), deep (its down projection), small, off the k block
+SHAPES = [(4096, 4096), (28672, 8192), (4096, 14336), (512, 8192), (136, 4224)]
+# (bits, group_size)
+QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
+MAX_SPLITS = 64
+SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a 256-row tile whose K slices are this short -> 128
+DECODE_MAX_M = 8
+FUSED = ("decode", "mma", "wgmma")
+PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
+               "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
+               "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes"}
+
+
+def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
+         schedule=None):
+    return cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device, schedule=schedule)
+
+
+def block_k(bits):
+    return 128 if bits == 4 else 64
+
+
+def k_blocks(k, bits):
+    return -(-k // block_k(bits))
+
+
+@functools.lru_cache(maxsize=None)
+def _instance_table():
+    return {inst["name"]: inst for inst in _C._mixed_instances()}
+
+
+def instances():
+    """The instantiated kernels by name (_C._mixed_instances())."""
+    return dict(_instance_table())
+
+
+def expected_kernel(device, m):
+    """The default rules: decode up to M = 8; with wgmma mma.sync up to 16 and wgmma above;
+    without, mma.sync below 192 and the dense path from there."""
+    if m <= DECODE_MAX_M:
+        return "decode"
+    if device in HOPPER:
+        return "mma" if m <= 16 else "wgmma"
+    return "mma" if m < 192 else "dense"
+
+
+def all_default_plans():
+    for device, m, (n, k), (bits, group), dtype in itertools.product(
+            DEVICES, MS, SHAPES, QUANTS, (torch.float16, torch.bfloat16)):
+        yield (device, m, n, k, bits, group, dtype), plan(m, n, k, bits, group, dtype, device)
+
+
+# ------------------------------------------------------------------------------ device specs
+
+
+def test_builtin_device_specs():
+    h100, h200, a100 = (cute_gemm.device_spec(name) for name in DEVICES)
+    assert isinstance(h100, cute_gemm.DeviceSpec) and isinstance(a100, _C.DeviceSpec)
+    assert (h100.sm_count, h100.cc_major, h100.cc_minor, h100.wgmma) == (132, 9, 0, True)
+    assert (a100.sm_count, a100.cc_major, a100.cc_minor, a100.wgmma) == (108, 8, 0, False)
+    assert "H100" in h100.name and "H200" in h200.name and "A100" in a100.name
+    for spec in (h100, h200, a100):
+        assert 0 < spec.smem_per_block_optin <= spec.smem_per_sm
+        assert spec.regs_per_sm > 0 and spec.max_threads_per_sm > 0 and spec.max_ctas_per_sm > 0
+        assert spec.name in repr(spec)
+    # The H200 is an H100 with more memory: the same SMs, so the same plans.
+    for field in ("sm_count", "cc_major", "smem_per_sm", "smem_per_block_optin", "regs_per_sm",
+                  "wgmma"):
+        assert getattr(h200, field) == getattr(h100, field)
+    assert cute_gemm.device_spec("H100").name == h100.name  # case-insensitive
+    assert cute_gemm.device_spec(h100) is h100  # a DeviceSpec passes through
+    assert _C._device_spec("a100").sm_count == 108
+
+
+def test_device_spec_errors():
+    for bad in ("v100", "h100x", "cpu", 1.5):
+        with pytest.raises(ValueError, match="h100"):
+            cute_gemm.device_spec(bad)
+    with pytest.raises(ValueError, match="'h100', 'h200' and 'a100'"):
+        _C._device_spec("b200")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            cute_gemm.device_spec()
+        with pytest.raises(ValueError, match="no CUDA device"):
+            cute_gemm.mixed_plan(1, 4096, 4096)
+
+
+# --------------------------------------------------------------------------- kernel by M
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernel_choice_by_m(device):
+    for m, (n, k), (bits, group), dtype in itertools.product(
+            MS, SHAPES, QUANTS, (torch.float16, torch.bfloat16)):
+        p = plan(m, n, k, bits, group, dtype, device)
+        want = expected_kernel(device, m)
+        assert p.kernel == want, (device, m, n, k, bits, group)
+        inst = instances().get(p.instance)
+        if want == "dense":
+            assert p.instance is None and p.splits == 1 and p.workspace_bytes == 0
+            continue
+        assert inst["kernel"] == want and inst["bits"] == bits
+        assert inst["bf16"] == (dtype == torch.bfloat16)
+        if want == "decode":
+            assert p.tile_m == 8
+        elif want == "mma":
+            assert p.tile_m == (16 if m <= 16 else 32 if m <= 32 else 64)
+        else:
+            if m <= 128:
+                assert p.tile_m == (32 if m <= 32 else 64 if m <= 64 else 128)
+            else:
+                assert p.tile_m in (128, 256)  # 256, or 128 by the short split-K rule
+            assert p.warp_groups == (1 if p.tile_m <= 64 else 2)
+        assert p.tile_m == inst["tile_m"] and p.stages == inst["stages"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_kernel_everywhere_up_to_m8(device):
+    for m in range(1, DECODE_MAX_M + 1):
+        assert plan(m, device=device).kernel == "decode"
+    assert plan(DECODE_MAX_M + 1, device=device).kernel == "mma"
+
+
+def test_a100_never_picks_wgmma_and_refuses_it():
+    # sm_80: no wgmma at any M, mma.sync below 192 rows and the dense path from there.
+    for m in list(range(1, 300, 7)) + MS:
+        for (n, k), (bits, group) in itertools.product(SHAPES, QUANTS):
+            got = plan(m, n, k, bits, group, device="a100").kernel
+            assert got != "wgmma" and got == expected_kernel("a100", m)
+    for schedule in ("kernel=wgmma", "tile_m=64", {"kernel": "wgmma", "tile_m": 256},
+                     "kernel=wgmma,splits=2"):
+        for m in (1, 17, 256):
+            with pytest.raises(ValueError, match=r"kernel=wgmma.*NVIDIA A100.*sm_80"):
+                plan(m, device="a100", schedule=schedule)
+    # The same for a custom spec without wgmma.
+    spec = cute_gemm.device_spec("h100")
+    spec.wgmma = False
+    spec.name = "no-wgmma H100"
+    assert plan(300, device=spec).kernel == "dense"
+    with pytest.raises(ValueError, match="no-wgmma H100"):
+        plan(300, device=spec, schedule="kernel=wgmma")
+    # What an A100 can be asked to run.
+    assert plan(1, device="a100", schedule="kernel=mma").kernel == "mma"
+    assert plan(300, device="a100", schedule="kernel=mma").kernel == "mma"
+    assert plan(17, device="a100", schedule="kernel=dense").kernel == "dense"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mma_instance_choice(device):
+    # M tile: 16 rows up to M=16, 32 up to 32, else 64. Scales every 2 k16 steps ("fine") only for
+    # groups shorter than the packed k block (128 INT4, 64 INT8) and shorter than K.
+    for m, bits, group, k, tile_m, fine in [
+            (1, 4, 128, 4096, 16, False), (16, 4, 32, 4096, 16, True),
+            (17, 4, 64, 4096, 32, True), (33, 8, 64, 4096, 64, False),
+            (255, 8, 32, 4096, 64, True), (7, 8, -1, 4224, 16, False),
+            (1, 4, 32, 32, 16, False), (4096, 4, 64, 4096, 64, True)]:
+        p = plan(m, 4096, k, bits, group, device=device, schedule="kernel=mma")
+        assert (p.kernel, p.tile_m, p.fine_groups, p.exact_scales) == ("mma", tile_m, fine, True)
+        inst = instances()[p.instance]
+        assert (inst["tile_m"], inst["fine_groups"]) == (tile_m, fine)
+        assert p.threads == inst["threads"] and p.warps == p.threads // 32
+        # Only the decode kernel splits a CTA's k range among k slices of warps.
+        assert p.col_warps == 0 and p.k_slices == 0 and p.warp_groups == 0
+        assert p.ctas_per_sm >= 1
+
+
+def test_wgmma_tiles_and_scales():
+    # Exact fp32 scales in the 32-row tile only (mixed_gemm's docstring); one consumer warpgroup
+    # up to 64 rows, two above; each as its instance says.
+    for tile_m, groups in ((32, 1), (64, 1), (128, 2), (256, 2)):
+        for bits, dtype in itertools.product((4, 8), (torch.float16, torch.bfloat16)):
+            p = plan(300, bits=bits, group=128, dtype=dtype, schedule=f"tile_m={tile_m}")
+            inst = instances()[p.instance]
+            assert (p.kernel, p.tile_m, p.warp_groups) == ("wgmma", tile_m, groups)
+            assert p.exact_scales == (tile_m == 32) == inst["exact_scales"]
+            assert (p.producer, p.threads, p.smem_bytes) == \
+                (inst["producer"], inst["threads"], inst["smem_bytes"])
+            assert p.col_warps == 0 and p.k_slices == 0 and p.ctas_per_sm >= 1
+            assert p.ctas_per_sm * p.smem_bytes <= cute_gemm.device_spec("h100").smem_per_sm
+    # Forced, wgmma also takes M <= 16 (in 32-row token tiles).
+    p = plan(1, schedule="kernel=wgmma")
+    assert (p.kernel, p.tile_m) == ("wgmma", 32)
+
+
+# ------------------------------------------------------------------------------- split-K
+
+
+def test_splits_fill_one_wave():
+    checked = set()
+    for (device, m, n, k, bits, group, dtype), p in all_default_plans():
+        if p.kernel == "dense":
+            continue
+        spec = cute_gemm.device_spec(device)
+        kb = k_blocks(k, bits)
+        s = p.splits
+        assert 1 <= s <= MAX_SPLITS and p.grid[2] == s
+        # No empty split: each gets ceil(k_blocks / splits) k blocks.
+        per_split = -(-kb // s)
+        assert per_split * (s - 1) < kb, (device, m, n, k, bits, s)
+        assert s == 1 or s <= kb // 2  # at least 2 k blocks per split
+        assert p.grid[0] == -(-n // p.tile_n) and p.grid[1] == -(-m // p.tile_m)
+        assert p.ctas_per_sm >= 1
+        base = p.grid[0] * p.grid[1]
+        wave = p.ctas_per_sm * spec.sm_count
+        if s > 1:
+            assert base * s <= wave, (device, m, n, k, bits)  # never past one wave
+        if p.kernel == "decode":
+            continue  # its splits are a cost trade-off (test_decode_plans)
+        if base >= wave:
+            assert s == 1
+            checked.add("full")
+        elif wave // base <= min(MAX_SPLITS, kb // 2):
+            # Not capped: close to one wave (the most splits that fit, then lowered by at most a
+            # third so that none is empty).
+            assert 3 * base * s > wave, (device, m, n, k, bits, s, base, wave)
+            checked.add("filled" if s > 1 else "one")
+        else:
+            checked.add("capped")
+    assert checked >= {"full", "filled", "capped"}
+
+
+def test_workspace_bytes():
+    seen_split = False
+    for (device, m, n, k, bits, group, dtype), p in all_default_plans():
+        assert p.workspace_bytes == (p.splits * m * n * 4 if p.splits > 1 else 0)
+        seen_split |= p.splits > 1
+    assert seen_split
+    p = plan(1, 4096, 4096, schedule="kernel=mma,splits=4")
+    assert (p.splits, p.workspace_bytes) == (4, 4 * 1 * 4096 * 4)
+    p = plan(1, 4096, 4096, schedule="kernel=mma,splits=1")
+    assert (p.splits, p.workspace_bytes) == (1, 0)
+
+
+def test_scheduled_splits_lowered_so_none_is_empty():
+    # 4096 / 128 = 32 k blocks (INT4), 4224 / 64 = 66 (INT8).
+    for kernel, m in (("decode", 1), ("mma", 16), ("wgmma", 64)):
+        for bits, k in ((4, 4096), (8, 4224)):
+            kb = k_blocks(k, bits)
+            for splits in (1, 2, 3, 5, 7, 33, 64):
+                p = plan(m, 4096, k, bits, 128 if bits == 4 else -1,
+                         schedule=f"kernel={kernel},splits={splits}")
+                per_split = -(-kb // min(splits, kb))
+                assert p.kernel == kernel and p.splits == -(-kb // per_split), (kernel, splits)
+                assert p.splits <= splits and per_split * (p.splits - 1) < kb
+    # 40 splits of 32 k blocks: 32, one k block each, so the decode CTAs have one warp.
+    p = plan(1, 4096, 4096, schedule="splits=40")
+    assert (p.kernel, p.splits, p.warps, p.col_warps) == ("decode", 32, 1, 1)
+    # 5 splits of at most 7 k blocks: at most 7 k slices (of 1 warp at M=1) per CTA.
+    p = plan(1, 4096, 4096, schedule="splits=5")
+    assert p.splits == 5 and 1 <= p.warps <= 7
+
+
+@pytest.mark.parametrize("device", HOPPER)
+def test_wgmma_256_gives_way_to_128_for_short_split_k(device):
+    outcomes = set()
+    for m, (n, k), (bits, group) in itertools.product(
+            [129, 192, 256, 300, 512, 1024, 4096], SHAPES, QUANTS):
+        p = plan(m, n, k, bits, group, device=device)
+        assert p.kernel == "wgmma"
+        forced = plan(m, n, k, bits, group, device=device, schedule="tile_m=256")
+        assert forced.tile_m == 256  # a scheduled tile is never changed
+        slice_k = -(-k_blocks(k, bits) // forced.splits) * block_k(bits)
+        want = 128 if slice_k <= SHORT_SPLIT_K else 256
+        assert p.tile_m == want, (m, n, k, bits, forced.splits)
+        outcomes.add(want)
+        if want == 256:
+            assert p.as_dict() == forced.as_dict()
+        else:
+            assert p.as_dict() == plan(m, n, k, bits, group, device=device,
+                                       schedule="tile_m=128").as_dict()
+    assert outcomes == {128, 256}  # both sides of the rule are exercised
+
+
+def test_fewer_sms_fewer_splits():
+    # A custom spec: the same GPU with fewer SMs has a smaller wave, so no more splits, and with
+    # more SMs no fewer; a decode-sized problem with a small grid gets more splits on more SMs.
+    def spec(sm_count, base="h100"):
+        d = cute_gemm.device_spec(base)
+        d.sm_count = sm_count
+        d.name = f"{base} with {sm_count} SMs"
+        return d
+
+    grew = shrank = False
+    for base, m, (n, k), (bits, group) in itertools.product(
+            ("h100", "a100"), (9, 16, 33, 64, 128), SHAPES, QUANTS[:2]):
+        counts = [plan(m, n, k, bits, group, device=spec(sms, base)).splits
+                  for sms in (16, 66, 132, 264)]
+        assert counts == sorted(counts), (base, m, n, k, counts)
+        grew |= counts[-1] > counts[2]
+        shrank |= counts[0] < counts[2]
+    assert grew and shrank
+    p_small = plan(16, 512, 8192, device=spec(16))
+    p_big = plan(16, 512, 8192, device=spec(264))
+    assert p_small.splits < p_big.splits
+    assert p_small.kernel == p_big.kernel == "mma"
+    # The built-in spec and a copy of it plan alike.
+    assert plan(16, device=spec(132)).as_dict() == plan(16).as_dict()
+
+
+def test_custom_device_spec_validation():
+    empty = cute_gemm.DeviceSpec()
+    assert empty.sm_count == 0 and not empty.wgmma
+    with pytest.raises(ValueError, match="lacks its SM count or shared memory"):
+        plan(1, device=empty)
+    d = cute_gemm.DeviceSpec()
+    d.name, d.sm_count, d.smem_per_sm, d.smem_per_block_optin = "tiny", 4, 100 * 1024, 99 * 1024
+    d.cc_major = 8
+    for m in (1, 8, 9, 100, 191, 192):
+        assert plan(m, device=d).kernel == expected_kernel("a100", m)
+
+
+# --------------------------------------------------------------------------------- decode
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_plans(device):
+    spec = cute_gemm.device_spec(device)
+    for m, (n, k), (bits, group) in itertools.product(range(1, 9), SHAPES, QUANTS):
+        p = plan(m, n, k, bits, group, device=device)
+        assert (p.kernel, p.tile_m) == ("decode", 8)
+        assert p.col_warps in (1, 2, 4) and p.warps % p.col_warps == 0
+        assert p.k_slices * p.col_warps == p.warps and 1 <= p.warps <= 16
+        assert p.threads == 32 * p.warps and p.tile_n == 32 * p.col_warps
+        assert p.exact_scales and p.warp_groups == 0
+        assert p.fine_groups == (0 < group < k and group < block_k(bits))
+        assert 0 < p.smem_bytes <= spec.smem_per_block_optin and p.ctas_per_sm >= 1
+        if m < 5:
+            assert p.col_warps == 1  # k slices share the activations only from M = 5
+        # Each k slice takes at least 2 k blocks of the split (or the one there is).
+        assert p.k_slices <= max(1, k_blocks(k, bits) // p.splits // 2)
+        # A split-K grid only where it pays: each split keeps K >= 8192, or no unsplit grid has
+        # CTAs for half the SMs.
+        if p.splits > 1:
+            unsplit_ctas = -(-n // 32)  # 32-column k slices: the grid with the most CTAs
+            assert k // p.splits >= 8192 or 2 * unsplit_ctas < spec.sm_count, (m, n, k, p)
+
+
+def test_decode_schedules():
+    # Scheduled warps are rounded down to whole k slices: 6 warps in slices of 4 -> 4.
+    p = plan(1, schedule="warps=6,col_warps=4")
+    assert (p.kernel, p.warps, p.col_warps, p.k_slices) == ("decode", 4, 4, 1)
+    for m, cw in itertools.product((1, 3, 5, 8), (1, 2, 4)):
+        p = plan(m, schedule={"col_warps": cw})
+        assert p.kernel == "decode" and p.col_warps == cw and p.warps % cw == 0
+        for warps in (1, 3, 7, 12, 16):
+            p = plan(m, 392, 4224, schedule=f"kernel=decode,warps={warps},col_warps={cw}")
+            assert p.col_warps == cw and p.warps % cw == 0
+            rounded = max(cw, warps - warps % cw)  # whole k slices, at least one
+            assert cw <= p.warps <= rounded and p.k_slices == p.warps // cw
+            if rounded <= 4:  # a few warps always fit in shared memory
+                assert p.warps == rounded, (m, warps, cw, p.warps)
+    # warps alone imply the decode kernel.
+    assert plan(4, schedule="warps=8").kernel == "decode"
+    # Decode never takes more than 8 rows, scheduled or implied.
+    for schedule in ("kernel=decode", "warps=4", "col_warps=2", "kernel=decode,splits=2"):
+        with pytest.raises(ValueError, match=r"kernel=decode runs up to M=8; got M=9"):
+            plan(9, schedule=schedule)
+
+
+# ---------------------------------------------------------------------------- determinism
+
+
+def test_plan_is_deterministic():
+    cases = [(1, 4096, 4096, 4, 128), (16, 28672, 8192, 8, -1), (300, 4096, 14336, 4, 32),
+             (5, 136, 4224, 8, 64)]
+    for device in DEVICES:
+        first = [plan(*c, device=device).as_dict() for c in cases]
+        for _ in range(3):
+            assert [plan(*c, device=device).as_dict() for c in reversed(cases)][::-1] == first
+    # Plans for other devices and schedules in between change nothing.
+    before = plan(33, device="h100").as_dict()
+    plan(33, device="a100")
+    plan(33, device="h100", schedule="kernel=mma,splits=3")
+    assert plan(33, device="h100").as_dict() == before
+
+
+# ---------------------------------------------------------------------- the MixedPlan object
+
+
+def test_plan_object():
+    p = plan(300, schedule="tile_m=128,splits=2")
+    d = p.as_dict()
+    assert set(d) == PLAN_FIELDS
+    for key, value in d.items():
+        assert getattr(p, key) == value
+    assert isinstance(p.grid, tuple) and len(p.grid) == 3
+    assert isinstance(p, cute_gemm.MixedPlan)
+    with pytest.raises(AttributeError):
+        p.kernel = "mma"
+    with pytest.raises(AttributeError):
+        p.splits = 3
+
+
+def test_describe_names_kernel_and_instance():
+    for m, schedule in ((1, None), (16, None), (64, None), (300, "tile_m=256,splits=3"),
+                        (4, "kernel=decode,warps=8,col_warps=2"), (64, "kernel=mma")):
+        p = plan(m, schedule=schedule)
+        text = p.describe()
+        assert text.startswith(p.kernel + " " + p.instance), text
+        assert str(p) == text and text in repr(p)
+        assert ("split-K" in text) == (p.splits > 1)
+        assert f"{p.grid[0]}x{p.grid[1]}x{p.grid[2]}" in text
+    p = plan(1, device="a100", schedule="kernel=dense")
+    assert p.instance is None and p.describe().startswith("dense")
+
+
+def test_bf16_and_dtype():
+    p = plan(64, dtype=torch.bfloat16)
+    assert "bf16" in p.instance and instances()[p.instance]["bf16"]
+    assert "_f16_" in plan(64).instance and not instances()[plan(64).instance]["bf16"]
+    with pytest.raises(ValueError, match="dtype must be torch.float16 or torch.bfloat16"):
+        plan(1, dtype=torch.float32)
+
+
+# -------------------------------------------------------------------------------- schedules
+
+
+@pytest.mark.parametrize("text,canonical", [
+    ("", ""), ("kernel=auto", ""), (" , ", ""),
+    ("kernel=wgmma", "kernel=wgmma"), ("tile_m=128,kernel=wgmma", "kernel=wgmma,tile_m=128"),
+    (" splits=2 , kernel=mma ,", "kernel=mma,splits=2"),
+    ("col_warps=2,warps=8,kernel=decode", "kernel=decode,warps=8,col_warps=2"),
+    ("kernel=dense", "kernel=dense"), ("splits=64", "splits=64"), ("tile_m=32", "tile_m=32"),
+    ("warps=16,col_warps=4", "warps=16,col_warps=4"),
+])
+def test_schedule_canonical_form(text, canonical):
+    assert _C._mixed_schedule(text) == canonical
+    assert _C._mixed_schedule(canonical) == canonical  # idempotent
+
+
+@pytest.mark.parametrize("text,key", [
+    ("kernel=tensor_cores", "kernel"), ("kernel=", "kernel"), ("kernel=WGMMA", "kernel"),
+    ("tile_m=96", "tile_m"), ("tile_m=16", "tile_m"), ("tile_m=512", "tile_m"),
+    ("tile_m=abc", "tile_m"), ("tile_m=", "tile_m"), ("tile_m=128.0", "tile_m"),
+    ("splits=0", "splits"), ("splits=65", "splits"), ("splits=-1", "splits"),
+    ("splits=2.5", "splits"), ("splits=two", "splits"),
+    ("warps=0", "warps"), ("warps=17", "warps"), ("warps=x", "warps"),
+    ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
+    ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
+    ("kernel:mma", "kernel:mma"),
+])
+def test_schedule_parse_errors_name_the_key(text, key):
+    with pytest.raises(ValueError, match="schedule: .*" + key):
+        _C._mixed_schedule(text)
+    with pytest.raises(ValueError, match="schedule: .*" + key):
+        plan(1, schedule=text)
+
+
+@pytest.mark.parametrize("device,m,schedule,match", [
+    ("h100", 9, "kernel=decode", r"kernel=decode runs up to M=8"),
+    ("h100", 64, "kernel=mma,tile_m=64", r"tile_m applies to the wgmma kernel; this plan runs "
+                                         r"mma"),
+    ("h100", 1, "kernel=decode,tile_m=32", r"tile_m applies to the wgmma kernel"),
+    ("h100", 64, "tile_m=64,warps=4", r"warps applies to the decode kernel; this plan runs wgmma"),
+    ("h100", 1, "kernel=mma,col_warps=2", r"col_warps applies to the decode kernel"),
+    ("h100", 1, "kernel=dense,splits=2", r"splits applies to the fused kernels; this plan runs "
+                                         r"dense"),
+    ("a100", 300, "splits=2", r"splits applies to the fused kernels; this plan runs dense"),
+    ("a100", 64, "kernel=wgmma", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
+    ("a100", 1, "tile_m=32", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
+])
+def test_schedules_the_plan_cannot_run(device, m, schedule, match):
+    with pytest.raises(ValueError, match=match):
+        plan(m, device=device, schedule=schedule)
+
+
+def test_schedule_string_and_mapping_agree():
+    pairs = [("kernel=wgmma,tile_m=64,splits=2", {"kernel": "wgmma", "tile_m": 64, "splits": 2}),
+             ("kernel=decode,warps=8,col_warps=2", {"kernel": "decode", "warps": 8,
+                                                    "col_warps": 2}),
+             ("kernel=mma", {"kernel": "mma"}), ("", {})]
+    for text, mapping in pairs:
+        m = 4 if "decode" in text else 64
+        assert plan(m, schedule=text).as_dict() == plan(m, schedule=mapping).as_dict()
+    assert plan(64, schedule="").as_dict() == plan(64).as_dict()
+    assert plan(64, schedule="kernel=auto").as_dict() == plan(64).as_dict()
+    with pytest.raises(ValueError, match="unknown key 'tile'"):
+        plan(64, schedule={"tile": 64})
+    with pytest.raises(TypeError, match="schedule must be None, a string"):
+        plan(64, schedule=64)
+    with pytest.raises(TypeError, match="schedule must be None, a string"):
+        plan(64, schedule=[("kernel", "mma")])
+
+
+def test_schedule_implied_kernels():
+    # tile_m alone implies wgmma; warps / col_warps alone imply decode; splits alone keep the
+    # default kernel.
+    assert plan(1, schedule="tile_m=64").kernel == "wgmma"
+    assert plan(4, schedule="col_warps=4").kernel == "decode"
+    for m in (1, 16, 64):
+        assert plan(m, schedule="splits=2").kernel == plan(m).kernel
+        assert plan(m, schedule="splits=2").splits == 2
+
+
+# ------------------------------------------------------------------------------ bad problems
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(bits=3), r"bits must be 4 or 8; got bits=3"),
+    (dict(bits=5), r"bits must be 4 or 8"),
+    (dict(bits=16), r"bits must be 4 or 8"),
+    (dict(bits=100), r"bits must be 4 or 8"),
+    (dict(bits=-4), r"bits must be 4 or 8"),
+    (dict(group=48), r"group_size must be 32, 64, 128 or -1 \(per-channel\); got group_size=48"),
+    (dict(group=16), r"group_size must be 32, 64, 128 or -1"),
+    (dict(group=256), r"group_size must be 32, 64, 128 or -1"),
+    (dict(group=0), r"group_size must be 32, 64, 128 or -1"),
+    (dict(group=-2), r"group_size (must be )?32, 64, 128 or -1"),
+    (dict(n=12), r"N must be a multiple of 8; got N=12"),
+    (dict(n=4100), r"N must be a multiple of 8; got N=4100"),
+    (dict(n=0), r"need 1 <= M, N, K < 2\^31"),
+    (dict(m=0), r"need 1 <= M, N, K < 2\^31; got M=0"),
+    (dict(k=0), r"need 1 <= M, N, K < 2\^31"),
+    (dict(m=2**31), r"need 1 <= M, N, K < 2\^31"),
+])
+def test_bad_problems_raise(kwargs, match):
+    args = dict(m=1, n=4096, k=4096, bits=4, group=128)
+    args.update(kwargs)
+    for device in DEVICES:
+        with pytest.raises(ValueError, match=match):
+            plan(args["m"], args["n"], args["k"], args["bits"], args["group"], device=device)
+
+
+# ------------------------------------------------------------------------------- instances
+
+
+def test_instances_table():
+    table = _C._mixed_instances()
+    names = [inst["name"] for inst in table]
+    assert len(names) == len(set(names)) and names
+    kinds = {inst["kernel"] for inst in table}
+    assert kinds == {"decode", "mma", "wgmma"}
+    for inst in table:
+        assert inst["bits"] in (4, 8) and inst["threads"] > 0 and inst["stages"] > 0
+        assert inst["smem_bytes"] > 0 and inst["registers"] > 0
+        assert ("bf16" in inst["name"]) == inst["bf16"]
+        assert f"int{inst['bits']}" in inst["name"]
+    # Every token tile of the wgmma kernel for each bit width and dtype.
+    for bits, bf16 in itertools.product((4, 8), (False, True)):
+        tiles = {i["tile_m"] for i in table
+                 if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16)}
+        assert tiles == {32, 64, 128, 256}
+        tiles = {(i["tile_m"], i["fine_groups"]) for i in table
+                 if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
+        assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
+        assert {i["fine_groups"] for i in table
+                if (i["kernel"], i["bits"], i["bf16"]) == ("decode", bits, bf16)} == {False, True}
+
+
+def _schedule_reaching(inst):
+    """A problem and schedule whose plan runs `inst` (on an H100)."""
+    kernel, tile_m = inst["kernel"], inst["tile_m"]
+    fine = inst["fine_groups"] and kernel != "wgmma"
+    group = 32 if fine else 128
+    m = {"decode": 8, "mma": tile_m, "wgmma": tile_m}[kernel]
+    schedule = {"kernel": kernel}
+    if kernel == "wgmma":
+        schedule["tile_m"] = tile_m
+    return dict(m=m, n=4096, k=4096, bits=inst["bits"], group=group,
+                dtype=torch.bfloat16 if inst["bf16"] else torch.float16), schedule
+
+
+def test_every_instance_is_reachable():
+    reached = set()
+    for name, inst in instances().items():
+        problem, schedule = _schedule_reaching(inst)
+        for device in HOPPER if inst["kernel"] == "wgmma" else DEVICES:
+            p = plan(**problem, device=device, schedule=schedule)
+            assert p.instance == name, (name, problem, schedule, p.instance)
+            assert p.kernel == inst["kernel"]
+        reached.add(name)
+    assert reached == set(instances())
+    # The default plans (no schedule) reach every kind of kernel and every wgmma token tile.
+    default = {p.instance for _, p in all_default_plans() if p.instance}
+    assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma"}
+    assert {instances()[n]["tile_m"] for n in default
+            if instances()[n]["kernel"] == "wgmma"} >= {32, 64, 128, 256}
