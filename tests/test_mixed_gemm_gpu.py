@@ -35,7 +35,8 @@ def _qweight(n, k, bits, group, symmetric, dtype, seed=0):
 def _plan(m, qw, schedule=None):
     """What mixed_gemm runs on the current GPU for M rows with this weight and schedule."""
     n, k = qw.shape
-    return cute_gemm.mixed_plan(m, n, k, qw.bits, qw.group_size, qw.dtype, device=qw.device,
+    device = qw.device if qw.device.type == "cuda" else None  # a CPU weight: the current GPU
+    return cute_gemm.mixed_plan(m, n, k, qw.bits, qw.group_size, qw.dtype, device=device,
                                 schedule=schedule)
 
 

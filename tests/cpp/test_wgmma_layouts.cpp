@@ -8,8 +8,14 @@
 
 #include "cute_gemm/arch/wgmma_desc_sm90.hpp"
 #include "cute_gemm/mma_traits_sm90.hpp"
+#include "cute_gemm/wgmma_desc.hpp"
 
 using namespace cute_gemm;
+
+// The descriptor of a K-major 128-byte-swizzled tile, derived from its layout (wgmma_desc.hpp).
+static constexpr uint64_t make_wgmma_desc_sw128(uint32_t addr) {
+  return make_wgmma_desc(Sw128KMajor<64, 64>{}, addr);
+}
 
 static int failures = 0;
 #define CHECK(cond, ...)                                     \
