@@ -47,8 +47,9 @@ if __name__ == "__main__":  # not on import (tests import this module): it is pr
     os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+for _path in (_HERE, os.path.dirname(_HERE)):  # gpu_sweep; cute_gemm from a source checkout
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 import torch  # noqa: E402
 
