@@ -135,7 +135,7 @@ CG_HOST_DEVICE constexpr PackedShape packed_shape(int64_t n, int64_t k, int bits
 //                                               nibble i = h + 2s + 4e of word w
 //   INT8  (8,(2,4,2,4)):(64,(2,16,1,4))         n = g, k = e + 2t + 8h + 16w, byte i = h + 2e
 // The whole packed tensor is this block layout repeated over (k block kb, n block nb), the n
-// blocks outermost: field (nb, kb, f) sits at f + kFields * (kb + kBlocks * nb).
+// blocks outermost: field f of block (nb, kb) sits at f + kFields * (kb + k_blocks(K, Bits) * nb).
 // (No nested `detail` namespace here: kernels in namespace mixed call cute_gemm::detail's helpers
 // unqualified as detail::...)
 template <int Bits>
