@@ -60,8 +60,8 @@ inline cudaError_t encode_2d_map(CUtensorMap* map, void const* base, CUtensorMap
 // The map of matrix X [rows, cols] (row-major, row stride ld elements, fp16 or bf16) read in
 // boxes of (box_rows, 64 columns): each box lands as box_rows rows of 128 bytes, 16-byte units
 // XOR-swizzled by row % 8 (the 128-byte swizzle of a K-major wgmma operand).
-// Example: activations A [M=300, K=8192], lda 8192, 128-token tiles: box (128, 64) at
-// (x = k0, y = m0) fills the (128 x 64) K-major tile of tokens m0.., k columns k0...
+// Example: activations A [M=300, K=8192], lda 8192, M tiles of 128 rows: box (128, 64) at
+// (x = k0, y = m0) fills the (128 x 64) K-major tile of rows m0.., columns k0.. of A.
 inline cudaError_t encode_k_major_sw128_map(CUtensorMap* map, void const* base, bool bf16,
                                             uint64_t rows, uint64_t cols, uint64_t ld,
                                             uint32_t box_rows) {

@@ -11,11 +11,11 @@
 //
 // CTA: kWarpGroups consumer warpgroups (4 warps each), each computing kNTiles n64 tiles (64
 // columns of N, one wgmma's M each), so kTileN = 64 * kNTiles * kWarpGroups columns; with
-// kProducer one more warpgroup issues the copies (TMA). Consumer thread T = 128 wg + 32 w + 4 g + t:
-// warpgroup wg, warp w, lane 4 g + t (g, t: the mma fragments' groupID and threadID_in_group).
+// kProducer one more warpgroup issues the copies (TMA). Consumer thread T = 128 wg + 32 w + 4 g + t
+// is warpgroup wg, warp w, lane 4 g + t (g = lane / 4, t = lane % 4, as in the mma fragments).
 
 #include "cute_gemm/mma_traits_sm90.hpp"
-#include "cute_gemm/tile_coord.hpp"
+#include "cute_gemm/tv_coords.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
@@ -109,28 +109,36 @@ struct MixedWgmmaConfig {
 
   // ---- thread-value maps. Consumer threads T = ((t, g), w, wg) : 128 wg + 32 w + 4 g + t.
   using ConsumerThreads = Shape<Shape<_4, _8>, _4, Int<WarpGroups>>;
+  using NTiles_ = Int<NTiles>;
+  using TileM_ = Int<TileM>;
   // The n8 blocks a lane dequantizes: warp w of warpgroup wg takes blocks 2 w + h (h = 0, 1) of
   // each of its n64 tiles kNTiles wg + r; every lane of the warp reads its own 16 bytes of them
   // (SmemW), the columns and k of weight_format.hpp.
   // (T, V(h, r)) -> n8 block
-  using WeightBlockTV = Layout<Shape<ConsumerThreads, Shape<_2, Int<NTiles>>>,
-                               Stride<Stride<Stride<_0, _0>, _2, Int<8 * NTiles>>, Stride<_1, _8>>>;
-  // The column of N (within the CTA tile) of those weights: column g of each block. Blocks 2 w and
-  // 2 w + 1 of an n64 tile are rows g and g + 8 of warp w's 16 rows of the wgmma A fragment
-  // (Wgmma64xNx16Layouts::ALayout), the mma.sync B fragments of the packed format being exactly
-  // that fragment.
+  using WeightBlockTV =
+      Layout<Shape<ConsumerThreads, Shape<_2, NTiles_>>,
+             Stride<Stride<Stride<_0, _0>, _2, Int<8 * NTiles>>, Stride<_1, _8>>>;
+  // The columns of the packed blocks: lane 4 g + t holds column g of each (weight_format.hpp).
+  // (g, n8 block) -> N
+  using BlockColumns = Layout<Shape<_8, Int<kBlocksPerCta>>>;
+  // The column of N (within the CTA tile) of a lane's weights, BlockColumns(g, WeightBlockTV(T, V))
+  // (as the kernels compute it). Blocks 2 w and 2 w + 1 of an n64 tile are wgmma's rows g and g + 8
+  // of warp w's 16 rows of the A fragment (Wgmma64xNx16Layouts::ALayout): the mma.sync B fragments
+  // of the packed format are exactly that fragment.
   // (T, V(h, r)) -> N
-  using WeightColTV = Layout<Shape<ConsumerThreads, Shape<_2, Int<NTiles>>>,
-                             Stride<Stride<Stride<_0, _1>, _16, Int<64 * NTiles>>, Stride<_8, _64>>>;
+  using WeightColTV =
+      Layout<Shape<ConsumerThreads, Shape<_2, NTiles_>>,
+             Stride<Stride<Stride<_0, _1>, _16, Int<64 * NTiles>>, Stride<_8, _64>>>;
   // The accumulators acc[r][v]: the wgmma C fragment (Wgmma64xNx16Layouts<kTileM>::CLayout) of n64
   // tile kNTiles wg + r, transposed onto out (wgmma's M is N, its N is M): value v = (e, h, i) is
   // row 2 t + e + 8 i of M, column 16 w + g + 8 h of the n64 tile.
   // (T, V((e, h, i), r)) -> (M kTileM, N kTileN)
-  using AccTV = Layout<Shape<ConsumerThreads, Shape<Shape<_2, _2, Int<TileM / 8>>, Int<NTiles>>>,
-                       Stride<Stride<Stride<_2, Int<TileM>>, Int<16 * TileM>, Int<64 * NTiles * TileM>>,
-                              Stride<Stride<_1, Int<8 * TileM>, _8>, Int<64 * TileM>>>>;
-  using AccRowTV = decltype(tile_rows<TileM>(AccTV{}));  // (T, V) -> M
-  using AccColTV = decltype(tile_cols<TileM>(AccTV{}));  // (T, V) -> N
+  using AccTV =
+      Layout<Shape<ConsumerThreads, Shape<Shape<_2, _2, Int<TileM / 8>>, NTiles_>>,
+             Stride<Stride<Stride<_2, TileM_>, Int<16 * TileM>, Int<64 * NTiles * TileM>>,
+                    Stride<Stride<_1, Int<8 * TileM>, _8>, Int<64 * TileM>>>>;
+  using AccRowTV = decltype(tile_row_layout<TileM>(AccTV{}));  // (T, V) -> M
+  using AccColTV = decltype(tile_col_layout<TileM>(AccTV{}));  // (T, V) -> N
 
   // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
   // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +
@@ -140,8 +148,9 @@ struct MixedWgmmaConfig {
   static constexpr int kARowStep = kThreads / kAChunksPerRow;
   static constexpr int kAPerThread = (TileM * kAChunksPerRow + kThreads - 1) / kThreads;
   // (T, V(8, j)) -> (M kTileM, K kBlockK)
-  using ACopyTV = Layout<Shape<Shape<Int<kAChunksPerRow>, Int<kARowStep>>, Shape<_8, Int<kAPerThread>>>,
-                         Stride<Stride<Int<8 * TileM>, _1>, Stride<Int<TileM>, Int<kARowStep>>>>;
+  using ACopyTV =
+      Layout<Shape<Shape<Int<kAChunksPerRow>, Int<kARowStep>>, Shape<_8, Int<kAPerThread>>>,
+             Stride<Stride<Int<8 * TileM>, _1>, Stride<TileM_, Int<kARowStep>>>>;
   // The cp.async kernel's scale (and zero) copy: thread T < kScaleRows * kScaleChunks copies the 8
   // columns 8 (T % kScaleChunks) of scale row T / kScaleChunks.
   static constexpr int kScaleChunks = kTileN / 8;
@@ -162,10 +171,10 @@ struct MixedWgmmaConfig {
   // and two register sets of 32).
   static constexpr int kMinCtasPerSm =
       WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (TileM <= 32 ? 3 : (TileM <= 64 ? 2 : 1));
-  // The most registers per thread that lets kMinCtasPerSm CTAs share the 64K-register file, in 8s.
-  static constexpr int kLaunchRegisters =
-      65536 / (kThreads * kMinCtasPerSm) / 8 * 8 < 256 ? 65536 / (kThreads * kMinCtasPerSm) / 8 * 8
-                                                       : 256;
+  // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
+  // (at most 256: ptxas's limit of 255 allocates as 256).
+  static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;
+  static constexpr int kLaunchRegisters = kRegisterShare < 256 ? kRegisterShare : 256;
   // Registers per thread ptxas allocates on sm_90a, rounded up to 8 (f16 and bf16 alike within the
   // rounding), for the planner's occupancy model; a GPU test compares that model with
   // cudaOccupancy, so update this table with ptxas -v when a kernel changes. The warp-specialized

@@ -47,7 +47,6 @@
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
 #include "cute_gemm/wgmma_desc.hpp"
-#include "kernels/device_info.hpp"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
@@ -72,25 +71,28 @@ struct WgmmaWarpSlice {
   // b = h + 2 r is value (h, r) of WeightBlockTV.
   using BlockRegs = uint32_t[4][NB][Cfg::kStepsPerWord][2];
 
-  int lane, g, t;
-  int w_dst[NB];     // n8 block within the CTA tile: WeightBlockTV(thread, b)
-  int lane_col[NB];  // column of N within the CTA tile: WeightColTV(thread, b)
+  int lane, g, t, w, wg;  // consumer thread 128 wg + 32 w + lane, lane = 4 g + t
+  int w_dst[NB];     // n8 block within the CTA tile: WeightBlockTV(thread_coord(), b)
+  int lane_col[NB];  // column of N within the CTA tile: WeightColTV(thread_coord(), b)
   bool symmetric;
   // Dequantization constants of the columns lane_col: the symmetric zero point throughout, or the
   // current group's zero points.
   ZeroConstants<T2> zc[NB];
 
   CG_DEVICE WgmmaWarpSlice(int tid, bool symmetric_)
-      : lane(tid % 32), g(lane / 4), t(lane % 4), symmetric(symmetric_) {
-    // The thread's coordinate ((t, g), w, wg) in ConsumerThreads (tid >= 0).
-    const auto thr = make_coord(make_coord(t, g), (tid >> 5) & 3, tid >> 7);
+      : lane(tid % 32), g(lane / 4), t(lane % 4), w((tid >> 5) & 3), wg(tid >> 7),
+        symmetric(symmetric_) {
+    const auto thr = thread_coord();
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       w_dst[b] = typename Cfg::WeightBlockTV{}(thr, b);
-      lane_col[b] = typename Cfg::WeightColTV{}(thr, b);
+      lane_col[b] = typename Cfg::BlockColumns{}(g, w_dst[b]);  // = WeightColTV(thr, b)
       zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
     }
   }
+
+  // The thread's coordinate ((t, g), w, wg) in Cfg::ConsumerThreads.
+  CG_DEVICE auto thread_coord() const { return make_coord(make_coord(t, g), w, wg); }
 
   // Where symmetric weights branch: once per k block (rounded weights), so the symmetric block is
   // one straight run that ptxas interleaves across words, or once per word (exact scales, where
@@ -153,8 +155,9 @@ struct WgmmaWarpSlice {
     }
   }
 
-  // The wgmma A fragment of n64 tile r at step s of word wi (ALayout): wgmma's rows g and g + 8
-  // are blocks 2r and 2r + 1 (h = 0, 1), its k 2t.. and 2t + 8.. the registers r0 and r1.
+  // The wgmma A fragment of n64 tile r at step s of word wi: register j holds values 2j, 2j + 1
+  // of Wgmma64xNx16Layouts::ALayout, wgmma's row g + 8 (j % 2) and k 2t + 8 (j / 2): block
+  // 2r + j % 2 (WeightBlockTV's h), register r0 or r1 (j / 2) of the packed format.
   CG_DEVICE static void fragment(BlockRegs const& a, int wi, int s, int r, uint32_t (&frag)[4]) {
     frag[0] = a[wi][2 * r][s][0];
     frag[1] = a[wi][2 * r + 1][s][0];
@@ -186,7 +189,9 @@ struct WgmmaWarpSlice {
   }
 
   // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
-  // workspace slice): acc[r][v] is element (AccRowTV, AccColTV)(thread, (v, r)) of the tile.
+  // workspace slice): acc[r][v] is element (AccRowTV, AccColTV)(thread, (v, r)) of the tile. Its
+  // column is that of the weights of value (h, r) = (v / 2 % 2, r), lane_col[2r + h] (wgmma's C
+  // and A fragments share their rows).
   CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
                        int m0, int n0, bool to_workspace) const {
     float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
@@ -195,7 +200,7 @@ struct WgmmaWarpSlice {
       CG_PRAGMA_UNROLL
       for (int v = 0; v < Cfg::kAccRegs; ++v) {
         const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
-        const int row = m0 + 8 * (v / 4) + 2 * t + (v & 1);
+        const int row = m0 + typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
         if (col >= p.n || row >= p.m) continue;
         if (to_workspace) {
           ws[int64_t(row) * p.n + col] = acc[r][v];
@@ -244,6 +249,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
   constexpr int NT = Cfg::kNTiles, NB = Cfg::kBlocksPerWarp, NACC = Cfg::kAccRegs;
   constexpr auto sA = typename Cfg::SmemA{};
+  constexpr int kAStageElems = Cfg::kAStageBytes / int(sizeof(T));
   constexpr auto sW = typename Cfg::SmemW{};
   constexpr auto sS = typename Cfg::SmemScales{};
   extern __shared__ uint128_t smem_raw[];
@@ -272,7 +278,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   for (int b = 0; b < NB; ++b) {
     const int nb = n0 / kBlockN + slice.w_dst[b];
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
-               (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
+               (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * kLanes + lane;
   }
   // Scales (and zeros): kScaleRows rows of kTileN columns per stage (SmemScales), one 16-byte
   // chunk per thread (ScaleCopyTV); row r holds the group of k = 32 r in the block.
@@ -281,8 +287,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
   using ScaleCopy = typename Cfg::ScaleCopyTV;
-  const int scale_row = tile_rows<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
-  const int scale_n = tile_cols<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
+  const int scale_row = tile_row_layout<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
+  const int scale_n = tile_col_layout<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
   const int scale_col = n0 + scale_n < p.n ? n0 + scale_n : 0;
   const int scale_dst = typename Cfg::ScaleCopyDst{}(tid, 0);
   // Activations: 16-byte chunks (row, 8 elements of K), ACopyTV.
@@ -293,8 +299,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // SmemA(kARowStep * j, 0) per chunk.
   constexpr int kRowStep = Cfg::kARowStep;
   using ACopy = typename Cfg::ACopyTV;
-  const int a_row0 = tile_rows<BM>(ACopy{})(tid, 0);
-  const int a_kcol = tile_cols<BM>(ACopy{})(tid, 0);
+  const int a_row0 = tile_row_layout<BM>(ACopy{})(tid, 0);
+  const int a_kcol = tile_col_layout<BM>(ACopy{})(tid, 0);
   const int a_soff = sA(a_row0 % BM, a_kcol);
   T const* a_src = a_ptr + int64_t(m0 + (m0 + a_row0 < p.m ? a_row0 : 0)) * p.lda +
                    int64_t(kb_begin) * BK + a_kcol;
@@ -315,7 +321,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (a_mine[j] && !a_row_ok[j]) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(a_ptr),
-            *reinterpret_cast<uint128_t*>(smem_a + s * (Cfg::kAStageBytes / 2) + a_soff +
+            *reinterpret_cast<uint128_t*>(smem_a + s * kAStageElems + a_soff +
                                           sA(kRowStep * j, 0)),
             false);
       }
@@ -329,7 +335,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-          w_src[b][int64_t(i) * 32],
+          w_src[b][int64_t(i) * kLanes],
           reinterpret_cast<uint128_t*>(st)[sW(lane, slice.w_dst[b])], true, policy);
     }
     if (scale_copier) {
@@ -352,7 +358,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     const bool col_ok = (kb_begin + i) * BK + a_kcol < p.k;
     // One pointer walked down the rows (a 64-bit add per chunk, no per-chunk multiply).
     T const* src = a_src + int64_t(i) * BK;
-    T* dst = smem_a + stage * (Cfg::kAStageBytes / 2) + a_soff;
+    T* dst = smem_a + stage * kAStageElems + a_soff;
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kAPerThread; ++j) {
       if (a_row_ok[j]) {

@@ -31,20 +31,6 @@ cudaError_t prepare_mixed_wgmma() {
   return e;
 }
 
-// CTAs of this kernel resident per SM (the occupancy calculator, cached): the dispatcher sizes
-// split-K to one full wave of them. 1 when it cannot tell.
-template <class Cfg>
-int mixed_wgmma_ctas_per_sm() {
-  static const int ctas = [] {
-    if (prepare_mixed_wgmma<Cfg>() != cudaSuccess) {
-      cudaGetLastError();  // clear the error
-      return 1;
-    }
-    return resident_ctas_per_sm(wgmma_kernel_of<Cfg>(), Cfg::kThreads, Cfg::kSmemBytes);
-  }();
-  return ctas;
-}
-
 // The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps), their boxes the
 // config's shared-memory layouts: each box fills one SmemA line, the whole SmemW, one SmemScales
 // row.

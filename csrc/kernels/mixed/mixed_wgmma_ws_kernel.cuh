@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (tid != Cfg::kConsumerThreads) return;
     const GroupShape groups(p);
     const bool asymmetric = p.zeros != nullptr;
-    constexpr uint32_t kScaleRowBytes = Cfg::kScaleBoxCols * 2;
+    constexpr uint32_t kScaleRowBytes = Cfg::kScaleBoxCols * sizeof(T);
     const uint32_t stage_bytes = Cfg::kAStageBytes + Cfg::kWeightBytes +
                                  Cfg::kScaleRows * kScaleRowBytes * (asymmetric ? 2 : 1);
     tma_prefetch_map(&maps.a);
@@ -112,12 +112,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       const int kb = kb_begin + j;
       char* st = smem_w + s * Cfg::kStageBytes;
       tma_load_2d(st, &maps.w, full + s, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
-      T* s_scale = reinterpret_cast<T*>(st + Cfg::kWeightBytes);
       CG_PRAGMA_UNROLL
       for (int r = 0; r < Cfg::kScaleRows; ++r) {
         const int grp = min(groups.of(kb * BK + 32 * r), groups.last);
-        tma_load_2d(s_scale + sS(r, 0, 0), &maps.scales, full + s, n0, grp);
-        if (asymmetric) tma_load_2d(s_scale + sS(r, 0, 1), &maps.zeros, full + s, n0, grp);
+        char* dst = st + Cfg::kWeightBytes + sS(r, 0, 0) * int(sizeof(T));
+        tma_load_2d(dst, &maps.scales, full + s, n0, grp);
+        if (asymmetric) {
+          tma_load_2d(dst + sS(0, 0, 1) * int(sizeof(T)), &maps.zeros, full + s, n0, grp);
+        }
       }
     };
     auto load_activations = [&](int j, int s) {
