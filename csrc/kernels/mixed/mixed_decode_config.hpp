@@ -43,7 +43,8 @@ struct MixedDecodeConfig {
   static constexpr int kTileM = 8;  // tokens per CTA: one n8 tile (the mma's N)
   static constexpr int kBlockK = block_k(Bits);  // 128 (INT4) or 64 (INT8)
   static constexpr int kKSteps = kBlockK / 16;
-  // The deepest pipeline that still fits 128 registers (16 warps per SM) without spilling.
+  // k blocks in flight per warp, within the 128 registers per thread that 16 warps per SM leave
+  // (4 stages under a 96-register cap spilled and measured slower: benchmarks/results/NOTES.md).
   static constexpr int kStages = 5;
   static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;  // k16 steps per scaling
   static constexpr int kChunks = kKSteps / kStepsPerChunk;
@@ -101,16 +102,25 @@ struct MixedDecodeConfig {
   }
   static_assert(a_from_b_fragments(), "the packed B fragments must be the A fragments");
 
-  // Activations: one ldmatrix.x4 per pair of k16 steps, (T32,V8) -> (N8,K32).
+  // Activations: one ldmatrix.x4 per pair of k16 steps, its registers the B map's values of both
+  // steps. The lane's source row and k: (T32,V8) -> N8 and (T32,V8) -> K32.
   using CopyB = LdsmB_x4_K32;
-  using CopyBRow = decltype(tile_row_layout<kTileM>(typename CopyB::SrcLayout{}));  // -> token
-  using CopyBCol = decltype(tile_col_layout<kTileM>(typename CopyB::SrcLayout{}));  // -> k
+  using CopyBRow = decltype(tile_row_layout<kTileM>(typename CopyB::SrcLayout{}));
+  using CopyBCol = decltype(tile_col_layout<kTileM>(typename CopyB::SrcLayout{}));
 
-  // Sums, acc[r][v] = value (v, r) of the C layout: (T32,(V4,RT,1)) -> the warp's column (the
-  // mma's M) and the token (its N).
+  // Sums, acc[r][v] = value v + 4 r of the C map: (T32,(V4,RT,1)) -> M32, the warp's column, and
+  // (T32,(V4,RT,1)) -> N8, the token.
   using AccCol = decltype(tile_row_layout<kWarpN>(LayoutC_TV{}));
   using AccToken = decltype(tile_col_layout<kWarpN>(LayoutC_TV{}));
   static constexpr int kAccs = kRowTiles * 4;  // fp32 sums per lane
+  // A lane sums the columns it holds the weights of (the kernel reads both columns' scales and
+  // zeros from one base).
+  static constexpr bool lane_cols_agree() {
+    for (int l = 0; l < 32; ++l)
+      if (int(AccCol{}(l, 0)) != int(WeightCols{}(l, 0))) return false;
+    return true;
+  }
+  static_assert(lane_cols_agree(), "a lane's sums must be its weights' columns");
 
   // ---- Shared memory: [zero row][an mbarrier per k slice][each k slice's kStages stages]
   // [the sums of the warps outside k slice 0]. A stage: each warp's slice (its weights, then its
@@ -118,7 +128,7 @@ struct MixedDecodeConfig {
   static constexpr int kZeroRowBytes = 256;  // what the ldmatrix rows past M read
   static constexpr int kBarrierBytes = 8 * kMaxWarps;
   static constexpr int kStagesOffset = kZeroRowBytes + kBarrierBytes;
-  // (n8 block, lane) -> 16-byte unit of the warp's weights, [blocks][32 lanes][16 B]: the packed
+  // (block, lane) -> 16-byte unit of the warp's weights, [blocks][32 lanes][16 B]: the packed
   // order, so a lane copies and reads its own 16 bytes of each block (512-byte runs,
   // conflict-free).
   using SmemWeights = Layout<Shape<Int<kBlocksPerWarp>, _32>, Stride<_32, _1>>;
@@ -134,8 +144,9 @@ struct MixedDecodeConfig {
   // group row r: lane -> element of SmemScales, (4,R):(8,32), which is lane * 8.
   using ScaleCopy = decltype(coalesce(composition(
       SmemScales{}, Layout<Shape<_4, Int<kScaleRows>>, Stride<_8, Int<kWarpN>>>{})));
-  // (token, k) -> element of the stage's activation rows: the 16-byte units of a row XOR the row
-  // (mod 8), so the 8 rows one ldmatrix matrix reads (a column of units) hit 8 bank groups.
+  // (M8, K) -> element of the stage's activation rows (token, k): the 16-byte units of a row XOR
+  // the row (mod 8), so the 8 rows one ldmatrix matrix reads (a column of units) hit all 32
+  // banks. A stage holds only the M rows of A: row r lies below (r + 1) kBlockK.
   static constexpr int kLog2BlockK = kBlockK == 128 ? 7 : 6;
   using SmemA = decltype(composition(
       Swizzle<3, 3, kLog2BlockK - 3>{},
@@ -151,6 +162,23 @@ struct MixedDecodeConfig {
     return true;
   }
   static_assert(halves_alike(), "a k offset of kPairHalf must not meet the swizzle");
+
+  // Where the kernel's activation copy stores 16-byte unit `unit` of row `row` (bytes): SmemA with
+  // its XOR written on units, checked for every row and unit below. The copy keeps this form
+  // rather than evaluating SmemA: that drops the signed row % 8 and reschedules the main loop
+  // (fewer instructions and registers in most instances, a few more in some; a change of its own,
+  // to be measured: benchmarks/results/NOTES.md).
+  CG_HOST_DEVICE static constexpr int a_unit_bytes(int row, int unit) {
+    return row * kARowBytes + 16 * (unit ^ (row % 8));
+  }
+  static constexpr bool a_units_match() {
+    for (int r = 0; r < kTileM; ++r)
+      for (int u = 0; u < kBlockK / 8; ++u)
+        for (int e = 0; e < 8; ++e)
+          if (a_unit_bytes(r, u) + 2 * e != 2 * int(SmemA{}(r, 8 * u + e))) return false;
+    return true;
+  }
+  static_assert(a_units_match(), "the activation copy must store where SmemA says");
 
   // The activation rows start after the col_warps slices.
   CG_HOST_DEVICE static constexpr int a_offset(int col_warps) { return col_warps * kSliceBytes; }

@@ -5,7 +5,7 @@
 // arithmetic) but each warp's instruction stream per weight byte, the CTA barrier per k block and
 // the split-K kernel. Every layout and thread-value map is in mixed_decode_config.hpp.
 //   - Every warp copies its own 4 n8 blocks of weights and its columns' scales (and zeros) into
-//     its own slice of each stage (cp.async) and waits for its own copies (cp.async.wait_group).
+//     its own slice of each stage (cp.async) and waits for its own copies (cp_async_wait).
 //   - A k slice is col_warps warps side by side (32 columns each) that share the activation rows
 //     of each stage, copied by all of them. With col_warps = 1 a warp is an independent pipeline
 //     (a __syncwarp per k block, no barrier in the loop; a slow warp delays nobody), but it reads
@@ -26,7 +26,7 @@
 //     form (Cfg::a_block), so the packed format is unchanged. Against the weights-as-B kernel this
 //     halves the mmas and the ldmatrix of the activations at M <= 8, and the accumulators.
 //   - Only the M rows of A are stored; the ldmatrix rows past M read a zeroed 256-byte buffer.
-//     Rows are swizzled (Cfg::SmemA) so the 8 rows an ldmatrix matrix reads hit 8 bank groups.
+//     Rows are swizzled (Cfg::SmemA) so the 8 rows an ldmatrix matrix reads hit all 32 banks.
 //   - A warp's copies are about a third of its instructions per k block if each recomputes its
 //     source address, and they delay the next requests: every address is computed once and
 //     advanced.
@@ -88,6 +88,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const int lane = int(threadIdx.x) % 32, col_warp = Shared ? threadIdx.x / 32 : 0;
   const int k_slice = threadIdx.y;
   const int warp = k_slice * col_warps + col_warp;
+  // The lane as the mma's thread coordinate (t, g), lane = 4 g + t.
+  const auto thr = make_coord(make_coord(lane % 4, lane / 4), _0{}, _0{});
   const int n_warp = (blockIdx.x * col_warps + col_warp) * Cfg::kWarpN;  // the warp's columns
   const int m0 = blockIdx.y * Cfg::kTileM;
   const int rows = min(Cfg::kTileM, p.m - m0);
@@ -110,14 +112,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   __syncthreads();
   const auto stages = Cfg::stages_layout(rows, col_warps, k_slices);  // (k slice, stage) -> byte
   const int a_offset = Cfg::a_offset(col_warps);
-#ifdef OLD7
-  const int stage_bytes = Cfg::stage_bytes(rows, col_warps);
-  char* sstages = smem + Cfg::kStagesOffset + k_slice * S * stage_bytes;
-#define STG(s) ((s) * stage_bytes)
-#else
   char* sstages = smem + Cfg::kStagesOffset + stages(k_slice, 0);  // the k slice's stages
-#define STG(s) stages(0, s)
-#endif
   const int slice = col_warp * Cfg::kSliceBytes;  // the warp's weights and scales in a stage
 
   // ---- global -> shared. Every source address is computed once and advanced per k block: the
@@ -162,15 +157,11 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // so the prologue issues them after the dependency wait.
   auto load_weights = [&](int next, int stage) {
     if (next >= n_kb) return;
-    char* st = sstages + STG(stage) + slice;
+    char* st = sstages + stages(0, stage) + slice;
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-#ifdef OLD1
-          *w_src[b], reinterpret_cast<uint128_t*>(st)[b * kLanes + lane],
-#else
           *w_src[b], reinterpret_cast<uint128_t*>(st)[typename Cfg::SmemWeights{}(b, lane)],
-#endif
           w_ok[b], policy);
       w_src[b] += kLanes;
     }
@@ -178,15 +169,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       const int kb = kb_begin + next;
       const int grp = groups.per_channel ? 0 : min(groups.of(kb * BK) + s_row, groups.last);
       const size_t at = size_t(unsigned(grp)) * unsigned(p.n);
-#ifdef OLD2
-      uint128_t* dst = reinterpret_cast<uint128_t*>(st + Cfg::kWeightBytes) + lane;
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
-                                            dst[0], s_ok);
-      if (!symmetric) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(z_src + at),
-                                              dst[Cfg::kScaleBytes / 16], s_ok);
-      }
-#else
       T* dst = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + typename Cfg::ScaleCopy{}(lane);
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
                                             *reinterpret_cast<uint128_t*>(dst), s_ok);
@@ -195,12 +177,11 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
             *reinterpret_cast<uint128_t const*>(z_src + at),
             *reinterpret_cast<uint128_t*>(dst + typename Cfg::SmemScales{}(0, 0, 1)), s_ok);
       }
-#endif
     }
   };
   auto load_activations = [&](int next, int stage) {
     if (next >= n_kb) return;
-    T* st = reinterpret_cast<T*>(sstages + STG(stage) + a_offset);
+    char* st = sstages + stages(0, stage) + a_offset;
     const bool k_ok = a_k < p.k;  // columns past K read as zeros
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kUnitIters; ++j) {
@@ -208,13 +189,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       if (j * rows_per_iter >= rows) break;  // warp-uniform
       if (r < rows) {
         T const* src = k_ok ? a_src + j * a_iter_stride : a_fallback;
+        // Unit a_unit of row r as Cfg::SmemA stores it: Cfg::a_unit_bytes, written out (see there).
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(src),
-#ifdef OLD3
-            reinterpret_cast<uint128_t*>(reinterpret_cast<char*>(st) + r * Cfg::kARowBytes)[a_unit ^ (r % 8)], k_ok);
-#else
-            *reinterpret_cast<uint128_t*>(st + typename Cfg::SmemA{}(r, a_unit * 8)), k_ok);
-#endif
+            reinterpret_cast<uint128_t*>(st + r * Cfg::kARowBytes)[a_unit ^ (r % 8)], k_ok);
       }
     }
     a_src += BK;
@@ -266,21 +244,15 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // the lane's row and k from the copy's source layout. Pairs 2 and 3 are pairs 0 and 1 plus
   // Cfg::kPairHalf elements, so two offsets per lane serve all. Rows past M read the zero row
   // instead (any offset within it).
-  const auto thr = make_coord(lane, _0{}, _0{});  // the lane in the sums' thread mode
   const int b_row = typename Cfg::CopyBRow{}(lane, 0), b_k = typename Cfg::CopyBCol{}(lane, 0);
   int a_off[2];  // per pr % 2, bytes from the stage's activation base; -1: the zero row
   CG_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
-#ifdef OLD4
-    const int lr = lane % 8, u = (lane / 8) ^ lr;
-    a_off[h] = lr < rows ? lr * Cfg::kARowBytes + (h ? u ^ 4 : u) * 16 : -1;
-#else
     a_off[h] = b_row < rows ? int(sizeof(T)) * typename Cfg::SmemA{}(b_row, b_k + 32 * h) : -1;
-#endif
   }
   // The lane's columns: of its weights (WeightCols), which are the rows of its A fragments and
   // of its sums (AccCol); their scales and zeros.
-  const int lane_col = typename Cfg::WeightCols{}(lane, 0);
+  const int lane_col = typename Cfg::WeightCols{}(get<0>(thr), 0);
   const float zero[4] = {0.f, 0.f, 0.f, 0.f};
 
   int read_stage = 0, write_stage = S - 1;  // the stages of blocks i and i + S - 1
@@ -301,18 +273,18 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     cp_async_fence();
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
 
-    char const* st = sstages + STG(read_stage);
+    char const* st = sstages + stages(0, read_stage);
     read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
+    // The lane's 16 bytes of each block: SmemWeights(b, lane), as the block's stride times b plus
+    // the lane (the layout evaluated at a run-time (b, lane) here moves the register allocation of
+    // the shared instantiations: 124 -> 126 registers for fp16 INT4 fine groups).
+    constexpr int kWBlockUnits = typename Cfg::SmemWeights{}(1, 0);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
-      w[b] = reinterpret_cast<uint4 const*>(st + slice)[typename Cfg::SmemWeights{}(b, lane)];
+      w[b] = reinterpret_cast<uint4 const*>(st + slice)[b * kWBlockUnits + lane];
     }
-#ifdef OLD6
-    T const* s_base = reinterpret_cast<T const*>(st + slice + Cfg::kWeightBytes) + lane / 4;
-#else
     T const* s_base = reinterpret_cast<T const*>(st + slice + Cfg::kWeightBytes) + lane_col;
-#endif
     char const* a_base[2];
     CG_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) a_base[h] = a_off[h] < 0 ? smem : st + a_offset + a_off[h];
@@ -323,11 +295,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
         CG_PRAGMA_UNROLL
         for (int b = 0; b < NB; ++b) {
-#ifdef OLD6
-          const int at = Cfg::kScaleBytes / 2 + grow * Cfg::kWarpN + 8 * b;
-#else
           const int at = typename Cfg::SmemScales{}(typename Cfg::WeightCols{}(0, b), grow, 1);
-#endif
           set_zero_point(b, HalfTraits<T>::to_float(s_base[at]));
         }
       }
@@ -355,11 +323,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
             for (int h = 0; h < 2 / kWords; ++h) {
               CG_PRAGMA_UNROLL
               for (int j = 0; j < 4; ++j)
-#ifdef OLD5
-                af[r][x + h][j] = bfrag[j % 2][2 * h + j / 2];
-#else
                 af[r][x + h][j] = bfrag[Cfg::a_block(j)][2 * h + Cfg::a_block_reg(j)];
-#endif
             }
           }
         }
@@ -394,15 +358,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       // acc += scale * part: values 0, 1 and 2, 3 of row tile r are two columns (AccCol).
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
-#ifdef OLD6
-        const float s_lo = HalfTraits<T>::to_float(s_base[grow * Cfg::kWarpN + 16 * r]);
-        const float s_hi = HalfTraits<T>::to_float(s_base[grow * Cfg::kWarpN + 16 * r + 8]);
-#else
         const float s_lo = HalfTraits<T>::to_float(
             s_base[typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r), grow, 0)]);
         const float s_hi = HalfTraits<T>::to_float(
             s_base[typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r + 2), grow, 0)]);
-#endif
         acc[r][0] = fmaf(s_lo, part[r][0], acc[r][0]);
         acc[r][1] = fmaf(s_lo, part[r][1], acc[r][1]);
         acc[r][2] = fmaf(s_hi, part[r][2], acc[r][2]);
@@ -417,11 +376,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // (Cfg::SmemParked), each warp of k slice 0 adds those of its columns.
   using Parked = typename Cfg::SmemParked;
   if (k_slices > 1) {
-#ifdef OLD8
-    float* parked = reinterpret_cast<float*>(smem + Cfg::kStagesOffset + k_slices * S * Cfg::stage_bytes(rows, col_warps));
-#else
     float* parked = reinterpret_cast<float*>(smem + Cfg::parked_offset(rows, col_warps, k_slices));
-#endif
     if (k_slice > 0) {
       float* mine = parked + Parked{}(lane, 0, warp - col_warps);
       CG_PRAGMA_UNROLL
@@ -448,13 +403,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   for (int r = 0; r < RT; ++r) {
     CG_PRAGMA_UNROLL
     for (int v = 0; v < 4; ++v) {
-#ifdef OLD9
-      const int col = n_warp + 16 * r + lane / 4 + 8 * (v / 2);
-      const int row = m0 + 2 * (lane % 4) + v % 2;
-#else
       const int col = n_warp + typename Cfg::AccCol{}(thr, v + 4 * r);
       const int row = m0 + typename Cfg::AccToken{}(thr, v + 4 * r);
-#endif
       if (col >= p.n || row >= p.m) continue;
       if (to_workspace) {
         ws[int64_t(row) * p.n + col] = acc[r][v];

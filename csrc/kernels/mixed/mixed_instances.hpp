@@ -44,21 +44,11 @@ using WgmmaInstance =
 // (2 bytes), except the registers ptxas allocates.
 using PlannerElement = uint16_t;
 
-// Registers per thread ptxas allocates on sm_90a (rounded up to the allocation unit of 8), which
-// the occupancy model needs and only the compiler knows: scripts/kernel_resources.py reads them
-// from a build; a kernel change that moves them must update this table (a GPU test comparing the
-// model with cudaOccupancyMaxActiveBlocksPerMultiprocessor is still to be written). The warp-specialized wgmma kernels are sized by their __launch_bounds__ and
-// redistribute registers with setmaxnreg; the occupancy calculator sees the launch bound.
-constexpr int decode_registers(bool bf16, int bits, bool fine, bool shared_k_slices) {
-  // [bf16][int8][fine][shared k slices]
-  constexpr int kRegs[2][2][2][2] = {{{{112, 112}, {128, 120}}, {{104, 112}, {104, 112}}},
-                                     {{{112, 120}, {128, 128}}, {{96, 96}, {96, 96}}}};
-  return kRegs[bf16][bits == 8][fine][shared_k_slices];
-}
-constexpr int wgmma_registers(int bits, int tile_m, bool producer) {
-  return producer ? (bits == 8 && tile_m == 64 ? 128 : 168)
-                  : (tile_m == 32 ? (bits == 4 ? 168 : 144) : 256);
-}
+// The occupancy model needs the registers per thread ptxas allocates on sm_90a, which only the
+// compiler knows: the decode and wgmma configs declare them (registers() / kRegisters, read
+// from a build with scripts/kernel_resources.py); a kernel change that moves them must update
+// its config. A GPU test comparing the model with cudaOccupancyMaxActiveBlocksPerMultiprocessor
+// is still to be written.
 // The mma.sync kernels' plans use their declared CTAs per SM (kMinCtasPerSm, what their
 // __launch_bounds__ cap the registers for), so they report that cap.
 constexpr int launch_bound_registers(int threads, int min_ctas_per_sm) {
@@ -100,7 +90,7 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.stages = Cfg::kStages;
   i.threads = Cfg::kThreads;
   i.smem_bytes = Cfg::kSmemBytes;
-  i.registers = wgmma_registers(Cfg::kBits, Cfg::kTileM, Cfg::kProducer);
+  i.registers = Cfg::kRegisters;
   i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
   return i;
 }
@@ -112,7 +102,7 @@ struct DecodeQueries {
     return Cfg::smem_bytes(rows, warps, col_warps);
   }
   static int registers(int col_warps) {
-    return decode_registers(BF16, Cfg::kBits, Cfg::kFineGroups, col_warps > 1);
+    return Cfg::registers(col_warps);
   }
 };
 
