@@ -1,0 +1,320 @@
+// Host checks of the layouts of the Hopper wgmma kernels of the mixed-input GEMM
+// (kernels/mixed/mixed_wgmma_config.hpp), for every instance the build has
+// (generated/mixed_instances.inc):
+//   - shared memory: SmemA, SmemW and SmemScales are bijections onto their buffers; the stages,
+//     the weights, scales and mbarriers do not overlap and fit kSmemBytes, which fits sm_90's
+//     227 KB; every activation stage starts on a 1024-byte boundary;
+//   - the wgmma descriptor derived from SmemA (WgmmaDesc) has the layout's strides, and the k16
+//     steps start where SmemA puts k = 16 j;
+//   - thread-value maps: the weight blocks and columns each lane dequantizes (every 16-byte unit
+//     of a stage read by one lane, every column by the 4 lanes of one warp that hold its k), and
+//     their agreement with the wgmma A fragment and the packed format; the accumulator map covers
+//     the (kTileM, kTileN) tile once and is the wgmma C fragment transposed; the cp.async
+//     kernel's activation and scale copies cover their tiles once, 16 contiguous bytes each;
+//   - the TMA boxes of the warp-specialized kernel land exactly where the layouts put the data;
+//   - resources: registers within the launch bound, stages as the pipeline needs.
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "cute_gemm/wgmma_desc.hpp"
+#include "kernels/mixed/mixed_wgmma_config.hpp"
+
+using namespace cute_gemm;
+using namespace cute_gemm::mixed;
+
+static int failures = 0;
+#define CHECK(cond, ...)                                \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      if (failures++ < 20) {                            \
+        std::printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+        std::printf(__VA_ARGS__);                       \
+        std::printf("\n");                              \
+      }                                                 \
+    }                                                   \
+  } while (0)
+
+// Every value of `offsets` in [0, size) and each exactly once.
+static bool bijective(std::vector<long> const& offsets, long size) {
+  if (long(offsets.size()) != size) return false;
+  std::vector<int> hits(size, 0);
+  for (long o : offsets) {
+    if (o < 0 || o >= size || hits[o]++) return false;
+  }
+  return true;
+}
+
+// The 128-byte swizzle as the PTX ISA and the TMA describe it, for a (rows, 64) box of 16-bit
+// elements at a 1024-byte aligned address: byte r * 128 + ((2 c / 16) ^ (r % 8)) * 16 + 2 c % 16.
+static long sw128_box_byte(int r, int c) {
+  return long(r) * 128 + long(((2 * c / 16) ^ (r % 8)) * 16) + (2 * c) % 16;
+}
+
+// The thread coordinate ((t, g), w, wg) of consumer thread T, as the kernels build it.
+static auto consumer_coord(int T) {
+  return make_coord(make_coord(T % 4, (T % 32) / 4), (T >> 5) & 3, T >> 7);
+}
+
+template <class Cfg>
+static void check_config(char const* name) {
+  constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, BN = Cfg::kTileN, S = Cfg::kStages;
+  constexpr int NT = Cfg::kNTiles, CT = Cfg::kConsumerThreads;
+  std::printf("%s: %d stages, %d bytes of shared memory, %d registers\n", name, S, Cfg::kSmemBytes,
+              Cfg::kRegisters);
+  const auto sA = typename Cfg::SmemA{};
+  const auto sW = typename Cfg::SmemW{};
+  const auto sS = typename Cfg::SmemScales{};
+
+  // ---- shared memory: each layout a bijection onto its buffer
+  {
+    std::vector<long> a, w, s;
+    for (int k = 0; k < BK; ++k)
+      for (int m = 0; m < BM; ++m) a.push_back(long(sA(m, k)));
+    CHECK(bijective(a, long(BM) * BK), "%s: SmemA is not a bijection onto its stage", name);
+    for (int b = 0; b < Cfg::kBlocksPerCta; ++b)
+      for (int l = 0; l < 32; ++l) w.push_back(long(sW(l, b)));
+    CHECK(bijective(w, 32L * Cfg::kBlocksPerCta), "%s: SmemW is not a bijection", name);
+    for (int z = 0; z < 2; ++z)
+      for (int n = 0; n < BN; ++n)
+        for (int r = 0; r < Cfg::kScaleRows; ++r) s.push_back(long(sS(r, n, z)));
+    CHECK(bijective(s, 2L * Cfg::kScaleElems), "%s: SmemScales is not a bijection", name);
+    // The buffer sizes the kernels use are the layouts' extents.
+    CHECK(Cfg::kAStageBytes == BM * BK * 2 && Cfg::kWeightBytes == 32 * 16 * Cfg::kBlocksPerCta &&
+              Cfg::kStageBytes == Cfg::kWeightBytes + 4 * Cfg::kScaleElems,
+          "%s: stage sizes", name);
+  }
+
+  // ---- the whole buffer: regions disjoint, aligned, within kSmemBytes <= 227 KB
+  {
+    struct Region {
+      long begin, end;
+      char const* what;
+    };
+    std::vector<Region> regions;
+    for (int s = 0; s < S; ++s) {
+      regions.push_back({long(s) * Cfg::kAStageBytes, long(s + 1) * Cfg::kAStageBytes, "A"});
+      const long w0 = Cfg::kWeightsOffset + long(s) * Cfg::kStageBytes;
+      regions.push_back({w0, w0 + Cfg::kWeightBytes, "weights"});
+      regions.push_back({w0 + Cfg::kWeightBytes, w0 + Cfg::kStageBytes, "scales"});
+      CHECK(long(s) * Cfg::kAStageBytes % 1024 == 0, "%s: A stage %d not 1024-aligned", name, s);
+      CHECK(w0 % 128 == 0 && (w0 + Cfg::kWeightBytes) % 128 == 0,
+            "%s: weight / scale stage %d not 128-byte aligned", name, s);
+    }
+    if constexpr (Cfg::kProducer) {
+      regions.push_back({Cfg::kBarrierOffset, Cfg::kBarrierOffset + Cfg::kBarrierBytes, "bars"});
+      CHECK(Cfg::kBarrierOffset % 8 == 0 && Cfg::kBarrierBytes == 16 * S, "%s: barriers", name);
+    }
+    for (size_t i = 0; i < regions.size(); ++i) {
+      CHECK(regions[i].begin >= 0 && regions[i].end <= Cfg::kSmemBytes - 1024,
+            "%s: %s outside kSmemBytes less the alignment slack", name, regions[i].what);
+      for (size_t j = 0; j < i; ++j) {
+        CHECK(regions[i].end <= regions[j].begin || regions[j].end <= regions[i].begin,
+              "%s: %s overlaps %s", name, regions[i].what, regions[j].what);
+      }
+    }
+    CHECK(Cfg::kSmemBytes == 1024 + Cfg::kBarrierOffset + Cfg::kBarrierBytes, "%s: total", name);
+    CHECK(Cfg::kSmemBytes <= 227 * 1024, "%s: %d bytes exceed 227 KB", name, Cfg::kSmemBytes);
+  }
+
+  // ---- the descriptor derived from SmemA: the layout's strides, the k16 steps' starts
+  {
+    using Desc = WgmmaDesc<typename Cfg::SmemA>;
+    const auto inner = sA.layout_b();
+    CHECK(Desc::kStrideBytes == long(inner(8, 0) - inner(0, 0)) * 2 && Desc::kStrideBytes == 1024,
+          "%s: stride byte offset %u", name, Desc::kStrideBytes);
+    CHECK(Desc::kLeadingBytes == long(inner(0, 8) - inner(0, 0)) * 2 && Desc::kLeadingBytes == 16,
+          "%s: leading byte offset %u", name, Desc::kLeadingBytes);
+    for (int j = 0; j < BK / 16; ++j) {
+      // Row 0 of every line is unswizzled: the step starts at the plain byte offset.
+      CHECK(long(sA(0, 16 * j)) * 2 == (j / 4) * BM * 128 + (j % 4) * 32, "%s: k16 step %d", name,
+            j);
+    }
+    CHECK(Desc::make(0) == make_wgmma_desc(0, 16, 1024, WgmmaSwizzle::k128B), "%s: fields", name);
+  }
+
+  // ---- which blocks and columns a lane dequantizes
+  {
+    using BlockTV = typename Cfg::WeightBlockTV;
+    using ColTV = typename Cfg::WeightColTV;
+    using Cols = typename Cfg::BlockColumns;
+    std::vector<long> units;
+    std::vector<int> col_hits(BN, 0);
+    std::set<long> col_and_t;
+    for (int T = 0; T < CT; ++T) {
+      const int lane = T % 32, g = lane / 4, t = lane % 4, w = (T / 32) % 4, wg = T / 128;
+      const auto thr = consumer_coord(T);
+      for (int v = 0; v < 2 * NT; ++v) {
+        const int h = v % 2, r = v / 2;
+        const int block = int(BlockTV{}(thr, v));
+        CHECK(block == int(BlockTV{}(T, v)), "%s: WeightBlockTV at a coordinate", name);
+        CHECK(block == 8 * (NT * wg + r) + 2 * w + h, "%s: block of (%d, %d)", name, T, v);
+        units.push_back(long(sW(lane, block)));
+        const int col = int(ColTV{}(T, v));
+        CHECK(col == int(Cols{}(g, block)) && col == 8 * block + g,
+              "%s: WeightColTV != BlockColumns o WeightBlockTV at (%d, %d)", name, T, v);
+        if (col >= 0 && col < BN) ++col_hits[col];
+        col_and_t.insert(long(col) * 4 + t);
+      }
+    }
+    CHECK(bijective(units, 32L * Cfg::kBlocksPerCta),
+          "%s: the lanes' 16-byte units do not cover a weight stage once", name);
+    for (int c = 0; c < BN; ++c) {
+      CHECK(col_hits[c] == 4, "%s: column %d held by %d lanes", name, c, col_hits[c]);
+    }
+    CHECK(long(col_and_t.size()) == 4L * BN, "%s: a column's 4 lanes are not t = 0..3", name);
+
+    // The wgmma A fragment of n64 tile r: register j = values 2j, 2j + 1 of ALayout, wgmma's row
+    // g + 8 (j % 2) of warp w's 16, k 2t (+ 8 for j >= 2) -- the column of block 2r + j % 2
+    // (WeightColTV) and the packed format's register r0 (k 2t, 2t + 1) or r1 (k 2t + 8, 2t + 9).
+    using A = typename Wgmma64xNx16Layouts<BM>::ALayout;
+    for (int T = 0; T < CT; ++T) {
+      const int t = T % 4, wg = T / 128;
+      for (int r = 0; r < NT; ++r) {
+        for (int j = 0; j < 4; ++j) {
+          const int idx = int(A{}(T % 128, 2 * j)), next = int(A{}(T % 128, 2 * j + 1));
+          const int m = idx % 64, k = idx / 64;
+          CHECK(next == idx + 64, "%s: A register %d not two consecutive k", name, j);
+          const int col = int(ColTV{}(T, (j % 2) + 2 * r));
+          CHECK(64 * (NT * wg + r) + m == col, "%s: A row of (%d, r %d, j %d) is not column %d",
+                name, T, r, j, col);
+          CHECK(k == 2 * t + 8 * (j / 2), "%s: A k of (%d, j %d)", name, T, j);
+        }
+      }
+    }
+  }
+
+  // ---- accumulators: the wgmma C fragment of each n64 tile, transposed onto out
+  {
+    using Acc = typename Cfg::AccTV;
+    using AccRow = typename Cfg::AccRowTV;
+    using AccCol = typename Cfg::AccColTV;
+    using C = typename Wgmma64xNx16Layouts<BM>::CLayout;
+    std::vector<long> elems;
+    for (int T = 0; T < CT; ++T) {
+      const auto thr = consumer_coord(T);
+      const int wg = T / 128;
+      for (int r = 0; r < NT; ++r) {
+        for (int v = 0; v < Cfg::kAccRegs; ++v) {
+          const auto vr = make_coord(v, r);
+          const long idx = long(Acc{}(T, vr));
+          elems.push_back(idx);
+          const int row = int(AccRow{}(thr, vr)), col = int(AccCol{}(T, vr));
+          CHECK(idx == row + long(BM) * col, "%s: AccTV != AccRowTV + kTileM AccColTV", name);
+          CHECK(row == int(AccRow{}(T, vr)), "%s: AccRowTV at a coordinate", name);
+          // wgmma's (M, N) of the C fragment: wgmma's M is N (64 per n64 tile), its N is M.
+          const int c = int(C{}(T % 128, v)), wm = c % 64, wn = c / 64;
+          CHECK(row == wn && col == 64 * (NT * wg + r) + wm,
+                "%s: acc[%d][%d] of thread %d is not the C fragment's element", name, r, v, T);
+          // The store's column: that of the weights of value (h, r).
+          const int h = (v / 2) % 2;
+          CHECK(col == int(typename Cfg::WeightColTV{}(T, h + 2 * r)),
+                "%s: accumulator column differs from the weight column", name);
+        }
+      }
+    }
+    CHECK(bijective(elems, long(BM) * BN), "%s: AccTV does not cover the tile once", name);
+  }
+
+  // ---- the cp.async kernel's copies
+  if constexpr (!Cfg::kProducer) {
+    using ACopy = typename Cfg::ACopyTV;
+    const auto a_rows = tile_row_layout<BM>(ACopy{});
+    const auto a_cols = tile_col_layout<BM>(ACopy{});
+    constexpr int kRowStep = Cfg::kARowStep;
+    CHECK(kRowStep % 8 == 0 || Cfg::kAPerThread == 1, "%s: row steps change the swizzle", name);
+    std::vector<long> elems;
+    for (int T = 0; T < Cfg::kThreads; ++T) {
+      const int row0 = int(a_rows(T, 0)), kcol = int(a_cols(T, 0));
+      CHECK(row0 == T / Cfg::kAChunksPerRow && kcol == 8 * (T % Cfg::kAChunksPerRow),
+            "%s: activation chunk of thread %d", name, T);
+      const long soff = long(sA(row0 % BM, kcol));
+      for (int j = 0; j < Cfg::kAPerThread; ++j) {
+        const int row = row0 + kRowStep * j;
+        if (row >= BM) continue;  // the kernel's a_mine
+        // One offset per thread plus a constant per chunk; the chunk's 8 elements contiguous.
+        CHECK(long(sA(row, kcol)) == soff + long(sA(kRowStep * j, 0)),
+              "%s: chunk %d of thread %d moves the swizzle", name, j, T);
+        for (int e = 0; e < 8; ++e) {
+          const auto v = make_coord(e, j);
+          elems.push_back(long(ACopy{}(T, v)));
+          CHECK(int(a_rows(T, v)) == row && int(a_cols(T, v)) == kcol + e, "%s: ACopyTV", name);
+          CHECK(long(sA(row, kcol + e)) == long(sA(row, kcol)) + e, "%s: chunk split", name);
+        }
+      }
+    }
+    CHECK(bijective(elems, long(BM) * BK), "%s: the activation copy misses elements", name);
+
+    using SCopy = typename Cfg::ScaleCopyTV;
+    using SDst = typename Cfg::ScaleCopyDst;
+    constexpr int kCopiers = Cfg::kScaleRows * Cfg::kScaleChunks;
+    CHECK(kCopiers <= Cfg::kThreads, "%s: more scale chunks than threads", name);
+    std::vector<long> scale_elems;
+    for (int T = 0; T < kCopiers; ++T) {
+      const int row = int(tile_row_layout<Cfg::kScaleRows>(SCopy{})(T, 0));
+      const int n = int(tile_col_layout<Cfg::kScaleRows>(SCopy{})(T, 0));
+      for (int v = 0; v < 8; ++v) {
+        const long idx = long(SCopy{}(T, v));
+        scale_elems.push_back(idx);
+        CHECK(idx == row + long(Cfg::kScaleRows) * (n + v), "%s: ScaleCopyTV", name);
+        CHECK(long(SDst{}(T, v)) == long(sS(row, n + v, 0)) && long(SDst{}(T, v)) == 8L * T + v,
+              "%s: ScaleCopyDst of thread %d", name, T);
+      }
+    }
+    CHECK(bijective(scale_elems, long(Cfg::kScaleRows) * BN), "%s: the scale copy", name);
+  }
+
+  // ---- the TMA boxes of the warp-specialized kernel land where the layouts put the data
+  if constexpr (Cfg::kProducer) {
+    CHECK(Cfg::kABoxRows == BM && Cfg::kABoxK * 2 == 128 && Cfg::kABoxes * Cfg::kABoxK == BK,
+          "%s: activation boxes", name);
+    for (int h = 0; h < Cfg::kABoxes; ++h) {
+      const long dst = long(sA(0, Cfg::kABoxK * h)) * 2;
+      CHECK(dst % 1024 == 0, "%s: activation box %d not 1024-aligned", name, h);
+      for (int r = 0; r < BM; ++r)
+        for (int c = 0; c < Cfg::kABoxK; ++c) {
+          CHECK(long(sA(r, Cfg::kABoxK * h + c)) * 2 == dst + sw128_box_byte(r, c),
+                "%s: activation box %d element (%d, %d)", name, h, r, c);
+        }
+    }
+    CHECK(Cfg::kWBoxBlocks == Cfg::kBlocksPerCta && Cfg::kWBoxWords == 128,
+          "%s: weight box (%d, %d)", name, Cfg::kWBoxBlocks, Cfg::kWBoxWords);
+    for (int b = 0; b < Cfg::kWBoxBlocks; ++b)
+      for (int word = 0; word < Cfg::kWBoxWords; ++word) {
+        // Box element (b, word) at (b * kWBoxWords + word) * 4 bytes: lane word / 4's unit.
+        CHECK((long(b) * Cfg::kWBoxWords + word) * 4 == long(sW(word / 4, b)) * 16 + (word % 4) * 4,
+              "%s: weight box element (%d, %d)", name, b, word);
+      }
+    CHECK(Cfg::kScaleBoxCols == BN, "%s: scale box", name);
+    for (int z = 0; z < 2; ++z)
+      for (int r = 0; r < Cfg::kScaleRows; ++r)
+        for (int c = 0; c < Cfg::kScaleBoxCols; ++c) {
+          CHECK(long(sS(r, c, z)) == long(sS(r, 0, 0)) + long(sS(0, 0, z)) + c,
+                "%s: scale box row %d element %d", name, r, c);
+        }
+  }
+
+  // ---- resources
+  CHECK(Cfg::kRegisters % 8 == 0 && Cfg::kRegisters <= Cfg::kLaunchRegisters,
+        "%s: %d registers, bound %d", name, Cfg::kRegisters, Cfg::kLaunchRegisters);
+  CHECK(Cfg::kStages >= (Cfg::kExactScales ? 2 : 3) && Cfg::kStages <= Cfg::kMaxStages,
+        "%s: %d stages", name, Cfg::kStages);
+  CHECK(Cfg::kThreads == CT + (Cfg::kProducer ? 128 : 0) && BN == 64 * NT * Cfg::kWarpGroups,
+        "%s: CTA shape", name);
+}
+
+int main() {
+  // Every wgmma instance the build has (the generator's table; f16 and bf16 share a config but
+  // for the element type, which uint16_t stands in for here).
+#define CG_MIXED_DECODE(...)
+#define CG_MIXED_MMA(...)
+#define CG_MIXED_WGMMA(name, bf16, bits, tm, nt, exact, wg, producer)                       \
+  if (!bf16) check_config<MixedWgmmaConfig<uint16_t, bits, tm, nt, exact, wg, producer>>(#name);
+#include "kernels/mixed/generated/mixed_instances.inc"
+#undef CG_MIXED_WGMMA
+#undef CG_MIXED_MMA
+#undef CG_MIXED_DECODE
+  std::printf("%d failures\n", failures);
+  return failures == 0 ? 0 : 1;
+}
