@@ -1,7 +1,9 @@
 #pragma once
 // Register dequantization of packed weights (weight_format.hpp) into mma.sync B-fragment registers.
+// Bit manipulation only: which fragment element each nibble or byte becomes is the packed format's
+// business (weight_format.hpp); here one 32-bit word becomes two or four fragment registers.
 //
-// The kernel multiplies by the group scale AFTER the mma, in fp32 (mixed_gemm_kernel.cuh), so the
+// The kernels multiply by the group scale AFTER the mma, in fp32 (mixed_gemm_kernel.cuh), so the
 // registers here hold the small integers q - z, which fp16 and bf16 represent exactly (|q - z| <=
 // 255). Every product a * (q - z) is then exact in the fp32 accumulator, and the one scale
 // multiply per group and output element replaces a multiply per weight.
@@ -22,8 +24,8 @@
 // log2(off / |q - z|) of their 24 bits. So only where off / |q - z| is small:
 //   fp16 INT8: 1024 + q (|q - z| ~ 64): 2 byte permutes per word instead of 4 instructions;
 //   bf16 INT4: 128 + q (|q - z| ~ 4): 7 instructions per word instead of 11.
-// Not fp16 INT4: its cheap extraction leaves 1024 + q (ratio ~256) in half the registers, and with
-// activations of one sign the output error measured 1.6 fp16 ulps on the H200 (K = 8192).
+// Not fp16 INT4: its cheap extraction leaves 1024 + q (ratio ~256) in half the registers, which
+// costs about 8 of the 24 bits: too much for activations of one sign at large K.
 // Not bf16 INT8: 0x43 next to a byte of q >= 128 would change the exponent.
 
 #include <cuda_bf16.h>

@@ -7,35 +7,38 @@
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/mixed_mma_config.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
 
-// One warp per (n8 block, k block): each lane dequantizes its 16 packed bytes into its B-fragment
-// values, which sit at scattered (row, k) places of the warp's 8 x kBlockK tile; the warp stages
-// the tile in shared memory and writes it back as whole row segments (16 bytes per lane, each
-// row's kBlockK values contiguous), so the global stores are coalesced. (Storing the fragments'
-// 4-byte pairs straight to global memory ran at about 2 TB/s of traffic on the H200.)
+// One warp per (n8 block, k block) of the packed weight (DequantWeightConfig): each lane
+// dequantizes its 16 packed bytes into its B fragment values (FragTV), the warp stages them in its
+// (N8, kBlockK) tile in shared memory and writes the tile back as 16-byte row segments (S2G), so
+// the global stores are coalesced.
 template <class T, int Bits>
-__global__ void __launch_bounds__(256) dequantize_weight_kernel(MixedGemmParams p, T* w) {
+__global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
+    dequantize_weight_kernel(MixedGemmParams p, T* w) {
+  using Cfg = DequantWeightConfig<Bits>;
   using D = Dequant<T>;
-  constexpr int BK = block_k(Bits);
-  constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;
-  // Row stride in 4-byte words: BK / 2 + 4, so rows g = 0..7 of a lane quad t = 0..3 fall into
-  // 32 different banks on the fragment stores, and rows stay 16-byte aligned for the reads.
-  constexpr int kRowWords = BK / 2 + 4;
-  __shared__ uint32_t tile[8][8 * kRowWords];
+  using S2G = typename Cfg::S2G;
+  constexpr int BK = Cfg::kBlockK;
+  __shared__ uint32_t tile[Cfg::kWarps][Cfg::kTileElems / 2];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  uint32_t* my = tile[warp];
+  uint32_t* my = tile[warp];  // the warp's (N8, kBlockK) tile, SmemTile
   const int k_blocks = (p.k + BK - 1) / BK;
-  const int64_t item = int64_t(blockIdx.x) * 8 + warp;  // (nb, kb)
+  // Item i = nb * k_blocks + kb walks the packed weight in its order (n8 block, then k block).
+  const int64_t item = int64_t(blockIdx.x) * Cfg::kWarps + warp;
   const int64_t items = int64_t(p.n / 8) * k_blocks;
   if (item >= items) return;  // whole warps only: no __syncthreads below
   const int kb = int(item % k_blocks);
   const int nb = int(item / k_blocks);
+  // The lane's coordinates in the m16n8k16 atom, FragTV's thread mode (T4, G8): t = lane % 4,
+  // g = lane / 4. All of its values lie in row g of the tile.
   const int g = lane / 4, t = lane % 4;
-  const int n = nb * 8 + g;
+  const auto thr = make_coord(t, g);
+  const int n = nb * 8 + RowsOf<8, BK, typename Cfg::FragTV>{}(make_coord(thr, _0{}));
   const GroupShape groups(p);
   const uint4 q = reinterpret_cast<uint4 const*>(p.qweight)[item * 32 + lane];
   const uint32_t words[4] = {q.x, q.y, q.z, q.w};
@@ -43,7 +46,7 @@ __global__ void __launch_bounds__(256) dequantize_weight_kernel(MixedGemmParams 
   T const* zeros = static_cast<T const*>(p.zeros);
 #pragma unroll
   for (int wi = 0; wi < 4; ++wi) {
-    const int k_local = 16 * kStepsPerWord * wi;  // first k of this word's first k16 step
+    const int k_local = 16 * Cfg::kStepsPerWord * wi;  // first k of this word's first k16 step
     const int group = min(groups.of(kb * BK + k_local), groups.last);
     const float sf = HalfTraits<T>::to_float(scales[int64_t(group) * p.n + n]);
     const float zf = zeros != nullptr ? HalfTraits<T>::to_float(zeros[int64_t(group) * p.n + n])
@@ -60,31 +63,38 @@ __global__ void __launch_bounds__(256) dequantize_weight_kernel(MixedGemmParams 
       r[0] = r2[0];
       r[1] = r2[1];
     }
-    // r0 = (k + 2t, +1), r1 = (k + 2t + 8, +9) for each k16 step of the word.
+    // Register i of the word: r0 (values 0, 1) or r1 (values 2, 3) of k16 step
+    // kStepsPerWord wi + i / 2, a pair of adjacent elements of the tile: one word.
 #pragma unroll
-    for (int i = 0; i < 2 * kStepsPerWord; ++i) {
-      const int k = k_local + 16 * (i / 2) + 8 * (i % 2) + 2 * t;
-      my[g * kRowWords + k / 2] = D::as_u32(__hmul2(D::as_t2(r[i]), s2));
+    for (int i = 0; i < 2 * Cfg::kStepsPerWord; ++i) {
+      const auto v = make_coord(make_coord(_0{}, i % 2), Cfg::kStepsPerWord * wi + i / 2);
+      const auto rc = tv_coord<8, BK, typename Cfg::FragTV>(thr, v);
+      my[typename Cfg::SmemTilePairs{}(get<0>(rc), get<1>(rc) / 2)] =
+          D::as_u32(__hmul2(D::as_t2(r[i]), s2));
     }
   }
   __syncwarp();
-  // Row segments: 8 rows x BK values = 8 * BK / 8 chunks of 16 bytes, 32 per pass.
-  constexpr int kChunksPerRow = BK / 8;
-  const int k_valid = min(BK, p.k - kb * BK);  // K's padding is not written
+  // Row segments: 16 bytes per lane, lane l moving segment l + 32 j in pass j (S2G's thread mode
+  // runs on into the rows below its (kTileR, kBlockK) tile). K's padding is not written.
+  const int k_valid = min(BK, p.k - kb * BK);
 #pragma unroll
-  for (int c = lane; c < 8 * kChunksPerRow; c += 32) {
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    if (8 * chunk >= k_valid) continue;  // K % 32 == 0: chunks are all in or all out
-    const uint4 v = *reinterpret_cast<uint4 const*>(&my[row * kRowWords + chunk * 4]);
-    *reinterpret_cast<uint4*>(w + int64_t(nb * 8 + row) * p.k + kb * BK + chunk * 8) = v;
+  for (int c = lane; c < 32 * Cfg::kPasses; c += 32) {
+    const auto rc = tv_coord<S2G::kTileR, BK, typename S2G::LayoutTV>(c, _0{});
+    const int row = get<0>(rc), col = get<1>(rc);
+    if (col >= k_valid) continue;  // K % 32 == 0: segments are all in or all out
+    const uint4 v =
+        *reinterpret_cast<uint4 const*>(&my[typename Cfg::SmemTilePairs{}(row, col / 2)]);
+    *reinterpret_cast<uint4*>(w + int64_t(nb * 8 + row) * p.k + kb * BK + col) = v;
   }
 }
 
 template <class T, int Bits>
 cudaError_t launch_dequantize(MixedGemmParams const& p, void* w, cudaStream_t stream) {
-  const int64_t items = int64_t(p.n / 8) * ((p.k + block_k(Bits) - 1) / block_k(Bits));
+  using Cfg = DequantWeightConfig<Bits>;
+  const int64_t items = int64_t(p.n / 8) * ((p.k + Cfg::kBlockK - 1) / Cfg::kBlockK);
   dequantize_weight_kernel<T, Bits>
-      <<<unsigned((items + 7) / 8), 256, 0, stream>>>(p, static_cast<T*>(w));
+      <<<unsigned((items + Cfg::kWarps - 1) / Cfg::kWarps), Cfg::kThreads, 0, stream>>>(
+          p, static_cast<T*>(w));
   return cudaGetLastError();
 }
 

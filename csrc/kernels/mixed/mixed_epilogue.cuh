@@ -10,14 +10,20 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/mixed_mma_config.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
 
-// Epilogue pieces shared by the kernel's direct write, its cluster reduction and
-// split_k_reduce_kernel: out[row, col .. col + 1] = v0, v1 (+ bias[col .. col + 1]) rounded once
-// to the output dtype, one 4-byte store (col is even; N % 8 == 0).
+// The output [M, N], row stride ldo: (row, col) -> element.
+CG_DEVICE auto out_layout(MixedGemmParams const& p) {
+  return make_layout(make_shape(p.m, p.n), make_stride(int64_t(p.ldo), _1{}));
+}
+
+// out[row, col .. col + 1] = v0, v1 (+ bias[col .. col + 1]) rounded once to the output dtype, one
+// 4-byte store (col is even; N % 8 == 0): the mma.sync kernel's direct write and
+// split_k_reduce_kernel's.
 template <class T>
 CG_DEVICE void store_out_pair(MixedGemmParams const& p, int row, int col, float v0, float v1) {
   T const* bias = static_cast<T const*>(p.bias);
@@ -28,8 +34,7 @@ CG_DEVICE void store_out_pair(MixedGemmParams const& p, int row, int col, float 
   typename Dequant<T>::T2 o;
   o.x = HalfTraits<T>::from_float(v0);
   o.y = HalfTraits<T>::from_float(v1);
-  *reinterpret_cast<typename Dequant<T>::T2*>(static_cast<T*>(p.out) + int64_t(row) * p.ldo +
-                                               col) = o;
+  *reinterpret_cast<typename Dequant<T>::T2*>(static_cast<T*>(p.out) + out_layout(p)(row, col)) = o;
 }
 
 CG_DEVICE void add_f32x4(float4& acc, float4 const& v) {
@@ -40,7 +45,8 @@ CG_DEVICE void add_f32x4(float4& acc, float4 const& v) {
 }
 
 // out[row, col] = v (+ bias[col]) rounded once to the output dtype (one 2-byte store): for
-// fragments whose neighbouring values lie in other rows (the wgmma kernel's transposed tile).
+// fragments whose neighbouring values lie in other rows (the transposed tiles of the wgmma and
+// decode kernels).
 template <class T>
 CG_DEVICE void store_out_one(MixedGemmParams const& p, int row, int col, float v) {
   T const* bias = static_cast<T const*>(p.bias);
@@ -48,34 +54,36 @@ CG_DEVICE void store_out_one(MixedGemmParams const& p, int row, int col, float v
   static_cast<T*>(p.out)[int64_t(row) * p.ldo + col] = HalfTraits<T>::from_float(v);
 }
 
-// out = sum over splits (in split order) of the partial sums, + bias, rounded. One thread per 4
-// adjacent outputs (N % 8 == 0), 16-byte loads. The loads of 8 splits are issued together and
-// then added in order: a split-by-split loop would wait out one L2 round trip per split (16
-// splits of a small layer add up to microseconds), and the fixed order keeps the sum
-// deterministic and identical to the cluster reduction's.
+// out = sum over splits (in split order) of the partial sums, + bias, rounded: thread i adds the
+// four outputs of SplitKReduceConfig::tv, 16-byte loads. The loads of 8 splits are issued together
+// and then added in order: a split-by-split loop would wait out one L2 round trip per split, and
+// the fixed order keeps the sum deterministic.
 template <class T>
 __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
-  // A programmatic dependent of mixed_gemm_kernel: wait for its partial sums. The next layer's
+  using Cfg = SplitKReduceConfig;
+  // A programmatic dependent of the GEMM kernel: wait for its partial sums. The next layer's
   // kernel may start streaming its weights meanwhile (it reads nothing this kernel writes before
   // its own wait).
   grid_dependency_wait();
   grid_launch_dependents();
-  const int64_t total4 = int64_t(p.m) * p.n / 4;
+  const int64_t total4 = int64_t(p.m) * p.n / Cfg::kValues;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total4) return;
-  float4 const* ws = static_cast<float4 const*>(p.workspace) + idx;
+  const auto workspace = Cfg::workspace(total4, splits);  // (U, split) -> 16-byte unit
+  float4 const* ws = static_cast<float4 const*>(p.workspace) + workspace(idx, 0);
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   constexpr int kBatch = 8;
   int s = 0;
   for (; s + kBatch <= splits; s += kBatch) {
     float4 v[kBatch];
     CG_PRAGMA_UNROLL
-    for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(ws + (s + j) * total4);
+    for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(ws + workspace(0, s + j));
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kBatch; ++j) add_f32x4(acc, v[j]);
   }
-  for (; s < splits; ++s) add_f32x4(acc, __ldcg(ws + s * total4));
-  const int64_t e = idx * 4;
+  for (; s < splits; ++s) add_f32x4(acc, __ldcg(ws + workspace(0, s)));
+  // The row-major index of the thread's first output, split into (row, col) by N.
+  const int64_t e = Cfg::tv(total4)(idx, 0);
   const int row = int(e / p.n), col = int(e % p.n);
   store_out_pair<T>(p, row, col, acc.x, acc.y);
   store_out_pair<T>(p, row, col + 2, acc.z, acc.w);
@@ -86,31 +94,18 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
 template <class T>
 cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl,
                                   cudaStream_t stream) {
-  const int64_t total4 = int64_t(p.m) * p.n / 4;
+  const int64_t total4 = int64_t(p.m) * p.n / SplitKReduceConfig::kValues;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned((total4 + 255) / 256));
-  config.blockDim = dim3(256);
+  constexpr int kThreads = SplitKReduceConfig::kThreads;
+  config.gridDim = dim3(unsigned((total4 + kThreads - 1) / kThreads));
+  config.blockDim = dim3(kThreads);
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, split_k_reduce_kernel<T>, p, splits);
-}
-
-// CTAs of `kernel` resident per SM at `threads` threads and `smem` bytes of dynamic shared memory
-// (the occupancy calculator; the caller has raised the kernel's shared memory limit). 1 when it
-// cannot tell, e.g. without a device.
-template <class Kernel>
-int resident_ctas_per_sm(Kernel kernel, int threads, int smem) {
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess ||
-      n < 1) {
-    cudaGetLastError();  // clear the error this query may have left
-    return 1;
-  }
-  return n;
 }
 
 // Launches kernel(p, per_split, splits > 1, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),

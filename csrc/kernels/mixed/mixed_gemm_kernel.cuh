@@ -56,22 +56,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   using T2 = typename D::T2;
   using Mma = typename Cfg::Mma;
   using Atom = typename Mma::AtomType;
+  using SmemW = typename Cfg::SmemW;  // a stage's weights, (L32, B) -> 16-byte unit
+  using SmemS = typename Cfg::SmemS;  // its scales, zeros, (group row, N, scale|zero) -> element
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
   constexpr int NB = Cfg::kBlocksPerWarp, MT = BM / 16;
   extern __shared__ uint128_t smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
   T* smem_a = reinterpret_cast<T*>(smem + S * Cfg::kStageBytes);
-  // The stages' weights (L32, B, stage) -> 16-byte unit and scales, zeros (group row, column,
-  // scale|zero, stage) -> element.
-  const auto sW = make_tensor(smem_raw, typename Cfg::SmemW{});
-  const auto sS = make_tensor(reinterpret_cast<T*>(smem + Cfg::kScaleOffset), typename Cfg::SmemS{});
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  // The lane's mma coordinates (PTX's groupID and threadID_in_group) and this thread's coordinate
-  // in the tiled MMA's thread mode ((T4, G8), WM, WN) and in WeightTV's (L32, W).
-  const int g = lane / 4, t = lane % 4;
-  const auto thr_mma = make_coord(make_coord(t, g), _0{}, warp);
-  const auto thr_w = make_coord(lane, warp);
+  const auto thr_w = make_coord(lane, warp);  // in WeightTV's thread mode (L32, W)
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = (p.k + BK - 1) / BK;
@@ -82,12 +76,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // ---- global -> shared, one k block per stage. Every source address is computed here once and
   // advanced by one k block per stage.
   const uint64_t policy = make_l2_evict_first_policy();
-  // Weights: each lane copies the 16 bytes it reads later, of the n8 blocks its warp computes on
-  // (WeightTV): 512-byte runs per block. Blocks past N read block 0 instead (any valid data: those
-  // columns are never stored).
-  const auto w_part = slice_and_offset(make_coord(thr_w, _), typename Cfg::WeightTV{});
-  const auto tWsW = make_tensor(&sW(0, 0, 0) + get<1>(w_part),
-                                make_layout(get<0>(w_part), layout<2>(sW.layout())));  // (B, stage)
+  // Weights: each lane copies the 16 bytes of each of its warp's n8 blocks that it reads later
+  // (WeightTV): 512-byte runs per warp and block. Blocks past N read block 0 instead (any valid
+  // data: those columns are never stored).
   const auto w_blocks = slice_and_offset(make_coord(thr_w, _), typename Cfg::WeightBlocks{});
   uint128_t const* w_src[NB];
   CG_PRAGMA_UNROLL
@@ -96,18 +87,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
                (int64_t(nb * 8 < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
   }
-  // Scales (and zeros): thread (chunk, row) of G2SScale copies 16 bytes of row `row` of the k
-  // block's groups (only the scale_rows the k block has). Columns past N read column 0.
+  // Scales (and zeros): thread (chunk, row) = (tid % kScaleChunks, tid / kScaleChunks) of G2SScale
+  // copies 16 bytes of row `row` of the k block's groups, if the k block has that many
+  // (scale_rows). Its column depends on the chunk only, its row on the row only. Columns past N
+  // read column 0.
   constexpr int kScaleChunks = Cfg::kScaleChunks;
-  const auto thr_s = make_coord(tid % kScaleChunks, tid / kScaleChunks);
   const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
   const bool scale_copier = tid < scale_rows * kScaleChunks;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
-  const int scale_row = typename Cfg::ScaleCopyRows{}(make_coord(thr_s, _0{}));
-  const int scale_col0 = n0 + typename Cfg::ScaleCopyCols{}(make_coord(thr_s, _0{}));
-  const int scale_col = scale_col0 < p.n ? scale_col0 : 0;
-  T* const s_dst = &sS(0, 0, 0, 0) + typename Cfg::ScaleCopyDst{}(make_coord(thr_s, _0{}));
+  const auto chunk = make_coord(make_coord(tid % kScaleChunks, _0{}), _0{});
+  using ScaleCols = typename Cfg::ScaleCopyCols;
+  const int scale_col = n0 + ScaleCols{}(chunk) < p.n ? n0 + ScaleCols{}(chunk) : 0;
+  const int scale_row =
+      typename Cfg::ScaleCopyRows{}(make_coord(make_coord(_0{}, tid / kScaleChunks), _0{}));
   auto scale_group = [&](int kb) {  // the group of row scale_row of k block kb
     return groups.per_channel ? 0 : min(groups.of(kb * BK) + scale_row, groups.last);
   };
@@ -140,21 +133,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto load_weights = [&](int i, int stage) {
     if (i >= n_kb) return;
     const int kb = kb_begin + i;
+    char* st = smem + stage * Cfg::kStageBytes;
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(w_src[b][int64_t(i) * 32], tWsW(b, stage), true,
-                                                   policy);
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
+          w_src[b][int64_t(i) * 32],
+          reinterpret_cast<uint128_t*>(st)[SmemW{}(
+              tv_coord<32, Cfg::kBlocksPerCta, typename Cfg::WeightTV>(thr_w, b))],
+          true, policy);
     }
     if (scale_copier) {
       // 32 x 32 -> 64-bit multiply-add: one IMAD.WIDE.U32 (group and N are non-negative ints).
       const size_t at = size_t(unsigned(scale_group(kb))) * unsigned(p.n) + unsigned(scale_col);
-      T* dst = s_dst + stage * (Cfg::kStageBytes / 2);
+      // Thread tid's 16 bytes are unit tid of the stage's scales (Cfg::ScaleCopyDst).
+      uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kScaleOffset) + tid;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
-                                            *reinterpret_cast<uint128_t*>(dst), true);
+                                            s_dst[0], true);
       if (zeros != nullptr) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
-                                              *reinterpret_cast<uint128_t*>(dst + Cfg::kScaleElems),
-                                              true);
+                                              s_dst[SmemS{}(_0{}, _0{}, _1{}) / 8], true);
       }
     }
   };
@@ -184,13 +181,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto tArA = Cfg::CopyA::retile(tCrA);
   const auto tAsA_ld = get_thread_copy(typename Cfg::CopyA{}, tid).partition_S(sA);
 
-  // The columns of this thread's values in the CTA tile: its B fragments' (one zero point per n8
-  // block) and its accumulators' (values 0, 1 of block b are adjacent columns: one T2 of scales).
-  const auto zero_cols = slice_and_offset(make_coord(thr_mma, _), typename Cfg::BCols{});
-  const auto acc_cols = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccCols{});
-  static_assert(decltype(get<0>(acc_cols)(_1{}, _0{}, _0{}))::value ==
-                    decltype(get<0>(acc_cols)(_0{}, _0{}, _0{}))::value + 1,
-                "accumulator values 0 and 1 are adjacent columns");
+  // The lane's coordinates in the m16n8k16 atom (t = lane % 4, g = lane / 4: its column pair and
+  // row in the accumulator fragment) and this thread's in the tiled MMA's thread mode
+  // ((T4, G8), WM, WN).
+  const int g = lane / 4, t = lane % 4;
+  const auto thr_mma = make_coord(make_coord(t, g), _0{}, warp);
   const bool symmetric = zeros == nullptr;
   // Each n8 block's dequantization constants for the current group: the symmetric zero point
   // 2^(bits-1) throughout, or the group's zero points, loaded per chunk.
@@ -221,19 +216,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     load_activations(i + S - 1, (i + S - 1) % S);
     cp_async_fence();
 
+    char const* st = smem + stage * Cfg::kStageBytes;
+    T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kScaleOffset);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) w[b] = reinterpret_cast<uint4 const&>(tWsW(b, stage));
+    for (int b = 0; b < NB; ++b) {
+      w[b] = reinterpret_cast<uint4 const*>(st)[SmemW{}(
+          tv_coord<32, Cfg::kBlocksPerCta, typename Cfg::WeightTV>(thr_w, b))];
+    }
 
     CG_PRAGMA_UNROLL
     for (int c = 0; c < Cfg::kChunks; ++c) {
-      // The chunk's group row in this stage's scales: 32 columns of K per chunk when fine.
+      // The chunk's group row in this stage's scales (32 of K per chunk when fine), at the warp's
+      // columns; the lane's B fragments (zero points) and accumulators (scales) lie at its lane and
+      // value parts of BCols and AccCols from there.
       const int grow = Cfg::kFineGroups ? (32 * c) >> groups.shift : 0;
+      T const* srow =
+          s_scale + SmemS{}(grow, _0{}, _0{}) + mma_warp_part<typename Cfg::AccCols>(warp);
       if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
         CG_PRAGMA_UNROLL
         for (int b = 0; b < NB; ++b) {
-          const int col = get<1>(zero_cols) + get<0>(zero_cols)(0, b, 0);
-          zc[b] = D::zero_constants(HalfTraits<T>::to_float(sS(grow, col, 1, stage)));
+          const T z = srow[SmemS{}(_0{}, mma_value_part<typename Cfg::BCols>(make_coord(0, b, 0)),
+                                   _1{}) +
+                           mma_lane_part<typename Cfg::BCols>(t, g)];
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(z));
         }
       }
       CG_PRAGMA_UNROLL
@@ -272,11 +278,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           }
         }
       }
-      // acc += scale * part, each accumulator times its column's scale.
+      // acc += scale * part: values 0 and 2 of block b lie in one column, 1 and 3 in the next
+      // (one T2 of scales).
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
-        const int col = get<1>(acc_cols) + get<0>(acc_cols)(0, 0, b);
-        const T2 s2 = reinterpret_cast<T2 const&>(sS(grow, col, 0, stage));
+        const T2 s2 = *reinterpret_cast<T2 const*>(
+            srow + SmemS{}(_0{}, mma_value_part<typename Cfg::AccCols>(make_coord(0, 0, b)), _0{}) +
+            mma_lane_part<typename Cfg::AccCols>(t, g));
         const float s_even = HalfTraits<T>::to_float(s2.x), s_odd = HalfTraits<T>::to_float(s2.y);
         CG_PRAGMA_UNROLL
         for (int m = 0; m < MT; ++m) {
@@ -291,9 +299,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   cp_async_wait<0>();
   grid_launch_dependents();  // the next kernel may start streaming its weights
 
-  // ---- epilogue: each pair of adjacent accumulators (values 2h, 2h + 1 of an m16n8 fragment) to
-  // its row and columns of the tile, as one float2 to the workspace or one T2 to `out`.
+  // ---- epilogue: each pair of adjacent accumulators (values 2h, 2h + 1 of an m16n8 fragment)
+  // goes to its row and columns (AccRows, AccCols), as one float2 to the workspace or one T2 to
+  // `out`.
   const auto acc_rows = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccRows{});
+  const auto acc_cols = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccCols{});
   float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
   CG_PRAGMA_UNROLL
   for (int m = 0; m < MT; ++m) {

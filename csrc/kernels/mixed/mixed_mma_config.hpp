@@ -7,8 +7,8 @@
 //
 // TV layouts map (thread, value) to the column-major index of a tile, as in tv_layout.hpp. The
 // kernels evaluate them at hierarchical thread coordinates made of the lane's mma coordinates
-// (t = lane % 4, g = lane / 4) and its warp, so every offset is a constant plus what the original
-// index arithmetic computed.
+// (t = lane % 4, g = lane / 4) and its warp: each value's offset folds to a constant, and the
+// thread's part costs the few integer operations hand-written indices would.
 
 #include <cstdint>
 #include <type_traits>
@@ -28,6 +28,30 @@ template <int R, int S, class TV>
 using RowsOf = decltype(composition(Layout<Shape<Int<R>, Int<S>>, Stride<_1, _0>>{}, TV{}));
 template <int R, int S, class TV>
 using ColsOf = decltype(composition(Layout<Shape<Int<R>, Int<S>>, Stride<_0, _1>>{}, TV{}));
+
+// The (row, column) of value v of thread thr (coordinates of the TV layout's modes) in its (R, S)
+// tile.
+template <int R, int S, class TV, class Thr, class V>
+CG_HOST_DEVICE constexpr auto tv_coord(Thr const& thr, V const& v) {
+  return make_coord(RowsOf<R, S, TV>{}(make_coord(thr, v)), ColsOf<R, S, TV>{}(make_coord(thr, v)));
+}
+
+// A layout over a tiled MMA's (T, V) = (((t, g), wm, wn), v) evaluated at one part of the
+// coordinate, the others 0: the warp's (wn = w), the lane's (t = lane % 4, g = lane / 4) or a
+// value's. A kernel adds the parts where its address arithmetic wants them (the warp's into a row
+// pointer, the lane's and the value's per access).
+template <class TV, class W>
+CG_HOST_DEVICE constexpr auto mma_warp_part(W const& w) {
+  return TV{}(make_coord(make_coord(make_coord(_0{}, _0{}), _0{}, w), _0{}));
+}
+template <class TV, class I>
+CG_HOST_DEVICE constexpr auto mma_lane_part(I const& t, I const& g) {
+  return TV{}(make_coord(make_coord(make_coord(t, g), _0{}, _0{}), _0{}));
+}
+template <class TV, class V>
+CG_HOST_DEVICE constexpr auto mma_value_part(V const& v) {
+  return TV{}(make_coord(make_coord(make_coord(_0{}, _0{}), _0{}, _0{}), v));
+}
 
 // ------------------------------------------------------------------------------------------------
 // The mma.sync kernel: out[M, N] = A[M, K] @ dequant(W)^T on m16n8k16, for M tiles of 16 MTiles
@@ -51,10 +75,10 @@ struct MixedConfig {
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
 
-  // ---- CTA shape. 4 warps (128 columns) at M <= 16, where more CTAs per SM keep more weight
-  // bytes in flight; 8 warps (256 columns) for taller M tiles, where every CTA reads its rows of A
-  // again and a wider tile halves that traffic. Each warp owns kBlocksPerWarp n8 blocks, so each A
-  // fragment feeds that many mma.
+  // ---- CTA shape. 4 warps (128 columns) for M tiles of 16, where more CTAs per SM keep more
+  // weight bytes in flight; 8 warps (256 columns) for taller M tiles, where every CTA reads its
+  // rows of A again and a wider tile halves that traffic. Each warp owns kBlocksPerWarp n8 blocks,
+  // so each A fragment feeds that many mma.
   static constexpr int kWarps = MTiles == 1 ? 4 : 8;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlocksPerWarp = 4;
@@ -86,36 +110,42 @@ struct MixedConfig {
                               Stride<_1, Int<8 * kBlocksPerWarp>, _8>>,
                        Layout<Int<kBlockK>>>;
   using CopyA = TiledCopyA<LdsmA_x4, Mma>;  // shared -> registers: ldmatrix.x4 per m16 x k16
-  // The row and column of each accumulator (T, (V4, MTiles, B)) -> M and -> N: where the store
-  // writes it and which column's scale multiplies it. The column of each B fragment value
+  // The row and column of each accumulator, (T, (V4, MTiles, B)) -> M and -> N: where the store
+  // writes it and which column's scale multiplies it. The column of each B fragment value,
   // (T, (V4, B, KSteps)) -> N: whose zero point its dequantization subtracts.
   using AccRows = RowsOf<kTileM, kTileN, typename Mma::LayoutC_TV>;
   using AccCols = ColsOf<kTileM, kTileN, typename Mma::LayoutC_TV>;
   using BCols = RowsOf<kTileN, kBlockK, typename Mma::LayoutB_TV>;
+  static_assert(decltype(mma_warp_part<AccCols>(_1{}))::value ==
+                    decltype(mma_warp_part<BCols>(_1{}))::value,
+                "a warp's accumulators and B fragments lie in the same columns");
 
-  // ---- shared memory: kStages stages of weights and scales, then kStages activation tiles.
-  // Weights keep the packed order, 512 bytes per n8 block: (L32, B, stage) -> 16-byte unit, so
-  // every lane copies and reads its own 16 bytes (one conflict-free LDS.128 per n8 block), which
-  // hold its B fragments of all k16 steps of the block (weight_format.hpp).
-  // Scales, then zero points: (group row, column, scale|zero, stage) -> element.
+  // ---- shared memory: kStages stages of kStageBytes (stage s at byte s * kStageBytes) holding a
+  // k block's weights and scales, then the kStages activation tiles.
+  // Weights keep the packed order, 512 bytes per n8 block: (L32, B) -> 16-byte unit, so every
+  // lane copies and reads its own 16 bytes (one conflict-free LDS.128 per n8 block), which hold
+  // its B fragments of all k16 steps of the block (weight_format.hpp).
+  using SmemW = Layout<Shape<_32, Int<kBlocksPerCta>>>;
+  static constexpr int kWeightBytes = 16 * decltype(cosize(SmemW{}))::value;  // 8 or 16 KB
+  // Scales, then zero points, from byte kScaleOffset of a stage: (group row, column, scale|zero)
+  // -> element.
   static constexpr int kScaleElems = kMaxGroups * kTileN;
-  static constexpr int kWeightBytes = kBlocksPerCta * kLanes * 16;  // 8 or 16 KB
-  static constexpr int kStageBytes = kWeightBytes + 2 * kScaleElems * int(sizeof(Element));
-  using SmemW = Layout<Shape<_32, Int<kBlocksPerCta>, Int<kStages>>,
-                       Stride<_1, _32, Int<kStageBytes / 16>>>;
-  using SmemS = Layout<Shape<Int<kMaxGroups>, Int<kTileN>, _2, Int<kStages>>,
-                       Stride<Int<kTileN>, _1, Int<kScaleElems>, Int<kStageBytes / 2>>>;
-  static constexpr int kScaleOffset = kWeightBytes;  // bytes from a stage's start to its scales
-  // Which weights a thread copies and reads: lane l of warp w, value b -> unit (l, 4 w + b) of a
-  // stage, the n8 block of its B fragments b (BCols). (T, V) -> (L32, B)
+  using SmemS = Layout<Shape<Int<kMaxGroups>, Int<kTileN>, _2>,
+                       Stride<Int<kTileN>, _1, Int<kScaleElems>>>;
+  static constexpr int kScaleOffset = kWeightBytes;
+  static constexpr int kStageBytes =
+      kScaleOffset + decltype(cosize(SmemS{}))::value * int(sizeof(Element));
+  static_assert(kStageBytes % 16 == 0, "stages of whole 16-byte units");
+  // Which weights a thread copies and reads: lane l of warp w, value b -> unit (l, 4 w + b), the
+  // n8 block of its B fragments b (BCols). (T, V) -> (L32, B)
   using WeightTV = Layout<Shape<Shape<_32, Int<kWarps>>, Int<kBlocksPerWarp>>,
                           Stride<Stride<_1, Int<32 * kBlocksPerWarp>>, _32>>;
   using WeightBlocks = ColsOf<32, kBlocksPerCta, WeightTV>;  // (T, V) -> B
   // The activations: one (kTileM, kBlockK) tile per stage, K contiguous, the row's low 3 bits
-  // XORed into the 16-byte unit so the 8 rows of each ldmatrix matrix hit 8 bank groups. Stage s
-  // starts s * kAStageElems further on, a multiple of the swizzle's period (it permutes offset bits
-  // below 2^(3 + log2(kBlockK))), so a stage's addresses are stage 0's plus a constant and the
-  // per-thread ldmatrix addresses stay loop-invariant.
+  // XORed into the 16-byte unit so the 8 rows of each ldmatrix matrix hit 8 different sets of 4
+  // banks. Stage s starts s * kAStageElems further on, a multiple of the swizzle's period (it
+  // permutes offset bits below 2^(3 + log2(kBlockK))), so a stage's addresses are stage 0's plus a
+  // constant and the per-thread ldmatrix addresses stay loop-invariant.
   using SmemA = decltype(composition(
       Swizzle<3, 3, log2_of(kBlockK) - 3>{},
       make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}), make_stride(Int<kBlockK>{}, _1{}))));
@@ -130,19 +160,25 @@ struct MixedConfig {
   using G2S = TiledCopy<CpAsync16, Layout<Shape<Int<kThreads / kChunksA>, Int<kChunksA>>,
                                           Stride<Int<kChunksA>, _1>>,
                         Layout<Shape<_1, _8>>>;
-  // Scales and zeros: one thread per 16 bytes, kTileN / 8 per row over the (kMaxGroups, kTileN)
-  // rows of a stage; the kernel runs only the threads of the rows the k block needs.
+  // Scales and zeros: one thread per 16 bytes, kTileN / 8 per row of a stage's (kMaxGroups,
+  // kTileN) scales; the kernel runs only the threads of the rows the k block needs. Thread
+  // (chunk, row), that is tid = row * kScaleChunks + chunk.
   static constexpr int kScaleChunks = kTileN / 8;
   using G2SScale = TiledCopy<CpAsync16, Layout<Shape<Int<kMaxGroups>, Int<kScaleChunks>>,
                                                Stride<Int<kScaleChunks>, _1>>,
                              Layout<Shape<_1, _8>>>;
   static_assert(kMaxGroups * kScaleChunks <= kThreads, "one pass of the scale copy");
-  // The copying thread's group row and column, and its destination in a stage's scales.
+  // The copying thread's group row and column, and its destination in a stage's scales: thread
+  // tid writes elements 8 tid .. 8 tid + 7, 16-byte unit tid (the threads follow the rows).
+  // (T, V8) -> element
   using ScaleCopyRows = RowsOf<kMaxGroups, kTileN, typename G2SScale::LayoutTV>;
   using ScaleCopyCols = ColsOf<kMaxGroups, kTileN, typename G2SScale::LayoutTV>;
-  using ScaleCopyDst = decltype(composition(
-      Layout<Shape<Int<kMaxGroups>, Int<kTileN>>, Stride<Int<kTileN>, _1>>{},  // SmemS(_, _, 0, 0)
-      typename G2SScale::LayoutTV{}));
+  using ScaleCopyDst = decltype(coalesce_by_mode(composition(
+      decltype(SmemS{}(_, _, _0{})){},
+      typename G2SScale::LayoutTV{})));
+  static_assert(std::is_same<ScaleCopyDst, Layout<Shape<Int<kMaxGroups * kScaleChunks>, _8>,
+                                                  Stride<_8, _1>>>::value,
+                "the scale copy writes 16-byte unit tid");
 
   // ---- registers per thread ptxas allocates on sm_90a, rounded up to 8: the planner's occupancy
   // model reads them and a GPU test compares it with cudaOccupancy. Measured with
@@ -150,12 +186,12 @@ struct MixedConfig {
   CG_HOST_DEVICE static constexpr int registers() {
     if (Bits == 4) {
       if (MTiles == 1) return FineGroups ? 128 : 120;
-      if (MTiles == 2) return FineGroups ? (kBf16 ? 216 : 232) : (kBf16 ? 160 : 168);
+      if (MTiles == 2) return FineGroups ? 216 : (kBf16 ? 160 : 168);
       return 256;
     }
     if (MTiles == 1) return 96;
     if (MTiles == 2) return FineGroups ? 144 : (kBf16 ? 152 : 144);
-    return FineGroups ? 232 : (kBf16 ? 232 : 224);
+    return 224;
   }
   static constexpr int kRegisters = registers();
 };
@@ -201,6 +237,9 @@ struct DequantWeightConfig {
   // 32 different banks, and rows stay 16-byte aligned for the row-segment reads.
   static constexpr int kRowStride = kBlockK + 8;
   using SmemTile = Layout<Shape<_8, Int<kBlockK>>, Stride<Int<kRowStride>, _1>>;
+  // The same tile in 4-byte words, the pairs of adjacent elements a fragment register holds:
+  // (N8, kBlockK / 2) -> word.
+  using SmemTilePairs = Layout<Shape<_8, Int<kBlockK / 2>>, Stride<Int<kRowStride / 2>, _1>>;
   static constexpr int kTileElems = 8 * kRowStride;  // per warp
   static constexpr int kSmemBytes = kWarps * kTileElems * 2;
   // Write-back: 16 bytes (8 values along K) per lane, kBlockK / 8 lanes per row, 32 lanes per
