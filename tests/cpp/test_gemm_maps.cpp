@@ -13,55 +13,10 @@
 #include <set>
 #include <vector>
 
+#include "host_check.hpp"
 #include "kernels/gemm/gemm_config.hpp"
 
 using namespace cute_gemm;
-
-static int failures = 0;
-#define CHECK(cond, ...)                       \
-  do {                                         \
-    if (!(cond)) {                             \
-      ++failures;                              \
-      std::printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      std::printf(__VA_ARGS__);                \
-      std::printf("\n");                       \
-    }                                          \
-  } while (0)
-
-// Elements of the TV layout's tile and how many (thread, value) pairs hold each.
-template <class TV>
-std::map<long, int> coverage(TV const& tv) {
-  std::map<long, int> hits;
-  for (int i = 0; i < int(size(tv)); ++i) hits[long(tv(i))]++;
-  return hits;
-}
-
-// 16-byte accesses, served 8 threads (128 bytes) at a time: each group of 8 must touch 8
-// different 16-byte bank groups (or the same 16 bytes).
-bool conflict_free_16B(std::vector<long> const& byte_addr) {
-  for (size_t p = 0; p + 8 <= byte_addr.size(); p += 8) {
-    std::map<long, long> group_to_addr;
-    for (size_t t = p; t < p + 8; ++t) {
-      const long g = (byte_addr[t] / 16) % 8;
-      auto it = group_to_addr.find(g);
-      if (it != group_to_addr.end() && it->second != byte_addr[t] / 16) return false;
-      group_to_addr[g] = byte_addr[t] / 16;
-    }
-  }
-  return true;
-}
-
-// Narrow accesses by 32 lanes at once: lanes in one bank must hit the same 4-byte word.
-bool conflict_free_words(std::vector<long> const& byte_addr) {
-  std::map<long, long> bank_to_word;
-  for (long a : byte_addr) {
-    const long bank = (a / 4) % 32;
-    auto it = bank_to_word.find(bank);
-    if (it != bank_to_word.end() && it->second != a / 4) return false;
-    bank_to_word[bank] = a / 4;
-  }
-  return true;
-}
 
 template <class Cfg>
 void check_config(char const* name) {

@@ -19,59 +19,11 @@
 #include <set>
 #include <vector>
 
+#include "host_check.hpp"
 #include "kernels/mixed/mixed_decode_config.hpp"
 
 using namespace cute_gemm;
 using namespace cute_gemm::mixed;
-
-static int failures = 0;
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      if (failures++ < 20) {                             \
-        std::printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-        std::printf(__VA_ARGS__);                        \
-        std::printf("\n");                               \
-      }                                                  \
-    }                                                    \
-  } while (0)
-
-// 16-byte accesses, served 8 lanes (128 bytes) at a time: each phase touches 8 different 4-bank
-// quads (all 32 banks), or the same 16 bytes.
-static bool conflict_free_16B(std::vector<long> const& byte_addr) {
-  for (size_t p = 0; p + 8 <= byte_addr.size(); p += 8) {
-    std::map<long, long> quad_to_unit;
-    for (size_t t = p; t < p + 8; ++t) {
-      const long g = (byte_addr[t] / 16) % 8;
-      auto it = quad_to_unit.find(g);
-      if (it != quad_to_unit.end() && it->second != byte_addr[t] / 16) return false;
-      quad_to_unit[g] = byte_addr[t] / 16;
-    }
-  }
-  return true;
-}
-
-// Narrow accesses by 32 lanes at once: lanes in one bank hit the same 4-byte word.
-static bool conflict_free_words(std::vector<long> const& byte_addr) {
-  std::map<long, long> bank_to_word;
-  for (long a : byte_addr) {
-    const long bank = (a / 4) % 32;
-    auto it = bank_to_word.find(bank);
-    if (it != bank_to_word.end() && it->second != a / 4) return false;
-    bank_to_word[bank] = a / 4;
-  }
-  return true;
-}
-
-// Every element of [0, n) hit exactly once by `offsets`.
-static bool bijective(std::vector<long> const& offsets, long n) {
-  if (long(offsets.size()) != n) return false;
-  std::vector<int> hits(n, 0);
-  for (long o : offsets) {
-    if (o < 0 || o >= n || hits[o]++) return false;
-  }
-  return true;
-}
 
 // Marks the bytes [at, at + len) of a shared-memory map as `owner`; every byte has one owner.
 struct SmemMap {

@@ -19,64 +19,11 @@
 #include <set>
 #include <vector>
 
+#include "host_check.hpp"
 #include "kernels/mixed/mixed_mma_config.hpp"
 
 using namespace cute_gemm;
 using namespace cute_gemm::mixed;
-
-static int failures = 0;
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      if (failures++ < 20) {                              \
-        std::printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
-        std::printf(__VA_ARGS__);                         \
-        std::printf("\n");                                \
-      }                                                   \
-    }                                                     \
-  } while (0)
-
-// How often each offset of the layout's image is hit, over its whole domain.
-template <class L>
-std::map<long, int> coverage(L const& l) {
-  std::map<long, int> hits;
-  for (int i = 0; i < int(size(l)); ++i) hits[long(l(i))]++;
-  return hits;
-}
-
-// Every offset in [0, n) hit exactly `times` times, nothing else.
-bool covers(std::map<long, int> const& hits, long n, int times = 1) {
-  if (long(hits.size()) != n) return false;
-  for (auto const& kv : hits)
-    if (kv.first < 0 || kv.first >= n || kv.second != times) return false;
-  return true;
-}
-
-// 16-byte accesses, served 8 threads (128 bytes) at a time: each group of 8 must touch 8
-// different 16-byte bank quads (or the same 16 bytes).
-bool conflict_free_16B(std::vector<long> const& byte_addr) {
-  for (size_t p = 0; p + 8 <= byte_addr.size(); p += 8) {
-    std::map<long, long> quad_to_addr;
-    for (size_t t = p; t < p + 8; ++t) {
-      const long q = (byte_addr[t] / 16) % 8;
-      auto it = quad_to_addr.find(q);
-      if (it != quad_to_addr.end() && it->second != byte_addr[t] / 16) return false;
-      quad_to_addr[q] = byte_addr[t] / 16;
-    }
-  }
-  return true;
-}
-
-// 4-byte accesses by 32 lanes at once: lanes in one bank must hit the same word.
-bool conflict_free_words(std::vector<long> const& byte_addr) {
-  std::map<long, long> bank_to_word;
-  for (long a : byte_addr) {
-    auto it = bank_to_word.find((a / 4) % 32);
-    if (it != bank_to_word.end() && it->second != a / 4) return false;
-    bank_to_word[(a / 4) % 32] = a / 4;
-  }
-  return true;
-}
 
 template <class Cfg>
 void check_mma_config(char const* name) {

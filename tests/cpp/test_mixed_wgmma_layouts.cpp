@@ -18,33 +18,12 @@
 #include <set>
 #include <vector>
 
+#include "host_check.hpp"
 #include "cute_gemm/wgmma_desc.hpp"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
 
 using namespace cute_gemm;
 using namespace cute_gemm::mixed;
-
-static int failures = 0;
-#define CHECK(cond, ...)                                \
-  do {                                                  \
-    if (!(cond)) {                                      \
-      if (failures++ < 20) {                            \
-        std::printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-        std::printf(__VA_ARGS__);                       \
-        std::printf("\n");                              \
-      }                                                 \
-    }                                                   \
-  } while (0)
-
-// Every value of `offsets` in [0, size) and each exactly once.
-static bool bijective(std::vector<long> const& offsets, long size) {
-  if (long(offsets.size()) != size) return false;
-  std::vector<int> hits(size, 0);
-  for (long o : offsets) {
-    if (o < 0 || o >= size || hits[o]++) return false;
-  }
-  return true;
-}
 
 // The 128-byte swizzle as the PTX ISA and the TMA describe it, for a (rows, 64) box of 16-bit
 // elements at a 1024-byte aligned address: byte r * 128 + ((2 c / 16) ^ (r % 8)) * 16 + 2 c % 16.

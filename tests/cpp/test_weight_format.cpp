@@ -12,21 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "host_check.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 using namespace cute_gemm;
 using namespace cute_gemm::mixed;
-
-static int failures = 0;
-#define CHECK(cond, ...)                               \
-  do {                                                 \
-    if (!(cond)) {                                     \
-      ++failures;                                      \
-      std::printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      std::printf(__VA_ARGS__);                        \
-      std::printf("\n");                               \
-    }                                                  \
-  } while (0)
 
 // Compile-time: the rules on examples.
 static_assert(valid_bits(4) && valid_bits(8) && !valid_bits(2) && !valid_bits(16), "bits");
