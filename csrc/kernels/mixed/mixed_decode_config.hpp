@@ -212,7 +212,7 @@ struct MixedDecodeConfig {
 
   // ---- Registers per thread that ptxas allocates on sm_90a (its count rounded up to 8) for the
   // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations; the planner's occupancy
-  // model reads them and a GPU test compares it with cudaOccupancy. Measured with
+  // model reads them (no GPU test compares it with cudaOccupancy yet). Measured with
   // scripts/kernel_resources.py; remeasure when the kernel changes.
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,

@@ -20,9 +20,10 @@
 //
 // The workspace: the plan (mixed_plan.hpp) says how many bytes a launch needs; the op passes a
 // buffer of at least that many bytes (a torch uint8 tensor from the caching allocator,
-// UNINITIALIZED, allocated on the launch stream; nullptr when 0 bytes). A kernel that needs it zeroed must clear
-// it itself on `stream` (cudaMemsetAsync is capturable). The launcher never synchronizes the host,
-// never allocates, and launches on `stream` only, so calls can be captured in CUDA graphs.
+// UNINITIALIZED, allocated on the launch stream; nullptr when 0 bytes). A kernel that needs it
+// zeroed must clear it itself on `stream` (cudaMemsetAsync is capturable). The launcher never
+// synchronizes the host, never allocates, and launches on `stream` only, so calls can be captured
+// in CUDA graphs.
 
 #include <cstddef>
 #include <cstdint>

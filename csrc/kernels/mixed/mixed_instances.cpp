@@ -10,9 +10,9 @@ namespace {
 using mixed::PlannerElement;
 
 MixedInstanceInfo const kInstances[] = {
-#define CG_MIXED_DECODE(name, bf16, ...)                                                   \
-  mixed::decode_instance_info<mixed::DecodeInstance<PlannerElement, bf16, __VA_ARGS__>, bf16>( \
-      #name),
+#define CG_MIXED_DECODE(name, bf16, ...)                                                 \
+  mixed::decode_instance_info<mixed::DecodeInstance<PlannerElement, bf16, __VA_ARGS__>>(#name, \
+                                                                                       bf16),
 #define CG_MIXED_MMA(name, bf16, ...) \
   mixed::mma_instance_info<mixed::MmaInstance<PlannerElement, bf16, __VA_ARGS__>>(#name, bf16),
 #define CG_MIXED_WGMMA(name, bf16, ...) \

@@ -45,49 +45,30 @@ using WgmmaInstance =
 using PlannerElement = uint16_t;
 
 // The occupancy model needs the registers per thread ptxas allocates on sm_90a, which only the
-// compiler knows: the decode and wgmma configs declare them (registers() / kRegisters, read
-// from a build with scripts/kernel_resources.py); a kernel change that moves them must update
-// its config. A GPU test comparing the model with cudaOccupancyMaxActiveBlocksPerMultiprocessor
-// is still to be written.
-// The mma.sync kernels' plans use their declared CTAs per SM (kMinCtasPerSm, what their
-// __launch_bounds__ cap the registers for), so they report that cap.
-constexpr int launch_bound_registers(int threads, int min_ctas_per_sm) {
-  const int cap = 65536 / (threads * min_ctas_per_sm) / 8 * 8;
-  return cap < 256 ? cap : 256;
-}
+// compiler knows: every config declares them (kRegisters / registers(col_warps), read from a build
+// with scripts/kernel_resources.py); a kernel change that moves them must update its config. A GPU
+// test comparing the model with cudaOccupancyMaxActiveBlocksPerMultiprocessor is still to be
+// written.
 
+// The fields every kind of config has.
 template <class Cfg>
-MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
+MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, bool bf16) {
   MixedInstanceInfo i{};
-  i.kernel = MixedKernel::kMma;
+  i.kernel = kernel;
   i.name = name;
   i.bits = Cfg::kBits;
   i.bf16 = bf16;
   i.tile_m = Cfg::kTileM;
-  i.tile_n = Cfg::kTileN;
-  i.fine_groups = Cfg::kFineGroups;
-  i.exact_scales = true;
   i.stages = Cfg::kStages;
-  i.threads = Cfg::kThreads;
-  i.smem_bytes = Cfg::kSmemBytes;
-  i.registers = launch_bound_registers(Cfg::kThreads, Cfg::kMinCtasPerSm);
-  i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
+  i.exact_scales = true;
   return i;
 }
 
 template <class Cfg>
-MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
-  MixedInstanceInfo i{};
-  i.kernel = MixedKernel::kWgmma;
-  i.name = name;
-  i.bits = Cfg::kBits;
-  i.bf16 = bf16;
-  i.tile_m = Cfg::kTileM;
+MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
+  MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kMma, name, bf16);
   i.tile_n = Cfg::kTileN;
-  i.exact_scales = Cfg::kExactScales;
-  i.warp_groups = Cfg::kWarpGroups;
-  i.producer = Cfg::kProducer;
-  i.stages = Cfg::kStages;
+  i.fine_groups = Cfg::kFineGroups;
   i.threads = Cfg::kThreads;
   i.smem_bytes = Cfg::kSmemBytes;
   i.registers = Cfg::kRegisters;
@@ -95,38 +76,47 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   return i;
 }
 
-template <class Cfg, bool BF16>
+template <class Cfg>
+MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
+  MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kWgmma, name, bf16);
+  i.tile_n = Cfg::kTileN;
+  i.exact_scales = Cfg::kExactScales;
+  i.warp_groups = Cfg::kWarpGroups;
+  i.producer = Cfg::kProducer;
+  i.threads = Cfg::kThreads;
+  i.smem_bytes = Cfg::kSmemBytes;
+  i.registers = Cfg::kRegisters;
+  i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
+  return i;
+}
+
+// The decode CTA shape is chosen per call: the planner asks the config through these.
+template <class Cfg>
 struct DecodeQueries {
   static int rows(int m) { return Cfg::rows_for(m); }
   static int smem_bytes(int rows, int warps, int col_warps) {
     return Cfg::smem_bytes(rows, warps, col_warps);
   }
-  static int registers(int col_warps) {
-    return Cfg::registers(col_warps);
+  static int max_warps(int rows, int col_warps, int smem_limit) {
+    return Cfg::max_warps(rows, col_warps, smem_limit);
   }
+  static int registers(int col_warps) { return Cfg::registers(col_warps); }
 };
 
-template <class Cfg, bool BF16>
-MixedInstanceInfo decode_instance_info(char const* name) {
-  using Q = DecodeQueries<Cfg, BF16>;
-  MixedInstanceInfo i{};
-  i.kernel = MixedKernel::kDecode;
-  i.name = name;
-  i.bits = Cfg::kBits;
-  i.bf16 = BF16;
-  i.tile_m = Cfg::kTileM;
+template <class Cfg>
+MixedInstanceInfo decode_instance_info(char const* name, bool bf16) {
+  using Q = DecodeQueries<Cfg>;
+  MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kDecode, name, bf16);
   i.tile_n = Cfg::kWarpN;
   i.fine_groups = Cfg::kFineGroups;
-  i.exact_scales = true;
-  i.stages = Cfg::kStages;
   i.threads = 32 * Cfg::kMaxWarps;
   i.smem_bytes = Cfg::smem_bytes(Cfg::kTileM, Cfg::kMaxWarps, 1);
   i.registers = Q::registers(1);
   i.min_ctas_per_sm = 1;
   i.decode_rows = &Q::rows;
   i.decode_smem_bytes = &Q::smem_bytes;
+  i.decode_max_warps = &Q::max_warps;
   i.decode_registers = &Q::registers;
-  i.max_warps = Cfg::kMaxWarps;
   return i;
 }
 

@@ -181,7 +181,7 @@ struct MixedConfig {
                 "the scale copy writes 16-byte unit tid");
 
   // ---- registers per thread ptxas allocates on sm_90a, rounded up to 8: the planner's occupancy
-  // model reads them and a GPU test compares it with cudaOccupancy. Measured with
+  // model reads them (no GPU test compares it with cudaOccupancy yet). Measured with
   // scripts/kernel_resources.py; remeasure when the kernel changes.
   CG_HOST_DEVICE static constexpr int registers() {
     if (Bits == 4) {

@@ -88,8 +88,8 @@ void fill_from_instance(MixedPlan& plan, int index) {
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
 // wave of the CTAs the register cap allows per SM.
-void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
-              int k_blocks, int group) {
+void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+              MixedSchedule const& s, int k_blocks, int group) {
   const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
   const int index = find_instance(MixedKernel::kMma, p, tile_m, fine_groups_for(p.bits, group,
                                                                                   p.k));
@@ -139,14 +139,11 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 // The order in which col_warps win a tie: the widest first.
 int col_warps_rank(int col_warps) { return col_warps == 4 ? 0 : (col_warps == 2 ? 1 : 2); }
 
-// The most warps per CTA (a multiple of col_warps) whose stages fit in the device's shared
+// The most warps per CTA (whole k slices of col_warps) whose stages fit in the device's shared
 // memory at `rows` rows; 0 when not even one k slice fits.
 int decode_max_warps(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows,
                      int col_warps) {
-  int warps = inst.max_warps - inst.max_warps % col_warps;
-  while (warps > 0 && inst.decode_smem_bytes(rows, warps, col_warps) > d.smem_per_block_optin)
-    warps -= col_warps;
-  return warps;
+  return inst.decode_max_warps(rows, col_warps, d.smem_per_block_optin);
 }
 
 int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows, int warps,

@@ -123,12 +123,13 @@ struct MixedInstanceInfo {
   int registers;      // per thread, as ptxas allocates them on sm_90a (decode: col_warps 1)
   int min_ctas_per_sm;  // the CTAs per SM the kernel's register cap is sized for
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
-  // memory of a CTA of `warps` warps in k slices of `col_warps`, registers per thread of the
-  // instantiation for `col_warps`, and the most warps per CTA.
+  // memory of a CTA of `warps` warps in k slices of `col_warps`, the most warps per CTA (whole
+  // k slices) that fit in `smem_limit` bytes (0: none), and registers per thread of the
+  // instantiation for `col_warps`.
   int (*decode_rows)(int m);
   int (*decode_smem_bytes)(int rows, int warps, int col_warps);
+  int (*decode_max_warps)(int rows, int col_warps, int smem_limit);
   int (*decode_registers)(int col_warps);
-  int max_warps;
 };
 int mixed_instance_count();
 MixedInstanceInfo const& mixed_instance(int index);
