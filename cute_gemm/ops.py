@@ -216,6 +216,9 @@ def _schedule_text(schedule):
     else:
         raise TypeError("schedule must be None, a string such as 'kernel=wgmma,tile_m=128' or a "
                         f"mapping such as {{'kernel': 'wgmma'}}; got {type(schedule).__name__}")
+    if torch.compiler.is_compiling():
+        # Dynamo cannot trace the C++ parser; the fake kernel checks the text at trace time.
+        return text or None
     return _C._mixed_schedule(text) or None
 
 

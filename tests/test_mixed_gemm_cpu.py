@@ -496,9 +496,6 @@ def test_op_with_schedule_compiles():
         torch.testing.assert_close(compiled(x, qw, bias), f(x, qw, bias), rtol=0, atol=0)
 
 
-@pytest.mark.xfail(strict=True, reason="cute_gemm.ops._schedule_text canonicalizes the schedule "
-                   "with the pybind function _C._mixed_schedule, which dynamo cannot trace: "
-                   "cute_gemm.mixed_gemm(..., schedule=...) breaks a fullgraph compile")
 @pytest.mark.parametrize("schedule", ["kernel=mma,splits=2", {"kernel": "mma", "splits": 2}],
                          ids=["text", "mapping"])
 def test_wrapper_with_schedule_compiles(schedule):
@@ -511,6 +508,18 @@ def test_wrapper_with_schedule_compiles(schedule):
         qw = _qweight(16, 128, 4, 64, False, torch.float16, seed=m)
         bias = _randn(16, seed=m + 1)
         torch.testing.assert_close(compiled(x, qw, bias), f(x, qw, bias), rtol=0, atol=0)
+
+
+def test_wrapper_with_a_bad_schedule_fails_to_compile():
+    # Under torch.compile the wrapper passes the text on unparsed; the fake kernel refuses it.
+    def f(x, qw):
+        return cute_gemm.mixed_gemm(x, qw, schedule="kernel=fast")
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    x = _randn(5, 128, seed=1)
+    qw = _qweight(16, 128, 4, 64, False, torch.float16, seed=1)
+    with pytest.raises(Exception, match="kernel must be auto, decode, mma, wgmma or dense"):
+        compiled(x, qw)
 
 
 def test_plans_without_a_gpu():
