@@ -13,7 +13,7 @@ kernel cannot hide in the table.
 Writes gemm_<gpu>_<dtype>.json, .md and .png (the plot needs matplotlib) under --out
 (default benchmarks/results/).
 
---all-configs times every compiled kernel configuration, forced (cute_gemm.ops._forced_gemm_config),
+--all-configs times every compiled kernel configuration, forced (cute_gemm.gemm's config argument),
 on the quick shapes (or --shapes) instead, with the same spot check per configuration, and prints
 one row per shape: each configuration's time, the heuristic's choice and the fastest. Writes
 gemm_configs_<gpu>_<dtype>.json and .md.
@@ -158,11 +158,13 @@ def bench_configs(cute_gemm, args, meta):
         sets = operand_sets(m, n, k, dtype)
         row = {"m": m, "n": n, "k": k, "heuristic": cute_gemm._C._gemm_config_for(m, n, k)}
         cells = []
-        for i, name in enumerate(names):
-            with cute_gemm.ops._forced_gemm_config(i):
-                err, ok = spot_check(cute_gemm.gemm, *sets[0], dtype)
-                us, _ = common.time_graph(lambda j: cute_gemm.gemm(*sets[j % len(sets)]),
-                                          replays=args.replays)
+        for name in names:
+            def forced(a, b, config=name):
+                return cute_gemm.gemm(a, b, config=config)
+
+            err, ok = spot_check(forced, *sets[0], dtype)
+            us, _ = common.time_graph(lambda j: forced(*sets[j % len(sets)]),
+                                      replays=args.replays)
             row[name + "_us"] = us
             row[name + "_max_rel_err"] = err
             if not ok:

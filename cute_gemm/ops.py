@@ -5,7 +5,6 @@ library names this module (``set_python_module``), so torch imports it whenever 
 kernel.
 """
 
-import contextlib
 from collections.abc import Mapping
 
 import torch
@@ -54,13 +53,27 @@ def _check_gemm_shapes(a, b, bias):
     return m, n
 
 
+def _check_gemm_config(config):
+    """The op's check of its config argument (csrc/ops/gemm_op.cpp, same message), for the fake
+    kernel: a name that is not compiled is a ValueError at trace time, as it is on every backend."""
+    if config is None:
+        return
+    names = _C._gemm_configs()
+    if config not in names:
+        listed = ", ".join(f"'{name}'" for name in names)
+        raise ValueError(f"cute_gemm.gemm: config must be None (the heuristic) or one of the "
+                         f"compiled configurations {listed}; got '{config}'")
+
+
 @torch.library.register_fake("cute_gemm::gemm")
-def _gemm_fake(a, b, bias=None):
+def _gemm_fake(a, b, bias=None, config=None):
     m, n = _check_gemm_shapes(a, b, bias)
+    _check_gemm_config(config)
     return a.new_empty((m, n))
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, *,
+         config: str | None = None) -> torch.Tensor:
     """Half-precision GEMM with the weight in ``nn.Linear`` layout: ``a @ b.T (+ bias)``.
 
     Computes ``C[M, N] = a[M, K] @ b[N, K]^T (+ bias[N])`` with fp32 accumulation and one rounding
@@ -71,6 +84,13 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> 
         b: ``[N, K]`` weight, same dtype and device as ``a`` (row ``n`` holds output column
             ``n``'s weights, as in ``nn.Linear.weight``).
         bias: optional ``[N]``, same dtype and device as ``a``.
+        config: optional name of one compiled tile configuration for the CUDA kernel to run
+            instead of the heuristic's choice, e.g. ``"128x128x64_s3_w2x2"``;
+            ``cute_gemm._C._gemm_configs()`` lists them and ``cute_gemm._C._gemm_config_for(m, n,
+            k)`` names the heuristic's. Every configuration runs every dtype and shape the op
+            accepts, so the result is the same up to fp32 summation order. A name that is not
+            compiled raises ``ValueError`` on every device (the CPU reference checks it too and
+            otherwise ignores it); a non-string raises ``TypeError``.
 
     Returns:
         A new contiguous ``[M, N]`` tensor with ``a``'s dtype and device.
@@ -94,44 +114,12 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> 
         >>> a = torch.randn(32, 4096, dtype=torch.float16, device="cuda")
         >>> w = torch.randn(11008, 4096, dtype=torch.float16, device="cuda")
         >>> c = cute_gemm.gemm(a, w)  # [32, 11008], same as a @ w.T
+        >>> c = cute_gemm.gemm(a, w, config="64x64x32_s3_w2x2")  # one kernel, forced
     """
-    return torch.ops.cute_gemm.gemm.default(a, b, bias)
-
-
-@contextlib.contextmanager
-def _forced_gemm_config(config):
-    """Runs every cute_gemm.gemm launch inside the block with one particular kernel configuration.
-
-    For tests and benchmarks that must exercise every instantiated kernel, not only the ones the
-    heuristic picks. ``config`` is an index into ``_C._gemm_configs()`` or a configuration name
-    (e.g. ``"64x64x32_s3_w2x2"``); yields the name. The override is process-wide (every thread,
-    every device) and the previous one is restored on exit, so the context managers nest. Launches
-    captured in a CUDA graph keep the configuration they were captured with.
-
-        with cute_gemm.ops._forced_gemm_config(2) as name:
-            out = cute_gemm.gemm(a, b)          # runs configuration 2 whatever the shape
-    """
-    names = _C._gemm_configs()  # raises RuntimeError in a build without CUDA
-    if isinstance(config, str):
-        if config not in names:
-            raise ValueError(f"unknown GEMM configuration {config!r}; available: {names}")
-        index = names.index(config)
-    else:
-        index = int(config)
-        if not 0 <= index < len(names):
-            raise IndexError(f"GEMM configuration index {index} out of range: 0..{len(names) - 1}")
-    with _swapped(lambda v: (_C._gemm_get_config(), _C._gemm_set_config(v))[0], index):
-        yield names[index]
-
-
-@contextlib.contextmanager
-def _swapped(setter, value):
-    """setter(value) returns the setting it replaced; that is restored on exit."""
-    previous = setter(value)
-    try:
-        yield
-    finally:
-        setter(previous)
+    if config is not None and not isinstance(config, str):
+        raise TypeError("cute_gemm.gemm: config must be None or a configuration name (a str, one "
+                        f"of cute_gemm._C._gemm_configs()); got {type(config).__name__}")
+    return torch.ops.cute_gemm.gemm.default(a, b, bias, config)
 
 
 # ----------------------------------------------------------------------------------- mixed_gemm

@@ -25,7 +25,7 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
-    gemm         cute_gemm.gemm in each of its configurations (_forced_gemm_config), fp16/bf16
+    gemm         cute_gemm.gemm in each of its configurations (its config argument), fp16/bf16
 
 Each mixed launch passes its schedule (gpu_sweep.schedule_for of its force string) to
 cute_gemm.mixed_gemm and first checks that the plan (cute_gemm.mixed_plan) is the one the family
@@ -54,7 +54,6 @@ for _path in (_HERE, os.path.dirname(_HERE)):  # gpu_sweep; cute_gemm from a sou
 import torch  # noqa: E402
 
 import cute_gemm  # noqa: E402
-import cute_gemm.ops  # noqa: E402  (_forced_gemm_config)
 # The accuracy criterion (tests/helpers.py::assert_accurate), the schedules and the plan helpers.
 from gpu_sweep import (  # noqa: E402
     check_accurate, exact_weight, plan_label, plan_of, schedule_for)
@@ -154,12 +153,9 @@ def launches():
         _mixed("dense", 3, 264, 1408, 8, 32, True, "bf16", False, "dense", dense=True),
         _mixed("dense", 70, 136, 640, 4, -1, True, "bf16", True, "dense", dense=True),
     ]
-    # cute_gemm.gemm, every configuration
-    try:
-        configs = cute_gemm._C._gemm_configs()
-    except RuntimeError:  # a build without CUDA: no kernels (main() stops before this matters)
-        configs = []
-    for i, name in enumerate(configs):
+    # cute_gemm.gemm, every configuration (the list exists in every build; main() stops before a
+    # launch where there is no GPU)
+    for name in cute_gemm._C._gemm_configs():
         for dtype in DTYPES:
             L.append(dict(op="gemm", family="gemm", m=33, n=136, k=264, dtype=dtype,
                           bias=dtype == "fp16", config=name, quick=dtype == "fp16",
@@ -245,12 +241,9 @@ def run_gemm(spec, seed):
     bias_cpu = _randn(n, dtype=dtype, seed=seed + 2) if spec["bias"] else None
     a, b = a_cpu.cuda(), b_cpu.cuda()
     bias = None if bias_cpu is None else bias_cpu.cuda()
-    with cute_gemm.ops._forced_gemm_config(spec["config"]) as name:
-        chosen = cute_gemm._C._gemm_config_for(m, n, k)
-        if chosen != name:
-            return f"config mismatch: {chosen} runs, want {name}", name, None
-        out = cute_gemm.gemm(a, b, bias)
-        torch.cuda.synchronize()
+    name = spec["config"]
+    out = cute_gemm.gemm(a, b, bias, config=name)  # refuses (ValueError) a name not compiled
+    torch.cuda.synchronize()
     ref = a_cpu.double() @ b_cpu.double().t()
     if bias_cpu is not None:
         ref += bias_cpu.double()

@@ -2,6 +2,7 @@
 CUDA kernel, the fake kernel and the op's registration (opcheck)."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -262,68 +263,170 @@ def test_compile_traces_with_dynamic_shapes():
         torch.testing.assert_close(compiled(a, b, bias), f(a, b, bias), rtol=0, atol=0)
 
 
-# ------------------------------------------------------- configuration override (no GPU needed)
+# ------------------------------------------------- the config argument (no GPU needed)
+
+# The compiled configurations, as the op names them. The list is plain C++ (gemm_configs.hpp), so
+# it exists in every build, CPU-only included.
+CONFIG_NAMES = cute_gemm._C._gemm_configs()
+# The message's list of valid names, as a regex.
+NAMES_RE = r", ".join(re.escape(f"'{name}'") for name in CONFIG_NAMES)
 
 
-def _configs_or_skip():
+def test_config_names():
+    assert len(CONFIG_NAMES) >= 2 and len(set(CONFIG_NAMES)) == len(CONFIG_NAMES)
+    for name in CONFIG_NAMES:
+        assert re.fullmatch(r"\d+x\d+x\d+_s\d+_w\d+x\d+", name), name
+
+
+def test_no_process_wide_config_override():
+    # The configuration is an argument of the op: the setters/getters and the context manager
+    # that forced one for the whole process are gone, and must not come back.
+    for name in ("_gemm_set_config", "_gemm_get_config"):
+        assert not hasattr(cute_gemm._C, name), name
+    assert not hasattr(cute_gemm.ops, "_forced_gemm_config")
+    assert not hasattr(cute_gemm.ops, "_swapped")
+
+
+def test_config_in_the_op_schema():
+    schema = GEMM._schema
+    assert [a.name for a in schema.arguments] == ["a", "b", "bias", "config"]
+    assert str(schema.arguments[-1].type) == "Optional[str]"
+    assert schema.arguments[-1].default_value is None
+
+
+def test_config_for_names_a_compiled_config_or_needs_cuda():
     try:
-        return cute_gemm._C._gemm_configs()
+        chosen = cute_gemm._C._gemm_config_for(4096, 4096, 4096)
     except RuntimeError as e:
         assert "built without CUDA" in str(e)
-        pytest.skip("CPU-only build: no GEMM kernels")
-
-
-def test_without_cuda_the_config_functions_raise():
-    try:
-        cute_gemm._C._gemm_configs()
-    except RuntimeError:
-        for call in (lambda: cute_gemm._C._gemm_set_config(0), cute_gemm._C._gemm_get_config,
-                     lambda: cute_gemm._C._gemm_config_for(1, 1, 8)):
-            with pytest.raises(RuntimeError, match="built without CUDA"):
-                call()
-        with pytest.raises(RuntimeError, match="built without CUDA"):
-            with cute_gemm.ops._forced_gemm_config(0):
-                pass
-    else:
-        pytest.skip("built with CUDA")
-
-
-def test_forced_config_overrides_the_heuristic():
-    names = _configs_or_skip()
-    assert len(names) >= 2 and len(set(names)) == len(names)
-    assert cute_gemm._C._gemm_get_config() == -1
-    shapes = [(1, 8, 8), (4096, 4096, 4096), (33, 257, 136)]
-    heuristic = [cute_gemm._C._gemm_config_for(*s) for s in shapes]
-    assert set(heuristic) <= set(names)
-    for i, name in enumerate(names):
-        with cute_gemm.ops._forced_gemm_config(i) as got:
-            assert got == name and cute_gemm._C._gemm_get_config() == i
-            assert all(cute_gemm._C._gemm_config_for(*s) == name for s in shapes)
-            with cute_gemm.ops._forced_gemm_config(names[-1 - i]):  # nests
-                assert cute_gemm._C._gemm_config_for(1, 8, 8) == names[-1 - i]
-            assert cute_gemm._C._gemm_get_config() == i
-        assert cute_gemm._C._gemm_get_config() == -1
-    with cute_gemm.ops._forced_gemm_config(names[0]) as got:  # by name
-        assert got == names[0] and cute_gemm._C._gemm_get_config() == 0
-    with pytest.raises(KeyError):  # restored on error
-        with cute_gemm.ops._forced_gemm_config(1):
-            raise KeyError("boom")
-    assert cute_gemm._C._gemm_get_config() == -1
-    assert [cute_gemm._C._gemm_config_for(*s) for s in shapes] == heuristic
-
-
-def test_forced_config_bad_arguments():
-    names = _configs_or_skip()
-    with pytest.raises(IndexError, match=r"index %d out of range" % len(names)):
-        cute_gemm._C._gemm_set_config(len(names))
-    with pytest.raises(IndexError, match=r"index -2 out of range"):
-        cute_gemm._C._gemm_set_config(-2)
-    with pytest.raises(IndexError, match=r"out of range"):
-        with cute_gemm.ops._forced_gemm_config(-1):
-            pass
-    with pytest.raises(ValueError, match=r"unknown GEMM configuration '1x1x1'"):
-        with cute_gemm.ops._forced_gemm_config("1x1x1"):
-            pass
+        return
+    assert chosen in CONFIG_NAMES
     with pytest.raises(ValueError, match=r"need 1 <= M, N"):
         cute_gemm._C._gemm_config_for(0, 8, 8)
-    assert cute_gemm._C._gemm_get_config() == -1
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("config", CONFIG_NAMES)
+def test_cpu_op_accepts_every_config(config, dtype, with_bias):
+    # The CPU reference has no kernels to choose: every compiled name is accepted (through the
+    # wrapper and the op, positionally and by keyword) and changes nothing.
+    a, b, bias = _operands(33, 24, 136, dtype, with_bias)
+    want = cute_gemm.gemm(a, b, bias)
+    assert torch.equal(cute_gemm.gemm(a, b, bias, config=config), want)
+    assert torch.equal(GEMM(a, b, bias, config), want)
+    assert torch.equal(GEMM(a, b, bias, config=config), want)
+    assert torch.equal(GEMM(a, b, bias, None), want)
+
+
+# Names that are not compiled configurations: empty, near misses, other spellings.
+BAD_CONFIG_NAMES = ["", " ", "1x1x1", "heuristic", "auto", "None", "0",
+                    "64x64x32", "64x64x32_s3_w2x2 ", " 64x64x32_s3_w2x2", "64X64X32_S3_W2X2",
+                    "64x64x32_s4_w2x2", "gemm_f16_64x64x32_s3_w2x2"]
+
+
+@pytest.mark.parametrize("config", BAD_CONFIG_NAMES, ids=repr)
+def test_unknown_config_raises_value_error(config):
+    a, b, bias = _operands(5, 16, 24, torch.float16, True)
+    match = (r"cute_gemm\.gemm: config must be None \(the heuristic\) or one of the compiled "
+             r"configurations " + NAMES_RE + r"; got '" + re.escape(config) + r"'$")
+    with pytest.raises(ValueError, match=match):
+        cute_gemm.gemm(a, b, bias, config=config)
+    with pytest.raises(ValueError, match=match):
+        GEMM(a, b, bias, config)
+    # Checked whatever the shape: also when no kernel would run (M == 0, K == 0).
+    with pytest.raises(ValueError, match=match):
+        cute_gemm.gemm(_randn(0, 16), _randn(8, 16), config=config)
+    with pytest.raises(ValueError, match=match):
+        cute_gemm.gemm(_randn(3, 0), _randn(8, 0), config=config)
+    # The fake kernel (meta tensors, torch.compile tracing) refuses it with the same message.
+    meta = [t.to("meta") for t in (a, b, bias)]
+    with pytest.raises(ValueError, match=match):
+        GEMM(*meta, config)
+    with pytest.raises(ValueError, match=match):
+        cute_gemm.gemm(*meta, config=config)
+
+
+@pytest.mark.parametrize("config", [0, 1, -1, 2.0, b"64x64x32_s3_w2x2", ["64x64x32_s3_w2x2"],
+                                    ("64x64x32_s3_w2x2",), True],
+                         ids=lambda c: type(c).__name__ + "-" + repr(c))
+def test_config_of_the_wrong_type(config):
+    # The old index-based override took integers: the argument takes names only.
+    a, b, _ = _operands(5, 16, 24, torch.float16, False)
+    with pytest.raises(TypeError, match=r"cute_gemm\.gemm: config must be None or a configuration "
+                                        r"name \(a str, one of cute_gemm\._C\._gemm_configs\(\)\); "
+                                        r"got " + type(config).__name__ + "$"):
+        cute_gemm.gemm(a, b, config=config)
+    # The op itself refuses a non-string through its schema (torch's argument parser takes bytes
+    # as a str there, so only the wrapper refuses those).
+    if not isinstance(config, bytes):
+        with pytest.raises((TypeError, RuntimeError)):
+            GEMM(a, b, None, config)
+
+
+def test_config_must_be_a_keyword():
+    # Positional after bias it would be easy to confuse with another tensor argument.
+    a, b, bias = _operands(5, 16, 24, torch.float16, True)
+    with pytest.raises(TypeError):
+        cute_gemm.gemm(a, b, bias, CONFIG_NAMES[0])
+
+
+def test_config_through_fake_kernel_and_opcheck():
+    with torch.device("meta"):
+        a = torch.empty(33, 136, dtype=torch.bfloat16)
+        b = torch.empty(257, 136, dtype=torch.bfloat16)
+    for config in CONFIG_NAMES:
+        out = GEMM(a, b, None, config)
+        assert out.shape == (33, 257) and out.dtype == torch.bfloat16 and out.device.type == "meta"
+    for config in CONFIG_NAMES:
+        torch.library.opcheck(GEMM, _operands(33, 24, 136, torch.float16, True) + (config,))
+    a, b, bias = _operands(7, 9, 24, torch.float16, True)
+    args = tuple(t.requires_grad_() for t in (a, b, bias)) + (CONFIG_NAMES[-1],)
+    torch.library.opcheck(GEMM, args)
+
+
+def test_config_with_autograd():
+    a, b, bias = _operands(7, 9, 24, torch.bfloat16, True)
+    ours = [t.clone().requires_grad_() for t in (a, b, bias)]
+    ref = [t.clone().requires_grad_() for t in (a, b, bias)]
+    grad_out = _randn(7, 9, dtype=torch.bfloat16, seed=99)
+    cute_gemm.gemm(*ours, config=CONFIG_NAMES[0]).backward(grad_out)
+    cute_gemm.gemm(*ref).backward(grad_out)
+    for got, want in zip(ours, ref):
+        assert torch.equal(got.grad, want.grad)
+
+
+def test_op_with_config_compiles():
+    # The op with a config name traces (the fake kernel checks the name at trace time).
+    config = CONFIG_NAMES[1]
+
+    def f(a, b, bias):
+        return torch.relu(GEMM(a, b, bias, config)) * 2
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    for m, n in [(5, 8), (9, 24)]:
+        a, b, bias = _operands(m, n, 32, torch.float16, True)
+        torch.testing.assert_close(compiled(a, b, bias), f(a, b, bias), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("config", [None] + CONFIG_NAMES)
+def test_wrapper_with_config_compiles(config):
+    def f(a, b, bias):
+        return cute_gemm.gemm(a, b, bias, config=config) + 1
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    for m, n in [(5, 8), (9, 24)]:
+        a, b, bias = _operands(m, n, 32, torch.float16, True)
+        torch.testing.assert_close(compiled(a, b, bias), f(a, b, bias), rtol=0, atol=0)
+
+
+def test_wrapper_with_an_unknown_config_fails_to_compile():
+    # Under torch.compile the fake kernel refuses the name at trace time.
+    def f(a, b):
+        return cute_gemm.gemm(a, b, config="1x1x1")
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    a, b, _ = _operands(5, 16, 24, torch.float16, False)
+    with pytest.raises(Exception, match=r"config must be None \(the heuristic\) or one of the "
+                                        r"compiled configurations .*; got '1x1x1'"):
+        compiled(a, b)

@@ -62,30 +62,47 @@ def test_matches_reference(m, n, k, dtype, with_bias):
     assert_accurate(out, _reference(a, b, bias), dtype, k)
 
 
-def _config_names():
-    try:
-        return cute_gemm._C._gemm_configs()
-    except RuntimeError:  # a CPU-only build has no kernels (and these tests are skipped anyway)
-        return []
-
-
-CONFIGS = _config_names()
+CONFIGS = cute_gemm._C._gemm_configs()
 FORCED_SHAPES = list(itertools.product([1, 33, 1000], [9, 130, 257], [8, 136, 520]))
 
 
 @pytest.mark.parametrize("m,n,k", FORCED_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in FORCED_SHAPES])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("config", range(len(CONFIGS)), ids=CONFIGS)
+@pytest.mark.parametrize("config", CONFIGS)
 def test_each_config_matches_reference(config, dtype, m, n, k):
-    # Every instantiated kernel, forced, on awkward shapes (partial tiles in M, N and K), with bias,
-    # against the op's fp32 CPU reference (fp32 products and sums of the half inputs, one rounding).
-    a, b, bias = _operands(m, n, k, dtype, True, seed=config * 101 + m * 7 + n * 3 + k)
-    ref = cute_gemm.gemm(a.cpu(), b.cpu(), bias.cpu())
-    with cute_gemm.ops._forced_gemm_config(config) as name:
-        assert cute_gemm._C._gemm_config_for(m, n, k) == name
-        out = cute_gemm.gemm(a, b, bias)
-    assert cute_gemm._C._gemm_get_config() == -1
+    # Every instantiated kernel, forced through the op's config argument, on awkward shapes
+    # (partial tiles in M, N and K), with bias, against torch.matmul of the half inputs in fp32
+    # (the op's CPU reference: fp32 products and sums, one rounding), on the CPU.
+    a, b, bias = _operands(m, n, k, dtype, True, seed=CONFIGS.index(config) * 101 + m * 7 + n * 3
+                           + k)
+    ref = torch.matmul(a.cpu().float(), b.cpu().float().t()) + bias.cpu().float()
+    out = cute_gemm.gemm(a, b, bias, config=config)
+    assert out.shape == (m, n) and out.dtype == dtype and out.is_contiguous()
     assert_accurate(out, ref.to(device=out.device, dtype=torch.float64), dtype, k)
+    # The op straight, positionally: the same kernel, the same bits.
+    assert torch.equal(GEMM(a, b, bias, config), out)
+
+
+def test_config_is_per_call():
+    # Forcing a configuration in one call leaves the next call's choice to the heuristic: the
+    # heuristic's pick and an explicit config naming it give the same bits, and forcing another
+    # configuration in between changes nothing afterwards.
+    a, b, bias = _operands(1000, 257, 520, torch.float16, True, seed=3)
+    chosen = cute_gemm._C._gemm_config_for(1000, 257, 520)
+    assert chosen in CONFIGS
+    first = cute_gemm.gemm(a, b, bias)
+    assert torch.equal(cute_gemm.gemm(a, b, bias, config=chosen), first)
+    for config in CONFIGS:
+        cute_gemm.gemm(a, b, bias, config=config)
+        assert cute_gemm._C._gemm_config_for(1000, 257, 520) == chosen
+    assert torch.equal(cute_gemm.gemm(a, b, bias), first)
+
+
+def test_unknown_config_raises_on_cuda():
+    a, b, bias = _operands(5, 16, 24, torch.float16, True)
+    with pytest.raises(ValueError, match=r"cute_gemm\.gemm: config must be None \(the heuristic\) "
+                                         r"or one of the compiled configurations .*; got '1x1x1'"):
+        cute_gemm.gemm(a, b, bias, config="1x1x1")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)

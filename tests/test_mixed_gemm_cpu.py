@@ -388,8 +388,11 @@ def test_no_process_wide_overrides():
         assert not hasattr(cute_gemm._C, name), name
     for name in REMOVED_OPS:
         assert not hasattr(cute_gemm.ops, name), name
-    # The dense GEMM's own override stays.
-    assert hasattr(cute_gemm.ops, "_forced_gemm_config")
+    # Nor the dense GEMM's: its configuration is the op's `config` argument too.
+    for name in ("_gemm_set_config", "_gemm_get_config"):
+        assert not hasattr(cute_gemm._C, name), name
+    assert not hasattr(cute_gemm.ops, "_forced_gemm_config")
+    assert [a.name for a in torch.ops.cute_gemm.gemm.default._schema.arguments][-1] == "config"
 
 
 def test_schedule_in_the_op_schema():

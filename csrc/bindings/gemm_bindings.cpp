@@ -1,11 +1,15 @@
-// Python controls of the half-precision GEMM's configuration choice (kernels/gemm/gemm_launch.hpp),
-// for tests and benchmarks that must run every instantiated kernel, not only the heuristic's picks:
+// Read-only queries of the half-precision GEMM's configurations (kernels/gemm/gemm_configs.hpp,
+// gemm_launch.hpp), for tests and benchmarks that run every compiled kernel, not only the
+// heuristic's picks:
 //
-//   cute_gemm._C._gemm_configs()            names of the configurations, in index order
-//   cute_gemm._C._gemm_config_for(m, n, k)  the configuration a launch of that problem runs now
-//   cute_gemm._C._gemm_set_config(i)        force configuration i for every later launch; -1 = the
-//                                           heuristic (process-wide)
-//   cute_gemm._C._gemm_get_config()         the current override (-1 = none)
+//   cute_gemm._C._gemm_configs()            names of the compiled configurations, largest tiles
+//                                           first (every build: the list is plain C++)
+//   cute_gemm._C._gemm_config_for(m, n, k)  the configuration the heuristic picks for that
+//                                           problem on the current device (CUDA builds only)
+//
+// Choosing a configuration is an argument of the op, not state set here:
+// cute_gemm.gemm(a, b, config="128x128x64_s3_w2x2") (schema `str? config=None`, checked on every
+// backend and in the fake kernel). There is no process-wide override.
 //
 // and the mixed-input GEMM's planner (kernels/mixed/mixed_plan.hpp), which is plain C++ and works
 // in every build, GPU or not:
@@ -20,8 +24,8 @@
 //                                           naming the bad item)
 //   cute_gemm._C._mixed_instances()         the instantiated kernels, as dicts
 //
-// cute_gemm.ops._forced_gemm_config(i) wraps the GEMM's set/get in a context manager. Without CUDA
-// (CUTE_GEMM_NO_CUDA) the GEMM functions raise RuntimeError and only built-in device specs exist.
+// Without CUDA (CUTE_GEMM_NO_CUDA) _gemm_config_for raises RuntimeError (there is no device to
+// choose for) and only built-in device specs exist.
 // pybind11 and the plain-CUDA launcher header only: no torch headers.
 
 #include "bindings/gemm_bindings.hpp"
@@ -33,7 +37,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm/gemm_configs.hpp"
 #include "kernels/mixed/mixed_plan.hpp"
+#include "kernels/mixed/weight_format.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
 #include "kernels/gemm/gemm_launch.hpp"
@@ -53,13 +59,9 @@ namespace {
 #endif
 
 std::vector<std::string> configs() {
-#ifdef CUTE_GEMM_NO_CUDA
-  no_cuda("_gemm_configs");
-#else
   std::vector<std::string> out;
-  for (int i = 0; i < gemm_config_count(); ++i) out.emplace_back(gemm_config_name_at(i));
+  for (int i = 0; i < kGemmConfigCount; ++i) out.push_back(gemm_config_name(i));
   return out;
-#endif
 }
 
 std::string config_for(int64_t m, int64_t n, int64_t k) {
@@ -73,28 +75,7 @@ std::string config_for(int64_t m, int64_t n, int64_t k) {
                                 "M=" + std::to_string(m) + ", N=" + std::to_string(n) +
                                 ", K=" + std::to_string(k));
   }
-  return gemm_config_name(int(m), int(n), int(k));
-#endif
-}
-
-void set_config(int64_t index) {
-#ifdef CUTE_GEMM_NO_CUDA
-  (void)index;
-  no_cuda("_gemm_set_config");
-#else
-  const int count = gemm_config_count();
-  if (index < -1 || index >= count || !gemm_set_config_override(int(index))) {
-    throw py::index_error("_gemm_set_config: index " + std::to_string(index) +
-                          " out of range: -1 (the heuristic) or 0.." + std::to_string(count - 1));
-  }
-#endif
-}
-
-int get_config() {
-#ifdef CUTE_GEMM_NO_CUDA
-  no_cuda("_gemm_get_config");
-#else
-  return gemm_config_override();
+  return gemm_config_name(gemm_heuristic_config(int(m), int(n), int(k)));
 #endif
 }
 
@@ -117,8 +98,10 @@ DeviceSpec device_spec(std::optional<std::string> const& name) {
 MixedPlan mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits, int64_t group_size, bool bf16,
                      DeviceSpec const& device, std::string const& schedule) {
   if (bits < 0 || bits > 64 || group_size < -1 || group_size > 0x7fffffff) {
-    throw std::invalid_argument("plan_mixed_gemm: bits must be 4 or 8 and group_size 32, 64, 128 "
-                                "or -1; got bits=" + std::to_string(bits) + ", group_size=" +
+    throw std::invalid_argument(std::string("plan_mixed_gemm: bits must be ") +
+                                mixed::kValidBitsText + " and group_size " +
+                                mixed::kValidGroupSizesText + "; got bits=" +
+                                std::to_string(bits) + ", group_size=" +
                                 std::to_string(group_size));
   }
   return plan_mixed_gemm({m, n, k, int(bits), int(group_size), bf16}, device,
@@ -245,14 +228,11 @@ void bind_gemm(py::module_& m) {
         py::arg("text"), "The canonical form of a mixed_gemm schedule string.");
   m.def("_mixed_instances", &instances, "The mixed GEMM's instantiated kernels, as dicts.");
   m.def("_gemm_configs", &configs,
-        "Names ('BMxBNxBK_sS_wWMxWN') of the GEMM configurations, in index order.");
+        "Names ('BMxBNxBK_sS_wWMxWN') of the compiled GEMM configurations, largest tiles first: "
+        "the values cute_gemm.gemm's `config` argument accepts.");
   m.def("_gemm_config_for", &config_for, py::arg("m"), py::arg("n"), py::arg("k"),
-        "Name of the configuration cute_gemm.gemm runs for an [M, K] x [N, K]^T problem now: the "
-        "heuristic's choice (for the current device), or the forced one while an override is set.");
-  m.def("_gemm_set_config", &set_config, py::arg("index"),
-        "Forces configuration `index` for every later GEMM launch in the process; -1 restores "
-        "the heuristic. Prefer cute_gemm.ops._forced_gemm_config(i).");
-  m.def("_gemm_get_config", &get_config, "The forced configuration's index, -1 when none.");
+        "Name of the configuration the heuristic picks for an [M, K] x [N, K]^T problem on the "
+        "current device: what cute_gemm.gemm runs with config=None.");
 }
 
 }  // namespace cute_gemm

@@ -11,13 +11,20 @@
 // The CPU kernel is the reference (fp32 matmul of the half inputs, rounded once). The CUDA kernel
 // calls cute_gemm::gemm_launch (kernels/gemm/gemm_launch.hpp); everything CUDA-specific is under
 // CUTE_GEMM_NO_CUDA so this file also builds in a CPU-only extension.
+//
+// `config` (str?, None = the heuristic) names one compiled tile configuration
+// (kernels/gemm/gemm_configs.hpp; cute_gemm._C._gemm_configs() lists them) for the CUDA kernel to
+// run. Every backend checks the name, so a call that the CUDA kernel would refuse fails on CPU and
+// under tracing too; the CPU reference has nothing to choose and computes the same result.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
+#include "kernels/gemm/gemm_configs.hpp"
 #include "ops/op_common.hpp"
 
 #ifndef CUTE_GEMM_NO_CUDA
@@ -35,6 +42,8 @@ namespace {
 
 constexpr char const* kOp = "cute_gemm.gemm: ";
 
+using Config = std::optional<c10::string_view>;
+
 // What check_gemm_args found: the problem size and, when a kernel has to run, the leading
 // strides to hand it.
 struct GemmProblem {
@@ -43,12 +52,26 @@ struct GemmProblem {
   // False when M, N or K is 0: the result is empty (M or N is 0) or zeros/bias (K is 0), and no
   // stride or alignment requirement applies.
   bool runs_kernel = false;
+  // The configuration `config` names (an index into kGemmConfigs), -1 for the heuristic.
+  int config = -1;
 };
 
-// Every check of the op, shared by all backends. Throws (TORCH_CHECK -> RuntimeError in Python)
-// with a message that names the argument, what was expected and what came.
+// The config argument as an index into kGemmConfigs: -1 for None, a ValueError for a name that is
+// not compiled (the message lists the names: fake kernel in cute_gemm/ops.py says the same).
+int config_index(Config const& config) {
+  if (!config.has_value()) return -1;
+  std::string const name(*config);
+  int const index = find_gemm_config(name);
+  TORCH_CHECK_VALUE(index >= 0, kOp, "config must be None (the heuristic) or one of the compiled ",
+                    "configurations ", gemm_config_names_text(), "; got '", name, "'");
+  return index;
+}
+
+// Every check of the op, shared by all backends. Throws (TORCH_CHECK -> RuntimeError in Python;
+// ValueError for an unknown config) with a message that names the argument, what was expected and
+// what came.
 GemmProblem check_gemm_args(at::Tensor const& a, at::Tensor const& b,
-                            std::optional<at::Tensor> const& bias) {
+                            std::optional<at::Tensor> const& bias, Config const& config) {
   ops::check_2d(kOp, a, "a", "[M, K]");
   ops::check_2d(kOp, b, "b", "[N, K]");
   ops::check_half_dtype(kOp, a, "a");
@@ -67,6 +90,8 @@ GemmProblem check_gemm_args(at::Tensor const& a, at::Tensor const& b,
               ops::kAlignElems, " (16-byte rows); got K=", p.k);
 
   if (bias.has_value()) ops::check_bias(kOp, *bias, a, p.n, "b.size(0)");
+  // Checked even when no kernel runs: whether a name is valid must not depend on the shape.
+  p.config = config_index(config);
 
   p.runs_kernel = p.m > 0 && p.n > 0 && p.k > 0;
   if (!p.runs_kernel) return p;
@@ -94,8 +119,8 @@ at::Tensor gemm_without_kernel(GemmProblem const& p, at::Tensor const& a,
 
 // CPU: the reference. fp32 matmul of the (exact) half inputs, bias added in fp32, rounded once.
 at::Tensor gemm_cpu(at::Tensor const& a, at::Tensor const& b,
-                    std::optional<at::Tensor> const& bias) {
-  GemmProblem const p = check_gemm_args(a, b, bias);
+                    std::optional<at::Tensor> const& bias, Config config) {
+  GemmProblem const p = check_gemm_args(a, b, bias, config);
   if (!p.runs_kernel) return gemm_without_kernel(p, a, bias);
   at::Tensor acc = at::matmul(a.to(at::kFloat), b.to(at::kFloat).t());
   if (bias.has_value()) acc.add_(bias->to(at::kFloat));
@@ -104,8 +129,8 @@ at::Tensor gemm_cpu(at::Tensor const& a, at::Tensor const& b,
 
 #ifndef CUTE_GEMM_NO_CUDA
 at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
-                     std::optional<at::Tensor> const& bias) {
-  GemmProblem const p = check_gemm_args(a, b, bias);
+                     std::optional<at::Tensor> const& bias, Config config) {
+  GemmProblem const p = check_gemm_args(a, b, bias, config);
   c10::cuda::CUDAGuard const device_guard(a.device());
   if (!p.runs_kernel) return gemm_without_kernel(p, a, bias);
 
@@ -126,9 +151,14 @@ at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
   params.ldc = static_cast<int>(p.n);
   params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
 
-  cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, "cute_gemm.gemm: kernel launch failed: ",
-              cudaGetErrorString(err));
+  cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream(), p.config);
+  if (err != cudaSuccess) {
+    // Named after the fact (the heuristic's choice costs nothing to recompute), so that a failure
+    // says which configuration it was, forced or not.
+    int const ran = p.config >= 0 ? p.config : gemm_heuristic_config(params.m, params.n, params.k);
+    TORCH_CHECK(false, "cute_gemm.gemm: kernel launch failed (config '", gemm_config_name(ran),
+                p.config >= 0 ? "'" : "', the heuristic's", "): ", cudaGetErrorString(err));
+  }
   return c;
 }
 #endif  // CUTE_GEMM_NO_CUDA
@@ -139,15 +169,16 @@ at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
 class GemmFunction : public torch::autograd::Function<GemmFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor const& a,
-                            at::Tensor const& b, std::optional<at::Tensor> const& bias) {
+                            at::Tensor const& b, std::optional<at::Tensor> const& bias,
+                            Config config) {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("cute_gemm::gemm", "")
                          .typed<at::Tensor(at::Tensor const&, at::Tensor const&,
-                                           std::optional<at::Tensor> const&)>();
+                                           std::optional<at::Tensor> const&, Config)>();
     ctx->saved_data["has_bias"] = bias.has_value();
     ctx->save_for_backward({a, b});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(a, b, bias);
+    return op.call(a, b, bias, config);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -162,13 +193,14 @@ class GemmFunction : public torch::autograd::Function<GemmFunction> {
     if (ctx->needs_input_grad(0)) grad_a = at::matmul(grad, b);
     if (ctx->needs_input_grad(1)) grad_b = at::matmul(grad.t(), a);
     if (has_bias && ctx->needs_input_grad(2)) grad_bias = grad.sum(0);
-    return {grad_a, grad_b, grad_bias};
+    // One entry per forward argument: a, b, bias, config.
+    return {grad_a, grad_b, grad_bias, at::Tensor()};
   }
 };
 
 at::Tensor gemm_autograd(at::Tensor const& a, at::Tensor const& b,
-                         std::optional<at::Tensor> const& bias) {
-  return GemmFunction::apply(a, b, bias);
+                         std::optional<at::Tensor> const& bias, Config config) {
+  return GemmFunction::apply(a, b, bias, config);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@ TORCH_LIBRARY(cute_gemm, m) {
   m.set_python_module("cute_gemm.ops");
 
   // C[M, N] = a[M, K] @ b[N, K]^T (+ bias[N]); fp16/bf16, fp32 accumulation. See cute_gemm/ops.py.
-  m.def("gemm(Tensor a, Tensor b, Tensor? bias=None) -> Tensor");
+  // config: the name of one compiled tile configuration for the CUDA kernel to run
+  // (kernels/gemm/gemm_configs.hpp, e.g. "128x128x64_s3_w2x2"); None for the heuristic's choice.
+  m.def("gemm(Tensor a, Tensor b, Tensor? bias=None, str? config=None) -> Tensor");
 
   // out[M, N] = a[M, K] @ dequant(qweight)[N, K]^T (+ bias[N]): INT4/INT8 weights packed as in
   // kernels/mixed/weight_format.hpp, fp16/bf16 activations, fp32 accumulation. k is the true K

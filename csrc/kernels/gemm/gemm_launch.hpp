@@ -26,23 +26,16 @@ struct GemmParams {
   HalfType dtype = HalfType::kFloat16;
 };
 
-// Picks a tile configuration for the problem and launches. Returns the launch error, if any.
-cudaError_t gemm_launch(GemmParams const& params, cudaStream_t stream);
+// Launches configuration `config` (an index into kGemmConfigs, gemm_configs.hpp), or the
+// heuristic's choice for the problem when config is -1. Any other index returns
+// cudaErrorInvalidValue and launches nothing: a configuration the caller asked for is never
+// silently replaced. Every configuration is instantiated for both dtypes and runs every problem
+// the preconditions above allow (partial tiles in M, N and K). Returns the launch error, if any.
+// The choice is an argument, not process state: a CUDA graph keeps what it captured.
+cudaError_t gemm_launch(GemmParams const& params, cudaStream_t stream, int config = -1);
 
-// The configuration gemm_launch would run for the problem, by name (e.g. "128x128x32_s4_w2x2"),
-// for tests/benchmarks: the heuristic's choice, or the override while one is set.
-char const* gemm_config_name(int m, int n, int k);
-
-// The configurations the extension is built with (generated/gemm_instances.hpp, largest tiles
-// first) and their names; @pre 0 <= index < gemm_config_count() (nullptr otherwise).
-int gemm_config_count();
-char const* gemm_config_name_at(int index);
-
-// Process-wide override of the heuristic, for tests and benchmarks that must run one particular
-// configuration: index in [0, gemm_config_count()) forces that configuration for every later
-// gemm_launch (from any thread), -1 restores the heuristic. Returns false, changing nothing, for
-// any other index. The choice is made at launch, so a CUDA graph keeps what it captured.
-bool gemm_set_config_override(int index);
-int gemm_config_override();
+// The index of the configuration the heuristic picks for an [M, K] x [N, K]^T problem on the
+// current device (its SM count), for tests and benchmarks; gemm_configs.hpp names it.
+int gemm_heuristic_config(int m, int n, int k);
 
 }  // namespace cute_gemm
