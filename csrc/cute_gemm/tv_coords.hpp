@@ -9,9 +9,14 @@
 // too, with the same shape and the strides d % R and d / R: evaluating them costs no division,
 // and with a static layout a thread's part and a value's part fold apart.
 //   tile_row_layout<R>(tv)   strides d % R        tile_col_layout<R>(tv)   strides d / R
+//   tile_coord<R>(tv, thr, v)   (row, column) of value v of thread thr
 // Example: the m16n8k16 C layout ((4,8),(2,2)):((32,1),(16,8)) over (M16, N8) has rows
 // ((4,8),(2,2)):((0,1),(0,8)) (g + 8 * (v / 2)) and columns ((4,8),(2,2)):((2,0),(1,0))
 // (2 t + v % 2), lane = 4 g + t.
+// They are what composing the projections (R, S):(1, 0) and (R, S):(0, 1) with the TV layout
+// gives, the very same types for the kernels' TV layouts (a size-1 leaf aside, whose unused stride
+// composition zeroes; tests/cpp/test_tv_coords.cpp), so the kernels use this one form: it needs no
+// S and keeps the TV layout's shape, so the TV layout's hierarchical coordinates evaluate them.
 
 #include "cute_gemm/layout.hpp"
 
@@ -60,6 +65,15 @@ template <int Rows, class S, class D>
 CG_HOST_DEVICE constexpr auto tile_col_layout(Layout<S, D> const&) {
   static_assert(is_static<Layout<S, D>>::value, "tile_col_layout: a static layout");
   return lift_layout<detail::TileCoordLayout<Layout<S, D>, Rows, true>>();
+}
+
+// (row, column) in the tile of value v of thread thr, coordinates of the modes of a static TV
+// layout over a tile of Rows rows (flat or hierarchical, as the layout's modes take them).
+// Example: tile_coord<16>(C{}, make_coord(1, 2), 3) == (10, 3) for the C layout above.
+template <int Rows, class TV, class Thr, class V>
+CG_HOST_DEVICE constexpr auto tile_coord(TV const& tv, Thr const& thr, V const& v) {
+  return make_coord(tile_row_layout<Rows>(tv)(make_coord(thr, v)),
+                    tile_col_layout<Rows>(tv)(make_coord(thr, v)));
 }
 
 }  // namespace cute_gemm

@@ -132,7 +132,7 @@ void check_mma_config(char const* name) {
     const int lane = tid % 32, warp = tid / 32, t = lane % 4, g = lane / 4;
     const auto thr = make_coord(make_coord(t, g), 0, warp);
     for (int b = 0; b < NB; ++b) {
-      const auto rc = tv_coord<32, Cfg::kBlocksPerCta, WeightTV>(make_coord(lane, warp), b);
+      const auto rc = tile_coord<32>(WeightTV{}, make_coord(lane, warp), b);
       CHECK(int(get<0>(rc)) == lane, "%s: a lane reads another lane's weights", name);
       CHECK(long(typename Cfg::SmemW{}(rc)) == long(WeightTV{}(tid, b)),
             "%s: SmemW o WeightTV", name);
@@ -254,7 +254,7 @@ void check_dequant() {
     for (int j = 0; j < Cfg::kKSteps; ++j)
       for (int h = 0; h < 2; ++h) {
         const auto v0 = make_coord(make_coord(0, h), j), v1 = make_coord(make_coord(1, h), j);
-        const auto a = tv_coord<8, BK, FragTV>(thr, v0), b = tv_coord<8, BK, FragTV>(thr, v1);
+        const auto a = tile_coord<8>(FragTV{}, thr, v0), b = tile_coord<8>(FragTV{}, thr, v1);
         CHECK(get<0>(a) == lane / 4 && get<0>(b) == get<0>(a) && get<1>(b) == get<1>(a) + 1 &&
                   get<1>(a) % 2 == 0,
               "dequant %d: register pair not adjacent", Bits);
@@ -268,8 +268,8 @@ void check_dequant() {
     for (int h = 0; h < 2; ++h) {
       std::vector<long> addr;
       for (int lane = 0; lane < 32; ++lane) {
-        const auto rc = tv_coord<8, BK, FragTV>(make_coord(lane % 4, lane / 4),
-                                                 make_coord(make_coord(0, h), j));
+        const auto rc = tile_coord<8>(FragTV{}, make_coord(lane % 4, lane / 4),
+                                      make_coord(make_coord(0, h), j));
         addr.push_back(4 * long(typename Cfg::SmemTilePairs{}(get<0>(rc), get<1>(rc) / 2)));
       }
       CHECK(conflict_free_words(addr), "dequant %d: fragment store bank conflict", Bits);
@@ -278,9 +278,9 @@ void check_dequant() {
   // Write-back: lane coordinates c = lane + 32 pass cover the tile once, 8 elements each.
   std::map<long, int> wb;
   for (int c = 0; c < 32 * Cfg::kPasses; ++c) {
-    const auto rc = tv_coord<S2G::kTileR, BK, typename S2G::LayoutTV>(c, _0{});
+    const auto rc = tile_coord<S2G::kTileR>(typename S2G::LayoutTV{}, c, _0{});
     for (int v = 0; v < 8; ++v) {
-      const auto rv = tv_coord<S2G::kTileR, BK, typename S2G::LayoutTV>(c, v);
+      const auto rv = tile_coord<S2G::kTileR>(typename S2G::LayoutTV{}, c, v);
       CHECK(get<0>(rv) == get<0>(rc) && get<1>(rv) == get<1>(rc) + v,
             "dequant %d: write-back segment split", Bits);
       wb[long(get<0>(rv)) + 8L * get<1>(rv)]++;
@@ -298,7 +298,7 @@ void check_dequant() {
         const int kb = item % k_blocks, nb = item / k_blocks;
         const int k_valid = BK < k - kb * BK ? BK : k - kb * BK;
         for (int c = 0; c < 32 * Cfg::kPasses; ++c) {
-          const auto rc = tv_coord<S2G::kTileR, BK, typename S2G::LayoutTV>(c, _0{});
+          const auto rc = tile_coord<S2G::kTileR>(typename S2G::LayoutTV{}, c, _0{});
           if (get<1>(rc) >= k_valid) continue;
           for (int v = 0; v < 8; ++v)
             hits[long(nb * 8 + get<0>(rc)) * k + kb * BK + get<1>(rc) + v]++;

@@ -4,7 +4,8 @@
 //   D[64 x N] (+)= A[64 x 16] * B[16 x N],  f32 accumulators.
 // Here A comes from registers ("RS": each warp w holds rows 16w .. 16w+15 in the mma.sync
 // m16n8k16 A-fragment order, see mma_traits_sm90.hpp) and B from shared memory through a matrix
-// descriptor (make_wgmma_desc_sw128 below), K-major (imm-trans-b = 0).
+// descriptor, the desc_b argument, K-major (imm-trans-b = 0). WgmmaDesc (cute_gemm/wgmma_desc.hpp)
+// derives it from the B tile's layout and make_wgmma_desc (arch/wgmma_desc_sm90.hpp) encodes it.
 //
 // The MMA runs asynchronously: its register operands must not be written, and its accumulators not
 // read, until a wgmma_wait_group<> that covers its commit group returns. Registers written before

@@ -3,6 +3,7 @@
 // where the product is compute-bound and a dense GEMM on the dequantized weight beats the fused
 // mma.sync kernel (see mixed_gemm_op.cpp).
 
+#include "cute_gemm/tv_coords.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
@@ -27,7 +28,7 @@ __global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
   __shared__ uint32_t tile[Cfg::kWarps][Cfg::kTileElems / 2];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   uint32_t* my = tile[warp];  // the warp's (N8, kBlockK) tile, SmemTile
-  const int k_blocks = (p.k + BK - 1) / BK;
+  const int k_blocks = mixed::k_blocks(p.k, Bits);
   // Item i = nb * k_blocks + kb walks the packed weight in its order (n8 block, then k block).
   const int64_t item = int64_t(blockIdx.x) * Cfg::kWarps + warp;
   const int64_t items = int64_t(p.n / 8) * k_blocks;
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
   // g = lane / 4. All of its values lie in row g of the tile.
   const int g = lane / 4, t = lane % 4;
   const auto thr = make_coord(t, g);
-  const int n = nb * 8 + RowsOf<8, BK, typename Cfg::FragTV>{}(make_coord(thr, _0{}));
+  const int n = nb * 8 + tile_row_layout<8>(typename Cfg::FragTV{})(thr, _0{});
   const GroupShape groups(p);
   const uint4 q = reinterpret_cast<uint4 const*>(p.qweight)[item * 32 + lane];
   const uint32_t words[4] = {q.x, q.y, q.z, q.w};
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
 #pragma unroll
     for (int i = 0; i < 2 * Cfg::kStepsPerWord; ++i) {
       const auto v = make_coord(make_coord(_0{}, i % 2), Cfg::kStepsPerWord * wi + i / 2);
-      const auto rc = tv_coord<8, BK, typename Cfg::FragTV>(thr, v);
+      const auto rc = tile_coord<8>(typename Cfg::FragTV{}, thr, v);
       my[typename Cfg::SmemTilePairs{}(get<0>(rc), get<1>(rc) / 2)] =
           D::as_u32(__hmul2(D::as_t2(r[i]), s2));
     }
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
   const int k_valid = min(BK, p.k - kb * BK);
 #pragma unroll
   for (int c = lane; c < 32 * Cfg::kPasses; c += 32) {
-    const auto rc = tv_coord<S2G::kTileR, BK, typename S2G::LayoutTV>(c, _0{});
+    const auto rc = tile_coord<S2G::kTileR>(typename S2G::LayoutTV{}, c, _0{});
     const int row = get<0>(rc), col = get<1>(rc);
     if (col >= k_valid) continue;  // K % 32 == 0: segments are all in or all out
     const uint4 v =
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
 template <class T, int Bits>
 cudaError_t launch_dequantize(MixedGemmParams const& p, void* w, cudaStream_t stream) {
   using Cfg = DequantWeightConfig<Bits>;
-  const int64_t items = int64_t(p.n / 8) * ((p.k + Cfg::kBlockK - 1) / Cfg::kBlockK);
+  const int64_t items = int64_t(p.n / 8) * mixed::k_blocks(p.k, Bits);
   dequantize_weight_kernel<T, Bits>
       <<<unsigned((items + Cfg::kWarps - 1) / Cfg::kWarps), Cfg::kThreads, 0, stream>>>(
           p, static_cast<T*>(w));

@@ -1,7 +1,8 @@
 #pragma once
-// The quantization groups of a mixed GEMM launch, as both kernels (mixed_gemm_kernel.cuh,
-// mixed_wgmma_kernel.cuh) index their scales: group sizes are 32, 64 or 128 (powers of two, so
-// shifts instead of run-time divisions in the loops) or per-channel, one group of the whole K.
+// The quantization groups of a mixed GEMM launch, as every mixed kernel (decode, mma.sync, both
+// wgmma kernels, the dequantize kernel) indexes its scales: group sizes are 32, 64 or 128 (powers
+// of two, so shifts instead of run-time divisions in the loops) or per-channel, one group of the
+// whole K.
 
 #include "cute_gemm/config.hpp"
 #include "kernels/mixed/mixed_gemm_launch.hpp"

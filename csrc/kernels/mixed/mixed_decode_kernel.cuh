@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const int n_warp = (blockIdx.x * col_warps + col_warp) * Cfg::kWarpN;  // the warp's columns
   const int m0 = blockIdx.y * Cfg::kTileM;
   const int rows = min(Cfg::kTileM, p.m - m0);
-  const int k_blocks = (p.k + BK - 1) / BK;
+  const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const int split_begin = blockIdx.z * blocks_per_split;
   const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
   const int kb_begin = split_begin + k_slice * split_blocks / k_slices;

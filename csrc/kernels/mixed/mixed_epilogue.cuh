@@ -118,7 +118,7 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
                            MixedGemmParams const& p, int tile_m, int tile_n, dim3 threads,
                            int smem, int splits, bool pdl, cudaStream_t stream,
                            Extra const&... extra) {
-  const int k_blocks = (p.k + block_k(p.bits) - 1) / block_k(p.bits);
+  const int k_blocks = mixed::k_blocks(p.k, p.bits);
   const int per_split = (k_blocks + splits - 1) / splits;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

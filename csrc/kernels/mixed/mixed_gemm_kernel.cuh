@@ -28,6 +28,7 @@
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
 #include "cute_gemm/mma_atom.hpp"
+#include "cute_gemm/tv_coords.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const auto thr_w = make_coord(lane, warp);  // in WeightTV's thread mode (L32, W)
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
-  const int k_blocks = (p.k + BK - 1) / BK;
+  const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
           w_src[b][int64_t(i) * 32],
           reinterpret_cast<uint128_t*>(st)[SmemW{}(
-              tv_coord<32, Cfg::kBlocksPerCta, typename Cfg::WeightTV>(thr_w, b))],
+              tile_coord<32>(typename Cfg::WeightTV{}, thr_w, b))],
           true, policy);
     }
     if (scale_copier) {
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
       w[b] = reinterpret_cast<uint4 const*>(st)[SmemW{}(
-          tv_coord<32, Cfg::kBlocksPerCta, typename Cfg::WeightTV>(thr_w, b))];
+          tile_coord<32>(typename Cfg::WeightTV{}, thr_w, b))];
     }
 
     CG_PRAGMA_UNROLL

@@ -5,10 +5,12 @@
 // in a header free of CUDA, so that the planner (plain C++) instantiates it with Element =
 // uint16_t and tests/cpp/test_mixed_mma_layouts.cpp checks the maps on the host.
 //
-// TV layouts map (thread, value) to the column-major index of a tile, as in tv_layout.hpp. The
-// kernels evaluate them at hierarchical thread coordinates made of the lane's mma coordinates
-// (t = lane % 4, g = lane / 4) and its warp: each value's offset folds to a constant, and the
-// thread's part costs the few integer operations hand-written indices would.
+// TV layouts map (thread, value) to the column-major index of a tile, as in tv_layout.hpp; where a
+// kernel needs the row or the column itself, tile_row_layout / tile_col_layout (tv_coords.hpp)
+// give it as a layout of (thread, value) of its own. The kernels evaluate them at hierarchical
+// thread coordinates made of the lane's mma coordinates (t = lane % 4, g = lane / 4) and its warp:
+// each value's offset folds to a constant, and the thread's part costs the few integer operations
+// hand-written indices would.
 
 #include <cstdint>
 #include <type_traits>
@@ -16,25 +18,12 @@
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
 #include "cute_gemm/mma_atom.hpp"
+#include "cute_gemm/tv_coords.hpp"
 #include "kernels/gemm/gemm_config.hpp"  // log2_of
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
-
-// The row (column) of each value of a TV layout over an (R, S) tile: the TV layout followed by
-// the projection (R, S):(1, 0) ((R, S):(0, 1)). (T, V) -> R (S)
-template <int R, int S, class TV>
-using RowsOf = decltype(composition(Layout<Shape<Int<R>, Int<S>>, Stride<_1, _0>>{}, TV{}));
-template <int R, int S, class TV>
-using ColsOf = decltype(composition(Layout<Shape<Int<R>, Int<S>>, Stride<_0, _1>>{}, TV{}));
-
-// The (row, column) of value v of thread thr (coordinates of the TV layout's modes) in its (R, S)
-// tile.
-template <int R, int S, class TV, class Thr, class V>
-CG_HOST_DEVICE constexpr auto tv_coord(Thr const& thr, V const& v) {
-  return make_coord(RowsOf<R, S, TV>{}(make_coord(thr, v)), ColsOf<R, S, TV>{}(make_coord(thr, v)));
-}
 
 // A layout over a tiled MMA's (T, V) = (((t, g), wm, wn), v) evaluated at one part of the
 // coordinate, the others 0: the warp's (wn = w), the lane's (t = lane % 4, g = lane / 4) or a
@@ -113,9 +102,9 @@ struct MixedConfig {
   // The row and column of each accumulator, (T, (V4, MTiles, B)) -> M and -> N: where the store
   // writes it and which column's scale multiplies it. The column of each B fragment value,
   // (T, (V4, B, KSteps)) -> N: whose zero point its dequantization subtracts.
-  using AccRows = RowsOf<kTileM, kTileN, typename Mma::LayoutC_TV>;
-  using AccCols = ColsOf<kTileM, kTileN, typename Mma::LayoutC_TV>;
-  using BCols = RowsOf<kTileN, kBlockK, typename Mma::LayoutB_TV>;
+  using AccRows = decltype(tile_row_layout<kTileM>(typename Mma::LayoutC_TV{}));
+  using AccCols = decltype(tile_col_layout<kTileM>(typename Mma::LayoutC_TV{}));
+  using BCols = decltype(tile_row_layout<kTileN>(typename Mma::LayoutB_TV{}));
   static_assert(decltype(mma_warp_part<AccCols>(_1{}))::value ==
                     decltype(mma_warp_part<BCols>(_1{}))::value,
                 "a warp's accumulators and B fragments lie in the same columns");
@@ -140,7 +129,7 @@ struct MixedConfig {
   // n8 block of its B fragments b (BCols). (T, V) -> (L32, B)
   using WeightTV = Layout<Shape<Shape<_32, Int<kWarps>>, Int<kBlocksPerWarp>>,
                           Stride<Stride<_1, Int<32 * kBlocksPerWarp>>, _32>>;
-  using WeightBlocks = ColsOf<32, kBlocksPerCta, WeightTV>;  // (T, V) -> B
+  using WeightBlocks = decltype(tile_col_layout<32>(WeightTV{}));  // (T, V) -> B
   // The activations: one (kTileM, kBlockK) tile per stage, K contiguous, the row's low 3 bits
   // XORed into the 16-byte unit so the 8 rows of each ldmatrix matrix hit 8 different sets of 4
   // banks. Stage s starts s * kAStageElems further on, a multiple of the swizzle's period (it
@@ -171,8 +160,8 @@ struct MixedConfig {
   // The copying thread's group row and column, and its destination in a stage's scales: thread
   // tid writes elements 8 tid .. 8 tid + 7, 16-byte unit tid (the threads follow the rows).
   // (T, V8) -> element
-  using ScaleCopyRows = RowsOf<kMaxGroups, kTileN, typename G2SScale::LayoutTV>;
-  using ScaleCopyCols = ColsOf<kMaxGroups, kTileN, typename G2SScale::LayoutTV>;
+  using ScaleCopyRows = decltype(tile_row_layout<kMaxGroups>(typename G2SScale::LayoutTV{}));
+  using ScaleCopyCols = decltype(tile_col_layout<kMaxGroups>(typename G2SScale::LayoutTV{}));
   using ScaleCopyDst = decltype(coalesce_by_mode(composition(
       decltype(SmemS{}(_, _, _0{})){},
       typename G2SScale::LayoutTV{})));

@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
-  const int k_blocks = (p.k + BK - 1) / BK;
+  const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);

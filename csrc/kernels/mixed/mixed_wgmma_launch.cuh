@@ -37,7 +37,7 @@ cudaError_t prepare_mixed_wgmma() {
 template <class Cfg>
 cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
   static_assert(Cfg::kABoxK * 2 == 128, "an activation box is one 128-byte swizzle line of K");
-  const int k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+  const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const uint64_t groups = uint64_t(GroupShape(p).last) + 1;
   const auto half = p.dtype == HalfType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;

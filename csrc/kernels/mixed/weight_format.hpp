@@ -106,6 +106,19 @@ CG_HOST_DEVICE constexpr bool valid_k(int64_t k, int64_t group_size) {
   return k >= 1 && k % k_multiple(group_size) == 0;
 }
 
+// Whether a packed k block of K holds more than one quantization group: groups of `group` (the
+// effective size, effective_group_size) shorter than block_k(bits), unless one group is all of K.
+// A block's scales then change every group, not once per block, which is why the mma.sync and
+// decode kernels have "fine" instances that apply the scales every 2 k16 steps (the smallest
+// group, 32, is two k16 steps). A fact of the format, like block_k: the planner reads it here.
+CG_HOST_DEVICE constexpr bool fine_groups_for(int bits, int64_t group, int64_t k) {
+  return group < k && group < block_k(bits);
+}
+static_assert(fine_groups_for(4, 64, 4096) && fine_groups_for(8, 32, 4096),
+              "groups shorter than the packed k block are fine");
+static_assert(!fine_groups_for(8, 64, 4096) && !fine_groups_for(4, 64, 64),
+              "one group per block, or one group over all of K, is not fine");
+
 // N (output channels) in whole packed blocks of kBlockN.
 CG_HOST_DEVICE constexpr bool valid_n(int64_t n) { return n >= 0 && n % kBlockN == 0; }
 
@@ -130,7 +143,8 @@ CG_HOST_DEVICE constexpr PackedShape packed_shape(int64_t n, int64_t k, int bits
 // of its bit field (INT4: nibble, INT8: byte) within the block's 512 bytes. Field f is bits
 // Bits * (f % kFieldsPerWord) and up of int32 word f / kFieldsPerWord, and word 4 * l + w is word
 // w of lane l: f = i + kFieldsPerWord * (w + 4 * l), l = 4 g + t. With the names above
-// (e: x/y half, t: thread in group, h: register r0/r1, s: k16 step within a word, w: word):
+// (e: x/y half, t: thread in the lane quad, h: register r0/r1, s: k16 step within a word,
+// w: word):
 //   INT4  (8,(2,4,2,2,4)):(128,(4,32,1,2,8))   n = g, k = e + 2t + 8h + 16s + 32w,
 //                                               nibble i = h + 2s + 4e of word w
 //   INT8  (8,(2,4,2,4)):(64,(2,16,1,4))         n = g, k = e + 2t + 8h + 16w, byte i = h + 2e
