@@ -26,11 +26,12 @@ CONFIGS = [
 # mean; benchmarks/results/NOTES.md has the measurements behind the choice of instances).
 # mma.sync (mixed_gemm_kernel.cuh): (bits, m16 tiles per CTA, fine groups).
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
-# Hopper wgmma (sm_90a): (bits, token tile, m64 row tiles per warpgroup, exact scales,
-# consumer warpgroups, TMA producer warpgroup). 32-row tiles keep exact per-group scales; the
-# producer (mixed_wgmma_ws_kernel.cuh) serves the 128- and 256-row tiles and INT8's 64-row tile.
-MIXED_WGMMA_CONFIGS = [(bits, tm, rt, exact, wg, producer) for bits in (4, 8)
-                       for tm, rt, exact, wg, producer in (
+# Hopper wgmma (sm_90a): (bits, token tile, n64 tiles per warpgroup (the config's NTiles), exact
+# scales, consumer warpgroups, TMA producer warpgroup). 32-row tiles keep exact per-group scales;
+# the producer (mixed_wgmma_ws_kernel.cuh) serves the 128- and 256-row tiles and INT8's 64-row
+# tile.
+MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
+                       for tm, nt, exact, wg, producer in (
                            (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
                            (128, 1, False, 2, True), (256, 1, False, 2, True))]
 # Decode, M <= 8 (mixed_decode_kernel.cuh): (bits, fine groups).
@@ -98,8 +99,57 @@ def cxx_bool(x):
     return "true" if x else "false"
 
 
-def write_mixed_instance(name, kernel_header, config, launch_call):
-    """One generated TU: `name`'s launcher, which runs a plan on the instance `config`."""
+# The body of each kind's occupancy query, `Cfg` the instance's config: the kernel, threads
+# and dynamic shared memory its launcher (named in the comment) would launch for `plan`, with
+# the shared memory limit raised as the launcher raises it (the occupancy calculator honours
+# it), so that tests can hold the planner's ctas_per_sm against the GPU's. A plan whose CTA shape
+# is not what the launcher runs gets cudaErrorInvalidValue, not the occupancy of another launch.
+MMA_OCCUPANCY = """\
+  // launch_mixed<Cfg> (mixed_gemm_kernel.cuh): mixed_gemm_kernel<Cfg>, kThreads, kSmemBytes.
+  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
+    return cudaErrorInvalidValue;
+  if (Cfg::kSmemBytes > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(mixed::mixed_gemm_kernel<Cfg>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               Cfg::kSmemBytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::mixed_gemm_kernel<Cfg>,
+                                                       Cfg::kThreads, Cfg::kSmemBytes);
+"""
+WGMMA_OCCUPANCY = """\
+  // launch_mixed_wgmma<Cfg> (mixed_wgmma_launch.cuh): wgmma_kernel_of<Cfg>() (the
+  // warp-specialized kernel with a producer warpgroup), kThreads, kSmemBytes.
+  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
+    return cudaErrorInvalidValue;
+  const cudaError_t prepared = mixed::prepare_mixed_wgmma<Cfg>();
+  if (prepared != cudaSuccess) return prepared;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::wgmma_kernel_of<Cfg>(),
+                                                       Cfg::kThreads, Cfg::kSmemBytes);
+"""
+DECODE_OCCUPANCY = """\
+  // launch_mixed_decode<Cfg> (mixed_decode_kernel.cuh): decode_kernel_for<Cfg>(col_warps) (the
+  // Shared variant for k slices wider than a warp), 32 * warps threads and
+  // Cfg::smem_bytes(Cfg::rows_for(M), warps, col_warps) bytes.
+  const int warps = plan.warps, col_warps = plan.col_warps;
+  if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
+      warps > Cfg::kMaxWarps || plan.threads != 32 * warps)
+    return cudaErrorInvalidValue;
+  // The plan keeps that shared memory, not M: it must be the launcher's for some M <= kTileM.
+  bool launched = false;
+  for (int m = 1; m <= Cfg::kTileM; ++m)
+    launched |= Cfg::smem_bytes(Cfg::rows_for(m), warps, col_warps) == plan.smem_bytes;
+  if (!launched) return cudaErrorInvalidValue;
+  const cudaError_t prepared = mixed::prepare_mixed_decode<Cfg>();
+  if (prepared != cudaSuccess) return prepared;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      ctas_per_sm, mixed::decode_kernel_for<Cfg>(col_warps), 32 * warps, plan.smem_bytes);
+"""
+
+
+def write_mixed_instance(name, kernel_header, config, launch_call, occupancy_body):
+    """One generated TU: `name`'s launcher, which runs a plan on the instance `config`, and
+    `name`_occupancy, the resident CTAs per SM of that launch on the current device."""
     using = f"using {name}_config = {config};"
     if len(using) > 100:
         using = using.replace(" = ", " =\n    ")
@@ -111,8 +161,11 @@ def write_mixed_instance(name, kernel_header, config, launch_call):
     call = f"  return mixed::{launch_call.format(cfg=name + '_config')};"
     if len(call) > 100:
         call = call.replace("(p, ", "(\n      p, ", 1)
+    occupancy = (f"cudaError_t {name}_occupancy(MixedPlan const& plan, int* ctas_per_sm) {{\n"
+                 f"  using Cfg = {name}_config;\n{occupancy_body}}}\n")
+    assert all(len(line) <= 100 for line in occupancy.splitlines()), name
     write_tu(MIXED_OUT, name, [kernel_header, "kernels/mixed/mixed_instances.hpp"],
-             f"{using}\n\n{launch}\n{call}\n}}\n")
+             f"{using}\n\n{launch}\n{call}\n}}\n\n{occupancy}")
 
 
 def main_mixed():
@@ -128,26 +181,28 @@ def main_mixed():
             write_mixed_instance(
                 n, "kernels/mixed/mixed_decode_kernel.cuh",
                 f"mixed::DecodeInstance<{ctype}, {bf16}, {bits}, {cxx_bool(fine)}>",
-                "launch_mixed_decode<{cfg}>(p, plan.splits, plan.warps, plan.col_warps, stream)")
+                "launch_mixed_decode<{cfg}>(p, plan.splits, plan.warps, plan.col_warps, stream)",
+                DECODE_OCCUPANCY)
             rows.append(f"CG_MIXED_DECODE({n}, {bf16}, {bits}, {cxx_bool(fine)})")
         for bits, mt, fine in MIXED_CONFIGS:
             n = f"mixed_{dtype}_int{bits}_m{16 * mt}" + ("_fine" if fine else "")
             write_mixed_instance(
                 n, "kernels/mixed/mixed_gemm_kernel.cuh",
                 f"mixed::MmaInstance<{ctype}, {bf16}, {bits}, {mt}, {cxx_bool(fine)}>",
-                "launch_mixed<{cfg}>(p, plan.splits, stream)")
+                "launch_mixed<{cfg}>(p, plan.splits, stream)", MMA_OCCUPANCY)
             rows.append(f"CG_MIXED_MMA({n}, {bf16}, {bits}, {mt}, {cxx_bool(fine)})")
-        for bits, tm, rt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
+        for bits, tm, nt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
             n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "")
-            args = f"{bits}, {tm}, {rt}, {cxx_bool(exact)}, {wg}, {cxx_bool(producer)}"
+            args = f"{bits}, {tm}, {nt}, {cxx_bool(exact)}, {wg}, {cxx_bool(producer)}"
             write_mixed_instance(
                 n, "kernels/mixed/mixed_wgmma_launch.cuh",
                 f"mixed::WgmmaInstance<{ctype}, {bf16}, {args}>",
-                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)")
+                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)", WGMMA_OCCUPANCY)
             rows.append(f"CG_MIXED_WGMMA({n}, {bf16}, {args})")
     with open(os.path.join(MIXED_OUT, "mixed_instances.inc"), "w") as f:
-        f.write(HEADER + "// The mixed GEMM's instances, one generated TU each; the row macros are "
-                "defined where\n// the table is expanded (kernels/mixed/mixed_instances.hpp).\n" +
+        f.write(HEADER + "// The mixed GEMM's instances, one generated TU each (defining `name`, "
+                "the launcher, and\n// `name`_occupancy); the row macros are defined where the "
+                "table is expanded\n// (kernels/mixed/mixed_instances.hpp).\n" +
                 "".join(r + "\n" for r in rows))
 
 

@@ -700,3 +700,59 @@ def test_fused_kernel_at_large_m(m, n, k, bits, group, dtype):
     dense = cute_gemm.mixed_gemm(a, qw, bias, schedule="kernel=dense")
     assert dense.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
     assert_accurate(dense, _reference(a, qw, bias, "kernel=dense"), dtype, k)
+
+
+
+# ------------------------------------------------------------------- the occupancy model
+
+# Decode CTA shapes (warps, col_warps) by schedule: 1-, 2- and 4-warp k slices, from one k slice
+# to 16 warps (rounded down to what fits in shared memory at larger M).
+OCCUPANCY_DECODE_SHAPES = [(1, 1), (4, 1), (16, 1), (2, 2), (8, 2), (16, 2), (4, 4), (16, 4)]
+
+
+def _occupancy_plans():
+    """(problem, plan) on this GPU for problems and schedules that together select every
+    instance it runs: the default plans across M, bits, group sizes (fine and coarse) and dtypes,
+    the mma.sync kernel and each wgmma token tile by schedule (Hopper's default never picks the
+    32- and 64-row mma.sync tiles), and the decode kernel at several CTA shapes and M (its
+    shared memory grows with the rows of A it stages)."""
+    schedules = ["kernel=mma"] + ([f"kernel=wgmma,tile_m={t}" for t, _ in WGMMA_TILES]
+                                  if _wgmma() else [])
+    decode = [f"kernel=decode,warps={w},col_warps={cw}" for w, cw in OCCUPANCY_DECODE_SHAPES]
+    for dtype, bits, group, (n, k) in itertools.product(
+            DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
+        for m in (1, 3, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 1024):
+            for schedule in [None] + schedules + (decode if m <= 8 else []):
+                plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)
+                if plan.kernel != "dense":
+                    yield (m, n, k, bits, group, dtype, schedule), plan
+
+
+def test_planned_occupancy_matches_gpu():
+    # The planner's occupancy model (registers counted per SM sub-partition from each config's
+    # declared registers, shared memory, threads) decides split-K and the decode CTA shape; its
+    # ctas_per_sm must be what the GPU keeps resident of the launch the plan makes:
+    # cudaOccupancyMaxActiveBlocksPerMultiprocessor on the very kernel, threads and dynamic shared
+    # memory its instance's launcher uses (_C._mixed_occupancy). Exact equality: the planner
+    # neither caps nor floors the count (mma.sync plans report the instance's min_ctas_per_sm,
+    # the CTAs its register cap is sized for, which must then be what the GPU runs), so a stale
+    # kRegisters / registers(col_warps) in a config, or a wrong rule in the model, fails here.
+    instances = {i["name"]: i for i in cute_gemm._C._mixed_instances()}
+    supported = {name for name, inst in instances.items()
+                 if inst["kernel"] != "wgmma" or _wgmma()}
+    seen, gpu, wrong = set(), {}, {}
+    for problem, plan in _occupancy_plans():
+        seen.add(plan.instance)
+        # The GPU's count depends only on what the launch is made of: query each launch once.
+        key = (plan.instance, plan.threads, plan.smem_bytes, plan.warps, plan.col_warps)
+        if key not in gpu:
+            gpu[key] = cute_gemm._C._mixed_occupancy(plan)
+        if plan.ctas_per_sm != gpu[key] or gpu[key] < 1:
+            wrong.setdefault(key, f"{problem}: planned {plan.ctas_per_sm}, GPU {gpu[key]} "
+                                  f"({plan}; registers {instances[plan.instance]['registers']})")
+    assert not wrong, "planned CTAs per SM differ from the GPU's (or none fits):\n" + \
+        "\n".join(wrong.values())
+    assert seen == supported, ("instances no plan selected", sorted(supported - seen))
+    # The decode kernel was checked at several CTA shapes, both of its variants among them.
+    decode_shapes = {(w, cw) for name, _, _, w, cw in gpu if instances[name]["kernel"] == "decode"}
+    assert {cw for _, cw in decode_shapes} == {1, 2, 4} and len(decode_shapes) >= 8

@@ -598,3 +598,18 @@ def test_every_instance_is_reachable():
     assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma"}
     assert {instances()[n]["tile_m"] for n in default
             if instances()[n]["kernel"] == "wgmma"} >= {32, 64, 128, 256}
+
+
+def test_occupancy_query_needs_a_gpu():
+    # _C._mixed_occupancy asks the current GPU how many CTAs of a plan's launch fit on an SM
+    # (tests/test_mixed_gemm_gpu.py holds every instance's plans against it). A plan that runs no
+    # instance (the dense path) is refused in every build; without a GPU, or in a build without
+    # CUDA, the query says so instead of answering.
+    dense = plan(4096, device="a100")
+    assert dense.kernel == "dense"
+    with pytest.raises(ValueError, match="_mixed_occupancy: the plan runs no mixed kernel"):
+        _C._mixed_occupancy(dense)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"_mixed_occupancy: (no CUDA device|cute_gemm was "
+                                               r"built without CUDA)"):
+            _C._mixed_occupancy(plan(1))

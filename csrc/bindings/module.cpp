@@ -4,6 +4,7 @@
 #include "bindings/format_bindings.hpp"
 #include "bindings/gemm_bindings.hpp"
 #include "bindings/layout_bindings.hpp"
+#include "bindings/mixed_occupancy_bindings.hpp"
 
 // torch passes -DTORCH_EXTENSION_NAME=_C; the module name must match the built file name.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -17,4 +18,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "weight_format", "The packed weight format's rulebook (kernels/mixed/weight_format.hpp)");
   cute_gemm::bind_weight_format(weight_format);
   cute_gemm::bind_gemm(m);
+  cute_gemm::bind_mixed_occupancy(m);  // after bind_gemm, which registers MixedPlan
 }

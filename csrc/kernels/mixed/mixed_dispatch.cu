@@ -1,6 +1,7 @@
 // Launches a mixed GEMM plan (mixed_plan.hpp): the plan names an instance of the table in
 // generated/mixed_instances.inc (one generated translation unit each); this file maps it to that
-// instance's launcher. It also describes the current device for the planner.
+// instance's launcher, or to its occupancy query (mixed_instance_occupancy). It also describes the
+// current device for the planner.
 
 #include <mutex>
 #include <vector>
@@ -10,9 +11,10 @@
 
 namespace cute_gemm {
 
-// The launchers, in the table's order (each defined in its generated TU).
-#define CG_MIXED_MMA(name, ...) \
-  cudaError_t name(MixedGemmParams const&, MixedPlan const&, cudaStream_t);
+// The launchers and occupancy queries, in the table's order (each defined in its generated TU).
+#define CG_MIXED_MMA(name, ...)                                              \
+  cudaError_t name(MixedGemmParams const&, MixedPlan const&, cudaStream_t); \
+  cudaError_t name##_occupancy(MixedPlan const&, int*);
 #define CG_MIXED_WGMMA(name, ...) CG_MIXED_MMA(name)
 #define CG_MIXED_DECODE(name, ...) CG_MIXED_MMA(name)
 #include "kernels/mixed/generated/mixed_instances.inc"
@@ -28,6 +30,18 @@ constexpr Launcher kLaunchers[] = {
 #define CG_MIXED_MMA(name, ...) &name,
 #define CG_MIXED_WGMMA(name, ...) &name,
 #define CG_MIXED_DECODE(name, ...) &name,
+#include "kernels/mixed/generated/mixed_instances.inc"
+#undef CG_MIXED_MMA
+#undef CG_MIXED_WGMMA
+#undef CG_MIXED_DECODE
+};
+
+using Occupancy = cudaError_t (*)(MixedPlan const&, int*);
+
+constexpr Occupancy kOccupancies[] = {
+#define CG_MIXED_MMA(name, ...) &name##_occupancy,
+#define CG_MIXED_WGMMA(name, ...) &name##_occupancy,
+#define CG_MIXED_DECODE(name, ...) &name##_occupancy,
 #include "kernels/mixed/generated/mixed_instances.inc"
 #undef CG_MIXED_MMA
 #undef CG_MIXED_WGMMA
@@ -84,6 +98,18 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
   if (plan.splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
     return cudaErrorInvalidValue;
   return kLaunchers[plan.instance](p, plan, stream);
+}
+
+cudaError_t mixed_instance_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
+  constexpr int kCount = int(sizeof(kOccupancies) / sizeof(kOccupancies[0]));
+  if (ctas_per_sm == nullptr) return cudaErrorInvalidValue;
+  *ctas_per_sm = 0;
+  // A plan whose kernel is not its instance's was not made with this build's table: its fields
+  // describe some other kernel.
+  if (plan.instance < 0 || plan.instance >= kCount || plan.instance >= mixed_instance_count() ||
+      plan.kernel != mixed_instance(plan.instance).kernel)
+    return cudaErrorInvalidValue;
+  return kOccupancies[plan.instance](plan, ctas_per_sm);
 }
 
 }  // namespace cute_gemm

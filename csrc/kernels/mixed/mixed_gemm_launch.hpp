@@ -68,4 +68,13 @@ DeviceSpec const& current_device_spec();
 cudaError_t mixed_gemm_launch(MixedGemmParams const& params, MixedPlan const& plan,
                               cudaStream_t stream);
 
+// The CTAs per SM the current device keeps resident of the launch mixed_gemm_launch would make
+// for `plan` (its instance's kernel, threads and dynamic shared memory, the kernel's shared
+// memory limit raised as the launcher raises it), by cudaOccupancyMaxActiveBlocksPerMultiprocessor:
+// what the planner's occupancy model (plan.ctas_per_sm) predicts, for tests to check it against.
+// cudaErrorInvalidValue for the dense path, an unknown instance, or a plan whose threads, shared
+// memory or decode CTA shape are not what its instance's launcher runs; otherwise the CUDA error.
+// Launches nothing.
+cudaError_t mixed_instance_occupancy(MixedPlan const& plan, int* ctas_per_sm);
+
 }  // namespace cute_gemm

@@ -7,11 +7,13 @@
 //
 //   CG_MIXED_DECODE(name, bf16, bits, fine_groups)
 //   CG_MIXED_MMA(name, bf16, bits, m_tiles, fine_groups)
-//   CG_MIXED_WGMMA(name, bf16, bits, tile_m, row_tiles, exact_scales, warp_groups, producer)
+//   CG_MIXED_WGMMA(name, bf16, bits, tile_m, n_tiles, exact_scales, warp_groups, producer)
 //
-// The *Instance aliases below turn a row into its config type; each generated TU instantiates it
-// with the real element type (__half or __nv_bfloat16) and defines `name`, the launcher of a plan
-// on that instance, and the planner instantiates it with a 2-byte stand-in.
+// (n_tiles: the n64 tiles per warpgroup, MixedWgmmaConfig's NTiles.) The *Instance aliases below
+// turn a row into its config type; each generated TU instantiates it with the real element type
+// (__half or __nv_bfloat16) and defines `name`, the launcher of a plan on that instance, and
+// `name`_occupancy, the CTAs per SM of that launch on the current device; the planner
+// instantiates it with a 2-byte stand-in.
 
 #include <cstdint>
 #include <type_traits>
@@ -35,10 +37,10 @@ template <class Element, bool BF16, int Bits, bool FineGroups>
 using DecodeInstance = MixedDecodeConfig<Element, HalfMmaOp<BF16>, Bits, FineGroups>;
 template <class Element, bool BF16, int Bits, int MTiles, bool FineGroups>
 using MmaInstance = MixedConfig<Element, HalfMmaOp<BF16>, Bits, MTiles, FineGroups>;
-template <class Element, bool BF16, int Bits, int TileM, int RowTiles, bool ExactScales,
+template <class Element, bool BF16, int Bits, int TileM, int NTiles, bool ExactScales,
           int WarpGroups, bool Producer>
 using WgmmaInstance =
-    MixedWgmmaConfig<Element, Bits, TileM, RowTiles, ExactScales, WarpGroups, Producer>;
+    MixedWgmmaConfig<Element, Bits, TileM, NTiles, ExactScales, WarpGroups, Producer>;
 
 // The planner's view of a config: resources do not depend on the element type beyond its size
 // (2 bytes), except the registers ptxas allocates.
@@ -46,9 +48,10 @@ using PlannerElement = uint16_t;
 
 // The occupancy model needs the registers per thread ptxas allocates on sm_90a, which only the
 // compiler knows: every config declares them (kRegisters / registers(col_warps), read from a build
-// with scripts/kernel_resources.py); a kernel change that moves them must update its config. A GPU
-// test comparing the model with cudaOccupancyMaxActiveBlocksPerMultiprocessor is still to be
-// written.
+// with scripts/kernel_resources.py); a kernel change that moves them must update its config.
+// tests/test_mixed_gemm_gpu.py (test_planned_occupancy_matches_gpu) holds the plans' ctas_per_sm
+// against cudaOccupancyMaxActiveBlocksPerMultiprocessor of the built kernels (mixed_dispatch.cu's
+// mixed_instance_occupancy), so a stale count fails there.
 
 // The fields every kind of config has.
 template <class Cfg>

@@ -55,12 +55,6 @@ int non_empty_splits(int splits, int k_blocks) {
   return (k_blocks + per_split - 1) / per_split;
 }
 
-// Groups shorter than a packed k block need the scales every 2 k16 steps (the fine instances of
-// the mma.sync and decode kernels).
-bool fine_groups_for(int bits, int group, int64_t k) {
-  return group < k && group < mixed::block_k(bits);
-}
-
 int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, bool fine) {
   for (int i = 0; i < mixed_instance_count(); ++i) {
     MixedInstanceInfo const& inst = mixed_instance(i);
@@ -86,31 +80,35 @@ void fill_from_instance(MixedPlan& plan, int index) {
   plan.exact_scales = inst.kernel != MixedKernel::kWgmma || inst.exact_scales;
 }
 
+// CTAs of an mma.sync or wgmma instance resident per SM (its threads, registers and shared
+// memory are fixed; the decode kernel's depend on the plan).
+int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
+  return occupancy_ctas_per_sm(d, inst.threads, inst.registers, inst.smem_bytes);
+}
+
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
-// wave of the CTAs the register cap allows per SM.
+// wave of the CTAs resident per SM (the occupancy model: on the H100 the register cap's
+// min_ctas_per_sm; on the A100 shared memory allows fewer).
 void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
               MixedSchedule const& s, int k_blocks, int group) {
   const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
-  const int index = find_instance(MixedKernel::kMma, p, tile_m, fine_groups_for(p.bits, group,
-                                                                                  p.k));
+  const bool fine = mixed::fine_groups_for(p.bits, group, p.k);
+  const int index = find_instance(MixedKernel::kMma, p, tile_m, fine);
   if (index < 0) refuse("no mma.sync instance for this problem");
   fill_from_instance(plan, index);
-  plan.ctas_per_sm = mixed_instance(index).min_ctas_per_sm;
+  plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
   const int64_t base = ceil_div(p.n, plan.tile_n) * ceil_div(p.m, plan.tile_m);
   const int splits =
       s.splits > 0 ? s.splits : wave_splits(d, base, plan.ctas_per_sm, k_blocks, kMaxSplits);
   plan.splits = non_empty_splits(splits, k_blocks);
 }
 
-int wgmma_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
-  return occupancy_ctas_per_sm(d, inst.threads, inst.registers, inst.smem_bytes);
-}
 
 int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
                  MixedInstanceInfo const& inst, int k_blocks) {
   const int64_t base = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
   const int splits = s.splits > 0 ? s.splits
-                                  : wave_splits(d, base, wgmma_ctas_per_sm(d, inst), k_blocks,
+                                  : wave_splits(d, base, instance_ctas_per_sm(d, inst), k_blocks,
                                                 kMaxSplits);
   return non_empty_splits(splits, k_blocks);
 }
@@ -132,7 +130,7 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       index = rows_128;
   }
   fill_from_instance(plan, index);
-  plan.ctas_per_sm = wgmma_ctas_per_sm(d, mixed_instance(index));
+  plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
   plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
 }
 
@@ -162,7 +160,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
-  const int index = find_instance(MixedKernel::kDecode, p, 8, fine_groups_for(p.bits, group, p.k));
+  const bool fine = mixed::fine_groups_for(p.bits, group, p.k);
+  const int index = find_instance(MixedKernel::kDecode, p, 8, fine);
   if (index < 0) refuse("no decode instance for this problem");
   fill_from_instance(plan, index);
   MixedInstanceInfo const& inst = mixed_instance(index);
@@ -247,10 +246,11 @@ void check_problem(MixedGemmProblem const& p) {
   if (p.n % mixed::kBlockN != 0)
     refuse("plan_mixed_gemm: N must be a multiple of 8; got N=" + std::to_string(p.n));
   if (!mixed::valid_bits(p.bits))
-    refuse("plan_mixed_gemm: bits must be 4 or 8; got bits=" + std::to_string(p.bits));
+    refuse(std::string("plan_mixed_gemm: bits must be ") + mixed::kValidBitsText + "; got bits=" +
+           std::to_string(p.bits));
   if (!mixed::valid_group_size(p.group_size))
-    refuse("plan_mixed_gemm: group_size must be 32, 64, 128 or -1 (per-channel); got "
-           "group_size=" + std::to_string(p.group_size));
+    refuse(std::string("plan_mixed_gemm: group_size must be ") + mixed::kValidGroupSizesText +
+           "; got group_size=" + std::to_string(p.group_size));
 }
 
 }  // namespace

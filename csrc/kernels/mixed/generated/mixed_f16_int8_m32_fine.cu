@@ -11,4 +11,19 @@ cudaError_t mixed_f16_int8_m32_fine(MixedGemmParams const& p, MixedPlan const& p
   return mixed::launch_mixed<mixed_f16_int8_m32_fine_config>(p, plan.splits, stream);
 }
 
+cudaError_t mixed_f16_int8_m32_fine_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
+  using Cfg = mixed_f16_int8_m32_fine_config;
+  // launch_mixed<Cfg> (mixed_gemm_kernel.cuh): mixed_gemm_kernel<Cfg>, kThreads, kSmemBytes.
+  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
+    return cudaErrorInvalidValue;
+  if (Cfg::kSmemBytes > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(mixed::mixed_gemm_kernel<Cfg>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               Cfg::kSmemBytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::mixed_gemm_kernel<Cfg>,
+                                                       Cfg::kThreads, Cfg::kSmemBytes);
+}
+
 }  // namespace cute_gemm
