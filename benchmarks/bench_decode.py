@@ -145,8 +145,12 @@ class Decoder:
     positions, generated tokens) lives in device tensors so that one step can be captured in a
     CUDA graph and replayed."""
 
-    def __init__(self, transformers, model, batch, prompt_len, total_steps, device, seed=1):
+    def __init__(self, transformers, model, batch, prompt_len, total_steps, device, seed=1,
+                 step_model=None):
         self.model = model
+        # What step() calls: the model, or a compiled version of it (bench_model.py's compile
+        # mode; prefill and the agreement check stay eager, so only one shape is compiled).
+        self.step_model = model if step_model is None else step_model
         self.device = device
         self.prompt_len = prompt_len
         self.max_len = prompt_len + total_steps + 2
@@ -179,8 +183,9 @@ class Decoder:
 
     def step(self):
         """One decode step: token ``tok`` at position ``pos`` in, next token out."""
-        logits = self.model(input_ids=self.tok, position_ids=self.pos, cache_position=self.cpos,
-                            past_key_values=self.cache, use_cache=True).logits
+        logits = self.step_model(input_ids=self.tok, position_ids=self.pos,
+                                 cache_position=self.cpos, past_key_values=self.cache,
+                                 use_cache=True).logits
         nxt = logits[:, -1].argmax(-1, keepdim=True)
         self.tokens.scatter_(1, self.pos + 1, nxt)
         self.tok.copy_(nxt)
@@ -271,11 +276,12 @@ def head_ms(model, batch, device, calls=20):
         return ms
 
 
-def bench_variant(transformers, model, batch, args, device):
-    """Returns a result row (without the speedup) for one model and batch size."""
+def bench_variant(transformers, model, batch, args, device, step_model=None):
+    """Returns a result row (without the speedup) for one model and batch size; ``step_model``
+    (default ``model``) runs the decode steps."""
     measure = _timer(device)
     total = 2 + 1 + args.steps * (args.repeats + 1)  # warm-up, capture slack, warm + timed runs
-    dec = Decoder(transformers, model, batch, args.prompt, total, device)
+    dec = Decoder(transformers, model, batch, args.prompt, total, device, step_model=step_model)
     with torch.no_grad():
         dec.prefill()  # warm-up: lazy cache allocation, kernels' first calls
         prefill_ms = statistics.median(measure(dec.prefill) for _ in range(3))
@@ -287,7 +293,8 @@ def bench_variant(transformers, model, batch, args, device):
                 msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
                 mode = f"eager (graph capture failed: {type(e).__name__}: {msg})"
                 torch.cuda.synchronize()
-                dec = Decoder(transformers, model, batch, args.prompt, total, device)
+                dec = Decoder(transformers, model, batch, args.prompt, total, device,
+                              step_model=step_model)
                 dec.prefill()
         if mode == "eager" or mode.startswith("eager ("):
             dec.run(2)

@@ -23,13 +23,16 @@ from . import nn  # noqa: E402
 from .nn import QuantLinear  # noqa: E402
 from .convert import (  # noqa: E402
     QuantizationSummary, load_quantized, quantize_model, save_quantized)
+from . import fuse  # noqa: E402
+from .fuse import ProjectionSlice  # noqa: E402
 from . import checkpoints  # noqa: E402
 from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
     load_gptq_model)
 
-__all__ = ["__version__", "DeviceSpec", "MixedPlan", "QuantLinear", "QuantizationSummary",
+__all__ = ["__version__", "DeviceSpec", "MixedPlan", "ProjectionSlice", "QuantLinear",
+           "QuantizationSummary",
            "QuantizedWeight", "awq_linear", "awq_to_quantized", "checkpoints", "dequantize",
-           "device_spec", "gemm", "gptq_linear", "gptq_to_quantized", "layout", "load_awq_model",
+           "device_spec", "fuse", "gemm", "gptq_linear", "gptq_to_quantized", "layout", "load_awq_model",
            "load_gptq_model", "load_quantized", "mixed_gemm", "mixed_plan", "nn", "pack_weight", "quantize", "quantize_model", "save_quantized",
            "unpack_weight"]

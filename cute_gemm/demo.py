@@ -330,6 +330,18 @@ def _print_timing(res, batches, note):
         print(line)
 
 
+def _print_tokens(res, batches):
+    """The stack's decode throughput: batch rows per forward of all its layers."""
+    stack = {r["batch"]: r for r in res.timing if r["layer"] == "stack"}
+    print(f"\nTokens/s of the {res.layers}-layer stack (one forward = one decode step of every "
+          f"sequence in the batch; attention, norms and the head left out)")
+    print(f"{'batch':>6}{'fp16 tok/s':>14}{res.label + ' tok/s':>22}{'x':>8}")
+    for m in batches:
+        r = stack[m]
+        fp16, quant = m * 1e6 / r["fp16_us"], m * 1e6 / r["quant_us"]
+        print(f"{m:>6}{fp16:>14.1f}{quant:>22.1f}{quant / fp16:>7.2f}x")
+
+
 def plot_speedups(path, res, batches):
     """Grouped bars: the speedup over fp16 of each layer type and the stack, one bar per batch."""
     import matplotlib
@@ -469,6 +481,7 @@ def run(args):
             if use_cuda:
                 torch.cuda.empty_cache()
     _print_timing(res, args.batch, note)
+    _print_tokens(res, args.batch)
 
     if args.plot:
         plot_speedups(args.plot, res, args.batch)

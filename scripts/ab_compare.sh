@@ -4,6 +4,8 @@
 # runs benchmarks/bench_mixed_gemm.py on each, alternating, ROUNDS times (each tree's own
 # benchmark script), and collects registers / spills / SASS counts of both builds.
 # Usage: scripts/ab_compare.sh BASELINE.tar.gz OUTDIR [ROUNDS=2]
+# AB_BENCH_ARGS (e.g. "--shapes 14336x4096 --ms 32,64") is passed to every benchmark run;
+# AB_SKIP_BUILD=1 reuses both trees' builds from an earlier run in the same place.
 # Writes OUTDIR/{base,new}_{round}.json|md, OUTDIR/resources_{base,new}.json,
 # OUTDIR/resources_diff.md and OUTDIR/ab.md (ours, per shape and M: the median over rounds of
 # each build and their ratio). Needs a GPU, torch, pybind11, ninja.
@@ -15,11 +17,12 @@ OUTDIR="$(cd "$2" && pwd)"
 rounds=${3:-2}
 cd "$(dirname "$0")/.."
 NEW="$(pwd)"
-BASE="$(mktemp -d)/base"
-mkdir -p "$BASE" && tar xzf "$tarball" -C "$BASE"
+BASE="${AB_BASE_DIR:-$(mktemp -d)/base}"
+[ "${AB_SKIP_BUILD:-0}" = 1 ] || { mkdir -p "$BASE" && tar xzf "$tarball" -C "$BASE"; }
 status=0
 for tree in "$NEW" "$BASE"; do
   name=$([ "$tree" = "$NEW" ] && echo new || echo base)
+  [ "${AB_SKIP_BUILD:-0}" = 1 ] && continue
   t0=$(date +%s)
   (cd "$tree" && MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0a python3 setup.py build_ext --inplace \
     >"$OUTDIR/build_$name.log" 2>&1) || { echo "[ab] $name build FAILED"; tail -n 40 \
@@ -35,8 +38,9 @@ for r in $(seq 1 "$rounds"); do
   for tree in "$BASE" "$NEW"; do
     name=$([ "$tree" = "$NEW" ] && echo new || echo base)
     mkdir -p "$OUTDIR/${name}_$r"
+    # shellcheck disable=SC2086  (AB_BENCH_ARGS is a list of words)
     (cd "$tree" && PYTHONPATH="$tree" python3 benchmarks/bench_mixed_gemm.py --no-plot \
-      --out "$OUTDIR/${name}_$r" >"$OUTDIR/${name}_$r/log.txt" 2>&1) || {
+      ${AB_BENCH_ARGS:-} --out "$OUTDIR/${name}_$r" >"$OUTDIR/${name}_$r/log.txt" 2>&1) || {
       echo "[ab] $name round $r FAILED"; tail -n 20 "$OUTDIR/${name}_$r/log.txt"; status=1; }
   done
 done

@@ -1,0 +1,357 @@
+"""Whole-model decode tokens/s: a Llama-3-8B-shaped transformers model (32 layers by default,
+random weights, bf16) with 16-bit weights vs cute_gemm INT4 g128 / INT8 per-channel, unfused and
+fused (q/k/v and gate/up as one GEMM each), with a 16-bit or quantized output head, and PyTorch's
+own int4 kernel (torch._weight_int4pack_mm) in the same model as the peer; each in eager mode
+and compiled (torch.compile), every decode step replayed as one CUDA graph.
+
+    python benchmarks/bench_model.py [--layers 32] [--batch 1,16,64] [--modes graph,compile]
+                                     [--variants bf16,int4,int4-fused,...] [--steps 32]
+    python benchmarks/bench_model.py --cpu-smoke     # tiny model on the CPU: checks the code path
+
+The decode loop, the static cache and the agreement check are bench_decode.py's (its docstring
+says how a step is captured and how "agree" is computed). Per variant and batch size B: a prompt is
+prefilled, then ``--repeats`` runs of ``--steps`` greedy steps are timed with CUDA events around
+graph replays; the median run gives ms per step and tokens/s (B tokens per step). The ratio to
+the 16-bit model is taken in the same run and the same mode.
+
+Modes:
+
+* ``graph``: the eager model; one decode step captured in a CUDA graph.
+* ``compile``: the decode step's forward through ``torch.compile(model, fullgraph=True,
+  dynamic=False)`` (prefill and the agreement check stay eager, so each batch size compiles one
+  graph), then captured in a CUDA graph. ``fullgraph=True`` means a graph break in our ops fails
+  the run instead of hiding a fallback.
+
+Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` with the head kept
+16-bit); ``-fused`` (``fuse=True``); ``-head8`` (the output head INT8 per-channel too);
+``torch-int4`` (every decoder linear replaced by a module calling ``torch._weight_int4pack_mm``,
+group 128, bf16 only).
+
+Writes model_<gpu>.json / .md / .png under --out (default benchmarks/results/) with the GPU name and
+the torch, CUDA and transformers versions, and prints the table.
+"""
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+import bench_decode  # noqa: E402
+import common  # noqa: E402
+from cute_gemm.demo import int_list  # noqa: E402
+
+LLAMA3_8B = bench_decode.LLAMA3_8B
+SMOKE = bench_decode.SMOKE
+INT4 = dict(bits=4, group_size=128, symmetric=True)
+INT8 = dict(bits=8, group_size=-1, symmetric=True)
+HEAD8 = dict(bits=8, group_size=-1, symmetric=True)
+# name -> (kind, settings): kind "dense" (the 16-bit model), "cute" (quantize_model settings,
+# plus "fuse" and "head"), "torch_int4" (the peer).
+VARIANTS = {
+    "bf16": ("dense", {}),
+    "int4": ("cute", dict(INT4, fuse=False, head=None)),
+    "int4-fused": ("cute", dict(INT4, fuse=True, head=None)),
+    "int4-fused-head8": ("cute", dict(INT4, fuse=True, head=HEAD8)),
+    "int8": ("cute", dict(INT8, fuse=False, head=None)),
+    "int8-fused": ("cute", dict(INT8, fuse=True, head=None)),
+    "int8-fused-head8": ("cute", dict(INT8, fuse=True, head=HEAD8)),
+    "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
+}
+DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
+MODES = ("graph", "compile")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Decode tokens/s of a Llama-3-8B-shaped transformers model: 16-bit vs "
+                    "cute_gemm INT4/INT8 (unfused, fused, quantized head) vs torch's int4 kernel, "
+                    "eager and compiled, CUDA-graph replays.")
+    p.add_argument("--layers", type=int, default=32, help="decoder layers (default 32)")
+    p.add_argument("--batch", type=int_list, default=[1, 16, 64],
+                   help="batch sizes (default 1,16,64)")
+    p.add_argument("--prompt", type=int, default=32, help="prompt tokens (default 32)")
+    p.add_argument("--steps", type=int, default=32, help="decode steps per timed run (32)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs; the median is reported")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help="comma-separated subset of graph,compile (default both)")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help="comma-separated subset of " + ", ".join(VARIANTS))
+    p.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
+                   help="model dtype (default bfloat16; torch-int4 needs bfloat16)")
+    p.add_argument("--deadline-s", type=float, default=0,
+                   help="skip (and record as skipped) the variants that would start after this "
+                        "many seconds (0: none), so that a time-limited run still writes its "
+                        "results")
+    p.add_argument("--tag", default="", help="suffix of the output files' stem")
+    p.add_argument("--out", default=None, help="output directory (default benchmarks/results/)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    p.add_argument("--cpu-smoke", action="store_true",
+                   help="a tiny model on the CPU, eager, few steps: checks the code path only "
+                        "(results go to benchmarks/results/tmp/)")
+    args = p.parse_args(argv)
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in args.variants if v not in VARIANTS]
+    if bad or not args.variants:
+        p.error(f"--variants: expected names from {list(VARIANTS)}; got {bad or args.variants}")
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad or not args.modes:
+        p.error(f"--modes: expected names from {list(MODES)}; got {bad or args.modes}")
+    for name in ("layers", "prompt", "steps", "repeats"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1; got {getattr(args, name)}")
+    if any(b < 1 for b in args.batch):
+        p.error(f"--batch: sizes must be >= 1; got {args.batch}")
+    args.dtype = getattr(torch, args.dtype)
+    return args
+
+
+# ------------------------------------------------------------------------------------ the peer
+
+
+class TorchInt4Linear(torch.nn.Module):
+    """y = x @ W^T through torch._weight_int4pack_mm (PyTorch's own int4 kernel): W quantized
+    asymmetrically per group of K as bench_mixed_gemm.py's torch_int4 candidate does (gpt-fast's
+    format). bf16 activations only; inputs of other dtypes are refused."""
+
+    def __init__(self, linear, group_size=128, inner_k_tiles=8):
+        super().__init__()
+        from bench_mixed_gemm import torch_int4_pack, torch_int4_quantize
+
+        if linear.bias is not None:
+            raise ValueError("TorchInt4Linear: layers with a bias are not supported")
+        q, sz, _ = torch_int4_quantize(linear.weight.detach(), group_size)
+        packed, _ = torch_int4_pack(q, inner_k_tiles)
+        self.group_size = group_size
+        self.out_features = linear.out_features
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales_and_zeros", sz)
+
+    def forward(self, x):
+        if x.dtype != torch.bfloat16:
+            raise TypeError(f"TorchInt4Linear: x must be bfloat16; got {x.dtype}")
+        y = torch._weight_int4pack_mm(x.reshape(-1, x.shape[-1]), self.packed, self.group_size,
+                                      self.scales_and_zeros)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def to_torch_int4(model, group_size, inner_k_tiles):
+    """Replaces every nn.Linear of the decoder layers by TorchInt4Linear (the head stays)."""
+    sites = [(parent, name, child) for parent in model.model.layers.modules()
+             for name, child in parent.named_children() if isinstance(child, torch.nn.Linear)]
+    for parent, name, child in sites:
+        setattr(parent, name, TorchInt4Linear(child, group_size, inner_k_tiles))
+    return len(sites)
+
+
+# ------------------------------------------------------------------------------------ variants
+
+
+def make_variant(cute_gemm, base, kind, settings, copy_module):
+    """The variant's model (a converted copy of ``base``, or ``base`` itself) and a note."""
+    if kind == "dense":
+        return base, "16-bit weights"
+    model = copy_module(base)
+    if kind == "torch_int4":
+        n = to_torch_int4(model, settings["group_size"], settings["inner_k_tiles"])
+        return model, f"{n} decoder linears on torch._weight_int4pack_mm, head 16-bit"
+    options = {k: v for k, v in settings.items() if k not in ("fuse", "head")}
+    summary = cute_gemm.quantize_model(model, skip=("lm_head",), progress=False,
+                                       fuse=settings["fuse"], **options)
+    fused = getattr(summary, "fused", None)
+    note = f"{len(summary.converted)} layers quantized"
+    if settings["fuse"]:
+        note += f", {len(fused) if fused is not None else '?'} fused groups"
+    head = settings["head"]
+    if head is not None:
+        model.lm_head = cute_gemm.QuantLinear.from_linear(model.lm_head, **head)
+        note += f", head INT{head['bits']}"
+    else:
+        note += ", head 16-bit"
+    return model, note
+
+
+def compiled_step_model(model):
+    """The model's forward through torch.compile(fullgraph=True, dynamic=False): one graph per
+    batch size (the decode step's shape); a graph break fails the run."""
+    torch._dynamo.reset()
+    return torch.compile(model, fullgraph=True, dynamic=False)
+
+
+def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module):
+    """The rows of one variant in one mode, a row per batch size."""
+    kind, settings = VARIANTS[name]
+    t0 = time.perf_counter()
+    try:
+        model, note = make_variant(cute_gemm, base, kind, settings, copy_module)
+    except Exception as e:  # noqa: BLE001  (recorded; the other variants still run)
+        print(f"  {name}: could not build: {type(e).__name__}: {e}", flush=True)
+        return [{"variant": name, "mode": mode, "batch": b,
+                 "status": f"ERROR {type(e).__name__}: {e}"[:200]} for b in args.batch]
+    print(f"  {name}: {note} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    step_model = compiled_step_model(model) if mode == "compile" else None
+    rows = []
+    for batch in args.batch:
+        t0 = time.perf_counter()
+        try:
+            row = bench_decode.bench_variant(transformers, model, batch, step_args, device,
+                                             step_model=step_model)
+            row["status"] = "ok"
+        except Exception as e:  # noqa: BLE001
+            row = {"status": f"ERROR {type(e).__name__}: {str(e)[:160]}"}
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        row.update(variant=name, step_mode=row.get("mode"), mode=mode, batch=batch, note=note,
+                   wall_s=round(time.perf_counter() - t0, 1))
+        rows.append(row)
+        if row["status"] == "ok":
+            print(f"  {name:<17} {mode:<8} B={batch:<3} {row['ms_per_step']:8.3f} ms/step "
+                  f"{row['tokens_per_s']:9.1f} tok/s  agree {row['agree']:.3f}  "
+                  f"[{row['step_mode']}, {row['wall_s']} s]", flush=True)
+        else:
+            print(f"  {name:<17} {mode:<8} B={batch:<3} {row['status']}", flush=True)
+    del step_model
+    torch._dynamo.reset()
+    if model is not base:
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def _meta(args, transformers, device, dims):
+    if device.type == "cuda":
+        meta = common.env_info()
+    else:
+        meta = {"gpu_name": "cpu (smoke test: not a GPU measurement)",
+                "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+                "python_version": platform.python_version()}
+    meta.update({
+        "transformers_version": transformers.__version__,
+        "model": (f"LlamaForCausalLM, {args.layers} layers, hidden {dims['hidden_size']}, "
+                  f"intermediate {dims['intermediate_size']}, heads {dims['num_attention_heads']}"
+                  f" (kv {dims['num_key_value_heads']}), vocab {dims['vocab_size']}, "
+                  f"{str(args.dtype).replace('torch.', '')}, random weights"),
+        "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
+    })
+    return meta
+
+
+def plot(path, rows, title):
+    labels = sorted({(r["mode"], r["batch"]) for r in rows})
+    series = {}
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        by = {(r["mode"], r["batch"]): r.get("speedup") for r in rows if r["variant"] == variant}
+        series[variant] = [by.get(k) if by.get(k) is not None else float("nan") for k in labels]
+    return common.plot_series(path, [f"{m} B={b}" for m, b in labels], series, title,
+                              ylabel="tokens/s vs 16-bit (same mode, same run)")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not args.cpu_smoke:
+        common.require_cuda("bench_model.py")
+    import copy
+
+    import transformers
+
+    import cute_gemm
+
+    if args.cpu_smoke:
+        device, dims = torch.device("cpu"), dict(SMOKE)
+        args.layers = min(args.layers, 2)
+        args.prompt, args.steps, args.repeats = min(args.prompt, 8), min(args.steps, 3), 1
+        args.batch = [b for b in args.batch if b <= 2] or [1]
+        # On the CPU every step runs eagerly (no capture); compile is kept if asked for.
+        args.variants = [v for v in args.variants if v != "torch-int4"]
+        out_dir = args.out or os.path.join(common.DEFAULT_OUT_DIR, "tmp")
+    else:
+        device, dims = torch.device("cuda"), dict(LLAMA3_8B)
+        out_dir = args.out or common.DEFAULT_OUT_DIR
+    if "torch-int4" in args.variants and args.dtype != torch.bfloat16:
+        raise SystemExit("bench_model.py: torch-int4 needs --dtype bfloat16")
+
+    print(f"building LlamaForCausalLM ({args.layers} layers, {dims}) on {device} ...",
+          flush=True)
+    t0 = time.perf_counter()
+    base = bench_decode.build_model(transformers, dims, args.layers, device, args.dtype)
+    print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    meta = _meta(args, transformers, device, dims)
+    step_args = argparse.Namespace(prompt=args.prompt, steps=args.steps, repeats=args.repeats,
+                                   mode="graph" if device.type == "cuda" else "eager")
+    rows = []
+    started = time.perf_counter()
+    # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
+    # any gets the second's (each variant's model is built once per mode).
+    for mode in args.modes:
+        for name in args.variants:
+            if args.deadline_s and time.perf_counter() - started > args.deadline_s:
+                rows += [{"variant": name, "mode": mode, "batch": b,
+                          "status": f"skipped (--deadline-s {args.deadline_s:g} passed)"}
+                         for b in args.batch]
+                continue
+            rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
+                                device, copy.deepcopy)
+
+    dense = {(r["mode"], r["batch"]): r["ms_per_step"] for r in rows
+             if r.get("variant") == "bf16" and r.get("status") == "ok"}
+    unfused = {(r["variant"], r["mode"], r["batch"]): r["ms_per_step"] for r in rows
+               if r.get("status") == "ok"}
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        key = (r["mode"], r["batch"])
+        r["speedup"] = dense[key] / r["ms_per_step"] if key in dense else None
+        plain = r["variant"].replace("-fused-head8", "").replace("-fused", "")
+        ref = unfused.get((plain, r["mode"], r["batch"]))
+        r["vs_unfused"] = (ref / r["ms_per_step"] if ref and plain != r["variant"] else None)
+
+    stem = "model_cpu-smoke" if args.cpu_smoke else "model_" + common.slug(meta["gpu_name"])
+    stem += f"_{args.tag}" if args.tag else ""
+    columns = [("variant", "weights"), ("mode", "mode"), ("batch", "batch"),
+               ("ms_per_step", "ms/step"), ("tokens_per_s", "tokens/s"),
+               ("speedup", "vs 16-bit"), ("vs_unfused", "vs unfused"), ("agree", "agree"),
+               ("status", "status"), ("note", "model")]
+    notes = [
+        f"- Greedy decode, one token per sequence per step, static KV cache; ms/step is the "
+        f"median of {args.repeats} runs of {args.steps} steps, each step one CUDA-graph replay "
+        f"(on the CPU smoke test: eager calls).",
+        "- compile: the decode step's forward through torch.compile(model, fullgraph=True, "
+        "dynamic=False); prefill and the agreement check eager.",
+        "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode and batch, same run; "
+        "vs unfused: the unfused variant of the same weights over this row's.",
+        "- agree: generated tokens equal to a cache-free forward's argmax (random weights: "
+        "near-ties may flip a few).",
+    ]
+    title = f"Model decode, Llama-3-8B shapes x {args.layers} layers ({meta['gpu_name']})"
+    json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
+    print(f"\nwrote {json_path}\nwrote {md_path}")
+    if not args.no_plot and any(r.get("speedup") for r in rows):
+        png = plot(os.path.join(out_dir, stem + ".png"), [r for r in rows
+                                                          if r.get("status") == "ok"], title)
+        if png:
+            print(f"wrote {png}")
+    print(f"\n{'weights':<18}{'mode':<9}{'batch':>6}{'ms/step':>10}{'tokens/s':>11}"
+          f"{'vs 16-bit':>11}{'vs unfused':>12}")
+    for r in rows:
+        if r.get("status") != "ok":
+            print(f"{r['variant']:<18}{r.get('mode', '-'):<9}{r.get('batch', '-'):>6}  "
+                  f"{r['status']}")
+            continue
+        sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        vu = "-" if r["vs_unfused"] is None else f"{r['vs_unfused']:.2f}x"
+        print(f"{r['variant']:<18}{r['mode']:<9}{r['batch']:>6}{r['ms_per_step']:>10.3f}"
+              f"{r['tokens_per_s']:>11.1f}{sp:>11}{vu:>12}")
+    return 0 if all(r.get("status") == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
