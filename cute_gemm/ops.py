@@ -194,7 +194,9 @@ def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, 
 
 def _schedule_text(schedule):
     """The op's schedule argument from None, a string ("kernel=wgmma,tile_m=128") or a mapping
-    ({"kernel": "wgmma", "tile_m": 128}): the canonical string, or None for no choices."""
+    ({"kernel": "wgmma", "tile_m": 128}): the canonical string, or None for no choices. Under
+    torch.compile(dynamic=True) a mapping's ints are symbolic, and older dynamo versions (2.11)
+    cannot format them into the text: pass a string there."""
     if schedule is None:
         return None
     if isinstance(schedule, str):
