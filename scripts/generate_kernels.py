@@ -99,57 +99,10 @@ def cxx_bool(x):
     return "true" if x else "false"
 
 
-# The body of each kind's occupancy query, `Cfg` the instance's config: the kernel, threads
-# and dynamic shared memory its launcher (named in the comment) would launch for `plan`, with
-# the shared memory limit raised as the launcher raises it (the occupancy calculator honours
-# it), so that tests can hold the planner's ctas_per_sm against the GPU's. A plan whose CTA shape
-# is not what the launcher runs gets cudaErrorInvalidValue, not the occupancy of another launch.
-MMA_OCCUPANCY = """\
-  // launch_mixed<Cfg> (mixed_gemm_kernel.cuh): mixed_gemm_kernel<Cfg>, kThreads, kSmemBytes.
-  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
-    return cudaErrorInvalidValue;
-  if (Cfg::kSmemBytes > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(mixed::mixed_gemm_kernel<Cfg>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               Cfg::kSmemBytes);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::mixed_gemm_kernel<Cfg>,
-                                                       Cfg::kThreads, Cfg::kSmemBytes);
-"""
-WGMMA_OCCUPANCY = """\
-  // launch_mixed_wgmma<Cfg> (mixed_wgmma_launch.cuh): wgmma_kernel_of<Cfg>() (the
-  // warp-specialized kernel with a producer warpgroup), kThreads, kSmemBytes.
-  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
-    return cudaErrorInvalidValue;
-  const cudaError_t prepared = mixed::prepare_mixed_wgmma<Cfg>();
-  if (prepared != cudaSuccess) return prepared;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::wgmma_kernel_of<Cfg>(),
-                                                       Cfg::kThreads, Cfg::kSmemBytes);
-"""
-DECODE_OCCUPANCY = """\
-  // launch_mixed_decode<Cfg> (mixed_decode_kernel.cuh): decode_kernel_for<Cfg>(col_warps) (the
-  // Shared variant for k slices wider than a warp), 32 * warps threads and
-  // Cfg::smem_bytes(Cfg::rows_for(M), warps, col_warps) bytes.
-  const int warps = plan.warps, col_warps = plan.col_warps;
-  if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
-      warps > Cfg::kMaxWarps || plan.threads != 32 * warps)
-    return cudaErrorInvalidValue;
-  // The plan keeps that shared memory, not M: it must be the launcher's for some M <= kTileM.
-  bool launched = false;
-  for (int m = 1; m <= Cfg::kTileM; ++m)
-    launched |= Cfg::smem_bytes(Cfg::rows_for(m), warps, col_warps) == plan.smem_bytes;
-  if (!launched) return cudaErrorInvalidValue;
-  const cudaError_t prepared = mixed::prepare_mixed_decode<Cfg>();
-  if (prepared != cudaSuccess) return prepared;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, mixed::decode_kernel_for<Cfg>(col_warps), 32 * warps, plan.smem_bytes);
-"""
-
-
-def write_mixed_instance(name, kernel_header, config, launch_call, occupancy_body):
+def write_mixed_instance(name, kernel_header, config, launch_call, occupancy_call):
     """One generated TU: `name`'s launcher, which runs a plan on the instance `config`, and
-    `name`_occupancy, the resident CTAs per SM of that launch on the current device."""
+    `name`_occupancy, the resident CTAs per SM of that launch on the current device (the kernel
+    header's occupancy query, for the test that holds the planner's model against the GPU)."""
     using = f"using {name}_config = {config};"
     if len(using) > 100:
         using = using.replace(" = ", " =\n    ")
@@ -162,7 +115,7 @@ def write_mixed_instance(name, kernel_header, config, launch_call, occupancy_bod
     if len(call) > 100:
         call = call.replace("(p, ", "(\n      p, ", 1)
     occupancy = (f"cudaError_t {name}_occupancy(MixedPlan const& plan, int* ctas_per_sm) {{\n"
-                 f"  using Cfg = {name}_config;\n{occupancy_body}}}\n")
+                 f"  return mixed::{occupancy_call}<{name}_config>(plan, ctas_per_sm);\n}}\n")
     assert all(len(line) <= 100 for line in occupancy.splitlines()), name
     write_tu(MIXED_OUT, name, [kernel_header, "kernels/mixed/mixed_instances.hpp"],
              f"{using}\n\n{launch}\n{call}\n}}\n\n{occupancy}")
@@ -182,14 +135,14 @@ def main_mixed():
                 n, "kernels/mixed/mixed_decode_kernel.cuh",
                 f"mixed::DecodeInstance<{ctype}, {bf16}, {bits}, {cxx_bool(fine)}>",
                 "launch_mixed_decode<{cfg}>(p, plan.splits, plan.warps, plan.col_warps, stream)",
-                DECODE_OCCUPANCY)
+                "mixed_decode_occupancy")
             rows.append(f"CG_MIXED_DECODE({n}, {bf16}, {bits}, {cxx_bool(fine)})")
         for bits, mt, fine in MIXED_CONFIGS:
             n = f"mixed_{dtype}_int{bits}_m{16 * mt}" + ("_fine" if fine else "")
             write_mixed_instance(
                 n, "kernels/mixed/mixed_gemm_kernel.cuh",
                 f"mixed::MmaInstance<{ctype}, {bf16}, {bits}, {mt}, {cxx_bool(fine)}>",
-                "launch_mixed<{cfg}>(p, plan.splits, stream)", MMA_OCCUPANCY)
+                "launch_mixed<{cfg}>(p, plan.splits, stream)", "mixed_occupancy")
             rows.append(f"CG_MIXED_MMA({n}, {bf16}, {bits}, {mt}, {cxx_bool(fine)})")
         for bits, tm, nt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
             n = f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "")
@@ -197,7 +150,7 @@ def main_mixed():
             write_mixed_instance(
                 n, "kernels/mixed/mixed_wgmma_launch.cuh",
                 f"mixed::WgmmaInstance<{ctype}, {bf16}, {args}>",
-                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)", WGMMA_OCCUPANCY)
+                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)", "mixed_wgmma_occupancy")
             rows.append(f"CG_MIXED_WGMMA({n}, {bf16}, {args})")
     with open(os.path.join(MIXED_OUT, "mixed_instances.inc"), "w") as f:
         f.write(HEADER + "// The mixed GEMM's instances, one generated TU each (defining `name`, "

@@ -456,5 +456,25 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
       dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
 }
 
+// The CTAs per SM of launch_mixed_decode<Cfg>'s kernel for `plan` on the current device (the
+// occupancy calculator), for the test that holds the planner's model against the GPU;
+// cudaErrorInvalidValue for a plan of a CTA shape the launcher does not run. The plan keeps the
+// shared memory, not M: it must be the launcher's for some M <= kTileM.
+template <class Cfg>
+cudaError_t mixed_decode_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
+  const int warps = plan.warps, col_warps = plan.col_warps;
+  if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
+      warps > Cfg::kMaxWarps || plan.threads != 32 * warps)
+    return cudaErrorInvalidValue;
+  bool launched = false;
+  for (int m = 1; m <= Cfg::kTileM; ++m)
+    launched |= Cfg::smem_bytes(Cfg::rows_for(m), warps, col_warps) == plan.smem_bytes;
+  if (!launched) return cudaErrorInvalidValue;
+  const cudaError_t prepared = prepare_mixed_decode<Cfg>();
+  if (prepared != cudaSuccess) return prepared;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      ctas_per_sm, decode_kernel_for<Cfg>(col_warps), 32 * warps, plan.smem_bytes);
+}
+
 }  // namespace mixed
 }  // namespace cute_gemm

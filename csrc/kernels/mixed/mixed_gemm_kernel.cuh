@@ -327,20 +327,38 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 }
 
+// Raises the kernel's dynamic shared memory limit where it needs more than 48 KB.
+template <class Cfg>
+cudaError_t raise_mixed_smem_limit() {
+  if (Cfg::kSmemBytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(mixed_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Cfg::kSmemBytes);
+}
+
 // splits: the split-K factor of the plan, none of them empty; with more than one, the kernel
 // writes fp32 partial sums to p.workspace and split_k_reduce_kernel adds them.
 template <class Cfg>
 cudaError_t launch_mixed(MixedGemmParams const& p, int splits, cudaStream_t stream) {
-  if (Cfg::kSmemBytes > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        mixed_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    if (e != cudaSuccess) return e;
-  }
+  const cudaError_t e = raise_mixed_smem_limit<Cfg>();
+  if (e != cudaSuccess) return e;
   // sm_90: both kernels are programmatic dependents of what precedes them in the stream (see
   // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
   return launch_split_k<typename Cfg::Element>(mixed_gemm_kernel<Cfg>, p, Cfg::kTileM, Cfg::kTileN,
                                                dim3(Cfg::kThreads), Cfg::kSmemBytes, splits,
                                                current_cc_major() >= 9, stream);
+}
+
+// The CTAs per SM of launch_mixed<Cfg>'s kernel on the current device (the occupancy
+// calculator), for the test that holds the planner's model against the GPU; cudaErrorInvalidValue
+// for a plan of another CTA shape.
+template <class Cfg>
+cudaError_t mixed_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
+  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
+    return cudaErrorInvalidValue;
+  const cudaError_t e = raise_mixed_smem_limit<Cfg>();
+  if (e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed_gemm_kernel<Cfg>,
+                                                       Cfg::kThreads, Cfg::kSmemBytes);
 }
 
 }  // namespace mixed

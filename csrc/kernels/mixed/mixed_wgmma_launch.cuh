@@ -80,5 +80,18 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_
   }
 }
 
+// The CTAs per SM of launch_mixed_wgmma<Cfg>'s kernel on the current device (the occupancy
+// calculator), for the test that holds the planner's model against the GPU; cudaErrorInvalidValue
+// for a plan of another CTA shape.
+template <class Cfg>
+cudaError_t mixed_wgmma_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
+  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
+    return cudaErrorInvalidValue;
+  const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
+  if (prepared != cudaSuccess) return prepared;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, wgmma_kernel_of<Cfg>(),
+                                                       Cfg::kThreads, Cfg::kSmemBytes);
+}
+
 }  // namespace mixed
 }  // namespace cute_gemm

@@ -13,23 +13,7 @@ cudaError_t mixed_decode_bf16_int4_m8(MixedGemmParams const& p, MixedPlan const&
 }
 
 cudaError_t mixed_decode_bf16_int4_m8_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
-  using Cfg = mixed_decode_bf16_int4_m8_config;
-  // launch_mixed_decode<Cfg> (mixed_decode_kernel.cuh): decode_kernel_for<Cfg>(col_warps) (the
-  // Shared variant for k slices wider than a warp), 32 * warps threads and
-  // Cfg::smem_bytes(Cfg::rows_for(M), warps, col_warps) bytes.
-  const int warps = plan.warps, col_warps = plan.col_warps;
-  if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
-      warps > Cfg::kMaxWarps || plan.threads != 32 * warps)
-    return cudaErrorInvalidValue;
-  // The plan keeps that shared memory, not M: it must be the launcher's for some M <= kTileM.
-  bool launched = false;
-  for (int m = 1; m <= Cfg::kTileM; ++m)
-    launched |= Cfg::smem_bytes(Cfg::rows_for(m), warps, col_warps) == plan.smem_bytes;
-  if (!launched) return cudaErrorInvalidValue;
-  const cudaError_t prepared = mixed::prepare_mixed_decode<Cfg>();
-  if (prepared != cudaSuccess) return prepared;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, mixed::decode_kernel_for<Cfg>(col_warps), 32 * warps, plan.smem_bytes);
+  return mixed::mixed_decode_occupancy<mixed_decode_bf16_int4_m8_config>(plan, ctas_per_sm);
 }
 
 }  // namespace cute_gemm

@@ -12,18 +12,7 @@ cudaError_t mixed_f16_int4_m32_fine(MixedGemmParams const& p, MixedPlan const& p
 }
 
 cudaError_t mixed_f16_int4_m32_fine_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
-  using Cfg = mixed_f16_int4_m32_fine_config;
-  // launch_mixed<Cfg> (mixed_gemm_kernel.cuh): mixed_gemm_kernel<Cfg>, kThreads, kSmemBytes.
-  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
-    return cudaErrorInvalidValue;
-  if (Cfg::kSmemBytes > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(mixed::mixed_gemm_kernel<Cfg>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               Cfg::kSmemBytes);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::mixed_gemm_kernel<Cfg>,
-                                                       Cfg::kThreads, Cfg::kSmemBytes);
+  return mixed::mixed_occupancy<mixed_f16_int4_m32_fine_config>(plan, ctas_per_sm);
 }
 
 }  // namespace cute_gemm

@@ -13,15 +13,7 @@ cudaError_t mixed_wgmma_bf16_int8_m128_wg2(MixedGemmParams const& p, MixedPlan c
 }
 
 cudaError_t mixed_wgmma_bf16_int8_m128_wg2_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
-  using Cfg = mixed_wgmma_bf16_int8_m128_wg2_config;
-  // launch_mixed_wgmma<Cfg> (mixed_wgmma_launch.cuh): wgmma_kernel_of<Cfg>() (the
-  // warp-specialized kernel with a producer warpgroup), kThreads, kSmemBytes.
-  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
-    return cudaErrorInvalidValue;
-  const cudaError_t prepared = mixed::prepare_mixed_wgmma<Cfg>();
-  if (prepared != cudaSuccess) return prepared;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed::wgmma_kernel_of<Cfg>(),
-                                                       Cfg::kThreads, Cfg::kSmemBytes);
+  return mixed::mixed_wgmma_occupancy<mixed_wgmma_bf16_int8_m128_wg2_config>(plan, ctas_per_sm);
 }
 
 }  // namespace cute_gemm
