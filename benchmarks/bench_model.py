@@ -87,6 +87,10 @@ def parse_args(argv=None):
                    help="skip (and record as skipped) the variants that would start after this "
                         "many seconds (0: none), so that a time-limited run still writes its "
                         "results")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="also profile STEPS decode steps per variant and batch (torch.profiler; "
+                        "eager steps, or the compiled step in compile mode, without a CUDA graph "
+                        "so that each kernel is seen) and report GPU time per step by kernel kind")
     p.add_argument("--tag", default="", help="suffix of the output files' stem")
     p.add_argument("--out", default=None, help="output directory (default benchmarks/results/)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
@@ -183,7 +187,70 @@ def compiled_step_model(model):
     return torch.compile(model, fullgraph=True, dynamic=False)
 
 
-def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module):
+# Kernel kinds for --profile: the first pattern (lower-case substring of the kernel name) that
+# matches names the kind.
+KERNEL_KINDS = (
+    ("cute_gemm mixed GEMM", ("mixed_gemm_kernel", "mixed_wgmma", "mixed_decode",
+                              "split_k_reduce")),
+    ("cute_gemm dequantize / dense", ("dequantize_weight", "cute_gemm::gemm_kernel")),
+    ("torch int4 GEMM", ("tinygemm", "int4pack", "int4_mm")),
+    ("dense GEMM (cuBLAS)", ("nvjet", "gemm", "cutlass", "xmma", "gemv")),
+    ("attention", ("flash", "fmha", "attention", "sdpa", "softmax")),
+    ("copies / memset", ("memcpy", "memset", "copy_kernel", "catarray", "cat_")),
+)
+OTHER_KIND = "other (norms, rope, activations, elementwise)"
+
+
+def kernel_kind(name):
+    low = name.lower()
+    for kind, patterns in KERNEL_KINDS:
+        if any(p in low for p in patterns):
+            return kind
+    return OTHER_KIND
+
+
+def profile_steps(dec, steps):
+    """GPU time per decode step by kernel kind over ``steps`` uncaptured steps of ``dec``:
+    {kind: (ms per step, kernels per step)}, plus the total. Needs CUDA."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        dec.step()  # warm
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                dec.step()
+            torch.cuda.synchronize()
+    kinds = {}
+    for evt in prof.key_averages():
+        us = getattr(evt, "device_time_total", None)
+        if us is None:
+            us = getattr(evt, "cuda_time_total", 0)
+        if not us:
+            continue
+        kind = kernel_kind(evt.key)
+        ms, count = kinds.get(kind, (0.0, 0))
+        kinds[kind] = (ms + us / 1e3 / steps, count + evt.count / steps)
+    kinds["total"] = (sum(v[0] for v in kinds.values()), sum(v[1] for v in kinds.values()))
+    return kinds
+
+
+def profile_rows(transformers, model, name, mode, batch, args, device, step_model):
+    """One row per kernel kind (see profile_steps) for a variant, mode and batch."""
+    total = 3 + args.profile
+    dec = bench_decode.Decoder(transformers, model, batch, args.prompt, total, device,
+                               step_model=step_model)
+    with torch.no_grad():
+        dec.prefill()
+    kinds = profile_steps(dec, args.profile)
+    del dec
+    return [{"variant": name, "mode": mode, "batch": batch, "kind": kind, "ms_per_step": ms,
+             "kernels_per_step": count}
+            for kind, (ms, count) in sorted(kinds.items(), key=lambda kv: -kv[1][0])]
+
+
+def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
+                profiles=None):
     """The rows of one variant in one mode, a row per batch size."""
     kind, settings = VARIANTS[name]
     t0 = time.perf_counter()
@@ -215,6 +282,16 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                   f"[{row['step_mode']}, {row['wall_s']} s]", flush=True)
         else:
             print(f"  {name:<17} {mode:<8} B={batch:<3} {row['status']}", flush=True)
+        if profiles is not None and args.profile and device.type == "cuda":
+            try:
+                prow = profile_rows(transformers, model, name, mode, batch, args, device,
+                                    step_model)
+                profiles += prow
+                print("    profile: " + "; ".join(
+                    f"{r['kind']} {r['ms_per_step']:.3f} ms ({r['kernels_per_step']:.0f})"
+                    for r in prow), flush=True)
+            except Exception as e:  # noqa: BLE001  (the timing rows stand without it)
+                print(f"    profile failed: {type(e).__name__}: {e}", flush=True)
     del step_model
     torch._dynamo.reset()
     if model is not base:
@@ -287,7 +364,7 @@ def main(argv=None):
     meta = _meta(args, transformers, device, dims)
     step_args = argparse.Namespace(prompt=args.prompt, steps=args.steps, repeats=args.repeats,
                                    mode="graph" if device.type == "cuda" else "eager")
-    rows = []
+    rows, profiles = [], []
     started = time.perf_counter()
     # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
     # any gets the second's (each variant's model is built once per mode).
@@ -299,7 +376,7 @@ def main(argv=None):
                          for b in args.batch]
                 continue
             rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
-                                device, copy.deepcopy)
+                                device, copy.deepcopy, profiles)
 
     dense = {(r["mode"], r["batch"]): r["ms_per_step"] for r in rows
              if r.get("variant") == "bf16" and r.get("status") == "ok"}
@@ -334,6 +411,18 @@ def main(argv=None):
     title = f"Model decode, Llama-3-8B shapes x {args.layers} layers ({meta['gpu_name']})"
     json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
     print(f"\nwrote {json_path}\nwrote {md_path}")
+    if profiles:
+        pcols = [("variant", "weights"), ("mode", "mode"), ("batch", "batch"),
+                 ("kind", "kernel kind"), ("ms_per_step", "GPU ms/step"),
+                 ("kernels_per_step", "kernels/step")]
+        pnotes = [f"- torch.profiler over {args.profile} decode steps without a CUDA graph (eager, "
+                  "or the compiled step in compile mode); GPU time of the kernels by kind (name "
+                  "patterns in bench_model.KERNEL_KINDS), per step. Gaps between kernels are not "
+                  "counted: a graph replay's step time minus the total is launch/idle time."]
+        pj, pm = common.write_results(out_dir, stem + "_profile", meta, pcols, profiles,
+                                      f"Where a decode step's GPU time goes ({meta['gpu_name']})",
+                                      pnotes)
+        print(f"wrote {pj}\nwrote {pm}")
     if not args.no_plot and any(r.get("speedup") for r in rows):
         png = plot(os.path.join(out_dir, stem + ".png"), [r for r in rows
                                                           if r.get("status") == "ok"], title)

@@ -1,0 +1,50 @@
+"""benchmarks/bench_model.py on the CPU (--cpu-smoke): the code path of the whole-model benchmark
+(variants built, decode steps run, agreement checked, results written) and its kernel-kind
+classification for --profile. Timing numbers are not checked (a smoke run measures nothing)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("transformers")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+
+import bench_model  # noqa: E402
+
+
+def test_cpu_smoke_writes_every_variant(tmp_path):
+    variants = ["bf16", "int4", "int4-fused", "int8-fused-head8"]
+    status = bench_model.main(["--cpu-smoke", "--variants", ",".join(variants), "--modes", "graph",
+                               "--no-plot",
+                               "--out", str(tmp_path)])
+    assert status == 0
+    rows = json.load(open(tmp_path / "model_cpu-smoke.json"))["results"]
+    assert [r["variant"] for r in rows] == variants
+    for r in rows:
+        assert r["status"] == "ok" and r["ms_per_step"] > 0 and 0.0 <= r["agree"] <= 1.0
+        assert r["speedup"] is not None
+    by = {r["variant"]: r for r in rows}
+    assert "fused groups" in by["int4-fused"]["note"] and "head INT8" in by["int8-fused-head8"][
+        "note"]
+    assert by["int4-fused"]["vs_unfused"] is not None and by["int4"]["vs_unfused"] is None
+
+
+def test_bad_arguments_are_refused():
+    for argv in (["--variants", "int3"], ["--modes", "fast"], ["--batch", "0"], ["--steps", "0"]):
+        with pytest.raises(SystemExit):
+            bench_model.parse_args(argv)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("void cute_gemm::mixed::mixed_wgmma_ws_kernel<...>(...)", "cute_gemm mixed GEMM"),
+    ("void cute_gemm::mixed::split_k_reduce_kernel<__half>(...)", "cute_gemm mixed GEMM"),
+    ("nvjet_hsh_64x8_64x16_2x1_v_bz_splitK_TNT", "dense GEMM (cuBLAS)"),
+    ("void at::native::tinygemm_m16n8k16_chunk_kernel<...>", "torch int4 GEMM"),
+    ("void pytorch_flash::flash_fwd_kernel<...>", "attention"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+     bench_model.OTHER_KIND),
+])
+def test_kernel_kinds(name, kind):
+    assert bench_model.kernel_kind(name) == kind
