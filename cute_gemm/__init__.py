@@ -29,10 +29,14 @@ from . import checkpoints  # noqa: E402
 from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
     load_gptq_model)
+from . import hf  # noqa: E402  (registers quant_method "cute_gemm" with transformers >= 5)
+from .hf import CuteGemmConfig, load_awq_pretrained, load_gptq_pretrained  # noqa: E402
 
-__all__ = ["__version__", "DeviceSpec", "MixedPlan", "ProjectionSlice", "QuantLinear",
-           "QuantizationSummary",
-           "QuantizedWeight", "awq_linear", "awq_to_quantized", "checkpoints", "dequantize",
-           "device_spec", "fuse", "gemm", "gptq_linear", "gptq_to_quantized", "layout", "load_awq_model",
-           "load_gptq_model", "load_quantized", "mixed_gemm", "mixed_plan", "nn", "pack_weight", "quantize", "quantize_model", "save_quantized",
-           "unpack_weight"]
+hf.register()
+
+__all__ = ["__version__", "awq_linear", "awq_to_quantized", "checkpoints", "CuteGemmConfig",
+           "dequantize", "device_spec", "DeviceSpec", "fuse", "gemm", "gptq_linear",
+           "gptq_to_quantized", "hf", "layout", "load_awq_model", "load_awq_pretrained",
+           "load_gptq_model", "load_gptq_pretrained", "load_quantized", "mixed_gemm", "mixed_plan",
+           "MixedPlan", "nn", "pack_weight", "ProjectionSlice", "QuantizationSummary", "quantize",
+           "quantize_model", "QuantizedWeight", "QuantLinear", "save_quantized", "unpack_weight"]
