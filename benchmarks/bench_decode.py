@@ -314,7 +314,8 @@ def bench_variant(transformers, model, batch, args, device, step_model=None):
 # ------------------------------------------------------------------------------------ main
 
 
-def _meta(args, transformers, device, dims, base):
+def model_meta(transformers, device, layers, dims, dtype_name):
+    """The results' metadata shared by the model benchmarks: GPU and versions, the model."""
     if device.type == "cuda":
         meta = common.env_info()
     else:
@@ -323,10 +324,17 @@ def _meta(args, transformers, device, dims, base):
                 "python_version": platform.python_version()}
     meta.update({
         "transformers_version": transformers.__version__,
-        "model": (f"LlamaForCausalLM, {args.layers} layers, hidden {dims['hidden_size']}, "
+        "model": (f"LlamaForCausalLM, {layers} layers, hidden {dims['hidden_size']}, "
                   f"intermediate {dims['intermediate_size']}, heads {dims['num_attention_heads']}"
-                  f" (kv {dims['num_key_value_heads']}), vocab {dims['vocab_size']}, fp16, "
-                  f"random weights"),
+                  f" (kv {dims['num_key_value_heads']}), vocab {dims['vocab_size']}, "
+                  f"{dtype_name}, random weights"),
+    })
+    return meta
+
+
+def _meta(args, transformers, device, dims, base):
+    meta = model_meta(transformers, device, args.layers, dims, "fp16")
+    meta.update({
         "attention": getattr(base.config, "_attn_implementation", "n/a"),
         "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
         "requested_mode": args.mode,

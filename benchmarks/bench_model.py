@@ -33,7 +33,6 @@ the torch, CUDA and transformers versions, and prints the table.
 
 import argparse
 import os
-import platform
 import sys
 import time
 
@@ -305,18 +304,9 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
 
 
 def _meta(args, transformers, device, dims):
-    if device.type == "cuda":
-        meta = common.env_info()
-    else:
-        meta = {"gpu_name": "cpu (smoke test: not a GPU measurement)",
-                "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-                "python_version": platform.python_version()}
+    meta = bench_decode.model_meta(transformers, device, args.layers, dims,
+                                   str(args.dtype).replace("torch.", ""))
     meta.update({
-        "transformers_version": transformers.__version__,
-        "model": (f"LlamaForCausalLM, {args.layers} layers, hidden {dims['hidden_size']}, "
-                  f"intermediate {dims['intermediate_size']}, heads {dims['num_attention_heads']}"
-                  f" (kv {dims['num_key_value_heads']}), vocab {dims['vocab_size']}, "
-                  f"{str(args.dtype).replace('torch.', '')}, random weights"),
         "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
     })
     return meta

@@ -125,19 +125,25 @@ def _quant_bytes(layer):
 
 
 def _normalize_skip(skip):
-    if skip is None:
+    return name_patterns(skip, "quantize_model", "skip")
+
+
+def name_patterns(value, where, name):
+    """``value`` (None, one pattern string, or a sequence of them) as a tuple of module-name
+    patterns; TypeError naming ``where`` and the argument ``name`` otherwise."""
+    if value is None:
         return ()
-    if isinstance(skip, str):
-        return (skip,)  # a single pattern, not its characters
+    if isinstance(value, str):
+        return (value,)  # a single pattern, not its characters
     try:
-        patterns = tuple(skip)
+        patterns = tuple(value)
     except TypeError:
-        raise TypeError(f"quantize_model: skip must be a string, a sequence of strings or None; "
-                        f"got {type(skip).__name__}") from None
+        raise TypeError(f"{where}: {name} must be a string, a sequence of strings or None; got "
+                        f"{type(value).__name__}") from None
     for p in patterns:
         if not isinstance(p, str):
-            raise TypeError(f"quantize_model: skip must contain strings (name patterns); got "
-                            f"{type(p).__name__}")
+            raise TypeError(f"{where}: {name} must contain strings (module names or patterns); "
+                            f"got {type(p).__name__}")
     return patterns
 
 

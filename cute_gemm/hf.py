@@ -44,7 +44,7 @@ import contextlib
 import torch
 
 from . import fuse as _fuse
-from .convert import _linear_sites
+from .convert import _linear_sites, name_patterns
 from .nn import QuantLinear, _kernel_ready, unsupported_reason
 from .quant import (DEFAULT_FP32_COMPUTE_DTYPE, QuantizedWeight, format_tag, format_tag_mismatch,
                     quantize)
@@ -95,17 +95,8 @@ def _check_config(bits, group_size, symmetric, modules_to_not_convert, fuse):
     if not isinstance(fuse, bool):
         raise TypeError(f"{_WHERE}: fuse must be a bool; got {type(fuse).__name__}")
     if modules_to_not_convert is not None:
-        if isinstance(modules_to_not_convert, str):
-            modules_to_not_convert = [modules_to_not_convert]
-        try:
-            modules_to_not_convert = list(modules_to_not_convert)
-        except TypeError:
-            raise TypeError(f"{_WHERE}: modules_to_not_convert must be None or a list of module "
-                            f"names; got {type(modules_to_not_convert).__name__}") from None
-        for m in modules_to_not_convert:
-            if not isinstance(m, str):
-                raise TypeError(f"{_WHERE}: modules_to_not_convert must contain strings (module "
-                                f"names or patterns); got {type(m).__name__}")
+        modules_to_not_convert = list(name_patterns(modules_to_not_convert, _WHERE,
+                                                    "modules_to_not_convert"))
     return bits, group_size, modules_to_not_convert
 
 

@@ -277,7 +277,8 @@ def test_argument_errors():
     with pytest.raises(ValueError, match=r"dtype must be None, torch.float16 or torch.bfloat16; "
                                          r"got torch.float32"):
         cute_gemm.quantize_model(model, dtype=torch.float32, progress=False)
-    with pytest.raises(TypeError, match=r"skip must contain strings \(name patterns\); got int"):
+    with pytest.raises(TypeError,
+                       match=r"skip must contain strings \(module names or patterns\); got int"):
         cute_gemm.quantize_model(model, skip=["lm_head", 3], progress=False)
     with pytest.raises(TypeError, match=r"skip must be a string, a sequence of strings or None; "
                                         r"got int"):
