@@ -248,3 +248,19 @@ def test_checkpoint_directory_one_call(tmp_path, kind):
     else:
         cute_gemm.load_awq_model(manual, path)
     assert torch.equal(_logits(model), _logits(manual))
+
+
+def test_load_probe_cpu_smoke(tmp_path):
+    # scripts/hf_load_probe.py (the device's peak-memory measurement of from_pretrained) on a
+    # tiny model: the code path, and its round-trip check, without a GPU.
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts",
+                        "hf_load_probe.py")
+    spec = importlib.util.spec_from_file_location("hf_load_probe", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert probe.main(["--cpu-smoke", "--out", str(tmp_path)]) == 0
+    row = json.load(open(tmp_path / "hf_load_cpu-smoke.json"))["results"][0]
+    assert row["round_trip_identical"] and row["quant_linears"] == 14
+    assert row["quantized_model_gb"] < row["bf16_model_gb"]
