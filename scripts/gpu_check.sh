@@ -13,7 +13,8 @@
 # the full sweep), CUTE_GEMM_MAIN_JOB=0 skips the main job, CUTE_GEMM_SANITIZER=0 skips the
 # compute-sanitizer runs, CUTE_GEMM_SWEEP_SECONDS the sweep's time (default 60; 0 skips it),
 # CUTE_GEMM_SWEEP_SEED its seed (default random; the log prints it), CUTE_GEMM_TESTS=0 skips
-# pytest (for reruns of the other steps).
+# pytest (for reruns of the other steps), CUTE_GEMM_MODEL_ARGS bench_model.py's arguments,
+# CUTE_GEMM_HF_PROBE=1 runs scripts/hf_load_probe.py (from_pretrained's peak memory).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so
@@ -169,12 +170,16 @@ if [ ${#benches[@]} -eq 0 ]; then
   echo "[gpu_check] no benchmarks/bench_*.py yet; skipping benchmarks"
 fi
 # The GEMM benchmarks run --quick unless CUTE_GEMM_BENCH_ARGS says otherwise ("" = full);
-# bench_decode takes its defaults.
+# bench_decode takes its defaults; bench_model CUTE_GEMM_MODEL_ARGS (default: eager + graph,
+# batch 1 and 16, three variants, a profile by kernel kind, at most ~4 min; its full run with
+# both modes takes longer than one device call).
 for b in "${benches[@]}"; do
   name="$(basename "$b" .py)"
   echo "[gpu_check] running $b"
   case "$name" in
     bench_decode) args=() ;;
+    bench_model) read -r -a args <<<"${CUTE_GEMM_MODEL_ARGS:---modes graph --batch 1,16 \
+--variants bf16,int4,int4-fused --deadline-s 240 --profile 4}" ;;
     *) read -r -a args <<<"${CUTE_GEMM_BENCH_ARGS---quick}" ;;
   esac
   python3 "$b" "${args[@]}" --out "$OUTDIR" 2>&1 | tee "$OUTDIR/$name.log"
@@ -183,6 +188,18 @@ for b in "${benches[@]}"; do
     echo "[gpu_check] $b FAILED (rc=$rc)"; status=1
   fi
 done
+
+# from_pretrained with CuteGemmConfig: peak GPU memory while quantizing a 32-layer
+# Llama-3-8B-shaped checkpoint as it loads, and the save/reload round trip (CUTE_GEMM_HF_PROBE=1;
+# it writes a 16 GB checkpoint to a temporary directory).
+if [ "${CUTE_GEMM_HF_PROBE:-0}" = 1 ]; then
+  echo "[gpu_check] running scripts/hf_load_probe.py"
+  python3 scripts/hf_load_probe.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/hf_load_probe.log"
+  rc=${PIPESTATUS[0]}
+  if [ $rc -ne 0 ]; then
+    echo "[gpu_check] hf_load_probe FAILED (rc=$rc)"; status=1
+  fi
+fi
 
 # The main job (README): per-layer and stack speedups of a Llama-3-8B-shaped stack.
 if [ "${CUTE_GEMM_MAIN_JOB:-1}" = 1 ]; then
