@@ -86,11 +86,7 @@ def parse_args(argv=None):
                    help="a tiny model on the CPU, eager mode, few steps: checks the code path "
                         "only (results go to benchmarks/results/tmp/)")
     args = p.parse_args(argv)
-    names = [v for v, _ in VARIANTS]
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    bad = [v for v in args.variants if v not in names]
-    if bad or not args.variants:
-        p.error(f"--variants: expected names from {names}; got {bad or args.variants}")
+    args.variants = common.choice_list(p, args.variants, "--variants", [v for v, _ in VARIANTS])
     for name in ("layers", "prompt", "steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1; got {getattr(args, name)}")

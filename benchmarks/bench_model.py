@@ -97,14 +97,8 @@ def parse_args(argv=None):
                    help="a tiny model on the CPU, eager, few steps: checks the code path only "
                         "(results go to benchmarks/results/tmp/)")
     args = p.parse_args(argv)
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    bad = [v for v in args.variants if v not in VARIANTS]
-    if bad or not args.variants:
-        p.error(f"--variants: expected names from {list(VARIANTS)}; got {bad or args.variants}")
-    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in args.modes if m not in MODES]
-    if bad or not args.modes:
-        p.error(f"--modes: expected names from {list(MODES)}; got {bad or args.modes}")
+    args.variants = common.choice_list(p, args.variants, "--variants", list(VARIANTS))
+    args.modes = common.choice_list(p, args.modes, "--modes", list(MODES))
     for name in ("layers", "prompt", "steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1; got {getattr(args, name)}")

@@ -41,6 +41,16 @@ def slug(text):
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
+def choice_list(parser, text, option, allowed):
+    """The comma-separated names in ``text`` (an option's value), each one of ``allowed``;
+    ``parser.error`` naming ``option`` otherwise (or when none is given)."""
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in names if v not in allowed]
+    if bad or not names:
+        parser.error(f"{option}: expected names from {list(allowed)}; got {bad or names}")
+    return names
+
+
 def l2_cache_bytes(device=0):
     return int(torch.cuda.get_device_properties(device).L2_cache_size)
 

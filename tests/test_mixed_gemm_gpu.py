@@ -734,9 +734,9 @@ def test_planned_occupancy_matches_gpu():
     # ctas_per_sm must be what the GPU keeps resident of the launch the plan makes:
     # cudaOccupancyMaxActiveBlocksPerMultiprocessor on the very kernel, threads and dynamic shared
     # memory its instance's launcher uses (_C._mixed_occupancy). Exact equality: the planner
-    # neither caps nor floors the count (mma.sync plans report the instance's min_ctas_per_sm,
-    # the CTAs its register cap is sized for, which must then be what the GPU runs), so a stale
-    # kRegisters / registers(col_warps) in a config, or a wrong rule in the model, fails here.
+    # neither caps nor floors the count (every kernel's comes from the occupancy model), so a
+    # stale kRegisters / registers(col_warps) in a config, or a wrong rule in the model, fails
+    # here.
     instances = {i["name"]: i for i in cute_gemm._C._mixed_instances()}
     supported = {name for name, inst in instances.items()
                  if inst["kernel"] != "wgmma" or _wgmma()}
