@@ -124,10 +124,6 @@ def _quant_bytes(layer):
                if t is not None)
 
 
-def _normalize_skip(skip):
-    return name_patterns(skip, "quantize_model", "skip")
-
-
 def name_patterns(value, where, name):
     """``value`` (None, one pattern string, or a sequence of them) as a tuple of module-name
     patterns; TypeError naming ``where`` and the argument ``name`` otherwise."""
@@ -265,7 +261,7 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
     bits, group_size = _check_settings(where, bits, group_size, symmetric, dtype)
     if not isinstance(fuse, bool):
         raise TypeError(f"{where}: fuse must be a bool; got {type(fuse).__name__}")
-    patterns = _normalize_skip(skip)
+    patterns = name_patterns(skip, where, "skip")
 
     summary = QuantizationSummary(bits=bits, group_size=group_size, symmetric=symmetric,
                                   fuse=fuse)
