@@ -192,6 +192,14 @@ else:
             prefix, _, tensor = param_name.rpartition(".")
             return tensor == "weight" and prefix in self._targets
 
+        def param_element_size(self, model, param_name, param):
+            # transformers pre-allocates each GPU's share of the model from the state dict's
+            # sizes. An empty layer's packed buffers are in it with their own sizes; its
+            # 16-bit placeholder weight must count nothing, or the 16-bit model is reserved.
+            if self.param_needs_quantization(model, param_name):
+                return 0
+            return super().param_element_size(model, param_name, param)
+
         def get_quantize_ops(self):
             return _CuteGemmQuantize(self)
 

