@@ -202,9 +202,35 @@ def kernel_kind(name):
     return OTHER_KIND
 
 
+def kernel_table(trace_events, steps, top=16):
+    """The ``top`` kernels by GPU time from a chrome trace's events (``traceEvents`` of
+    torch.profiler's export): one entry per (name, grid, block) with its kind, calls and GPU ms
+    per step and mean us per call. The grid tells apart the launches of one kernel on different
+    layer shapes."""
+    by_launch = {}
+    for e in trace_events:
+        if e.get("cat") != "kernel" or "dur" not in e:
+            continue
+        args = e.get("args", {})
+        key = (e["name"], tuple(args.get("grid", ())), tuple(args.get("block", ())))
+        us, calls = by_launch.get(key, (0.0, 0))
+        by_launch[key] = (us + float(e["dur"]), calls + 1)
+    rows = []
+    for (name, grid, block), (us, calls) in by_launch.items():
+        rows.append({"kernel": name if len(name) <= 90 else name[:87] + "...",
+                     "kind": kernel_kind(name), "grid": "x".join(map(str, grid)),
+                     "block": "x".join(map(str, block)), "calls_per_step": calls / steps,
+                     "ms_per_step": us / 1e3 / steps, "us_per_call": us / calls})
+    rows.sort(key=lambda r: -r["ms_per_step"])
+    return rows[:top]
+
+
 def profile_steps(dec, steps):
     """GPU time per decode step by kernel kind over ``steps`` uncaptured steps of ``dec``:
-    {kind: (ms per step, kernels per step)}, plus the total. Needs CUDA."""
+    ({kind: (ms per step, kernels per step)} plus the total, kernel_table's rows). Needs CUDA."""
+    import json
+    import tempfile
+
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
@@ -225,25 +251,32 @@ def profile_steps(dec, steps):
         ms, count = kinds.get(kind, (0.0, 0))
         kinds[kind] = (ms + us / 1e3 / steps, count + evt.count / steps)
     kinds["total"] = (sum(v[0] for v in kinds.values()), sum(v[1] for v in kinds.values()))
-    return kinds
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f).get("traceEvents", [])
+    return kinds, kernel_table(events, steps)
 
 
 def profile_rows(transformers, model, name, mode, batch, args, device, step_model):
-    """One row per kernel kind (see profile_steps) for a variant, mode and batch."""
+    """One row per kernel kind (see profile_steps) for a variant, mode and batch, and the rows
+    of its top kernels (kernel_table)."""
     total = 3 + args.profile
     dec = bench_decode.Decoder(transformers, model, batch, args.prompt, total, device,
                                step_model=step_model)
     with torch.no_grad():
         dec.prefill()
-    kinds = profile_steps(dec, args.profile)
+    kinds, kernels = profile_steps(dec, args.profile)
     del dec
-    return [{"variant": name, "mode": mode, "batch": batch, "kind": kind, "ms_per_step": ms,
-             "kernels_per_step": count}
-            for kind, (ms, count) in sorted(kinds.items(), key=lambda kv: -kv[1][0])]
+    tag = {"variant": name, "mode": mode, "batch": batch}
+    return ([dict(tag, kind=kind, ms_per_step=ms, kernels_per_step=count)
+             for kind, (ms, count) in sorted(kinds.items(), key=lambda kv: -kv[1][0])],
+            [dict(tag, **k) for k in kernels])
 
 
 def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
-                profiles=None):
+                profiles=None, kernels=None):
     """The rows of one variant in one mode, a row per batch size."""
     kind, settings = VARIANTS[name]
     t0 = time.perf_counter()
@@ -277,9 +310,11 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
             print(f"  {name:<17} {mode:<8} B={batch:<3} {row['status']}", flush=True)
         if profiles is not None and args.profile and device.type == "cuda":
             try:
-                prow = profile_rows(transformers, model, name, mode, batch, args, device,
-                                    step_model)
+                prow, krows = profile_rows(transformers, model, name, mode, batch, args,
+                                           device, step_model)
                 profiles += prow
+                if kernels is not None:
+                    kernels += krows
                 print("    profile: " + "; ".join(
                     f"{r['kind']} {r['ms_per_step']:.3f} ms ({r['kernels_per_step']:.0f})"
                     for r in prow), flush=True)
@@ -348,7 +383,7 @@ def main(argv=None):
     meta = _meta(args, transformers, device, dims)
     step_args = argparse.Namespace(prompt=args.prompt, steps=args.steps, repeats=args.repeats,
                                    mode="graph" if device.type == "cuda" else "eager")
-    rows, profiles = [], []
+    rows, profiles, kernels = [], [], []
     started = time.perf_counter()
     # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
     # any gets the second's (each variant's model is built once per mode).
@@ -360,7 +395,7 @@ def main(argv=None):
                          for b in args.batch]
                 continue
             rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
-                                device, copy.deepcopy, profiles)
+                                device, copy.deepcopy, profiles, kernels)
 
     dense = {(r["mode"], r["batch"]): r["ms_per_step"] for r in rows
              if r.get("variant") == "bf16" and r.get("status") == "ok"}
@@ -407,6 +442,18 @@ def main(argv=None):
                                       f"Where a decode step's GPU time goes ({meta['gpu_name']})",
                                       pnotes)
         print(f"wrote {pj}\nwrote {pm}")
+    if kernels:
+        kcols = [("variant", "weights"), ("mode", "mode"), ("batch", "batch"),
+                 ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"), ("block", "block"),
+                 ("calls_per_step", "calls/step"), ("us_per_call", "us/call"),
+                 ("ms_per_step", "GPU ms/step")]
+        knotes = [f"- The same profile ({args.profile} steps) by launch: kernel name, grid and "
+                  "block (one kernel on different layer shapes has different grids); the 16 "
+                  "largest per variant, mode and batch."]
+        kj, km = common.write_results(out_dir, stem + "_kernels", meta, kcols, kernels,
+                                      f"The largest kernels of a decode step ({meta['gpu_name']})",
+                                      knotes)
+        print(f"wrote {kj}\nwrote {km}")
     if not args.no_plot and any(r.get("speedup") for r in rows):
         png = plot(os.path.join(out_dir, stem + ".png"), [r for r in rows
                                                           if r.get("status") == "ok"], title)

@@ -8,6 +8,9 @@
     python3 benchmarks/probe_mixed.py --decode-shapes
                                                   the decode kernel's k slices of 1, 2, 4 warps
                                                   vs mma.sync vs the default, M = 1..8
+    python3 benchmarks/probe_mixed.py --layer-shapes
+                                                  a fused Llama-3-8B layer's shapes and its head
+                                                  (bf16): default vs nearby schedules, GB/s
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
@@ -178,6 +181,59 @@ def sweep_decode_shapes():
               + " ".join(f"{c:>16}" for c in cells[2:]), flush=True)
 
 
+# A Llama-3-8B layer with fused projections, and its output head: (name, K, N, bits, group).
+LAYER_SHAPES = [("qkv", 4096, 6144, 4, 128), ("o", 4096, 4096, 4, 128),
+                ("gate_up", 4096, 28672, 4, 128), ("down", 14336, 4096, 4, 128),
+                ("head", 4096, 128256, 8, -1)]
+
+
+def sweep_layer_shapes():
+    """The model's layer shapes (LAYER_SHAPES, bf16) at M in CUTE_GEMM_KERNEL_MS (default 1 16):
+    bf16 F.linear, one reduction kernel reading the packed weight's bytes (a read reference),
+    the default plan and the schedules around it (decode warps x splits x col_warps at M <= 8;
+    mma.sync and wgmma split counts above). Cells: us and the weight stream's GB/s."""
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+    for name, k, n, bits, group in LAYER_SHAPES:
+        copies = max(2, int(3 * 60e6 // (n * k * bits // 8)) + 1)
+        w = torch.randn(n, k, device="cuda", dtype=dt) * 0.02
+        qs = [cute_gemm.quantize(w, bits=bits, group_size=group, dtype=dt) for _ in range(copies)]
+        nbytes = sum(t.numel() * t.element_size() for t in (qs[0].packed, qs[0].scales))
+        wdense = [w] + [w.clone() for _ in range(max(1, int(3 * 60e6 // (n * k * 2))))]
+        flat = [q.packed.view(torch.bfloat16).view(-1) for q in qs]
+        t_read = time_graph(lambda i: flat[i % copies].sum(dtype=torch.float32))
+        for m in kernel_ms("1 16"):
+            a = torch.randn(m, k, device="cuda", dtype=dt)
+            t16 = time_graph(lambda i: F.linear(a, wdense[i % len(wdense)]))
+            print(f"\n{name} K={k} N={n} INT{bits} g{group} M={m}: {nbytes / 1e6:.1f} MB; "
+                  f"bf16 {t16:.1f} us; read reference {t_read:.1f} us "
+                  f"({nbytes / t_read / 1e3:.0f} GB/s)", flush=True)
+            if m <= 8:
+                schedules = [None] + [f"kernel=decode,warps={w_},splits={s_},col_warps={cw}"
+                                      for cw in (1, 2) for w_ in (4, 8, 16)
+                                      for s_ in (1, 2, 4)]
+            else:
+                schedules = [None] + [f"kernel=mma,splits={s_}" for s_ in (1, 2, 4, 8, 16)]
+                if cute_gemm.device_spec().wgmma:
+                    schedules += [f"kernel=wgmma,splits={s_}" for s_ in (1, 2, 4, 8)]
+            for sched in schedules:
+                try:
+                    plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype=dt, schedule=sched)
+                    t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies],
+                                                                  schedule=sched))
+                except (ValueError, RuntimeError) as e:
+                    print(f"  {sched}: refused ({str(e)[:80]})")
+                    continue
+                shape = (f"{plan.warps}w/{plan.col_warps}cw/{plan.splits}s grid {plan.grid[0]}"
+                         f"x{plan.grid[2]} {plan.ctas_per_sm}/SM" if plan.kernel == "decode" else
+                         f"{plan.kernel} m{plan.tile_m} n{plan.tile_n} {plan.splits}s grid "
+                         f"{plan.grid[0]}x{plan.grid[1]}x{plan.grid[2]}")
+                print(f"  {sched or 'default':<40} {t:7.1f} us {nbytes / t / 1e3:6.0f} GB/s "
+                      f"x{t16 / t:4.2f}  {shape}", flush=True)
+        qs = wdense = flat = None
+        torch.cuda.empty_cache()
+
+
 WGMMA_TILES = [32, 64, 128, 256]
 
 
@@ -201,6 +257,8 @@ def sweep_wgmma_tiles():
 
 
 def main():
+    if "--layer-shapes" in sys.argv:
+        return sweep_layer_shapes()
     if "--wgmma-tiles" in sys.argv:
         return sweep_wgmma_tiles()
     if "--decode-shapes" in sys.argv:

@@ -48,3 +48,25 @@ def test_bad_arguments_are_refused():
 ])
 def test_kernel_kinds(name, kind):
     assert bench_model.kernel_kind(name) == kind
+
+
+def test_kernel_table_groups_launches_by_grid():
+    # Two launches of one kernel on different grids stay apart; repeats add up per step.
+    name = "void cute_gemm::mixed::mixed_decode_kernel<Cfg, false>(Params, int, bool)"
+    events = [
+        {"cat": "kernel", "name": name, "dur": 4.0, "args": {"grid": [128, 1, 1],
+                                                              "block": [512, 1, 1]}},
+        {"cat": "kernel", "name": name, "dur": 6.0, "args": {"grid": [128, 1, 1],
+                                                              "block": [512, 1, 1]}},
+        {"cat": "kernel", "name": name, "dur": 30.0, "args": {"grid": [896, 1, 1],
+                                                               "block": [64, 1, 1]}},
+        {"cat": "cpu_op", "name": "aten::mm", "dur": 100.0},
+        {"cat": "kernel", "name": "x" * 120, "dur": 1.0, "args": {}},
+    ]
+    rows = bench_model.kernel_table(events, steps=2, top=2)
+    assert [r["grid"] for r in rows] == ["896x1x1", "128x1x1"]
+    big, small = rows
+    assert big["ms_per_step"] == pytest.approx(0.015) and big["calls_per_step"] == 0.5
+    assert small["us_per_call"] == pytest.approx(5.0) and small["calls_per_step"] == 1.0
+    assert small["kind"] == "cute_gemm mixed GEMM" and small["block"] == "512x1x1"
+    assert len(bench_model.kernel_table(events, steps=1)[2]["kernel"]) == 90
