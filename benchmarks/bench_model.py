@@ -191,11 +191,15 @@ KERNEL_KINDS = (
     ("attention", ("flash", "fmha", "attention", "sdpa", "softmax")),
     ("copies / memset", ("memcpy", "memset", "copy_kernel", "catarray", "cat_")),
 )
-OTHER_KIND = "other (norms, rope, activations, elementwise)"
+OTHER_KIND = "other (norms, rope, activations, elementwise, inductor's fused kernels)"
 
 
 def kernel_kind(name):
     low = name.lower()
+    if low.startswith("triton_"):
+        # inductor's fused kernels are named after the ops they fuse ("..._mixed_gemm_mul_silu",
+        # "..._scaled_dot_product_cudnn_attention_..."), not after a GEMM or attention kernel.
+        return OTHER_KIND
     for kind, patterns in KERNEL_KINDS:
         if any(p in low for p in patterns):
             return kind

@@ -405,6 +405,57 @@ def _round_up(x, dtype):
     return (y.view(torch.int16) + (y.float() < x).to(torch.int16)).view(dtype)
 
 
+_QUANTIZE_CHUNK = 1 << 22
+
+
+def _quantize_rows(weight, row0, bits, g, symmetric, dtype, where):
+    """quantize's arithmetic on the rows of one block (``row0``: the first one's index, for
+    messages): its packed rows, scales [groups, rows] and zeros [groups, rows] (or None)."""
+    qmax = (1 << bits) - 1
+    n, k = weight.shape
+    w = weight.detach().float().reshape(n, k // g, g)
+    # Divisions by a constant go through a tensor divisor: torch's CUDA kernels multiply by the
+    # (inexact) reciprocal of a Python scalar, which would make CUDA and CPU results differ.
+    if symmetric:
+        scale = w.abs().amax(dim=-1) / _const(float((1 << (bits - 1)) - 1), w)
+    else:
+        lo = w.amin(dim=-1).clamp(max=0.0)
+        hi = w.amax(dim=-1).clamp(min=0.0)
+        scale = (hi - lo) / _const(float(qmax), w)
+    # The scale is computed in fp32 and rounded *up* to the scales' dtype: with the stored scale
+    # s >= the exact one, every |w| / s stays inside the integer grid, so nothing is clipped and
+    # |w - dequantize(w)| <= s / 2 holds for every group, also where the exact scale is subnormal
+    # or below the dtype's smallest value (fp16: 2^-24), where rounding to nearest could shrink
+    # it by up to half or to 0 and clip the whole group.
+    scale_stored = _round_up(scale, dtype)
+    overflow = ~torch.isfinite(scale_stored)
+    if bool(overflow.any()):
+        row = int(overflow.nonzero()[0, 0])
+        w_row = float(w[row].abs().max())
+        row += row0
+        if dtype == torch.float16:
+            fix = ("quantize with dtype=torch.bfloat16 (bf16 scales have fp32's range) or rescale "
+                   "the weight")
+        else:
+            fix = "rescale the weight (its range exceeds fp32's even before rounding)"
+        raise ValueError(f"{where}: the weight's range overflows the scales' dtype {dtype} in "
+                         f"row {row} (max |w| in that row = {w_row:.4g}); "
+                         f"{fix}")
+    s = scale_stored.float()
+    s_div = torch.where(s == 0, torch.ones_like(s), s)  # all-zero groups: q = z, w = 0
+    if symmetric:
+        z = torch.full_like(s, float(1 << (bits - 1)))
+    else:
+        z = torch.round(-lo / s_div).clamp(0, qmax)
+    q = (torch.round(w / s_div.unsqueeze(-1)) + z.unsqueeze(-1)).clamp(0, qmax)
+    q = q.to(torch.int32).reshape(n, k)
+    # Padding columns get the last group's zero point, so a kernel that reads them (with the last
+    # group's scale) dequantizes them to 0.
+    pad = z[:, -1].to(torch.int64) if n > 0 else None
+    packed = pack_weight(q, bits, pad_value=pad)
+    return packed, scale_stored.t(), None if symmetric else z.to(dtype).t()
+
+
 def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
     """Quantizes an ``[N, K]`` weight for ``cute_gemm.mixed_gemm``; see the module docstring for
     the exact rules.
@@ -446,47 +497,16 @@ def quantize(weight, bits=4, group_size=128, symmetric=True, dtype=None):
         bad = int((~finite).sum())
         raise ValueError(f"{where}: weight must be finite; got {bad} NaN/inf value(s)")
 
-    qmax = (1 << bits) - 1
-    w = weight.detach().float().reshape(n, k // g, g)
-    # Divisions by a constant go through a tensor divisor: torch's CUDA kernels multiply by the
-    # (inexact) reciprocal of a Python scalar, which would make CUDA and CPU results differ.
-    if symmetric:
-        scale = w.abs().amax(dim=-1) / _const(float((1 << (bits - 1)) - 1), w)
-    else:
-        lo = w.amin(dim=-1).clamp(max=0.0)
-        hi = w.amax(dim=-1).clamp(min=0.0)
-        scale = (hi - lo) / _const(float(qmax), w)
-    # The scale is computed in fp32 and rounded *up* to the scales' dtype: with the stored scale
-    # s >= the exact one, every |w| / s stays inside the integer grid, so nothing is clipped and
-    # |w - dequantize(w)| <= s / 2 holds for every group, also where the exact scale is subnormal
-    # or below the dtype's smallest value (fp16: 2^-24), where rounding to nearest could shrink
-    # it by up to half or to 0 and clip the whole group.
-    scale_stored = _round_up(scale, dtype)
-    overflow = ~torch.isfinite(scale_stored)
-    if bool(overflow.any()):
-        row = int(overflow.nonzero()[0, 0])
-        if dtype == torch.float16:
-            fix = ("quantize with dtype=torch.bfloat16 (bf16 scales have fp32's range) or rescale "
-                   "the weight")
-        else:
-            fix = "rescale the weight (its range exceeds fp32's even before rounding)"
-        raise ValueError(f"{where}: the weight's range overflows the scales' dtype {dtype} in "
-                         f"row {row} (max |w| in that row = {float(w[row].abs().max()):.4g}); "
-                         f"{fix}")
-    s = scale_stored.float()
-    s_div = torch.where(s == 0, torch.ones_like(s), s)  # all-zero groups: q = z, w = 0
-    if symmetric:
-        z = torch.full_like(s, float(1 << (bits - 1)))
-    else:
-        z = torch.round(-lo / s_div).clamp(0, qmax)
-    q = (torch.round(w / s_div.unsqueeze(-1)) + z.unsqueeze(-1)).clamp(0, qmax)
-    q = q.to(torch.int32).reshape(n, k)
-    # Padding columns get the last group's zero point, so a kernel that reads them (with the last
-    # group's scale) dequantizes them to 0.
-    pad = z[:, -1].to(torch.int64) if n > 0 else None
-    packed = pack_weight(q, bits, pad_value=pad)
-    scales = scale_stored.t().contiguous()
-    zeros = None if symmetric else z.to(dtype).t().contiguous()
+    # Row blocks of about _QUANTIZE_CHUNK elements (whole 8-row packing blocks): the fp32
+    # temporaries of one block, not of the whole weight, are what quantizing adds to memory (a
+    # layer quantized on the GPU while a checkpoint loads, or a large head).
+    rows = max(8, _QUANTIZE_CHUNK // max(k, 1) // 8 * 8)
+    parts = [_quantize_rows(weight[r:r + rows], r, bits, g, symmetric, dtype, where)
+             for r in range(0, n, rows)] if n > 0 else [
+        _quantize_rows(weight, 0, bits, g, symmetric, dtype, where)]
+    packed = parts[0][0] if len(parts) == 1 else torch.cat([p[0] for p in parts], 0)
+    scales = torch.cat([p[1] for p in parts], 1).contiguous()
+    zeros = None if symmetric else torch.cat([p[2] for p in parts], 1).contiguous()
     return QuantizedWeight(packed, scales, zeros, bits, group_size, (n, k))
 
 

@@ -45,6 +45,10 @@ def test_bad_arguments_are_refused():
     ("void pytorch_flash::flash_fwd_kernel<...>", "attention"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
      bench_model.OTHER_KIND),
+    ("triton_red_fused__to_copy_add_mean_mixed_gemm_mul_pow_rsqrt_view_15", bench_model.OTHER_KIND),
+    ("triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_add_arange",
+     bench_model.OTHER_KIND),
+    ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3", "attention"),
 ])
 def test_kernel_kinds(name, kind):
     assert bench_model.kernel_kind(name) == kind

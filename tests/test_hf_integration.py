@@ -118,6 +118,63 @@ def test_from_pretrained_quantizes_like_quantize_model_and_round_trips(
     assert torch.equal(_logits(again), logits)
 
 
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@_CUDA
+@pytest.mark.parametrize("family,bits,group_size,symmetric,dtype,fuse", [
+    ("llama", 4, 32, True, torch.float16, False),
+    ("llama", 4, 128, True, torch.bfloat16, True),
+    ("qwen2", 4, 64, False, torch.bfloat16, True),   # q/k/v biases, zero points
+    ("mistral", 8, 32, True, torch.float16, False),
+])
+def test_from_pretrained_device_map_cuda(tmp_path, family, bits, group_size, symmetric, dtype,
+                                         fuse):
+    # The GPU path users take: quantized while loading onto the GPU, the same buffers as
+    # quantize_model on the CPU (quantize is exact on both), the GPU kernels' logits, and a
+    # save / reload onto the GPU with identical logits.
+    pytest.importorskip("accelerate")
+    base = _save_base(tmp_path, family, dtype)
+    config = CuteGemmConfig(bits=bits, group_size=group_size, symmetric=symmetric, fuse=fuse)
+    model = _load(base, quantization_config=config, dtype=dtype, device_map="cuda")
+    quantized = [m for m in model.modules() if isinstance(m, QuantLinear)]
+    assert len(quantized) == (8 if fuse else 14)
+    assert all(t.device.type == "cuda" for m in quantized for t in m.buffers())
+
+    reference = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    cute_gemm.quantize_model(reference, bits=bits, group_size=group_size, symmetric=symmetric,
+                             fuse=fuse, progress=False)
+    ref_state = reference.state_dict()
+    assert model.state_dict().keys() == ref_state.keys()
+    for key, value in model.state_dict().items():
+        assert torch.equal(value.cpu(), ref_state[key]), key
+    tokens = _tokens().cuda()
+    with torch.no_grad():
+        logits = model(tokens).logits
+        assert torch.equal(logits, reference.cuda()(tokens).logits)
+    torch.testing.assert_close(logits.float().cpu(), _logits(reference.cpu()).float(),
+                               atol=3e-2, rtol=3e-2)  # GPU kernels vs the CPU reference op
+
+    out = tmp_path / "quantized"
+    model.save_pretrained(out)
+    again = _load(out, device_map="cuda")
+    with torch.no_grad():
+        assert torch.equal(again(tokens).logits, logits)
+
+
+@_CUDA
+@pytest.mark.parametrize("kind", ["gptq", "awq"])
+def test_checkpoint_directory_one_call_then_cuda(tmp_path, kind):
+    path, _ = _quantized_checkpoint(tmp_path, kind)
+    load = cute_gemm.load_gptq_pretrained if kind == "gptq" else cute_gemm.load_awq_pretrained
+    model, _ = load(path, dtype=torch.float16)
+    on_cpu = _logits(model)
+    model.cuda()
+    with torch.no_grad():
+        on_gpu = model(_tokens().cuda()).logits
+    torch.testing.assert_close(on_gpu.float().cpu(), on_cpu.float(), atol=3e-2, rtol=3e-2)
+
+
 def test_fuse_quantizes_fused_layers_and_round_trips(tmp_path):
     base = _save_base(tmp_path, "llama", torch.float16, seed=3)
     model = _load(base, quantization_config=CuteGemmConfig(bits=4, group_size=32, fuse=True),

@@ -505,3 +505,35 @@ def test_unpack_bad_args():
         cute_gemm.unpack_weight(packed.long(), 4, 200)
     with pytest.raises(ValueError, match=r"bits must be 4 or 8"):
         cute_gemm.unpack_weight(packed, 5, 200)
+
+
+@pytest.mark.parametrize("bits,group_size,symmetric", [(4, 32, True), (4, 128, False),
+                                                       (8, -1, False)])
+def test_quantize_in_row_blocks_equals_whole(monkeypatch, bits, group_size, symmetric):
+    # quantize works through blocks of rows (bounded temporaries); the result must not depend on
+    # the block size: whole-weight quantization as the reference, and a block size that leaves a
+    # ragged last block.
+    from cute_gemm import quant
+
+    torch.manual_seed(3)
+    w = torch.randn(200, 256, dtype=torch.float16)
+    w[37] *= 0  # an all-zero row inside a later block
+    whole = cute_gemm.quantize(w, bits, group_size, symmetric)
+    monkeypatch.setattr(quant, "_QUANTIZE_CHUNK", 24 * 256)  # 24 rows a block: 9 blocks
+    blocks = cute_gemm.quantize(w, bits, group_size, symmetric)
+    assert torch.equal(blocks.packed, whole.packed)
+    assert torch.equal(blocks.scales, whole.scales)
+    assert (blocks.zeros is None) == symmetric
+    if not symmetric:
+        assert torch.equal(blocks.zeros, whole.zeros)
+    assert blocks.scales.is_contiguous() and blocks.packed.is_contiguous()
+
+
+def test_quantize_overflow_names_the_row_across_blocks(monkeypatch):
+    from cute_gemm import quant
+
+    w = torch.randn(64, 128, dtype=torch.float32)
+    w[45, 3] = 1e30  # beyond fp16 scales' range
+    monkeypatch.setattr(quant, "_QUANTIZE_CHUNK", 16 * 128)
+    with pytest.raises(ValueError, match=r"in row 45 \(max \|w\| in that row = 1e\+30\)"):
+        cute_gemm.quantize(w, 4, 128, dtype=torch.float16)
