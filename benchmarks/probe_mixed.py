@@ -11,6 +11,9 @@
     python3 benchmarks/probe_mixed.py --layer-shapes
                                                   a fused Llama-3-8B layer's shapes and its head
                                                   (bf16): default vs nearby schedules, GB/s
+    python3 benchmarks/probe_mixed.py --decode-warps
+                                                  decode CTAs of 2/4/8/16 warps vs the default
+                                                  plan, M = 1..8 (bf16)
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
@@ -234,6 +237,42 @@ def sweep_layer_shapes():
         torch.cuda.empty_cache()
 
 
+def sweep_decode_warps():
+    """Decode CTAs of 2, 4, 8 and 16 warps (the default plan's k-slice width, unsplit) against
+    the default plan: SHAPES_KN plus the fused q/k/v shape and the INT8 head, INT4 g128 and INT8
+    per-channel, bf16, M in CUTE_GEMM_KERNEL_MS (default 1 2 4 8); cells are us."""
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+    print(f"{'K x N':>12} {'M':>2} {'b':>1} | {'default':>20} | " +
+          " ".join(f"{f'{w}w':>6}" for w in (2, 4, 8, 16)), flush=True)
+    for k, n in SHAPES_KN + [(4096, 6144), (4096, 128256)]:
+        for bits, group in ((4, 128), (8, -1)):
+            copies = max(2, int(3 * 60e6 // (n * k * bits // 8)) + 1)
+            w = torch.randn(n, k, device="cuda", dtype=dt) * 0.02
+            qs = [cute_gemm.quantize(w, bits=bits, group_size=group, dtype=dt)
+                  for _ in range(copies)]
+            for m in kernel_ms("1 2 4 8"):
+                a = torch.randn(m, k, device="cuda", dtype=dt)
+
+                def timed(sched):
+                    return time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % copies],
+                                                                     schedule=sched))
+                plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype=dt)
+                cells = []
+                for warps in (2, 4, 8, 16):
+                    sched = (f"kernel=decode,warps={warps},col_warps={plan.col_warps},"
+                             "splits=1")
+                    try:
+                        cells.append(f"{timed(sched):6.1f}")
+                    except (ValueError, RuntimeError):
+                        cells.append(f"{'-':>6}")
+                print(f"{k:>5}x{n:<6} {m:>2} {bits:>1} | {timed(None):6.1f} "
+                      f"{plan.warps:>2}w/{plan.col_warps}cw/{plan.splits}s g{plan.grid[0]:<5} | "
+                      + " ".join(cells), flush=True)
+            qs = None
+            torch.cuda.empty_cache()
+
+
 WGMMA_TILES = [32, 64, 128, 256]
 
 
@@ -257,6 +296,8 @@ def sweep_wgmma_tiles():
 
 
 def main():
+    if "--decode-warps" in sys.argv:
+        return sweep_decode_warps()
     if "--layer-shapes" in sys.argv:
         return sweep_layer_shapes()
     if "--wgmma-tiles" in sys.argv:
