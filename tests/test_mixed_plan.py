@@ -358,6 +358,25 @@ def test_decode_plans(device):
             assert k // p.splits >= 8192 or 2 * unsplit_ctas < spec.sm_count, (m, n, k, p)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_many_waves_takes_4_warp_ctas(device):
+    # A vocabulary-sized N is more than one wave even in 1-warp CTAs: 1-warp k slices come 4 to a
+    # CTA (each >= 4 k blocks), where the busiest-wave rule would pick 1-warp CTAs. N just
+    # inside one wave keeps that rule's choice.
+    spec = cute_gemm.device_spec(device)
+    for bits, group in QUANTS:
+        for m in (1, 4):
+            for n, k in ((128256, 4096), (151936, 3584), (128256, 2048)):
+                p = plan(m, n, k, bits, group, device=device)
+                blocks = k_blocks(k, bits)
+                assert (p.kernel, p.col_warps, p.splits) == ("decode", 1, 1), p
+                assert p.k_slices == min(4, blocks // 4) and p.warps == p.k_slices, (
+                    m, n, k, bits, p)
+                assert p.grid[0] == -(-n // 32)
+            n = 32 * spec.sm_count  # one 1-warp CTA per SM: one wave
+            assert plan(m, n, 4096, bits, group, device=device).warps > 1
+
+
 def test_decode_schedules():
     # Scheduled warps are rounded down to whole k slices: 6 warps in slices of 4 -> 4.
     p = plan(1, schedule="warps=6,col_warps=4")

@@ -35,6 +35,12 @@ constexpr int kDecodeSharedFromM = 5;
 // CTAs for half the SMs, otherwise only where each split keeps at least this much of K.
 constexpr int kDecodeMinSplitK = 8192;
 constexpr int kColWarpChoices[] = {1, 2, 4};
+// Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
+// vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least
+// kManyWavesSliceBlocks k blocks (a full pipeline): the CTAs' fixed costs (prologue, k-slice sum,
+// epilogue) are paid once per 4 warps, not per warp. More waves then, as many warps busy.
+constexpr int kManyWavesSlices = 4;
+constexpr int kManyWavesSliceBlocks = 4;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
 
@@ -156,7 +162,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // least 2 k blocks) whose CTAs fit in one wave; no split or the splits that fill the wave. The
 // plan takes, in order: a split-K grid only where it is cheap (kDecodeMinSplitK), the most warps
 // busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
-// preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM). Scheduled splits get as
+// preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM); 1-warp slices of a
+// grid of several waves come kManyWavesSlices to a CTA. Scheduled splits get as
 // many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
@@ -177,6 +184,10 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   for (int cw : kColWarpChoices) {
     if (tried(cw)) unsplit_fills |= 2 * ceil_div(p.n, 32 * cw) * m_tiles >= sms;
   }
+  // 1-warp CTAs of 1-warp k slices more than fill a wave (kManyWavesSlices).
+  const bool many_waves =
+      s.warps == 0 && s.splits == 0 && tried(1) &&
+      ceil_div(p.n, 32) * m_tiles > int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1)) * sms;
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
   bool best_cheap = false;
   int64_t best_busy = -1;
@@ -194,6 +205,10 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       lo = hi = std::max(1, std::min(per_split, max_slices));
     }
     if (s.warps > 0) lo = hi = std::max(1, std::min(s.warps / cw, max_slices));
+    if (many_waves && cw == 1) {
+      lo = hi = std::max(1, std::min({kManyWavesSlices, k_blocks / kManyWavesSliceBlocks,
+                                      max_slices}));
+    }
     for (int slices = lo; slices <= hi; ++slices) {
       const int w = slices * cw;
       const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw);
