@@ -2,6 +2,9 @@
 
 __version__ = "0.1.0"
 
+import importlib  # noqa: E402
+import sys  # noqa: E402
+
 import torch  # noqa: F401,E402  (load torch's shared libraries before the extension)
 
 try:
@@ -29,10 +32,32 @@ from . import checkpoints  # noqa: E402
 from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
     load_gptq_model)
-from . import hf  # noqa: E402  (registers quant_method "cute_gemm" with transformers >= 5)
-from .hf import CuteGemmConfig, load_awq_pretrained, load_gptq_pretrained  # noqa: E402
+from . import _hf_hook  # noqa: E402
 
-hf.register()
+# cute_gemm.hf imports transformers (~1.5 s, more than the rest of cute_gemm), so it is imported
+# on first use (__getattr__ below) or right after transformers is: either way it registers
+# quant_method "cute_gemm" with transformers >= 5 before from_pretrained can need it.
+_HF_NAMES = ("CuteGemmConfig", "load_awq_pretrained", "load_gptq_pretrained")
+if sys.modules.get("transformers") is not None:
+    from . import hf  # noqa: E402
+    hf.register()
+else:
+    _hf_hook.install()
+
+
+def __getattr__(name):
+    if name != "hf" and name not in _HF_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # (import_module: "from . import hf" would come back here through hasattr(cute_gemm, "hf").)
+    hf = importlib.import_module(".hf", __name__)
+    hf.register()
+    globals().update({n: getattr(hf, n) for n in _HF_NAMES}, hf=hf)
+    return globals()[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = ["__version__", "awq_linear", "awq_to_quantized", "checkpoints", "CuteGemmConfig",
            "dequantize", "device_spec", "DeviceSpec", "fuse", "gemm", "gptq_linear",

@@ -9,6 +9,10 @@ quantizer with transformers, so that::
     model.save_pretrained(out)            # packed weights + quantization_config in config.json
     model = AutoModelForCausalLM.from_pretrained(out)   # after import cute_gemm: pre-quantized
 
+This module imports transformers (~1.5 s), so ``import cute_gemm`` imports it only when
+transformers already is, else on first use of ``cute_gemm.hf`` (or ``CuteGemmConfig`` and the
+loaders) or right after transformers is imported (``cute_gemm._hf_hook``), registering each time.
+
 Quantization happens while loading, one weight at a time: before the weights load, every
 targeted ``nn.Linear`` is replaced by an empty ``QuantLinear`` (on the meta device) that holds a
 meta placeholder ``weight`` so that the checkpoint's ``<name>.weight`` is routed to it; each 16-bit
@@ -341,7 +345,9 @@ def _fuse_quantized(group):
 
 def register():
     """Registers ``quant_method="cute_gemm"`` with transformers (idempotent; a no-op without
-    transformers >= 5). Called by ``import cute_gemm``. Returns whether it is registered."""
+    transformers >= 5). Called when this module is first used or transformers is imported after
+    ``import cute_gemm``, or by ``import cute_gemm`` when transformers already is. Returns whether
+    it is registered."""
     if _API is None:
         return False
     configs, quantizers = _auto.AUTO_QUANTIZATION_CONFIG_MAPPING, _auto.AUTO_QUANTIZER_MAPPING
