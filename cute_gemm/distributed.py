@@ -149,6 +149,25 @@ def _to_output(out, mesh, placements, output_layouts, use_local_output, bias=Non
     return out.to_local() if use_local_output else out
 
 
+def _install_hooks(style, module, mesh, local_placements, add_bias):
+    """The style's hooks on a sharded QuantLinear: its input to the style's desired layout, its
+    local output (``local_placements``: Shard(-1) column shards, Partial() row-shard sums) to the
+    style's output layout, adding the whole bias after the reduction where ``add_bias``."""
+    input_layouts, desired = style.input_layouts, style.desired_input_layouts
+    output_layouts, use_local = style.output_layouts, style.use_local_output
+
+    def prepare_input(mod, inputs):
+        return (_to_input(inputs[0], mesh, input_layouts, desired), *inputs[1:])
+
+    def prepare_output(mod, inputs, output):
+        return _to_output(output, mesh, local_placements, output_layouts, use_local,
+                          bias=mod.bias if add_bias else None)
+
+    module.register_forward_pre_hook(prepare_input)
+    module.register_forward_hook(prepare_output)
+    return module
+
+
 def _refuse_unsupported(style, module):
     from .fuse import ProjectionSlice
 
@@ -202,18 +221,7 @@ class ColwiseParallel(_style.ColwiseParallel):
                 module.input_perm = _local(module.input_perm, device_mesh, Replicate(), src)
         module.out_features = n // world
         _mark(module, "colwise", rank, world, k, n)
-        input_layouts, desired = self.input_layouts, self.desired_input_layouts
-        output_layouts, use_local = self.output_layouts, self.use_local_output
-
-        def prepare_input(mod, inputs):
-            return (_to_input(inputs[0], device_mesh, input_layouts, desired), *inputs[1:])
-
-        def prepare_output(mod, inputs, output):
-            return _to_output(output, device_mesh, (Shard(-1),), output_layouts, use_local)
-
-        module.register_forward_pre_hook(prepare_input)
-        module.register_forward_hook(prepare_output)
-        return module
+        return _install_hooks(self, module, device_mesh, (Shard(-1),), add_bias=False)
 
 
 class RowParallelQuantLinear(QuantLinear):
@@ -296,21 +304,8 @@ class RowwiseParallel(_style.RowwiseParallel):
         module.__class__ = RowParallelQuantLinear
         module.register_buffer("tp_input_index", local_index, persistent=False)
         _mark(module, "rowwise", rank, world, k, n, repacked=repack)
-        input_layouts = self.input_layouts
-        desired = (Replicate(),) if local_index is not None else (Shard(-1),)
-        self.desired_input_layouts = desired
-        output_layouts, use_local = self.output_layouts, self.use_local_output
-
-        def prepare_input(mod, inputs):
-            return (_to_input(inputs[0], device_mesh, input_layouts, desired), *inputs[1:])
-
-        def prepare_output(mod, inputs, output):
-            return _to_output(output, device_mesh, (Partial(),), output_layouts, use_local,
-                              bias=mod.bias)
-
-        module.register_forward_pre_hook(prepare_input)
-        module.register_forward_hook(prepare_output)
-        return module
+        self.desired_input_layouts = (Replicate(),) if local_index is not None else (Shard(-1),)
+        return _install_hooks(self, module, device_mesh, (Partial(),), add_bias=True)
 
 
 # ------------------------------------------------------------------------------ plan helpers
