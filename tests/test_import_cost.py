@@ -28,69 +28,62 @@ from transformers.quantizers import auto
 assert auto.AUTO_QUANTIZER_MAPPING["cute_gemm"] is cute_gemm.hf.CuteGemmHfQuantizer
 assert auto.AUTO_QUANTIZATION_CONFIG_MAPPING["cute_gemm"] is cute_gemm.CuteGemmConfig
 assert not cute_gemm._hf_hook.installed()
-print("ok")
 """
 
 
 def _run(code, cwd=None):
+    """Runs ``code`` in a fresh interpreter; it must get to its end (every assert holds)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT,
                                                        os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                            cwd=cwd, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code + "\nprint('ok')\n"],
+                            capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
     assert result.returncode == 0, result.stderr
-    return result
+    assert result.stdout.strip().splitlines()[-1] == "ok", result.stdout
 
 
 def test_import_does_not_import_transformers():
-    out = _run("import sys, cute_gemm\n"
-               "assert 'transformers' not in sys.modules and 'cute_gemm.hf' not in sys.modules\n"
-               "assert cute_gemm._hf_hook.installed()\n"
-               "assert {'hf', 'CuteGemmConfig', 'load_gptq_pretrained', 'load_awq_pretrained'}"
-               " <= set(dir(cute_gemm)) & set(cute_gemm.__all__)\n"
-               "print('ok')\n")
-    assert out.stdout.strip() == "ok"
+    _run("import sys, cute_gemm\n"
+         "assert 'transformers' not in sys.modules and 'cute_gemm.hf' not in sys.modules\n"
+         "assert cute_gemm._hf_hook.installed()\n"
+         "assert {'hf', 'CuteGemmConfig', 'load_gptq_pretrained', 'load_awq_pretrained'}"
+         " <= set(dir(cute_gemm)) & set(cute_gemm.__all__)\n")
 
 
 @needs_transformers
 def test_import_transformers_after_cute_gemm_registers():
     # (accelerate and transformers look transformers up with find_spec before importing it.)
-    out = _run("import importlib.util, sys, cute_gemm\n"
-               "assert importlib.util.find_spec('transformers') is not None\n"
-               "assert 'cute_gemm.hf' not in sys.modules\n"
-               "import transformers\n" + _REGISTERED)
-    assert out.stdout.strip() == "ok"
+    _run("import importlib.util, sys, cute_gemm\n"
+         "assert importlib.util.find_spec('transformers') is not None\n"
+         "assert 'cute_gemm.hf' not in sys.modules\n"
+         "import transformers\n" + _REGISTERED)
 
 
 @needs_transformers
 def test_import_transformers_before_cute_gemm_registers():
-    out = _run("import transformers, cute_gemm\n" + _REGISTERED)
-    assert out.stdout.strip() == "ok"
+    _run("import transformers, cute_gemm\n" + _REGISTERED)
 
 
 @needs_transformers
 def test_config_first_use_imports_and_registers():
-    out = _run("import sys, cute_gemm\n"
-               "config = cute_gemm.CuteGemmConfig(bits=4)\n"
-               "assert config.bits == 4 and 'transformers' in sys.modules\n"
-               "from cute_gemm import CuteGemmConfig, load_awq_pretrained\n"
-               "assert CuteGemmConfig is type(config) and callable(load_awq_pretrained)\n"
-               + _REGISTERED)
-    assert out.stdout.strip() == "ok"
+    _run("import sys, cute_gemm\n"
+         "config = cute_gemm.CuteGemmConfig(bits=4)\n"
+         "assert config.bits == 4 and 'transformers' in sys.modules\n"
+         "from cute_gemm import CuteGemmConfig, load_awq_pretrained\n"
+         "assert CuteGemmConfig is type(config) and callable(load_awq_pretrained)\n"
+         + _REGISTERED)
 
 
 @needs_transformers
 def test_failed_registration_warns_and_transformers_still_imports():
-    out = _run("import sys, warnings, cute_gemm\n"
-               "sys.modules['cute_gemm.hf'] = None  # importing it fails\n"
-               "with warnings.catch_warnings(record=True) as caught:\n"
-               "    warnings.simplefilter('always')\n"
-               "    import transformers\n"
-               "assert transformers.AutoConfig is not None\n"
-               "text = [str(w.message) for w in caught if 'cute_gemm' in str(w.message)]\n"
-               "assert len(text) == 1 and 'ModuleNotFoundError' in text[0], text\n"
-               "assert not cute_gemm._hf_hook.installed()\n"
-               "print('ok')\n")
-    assert out.stdout.strip() == "ok"
+    _run("import sys, warnings, cute_gemm\n"
+         "sys.modules['cute_gemm.hf'] = None  # importing it fails\n"
+         "with warnings.catch_warnings(record=True) as caught:\n"
+         "    warnings.simplefilter('always')\n"
+         "    import transformers\n"
+         "assert transformers.AutoConfig is not None\n"
+         "text = [str(w.message) for w in caught if 'cute_gemm' in str(w.message)]\n"
+         "assert len(text) == 1 and 'ModuleNotFoundError' in text[0], text\n"
+         "assert not cute_gemm._hf_hook.installed()\n")
 
 
 _TINY = """
@@ -116,13 +109,11 @@ model.save_pretrained("quantized")
 with torch.no_grad():
     torch.save(model(tokens).logits, "logits.pt")
 """, cwd=tmp_path)
-    out = _run("import sys, cute_gemm\nfrom transformers import AutoModelForCausalLM\n"
-               "import transformers\n" + _TINY + """
+    _run("import sys, cute_gemm\nfrom transformers import AutoModelForCausalLM\n"
+         "import transformers\n" + _TINY + """
 model = AutoModelForCausalLM.from_pretrained("quantized")
 assert type(model.config.quantization_config).__name__ == "CuteGemmConfig"
 assert sum(isinstance(m, cute_gemm.QuantLinear) for m in model.modules()) == 14
 with torch.no_grad():
     assert torch.equal(model(tokens).logits, torch.load("logits.pt"))
-print("ok")
 """, cwd=tmp_path)
-    assert out.stdout.strip() == "ok"
