@@ -172,13 +172,6 @@ class Candidate:
     runs: str = None                    # the baselines: what runs ("kernel run" column)
 
 
-def _clone_qw(qw):
-    from cute_gemm import QuantizedWeight
-    zeros = None if qw.zeros is None else qw.zeros.clone()
-    return QuantizedWeight(qw.packed.clone(), qw.scales.clone(), zeros, qw.bits,
-                           qw.group_size, qw.shape)
-
-
 def _rotation(first, clone, nbytes, min_bytes):
     return common.make_rotation(lambda i: first if i == 0 else clone(first), nbytes,
                                 min_bytes=min_bytes, max_copies=256)
@@ -226,7 +219,7 @@ def make_candidates(cute_gemm, w, min_bytes):
             qw = cute_gemm.quantize(w, bits=bits, group_size=group, symmetric=True)
             nbytes = qw.nbytes
             cands.append(Candidate(key, call=cute_gemm.mixed_gemm,
-                                   copies=_rotation(qw, _clone_qw, nbytes, min_bytes),
+                                   copies=_rotation(qw, common.clone_quantized, nbytes, min_bytes),
                                    weight_bytes=nbytes, ref_weight=cute_gemm.dequantize(qw),
                                    bits=bits, group=group))
         except Exception as e:  # noqa: BLE001  (reported as ERROR; the run goes on)

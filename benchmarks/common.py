@@ -101,6 +101,14 @@ def make_rotation(make_operands, bytes_per_set, min_bytes=None, max_copies=64):
     return [make_operands(i) for i in range(copies)]
 
 
+def clone_quantized(qw):
+    """An independent copy of a ``cute_gemm.QuantizedWeight`` (a rotation set's weight)."""
+    from cute_gemm import QuantizedWeight
+    zeros = None if qw.zeros is None else qw.zeros.clone()
+    return QuantizedWeight(qw.packed.clone(), qw.scales.clone(), zeros, qw.bits,
+                           qw.group_size, qw.shape)
+
+
 def copy_bandwidth_gbs(nbytes=1 << 30, replays=10):
     """Device memory bandwidth in GB/s (1e9 bytes/s) from a device-to-device copy of nbytes,
     counting the bytes read and the bytes written (2 * nbytes per copy), timed by time_graph.

@@ -67,6 +67,15 @@ def probe_cases(default_ms):
         torch.cuda.empty_cache()
 
 
+def rotated_quantized(w, bits, group, dtype):
+    """Copies of ``w`` quantized, enough to rotate past L2 (common.make_rotation), and the bytes
+    of one (packed weight and scales)."""
+    q = cute_gemm.quantize(w, bits=bits, group_size=group, dtype=dtype)
+    nbytes = sum(t.numel() * t.element_size() for t in (q.packed, q.scales))
+    return common.make_rotation(lambda i: q if i == 0 else common.clone_quantized(q),
+                                nbytes), nbytes
+
+
 SPLITS = (1, 2, 4, 6, 8, 12, 16, 24, 32)
 
 
@@ -198,11 +207,10 @@ def sweep_layer_shapes():
     torch.manual_seed(0)
     dt = torch.bfloat16
     for name, k, n, bits, group in LAYER_SHAPES:
-        copies = max(2, int(3 * 60e6 // (n * k * bits // 8)) + 1)
         w = torch.randn(n, k, device="cuda", dtype=dt) * 0.02
-        qs = [cute_gemm.quantize(w, bits=bits, group_size=group, dtype=dt) for _ in range(copies)]
-        nbytes = sum(t.numel() * t.element_size() for t in (qs[0].packed, qs[0].scales))
-        wdense = [w] + [w.clone() for _ in range(max(1, int(3 * 60e6 // (n * k * 2))))]
+        qs, nbytes = rotated_quantized(w, bits, group, dt)
+        copies = len(qs)
+        wdense = common.make_rotation(lambda i: w if i == 0 else w.clone(), n * k * 2)
         flat = [q.packed.view(torch.bfloat16).view(-1) for q in qs]
         t_read = time_graph(lambda i: flat[i % copies].sum(dtype=torch.float32))
         for m in kernel_ms("1 16"):
@@ -247,10 +255,9 @@ def sweep_decode_warps():
           " ".join(f"{f'{w}w':>6}" for w in (2, 4, 8, 16)), flush=True)
     for k, n in SHAPES_KN + [(4096, 6144), (4096, 128256)]:
         for bits, group in ((4, 128), (8, -1)):
-            copies = max(2, int(3 * 60e6 // (n * k * bits // 8)) + 1)
             w = torch.randn(n, k, device="cuda", dtype=dt) * 0.02
-            qs = [cute_gemm.quantize(w, bits=bits, group_size=group, dtype=dt)
-                  for _ in range(copies)]
+            qs, _ = rotated_quantized(w, bits, group, dt)
+            copies = len(qs)
             for m in kernel_ms("1 2 4 8"):
                 a = torch.randn(m, k, device="cuda", dtype=dt)
 
