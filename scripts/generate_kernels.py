@@ -22,6 +22,9 @@ CONFIGS = [
     (128, 128, 64, 3, 2, 2),
     (64, 64, 32, 3, 2, 2),
 ]
+# The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages); BM and BK are
+# the config's (two consumer warpgroups of 64 rows, one 128-byte line of K per stage).
+WGMMA_CONFIG = (128, 256, 64, 4)
 # Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
 # mean; benchmarks/results/NOTES.md has the measurements behind the choice of instances).
 # mma.sync (mixed_gemm_kernel.cuh): (bits, m16 tiles per CTA, fine groups).
@@ -59,6 +62,11 @@ def name(dtype, cfg):
     return f"gemm_{dtype}_{bm}x{bn}x{bk}_s{s}_w{wm}x{wn}"
 
 
+def wgmma_name(dtype):
+    bm, bn, bk, s = WGMMA_CONFIG
+    return f"gemm_wgmma_{dtype}_{bm}x{bn}x{bk}_s{s}"
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -75,10 +83,21 @@ def main():
                      f"  return launch_gemm<GemmKernelConfig<{ctype}, {args}>>(p, stream);\n"
                      "}\n")
             decls.append(f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream);")
+        bm, bn, bk, stages = WGMMA_CONFIG
+        n = wgmma_name(dtype)
+        write_tu(OUT, n, ["kernels/gemm/gemm_wgmma_kernel.cuh",
+                          "kernels/gemm/generated/gemm_instances.hpp"],
+                 f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream) {{\n"
+                 f"  return launch_gemm_wgmma<GemmWgmmaConfig<{ctype}, {bn}, {stages}>>(p, stream);\n"
+                 "}\n")
+        decls.append(f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream);")
     with open(os.path.join(OUT, "gemm_configs.inc"), "w") as f:
         f.write(HEADER + "// CG_GEMM_CONFIG(BM, BN, BK, stages, warps_m, warps_n) for each "
                 "configuration; host tests expand it.\n" +
                 "".join("CG_GEMM_CONFIG(%d, %d, %d, %d, %d, %d)\n" % cfg for cfg in CONFIGS))
+    with open(os.path.join(OUT, "gemm_wgmma_config.inc"), "w") as f:
+        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages) of the Hopper kernel.\n" +
+                "CG_GEMM_WGMMA_CONFIG(%d, %d, %d, %d)\n" % WGMMA_CONFIG)
     rows = ",\n".join(
         "    {%d, %d, %d, %d, %d, %d, %s, %s}" % (*cfg, name("f16", cfg), name("bf16", cfg))
         for cfg in CONFIGS)
@@ -88,7 +107,13 @@ def main():
         "  cudaError_t (*f16)(GemmParams const&, cudaStream_t);\n"
         "  cudaError_t (*bf16)(GemmParams const&, cudaStream_t);\n};\n\n"
         "// Largest tiles first.\ninline constexpr GemmInstance kGemmInstances[] = {\n"
-        + rows + "\n};")
+        + rows + "\n};\n\n"
+        "// The Hopper kernel (gemm_wgmma_kernel.cuh), sm_90a.\n"
+        "struct GemmWgmmaInstance {\n  int bm, bn, bk, stages;\n"
+        "  cudaError_t (*f16)(GemmParams const&, cudaStream_t);\n"
+        "  cudaError_t (*bf16)(GemmParams const&, cudaStream_t);\n};\n\n"
+        "inline constexpr GemmWgmmaInstance kGemmWgmmaInstance = {\n    %d, %d, %d, %d, %s, %s};"
+        % (*WGMMA_CONFIG, wgmma_name("f16"), wgmma_name("bf16")))
 
 
 def mixed_warps(mt):

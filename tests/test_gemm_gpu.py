@@ -63,7 +63,13 @@ def test_matches_reference(m, n, k, dtype, with_bias):
 
 
 CONFIGS = cute_gemm._C._gemm_configs()
+WGMMA_CONFIG = CONFIGS[-1]  # the Hopper kernel (gemm_wgmma_kernel.cuh)
 FORCED_SHAPES = list(itertools.product([1, 33, 1000], [9, 130, 257], [8, 136, 520]))
+
+
+def _wgmma():
+    """Whether this build and GPU run the Hopper kernel (sm_90a on compute capability 9.0)."""
+    return cute_gemm.device_spec().wgmma
 
 
 @pytest.mark.parametrize("m,n,k", FORCED_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in FORCED_SHAPES])
@@ -75,6 +81,11 @@ def test_each_config_matches_reference(config, dtype, m, n, k):
     # (the op's CPU reference: fp32 products and sums, one rounding), on the CPU.
     a, b, bias = _operands(m, n, k, dtype, True, seed=CONFIGS.index(config) * 101 + m * 7 + n * 3
                            + k)
+    if config == WGMMA_CONFIG and not _wgmma():
+        with pytest.raises(ValueError, match=r"cute_gemm\.gemm: config 'wgmma_.*' needs a compute "
+                                             r"capability 9\.0 GPU"):
+            cute_gemm.gemm(a, b, bias, config=config)
+        return
     ref = torch.matmul(a.cpu().float(), b.cpu().float().t()) + bias.cpu().float()
     out = cute_gemm.gemm(a, b, bias, config=config)
     assert out.shape == (m, n) and out.dtype == dtype and out.is_contiguous()
@@ -134,6 +145,40 @@ def test_poisoned_output_fully_written(m, n, k, dtype):
     assert_accurate(out, ref, dtype, k)
 
 
+WGMMA_SHAPES = [(128, 256, 64), (300, 520, 2056), (1000, 257, 4104), (2048, 2048, 2048),
+                (4100, 1000, 520)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m,n,k", WGMMA_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in WGMMA_SHAPES])
+def test_wgmma_kernel_pipeline(m, n, k, dtype):
+    # The Hopper kernel over many k tiles (its stages refill several times: the full / empty
+    # barriers' phases wrap), whole and partial (M, N) tiles, an odd N (element stores), with and
+    # without bias; the output block poisoned first; repeated runs bit-identical.
+    if not _wgmma():
+        pytest.skip("the Hopper kernel needs an sm_90a build on a compute capability 9.0 GPU")
+    for with_bias in (False, True):
+        a, b, bias = _operands(m, n, k, dtype, with_bias, seed=m + n + k)
+        ref = _reference(a, b, bias)
+        torch.cuda.synchronize()
+        ptrs = poison_allocator(m * n, dtype=dtype)
+        out = cute_gemm.gemm(a, b, bias, config=WGMMA_CONFIG)
+        assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+        assert_accurate(out, ref, dtype, k)
+        assert torch.equal(out, cute_gemm.gemm(a, b, bias, config=WGMMA_CONFIG))
+
+
+def test_heuristic_takes_wgmma_where_its_tiles_fill_the_gpu():
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    big = cute_gemm._C._gemm_config_for(4096, 4096, 4096)  # 32 x 16 tiles of 128 x 256
+    small = cute_gemm._C._gemm_config_for(128, 512, 4096)  # 2 tiles
+    assert small != WGMMA_CONFIG
+    assert (big == WGMMA_CONFIG) == (_wgmma() and 32 * 16 >= sms)
+    if big == WGMMA_CONFIG:
+        a, b, bias = _operands(4096, 4096, 512, torch.bfloat16, True, seed=5)
+        assert torch.equal(cute_gemm.gemm(a, b, bias), cute_gemm.gemm(a, b, bias, config=big))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_strided_leading_dimension(dtype):
     # a and b as column slices of wider tensors: ld = K + 8 (16-byte multiple), rows contiguous.
@@ -145,6 +190,11 @@ def test_strided_leading_dimension(dtype):
         out = cute_gemm.gemm(a, b)
         assert_accurate(out, _reference(a, b), dtype, k)
         assert torch.equal(out, cute_gemm.gemm(a.contiguous(), b.contiguous()))
+        if _wgmma():  # the Hopper kernel's tensor maps take the row stride
+            out = cute_gemm.gemm(a, b, config=WGMMA_CONFIG)
+            assert_accurate(out, _reference(a, b), dtype, k)
+            assert torch.equal(out, cute_gemm.gemm(a.contiguous(), b.contiguous(),
+                                                   config=WGMMA_CONFIG))
 
 
 def test_misaligned_view_rejected():

@@ -2,8 +2,9 @@
 // gemm_launch.hpp), for tests and benchmarks that run every compiled kernel, not only the
 // heuristic's picks:
 //
-//   cute_gemm._C._gemm_configs()            names of the compiled configurations, largest tiles
-//                                           first (every build: the list is plain C++)
+//   cute_gemm._C._gemm_configs()            names of the compiled configurations: the mma.sync
+//                                           ones, largest tiles first, then the Hopper kernel
+//                                           "wgmma_..." (every build: the list is plain C++)
 //   cute_gemm._C._gemm_config_for(m, n, k)  the configuration the heuristic picks for that
 //                                           problem on the current device (CUDA builds only)
 //
@@ -60,7 +61,7 @@ namespace {
 
 std::vector<std::string> configs() {
   std::vector<std::string> out;
-  for (int i = 0; i < kGemmConfigCount; ++i) out.push_back(gemm_config_name(i));
+  for (int i = 0; i < kGemmNamedConfigCount; ++i) out.push_back(gemm_config_name(i));
   return out;
 }
 

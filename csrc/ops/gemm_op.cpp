@@ -151,6 +151,10 @@ at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
   params.ldc = static_cast<int>(p.n);
   params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
 
+  TORCH_CHECK_VALUE(p.config != kGemmWgmmaConfig || gemm_wgmma_usable(), kOp, "config '",
+                    gemm_config_name(kGemmWgmmaConfig),
+                    "' needs a compute capability 9.0 GPU and a build with sm_90a code "
+                    "(TORCH_CUDA_ARCH_LIST with 9.0a); this device or build has none");
   cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream(), p.config);
   if (err != cudaSuccess) {
     // Named after the fact (the heuristic's choice costs nothing to recompute), so that a failure

@@ -27,8 +27,26 @@ inline constexpr GemmConfigShape kGemmConfigs[] = {
 
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
 
-// "BMxBNxBK_sS_wWMxWN", e.g. "128x128x64_s3_w2x2". @pre 0 <= index < kGemmConfigCount
+// The Hopper kernel (gemm_wgmma_kernel.cuh, sm_90a builds on compute capability 9.0): one more
+// configuration, index kGemmWgmmaConfig, after the mma.sync ones.
+struct GemmWgmmaShape {
+  int bm, bn, bk, stages;
+};
+#define CG_GEMM_WGMMA_CONFIG(bm, bn, bk, s) \
+  inline constexpr GemmWgmmaShape kGemmWgmma = {bm, bn, bk, s};
+#include "kernels/gemm/generated/gemm_wgmma_config.inc"
+#undef CG_GEMM_WGMMA_CONFIG
+inline constexpr int kGemmWgmmaConfig = kGemmConfigCount;
+// Every configuration the config argument can name.
+inline constexpr int kGemmNamedConfigCount = kGemmConfigCount + 1;
+
+// "BMxBNxBK_sS_wWMxWN", e.g. "128x128x64_s3_w2x2"; the Hopper kernel "wgmma_BMxBNxBK_sS".
+// @pre 0 <= index < kGemmNamedConfigCount
 inline std::string gemm_config_name(int index) {
+  if (index == kGemmWgmmaConfig) {
+    return "wgmma_" + std::to_string(kGemmWgmma.bm) + "x" + std::to_string(kGemmWgmma.bn) + "x" +
+           std::to_string(kGemmWgmma.bk) + "_s" + std::to_string(kGemmWgmma.stages);
+  }
   GemmConfigShape const& c = kGemmConfigs[index];
   return std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk) + "_s" +
          std::to_string(c.stages) + "_w" + std::to_string(c.warps_m) + "x" +
@@ -38,7 +56,7 @@ inline std::string gemm_config_name(int index) {
 // The index of the configuration called `name`; -1 when none is (names are exact: no trimming,
 // no case folding, so "" and " 64x64x32_s3_w2x2" are unknown).
 inline int find_gemm_config(std::string_view name) {
-  for (int i = 0; i < kGemmConfigCount; ++i) {
+  for (int i = 0; i < kGemmNamedConfigCount; ++i) {
     if (gemm_config_name(i) == name) return i;
   }
   return -1;
@@ -47,7 +65,7 @@ inline int find_gemm_config(std::string_view name) {
 // Every name quoted, for messages: "'256x128x32_s4_w4x2', '128x128x64_s3_w2x2', ...".
 inline std::string gemm_config_names_text() {
   std::string out;
-  for (int i = 0; i < kGemmConfigCount; ++i) {
+  for (int i = 0; i < kGemmNamedConfigCount; ++i) {
     out += (i == 0 ? "'" : ", '") + gemm_config_name(i) + "'";
   }
   return out;

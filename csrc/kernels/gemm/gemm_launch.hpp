@@ -26,13 +26,19 @@ struct GemmParams {
   HalfType dtype = HalfType::kFloat16;
 };
 
-// Launches configuration `config` (an index into kGemmConfigs, gemm_configs.hpp), or the
-// heuristic's choice for the problem when config is -1. Any other index returns
-// cudaErrorInvalidValue and launches nothing: a configuration the caller asked for is never
-// silently replaced. Every configuration is instantiated for both dtypes and runs every problem
-// the preconditions above allow (partial tiles in M, N and K). Returns the launch error, if any.
-// The choice is an argument, not process state: a CUDA graph keeps what it captured.
+// Launches configuration `config` (an index into kGemmConfigs, or kGemmWgmmaConfig for the
+// Hopper kernel: gemm_configs.hpp), or the heuristic's choice for the problem when config is -1.
+// Any other index returns cudaErrorInvalidValue, and the Hopper kernel where it cannot run
+// (gemm_wgmma_usable() false) cudaErrorNoKernelImageForDevice; neither launches anything: a
+// configuration the caller asked for is never silently replaced. Every configuration is
+// instantiated for both dtypes and runs every problem the preconditions above allow (partial
+// tiles in M, N and K). Returns the launch error, if any. The choice is an argument, not process
+// state: a CUDA graph keeps what it captured.
 cudaError_t gemm_launch(GemmParams const& params, cudaStream_t stream, int config = -1);
+
+// Whether the Hopper kernel runs on the current device: an sm_90a build, a compute capability 9.0
+// device and a driver that encodes tensor maps.
+bool gemm_wgmma_usable();
 
 // The index of the configuration the heuristic picks for an [M, K] x [N, K]^T problem on the
 // current device (its SM count), for tests and benchmarks; gemm_configs.hpp names it.

@@ -1,0 +1,183 @@
+#pragma once
+// The Hopper half-precision GEMM (sm_90a): C[M, N] = A[M, K] @ B[N, K]^T (+ bias), the contract
+// of gemm_launch.hpp, on TMA copies and wgmma with both operands in shared memory, in a
+// warp-specialized CTA. Every layout, descriptor and register count is in gemm_wgmma_config.hpp.
+//
+// Why warp-specialized: the mma.sync kernel (gemm_kernel.cuh) copies each stage with every
+// thread's cp.async and meets at a CTA barrier per k tile, and its tensor-core work is issued
+// warp by warp through ldmatrix and mma.sync. Here one producer thread keeps kStages - 1 stages in
+// flight ahead of the consumers, and the consumers only wait for their data: a warpgroup's four
+// wgmmas per stage read both operands from shared memory and run asynchronously, so the next
+// stage's wait overlaps them. A stage goes back to the producer once the wgmmas that read it are
+// done (wgmma_wait_group<1> one stage later, then an arrive per warp on its "empty" barrier).
+//
+// Edges: the TMA boxes read zeros past M, N and K (a zero contributes nothing to a sum), so the
+// main loop has no predicates; the epilogue stores only rows < M and columns < N.
+
+#include "cute_gemm/arch/mbarrier_sm80.hpp"
+#include "cute_gemm/arch/mma_sm90.hpp"
+#include "cute_gemm/arch/setmaxnreg_sm90.hpp"
+#include "cute_gemm/arch/tma_sm90.hpp"
+#include "kernels/gemm/gemm_kernel.cuh"
+#include "kernels/gemm/gemm_wgmma_config.hpp"
+#include "kernels/tma_map.hpp"
+
+namespace cute_gemm {
+
+// The tensor maps of one launch (a kernel parameter, __grid_constant__).
+struct GemmWgmmaMaps {
+  CUtensorMap a;  // A [M, K], (kBM rows, 64 k) boxes, 128-byte swizzle
+  CUtensorMap b;  // B [N, K], (kBN rows, 64 k) boxes, 128-byte swizzle
+};
+
+// grid: one CTA per (kBM, kBN) tile of C, in the raster order of the config; blockDim kThreads
+// (the consumer warpgroups, then the producer warpgroup).
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_wgmma_kernel(GemmParams p, const __grid_constant__ GemmWgmmaMaps maps) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  using T = typename Cfg::Element;
+  using Wgmma = SM90_64xNx16_F32_SS<T, Cfg::kBN>;
+  constexpr int S = Cfg::kStages, BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK;
+  extern __shared__ uint128_t smem_raw[];
+  // The swizzle atoms (and so every stage) start on 1024-byte boundaries of the shared space.
+  const uint32_t raw_addr = detail::smem_addr(smem_raw);
+  char* smem = reinterpret_cast<char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  uint64_t* const empty = full + S;
+
+  // The CTA's tile: groups of kRasterM tile rows, walked column by column.
+  const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
+  const int per_group = Cfg::kRasterM * tiles_n;
+  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
+  const int first_m = group * Cfg::kRasterM;
+  const int rows_in_group = min(tiles_m - first_m, Cfg::kRasterM);
+  const int m0 = (first_m + in_group % rows_in_group) * BM;
+  const int n0 = (in_group / rows_in_group) * BN;
+  const int k_tiles = (p.k + BK - 1) / BK;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    CG_PRAGMA_UNROLL
+    for (int s = 0; s < S; ++s) {
+      mbarrier_init(full + s, 1);
+      mbarrier_init(empty + s, Cfg::kConsumerWarps);
+    }
+    fence_proxy_async_shared();  // the initialized barriers are seen by the TMA unit
+  }
+  __syncthreads();
+
+  if (tid >= Cfg::kConsumerThreads) {
+    // ---- producer warpgroup: one thread issues every copy.
+    warpgroup_reg_dealloc<Cfg::kProducerRegisters>();
+    if (tid != Cfg::kConsumerThreads) return;
+    tma_prefetch_map(&maps.a);
+    tma_prefetch_map(&maps.b);
+    int s = 0;
+    uint32_t phase = 0;  // of the empty barriers, from the stages' second use on
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      if (kt >= S) mbarrier_wait_parity_suspend(empty + s, phase);  // tile kt - S is consumed
+      char* st = smem + s * Cfg::kStageBytes;
+      mbarrier_arrive_expect_tx(full + s, Cfg::kStageBytes);
+      tma_load_2d(st, &maps.a, full + s, kt * BK, m0);
+      tma_load_2d(st + Cfg::kABytes, &maps.b, full + s, kt * BK, n0);
+      if (++s == S) {
+        s = 0;
+        if (kt >= S) phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups: warpgroup g multiplies rows 64 g .. 64 g + 63 of the tile.
+  warpgroup_reg_alloc<Cfg::kConsumerRegisters>();
+  const int wg = tid / 128, lane = tid % 32;
+  const uint32_t base = detail::smem_addr(smem);
+  // Stage 0's descriptors, from the layouts; stage s adds s * kStageBytes (>> 4 in the start
+  // address field), k16 step j adds j * kStepBytes.
+  const uint64_t desc_a0 = Cfg::DescA::make(base + Cfg::group_a_bytes(wg));
+  const uint64_t desc_b0 = Cfg::DescB::make(base + Cfg::kABytes);
+  float acc[Cfg::kAccRegs];
+
+  int s = 0;
+  uint32_t phase = 0;  // of the full barriers: (kt / S) % 2
+  int release = 0;     // the stage of tile kt - 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    mbarrier_wait_parity_suspend(full + s, phase);  // tile kt landed
+    wgmma_fence();
+    const uint64_t at = uint64_t((s * Cfg::kStageBytes) >> 4);
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < Cfg::kKSteps; ++j) {
+      const uint64_t step = uint64_t((j * Cfg::kStepBytes) >> 4);
+      Wgmma::fma(acc, desc_a0 + at + step, desc_b0 + at + step, kt > 0 || j > 0);
+    }
+    wgmma_commit_group();
+    // Tile kt - 1's wgmmas are done (this warp's view): its stage goes back to the producer.
+    wgmma_wait_group<1>();
+    if (kt > 0) {
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty + release);
+    }
+    release = s;
+    if (++s == S) s = 0, phase ^= 1;
+  }
+  wgmma_wait_group<0>();
+
+  // ---- epilogue: value v of the thread's C fragment (Cfg::AccLayout) is row m + 64 wg and
+  // column n of the tile, (m, n) its column-major index in (M64, N). Adjacent values 2i, 2i + 1
+  // are columns n, n + 1 of one row: stored as a pair where the row allows it.
+  T* c = static_cast<T*>(p.c);
+  T const* bias = static_cast<T const*>(p.bias);
+  const bool pairs_ok = p.ldc % 2 == 0;
+  CG_PRAGMA_UNROLL
+  for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+    const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+    const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
+    if (row >= p.m || col >= p.n) continue;
+    float x0 = acc[v], x1 = acc[v + 1];
+    if (bias != nullptr) {
+      x0 += HalfTraits<T>::to_float(bias[col]);
+      if (col + 1 < p.n) x1 += HalfTraits<T>::to_float(bias[col + 1]);
+    }
+    T* dst = c + int64_t(row) * p.ldc + col;
+    if (pairs_ok && col + 1 < p.n) {
+      T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
+      *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<uint32_t const*>(pair);
+    } else {
+      dst[0] = HalfTraits<T>::from_float(x0);
+      if (col + 1 < p.n) dst[1] = HalfTraits<T>::from_float(x1);
+    }
+  }
+#else
+  (void)p, (void)maps;
+#endif
+}
+
+// Encodes the launch's tensor maps: A and B as K-major matrices read in boxes of (kBM, 64) and
+// (kBN, 64) elements, each box one SmemA / SmemB tile.
+template <class Cfg>
+cudaError_t encode_gemm_wgmma_maps(GemmParams const& p, GemmWgmmaMaps* maps) {
+  const bool bf16 = p.dtype == HalfType::kBFloat16;
+  cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, bf16, uint64_t(p.m), uint64_t(p.k),
+                                           uint64_t(p.lda), Cfg::kBM);
+  if (e == cudaSuccess) {
+    e = encode_k_major_sw128_map(&maps->b, p.b, bf16, uint64_t(p.n), uint64_t(p.k),
+                                 uint64_t(p.ldb), Cfg::kBN);
+  }
+  return e;
+}
+
+template <class Cfg>
+cudaError_t launch_gemm_wgmma(GemmParams const& p, cudaStream_t stream) {
+  static const cudaError_t prepared = cudaFuncSetAttribute(
+      gemm_wgmma_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (prepared != cudaSuccess) return prepared;
+  GemmWgmmaMaps maps{};
+  const cudaError_t encoded = encode_gemm_wgmma_maps<Cfg>(p, &maps);
+  if (encoded != cudaSuccess) return encoded;
+  const int tiles = ((p.m + Cfg::kBM - 1) / Cfg::kBM) * ((p.n + Cfg::kBN - 1) / Cfg::kBN);
+  gemm_wgmma_kernel<Cfg><<<tiles, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p, maps);
+  return cudaGetLastError();
+}
+
+}  // namespace cute_gemm

@@ -1,0 +1,100 @@
+// Host checks of the Hopper GEMM's layouts (kernels/gemm/gemm_wgmma_config.hpp), for the compiled
+// configuration (generated/gemm_wgmma_config.inc) and a smaller N:
+//   - the tiles are where the TMA puts a box: a (rows, 64) box with the 128-byte swizzle stores
+//     element (r, k) at byte 128 r + 16 ((k / 8) ^ (r % 8)) + 2 (k % 8) (CU_TENSOR_MAP_SWIZZLE_128B
+//     within 1024-byte atoms), and SmemA / SmemB must say the same;
+//   - consumer warpgroup g's rows of SmemA are SmemAGroup at group_a_bytes(g), on the atoms'
+//     alignment, so its descriptor is WgmmaDesc<SmemAGroup> of that address;
+//   - the descriptors' byte offsets (8-row core-matrix groups 1024 bytes apart) and the k16 step
+//     (kStepBytes = the byte offset of (0, 16));
+//   - the accumulators' map covers the (64, N) tile once, and values 2i, 2i + 1 are columns n,
+//     n + 1 of one row (the epilogue's pair stores);
+//   - shared memory: stages and barriers inside kSmemBytes, stages on 1024 bytes; the register
+//     split gives the consumers at least the launch registers and fits the register file.
+#include <cstdio>
+#include <vector>
+
+#include "host_check.hpp"
+#include "kernels/gemm/gemm_configs.hpp"
+#include "kernels/gemm/gemm_wgmma_config.hpp"
+
+using namespace cute_gemm;
+
+// Where a TMA box of 128-byte rows with the 128-byte swizzle puts element (r, k) (bytes).
+long tma_sw128_byte(int r, int k) { return 128L * r + 16L * ((k / 8) ^ (r % 8)) + 2 * (k % 8); }
+
+template <class Cfg>
+void check(char const* name) {
+  const int before = failures;
+  constexpr int BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK;
+  // ---- the tiles as the TMA writes them
+  for (int r = 0; r < BM; ++r)
+    for (int k = 0; k < BK; ++k)
+      CHECK(2L * long(typename Cfg::SmemA{}(r, k)) == tma_sw128_byte(r, k), "%s: SmemA(%d, %d)",
+            name, r, k);
+  for (int r = 0; r < BN; ++r)
+    for (int k = 0; k < BK; ++k)
+      CHECK(2L * long(typename Cfg::SmemB{}(r, k)) == tma_sw128_byte(r, k), "%s: SmemB(%d, %d)",
+            name, r, k);
+  CHECK(Cfg::kABytes == 2 * int(cosize(typename Cfg::SmemA{})) &&
+            Cfg::kBBytes == 2 * int(cosize(typename Cfg::SmemB{})),
+        "%s: tile bytes", name);
+  // ---- the warpgroups' rows of A
+  for (int g = 0; g < Cfg::kConsumerGroups; ++g) {
+    CHECK(Cfg::group_a_bytes(g) % 1024 == 0, "%s: group %d's rows off the atoms", name, g);
+    for (int r = 0; r < 64; ++r)
+      for (int k = 0; k < BK; ++k)
+        CHECK(2L * long(typename Cfg::SmemA{}(64 * g + r, k)) ==
+                  Cfg::group_a_bytes(g) + 2L * long(typename Cfg::SmemAGroup{}(r, k)),
+              "%s: group %d row %d k %d", name, g, r, k);
+  }
+  // ---- descriptors
+  CHECK(Cfg::DescA::kStrideBytes == 1024 && Cfg::DescB::kStrideBytes == 1024 &&
+            Cfg::DescA::kLeadingBytes == 16 && Cfg::DescB::kLeadingBytes == 16,
+        "%s: descriptor byte offsets", name);
+  for (int j = 0; j < Cfg::kKSteps; ++j) {
+    CHECK(j * Cfg::kStepBytes == 2 * int(typename Cfg::SmemAGroup{}(0, 16 * j)) &&
+              j * Cfg::kStepBytes == 2 * int(typename Cfg::SmemB{}(0, 16 * j)),
+          "%s: k16 step %d", name, j);
+  }
+  CHECK(Cfg::DescA::make(0x8400) == make_wgmma_desc(0x8400, 16, 1024, WgmmaSwizzle::k128B),
+        "%s: DescA encoding", name);
+  // ---- accumulators
+  {
+    std::vector<long> idx;
+    for (int t = 0; t < 128; ++t) {
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        idx.push_back(long(typename Cfg::AccLayout{}(t, v)));
+        if (v % 2 == 1) {
+          const long a = idx[idx.size() - 2], b = idx.back();
+          CHECK(b == a + 64, "%s: thread %d values %d, %d are not adjacent columns", name, t,
+                v - 1, v);
+        }
+      }
+    }
+    CHECK(bijective(idx, 64L * BN), "%s: the accumulators do not cover (M64, N) once", name);
+  }
+  // ---- shared memory and registers
+  CHECK(Cfg::kStageBytes % 1024 == 0 && Cfg::kBarrierOffset % 8 == 0 &&
+            Cfg::kBarrierOffset + 2 * Cfg::kStages * 8 + 1024 <= Cfg::kSmemBytes &&
+            Cfg::kSmemBytes <= 227 * 1024,
+        "%s: shared memory", name);
+  CHECK(Cfg::kThreads * Cfg::kLaunchRegisters <= 65536 &&
+            128 * Cfg::kProducerRegisters + Cfg::kConsumerThreads * Cfg::kConsumerRegisters <=
+                Cfg::kThreads * Cfg::kLaunchRegisters &&
+            Cfg::kConsumerRegisters >= Cfg::kLaunchRegisters && Cfg::kConsumerRegisters % 8 == 0,
+        "%s: registers", name);
+  std::printf("%s: %s (%d bytes of shared memory, %d / %d / %d registers)\n", name,
+              failures == before ? "ok" : "FAILED", Cfg::kSmemBytes, Cfg::kLaunchRegisters,
+              Cfg::kProducerRegisters, Cfg::kConsumerRegisters);
+}
+
+int main() {
+  using Compiled = GemmWgmmaConfig<uint16_t, kGemmWgmma.bn, kGemmWgmma.stages>;
+  static_assert(Compiled::kBM == kGemmWgmma.bm && Compiled::kBK == kGemmWgmma.bk,
+                "the generated configuration's BM and BK are the config's");
+  check<Compiled>("compiled (wgmma_128x256x64_s4)");
+  check<GemmWgmmaConfig<uint16_t, 128, 6>>("N 128, 6 stages");
+  std::printf("%d failures\n", failures);
+  return failures == 0 ? 0 : 1;
+}
