@@ -22,9 +22,10 @@ CONFIGS = [
     (128, 128, 64, 3, 2, 2),
     (64, 64, 32, 3, 2, 2),
 ]
-# The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages); BM and BK are
-# the config's (two consumer warpgroups of 64 rows, one 128-byte line of K per stage).
-WGMMA_CONFIG = (128, 256, 64, 4)
+# The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages), the widest
+# tile first; BM and BK are the config's (two consumer warpgroups of 64 rows, one 128-byte line
+# of K per stage). The narrower tile doubles the CTAs of grids that would leave SMs idle.
+WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6)]
 # Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
 # mean; benchmarks/results/NOTES.md has the measurements behind the choice of instances).
 # mma.sync (mixed_gemm_kernel.cuh): (bits, m16 tiles per CTA, fine groups).
@@ -62,8 +63,8 @@ def name(dtype, cfg):
     return f"gemm_{dtype}_{bm}x{bn}x{bk}_s{s}_w{wm}x{wn}"
 
 
-def wgmma_name(dtype):
-    bm, bn, bk, s = WGMMA_CONFIG
+def wgmma_name(dtype, cfg):
+    bm, bn, bk, s = cfg
     return f"gemm_wgmma_{dtype}_{bm}x{bn}x{bk}_s{s}"
 
 
@@ -83,21 +84,23 @@ def main():
                      f"  return launch_gemm<GemmKernelConfig<{ctype}, {args}>>(p, stream);\n"
                      "}\n")
             decls.append(f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream);")
-        bm, bn, bk, stages = WGMMA_CONFIG
-        n = wgmma_name(dtype)
-        write_tu(OUT, n, ["kernels/gemm/gemm_wgmma_kernel.cuh",
-                          "kernels/gemm/generated/gemm_instances.hpp"],
-                 f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream) {{\n"
-                 f"  return launch_gemm_wgmma<GemmWgmmaConfig<{ctype}, {bn}, {stages}>>(p, stream);\n"
-                 "}\n")
-        decls.append(f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream);")
+        for cfg in WGMMA_CONFIGS:
+            bm, bn, bk, stages = cfg
+            n = wgmma_name(dtype, cfg)
+            write_tu(OUT, n, ["kernels/gemm/gemm_wgmma_kernel.cuh",
+                              "kernels/gemm/generated/gemm_instances.hpp"],
+                     f"cudaError_t {n}(GemmParams const& p, int splits, cudaStream_t stream) {{\n"
+                     f"  return launch_gemm_wgmma<GemmWgmmaConfig<{ctype}, {bn}, {stages}>>(p, "
+                     "splits, stream);\n}\n")
+            decls.append(f"cudaError_t {n}(GemmParams const& p, int splits, cudaStream_t stream);")
     with open(os.path.join(OUT, "gemm_configs.inc"), "w") as f:
         f.write(HEADER + "// CG_GEMM_CONFIG(BM, BN, BK, stages, warps_m, warps_n) for each "
                 "configuration; host tests expand it.\n" +
                 "".join("CG_GEMM_CONFIG(%d, %d, %d, %d, %d, %d)\n" % cfg for cfg in CONFIGS))
     with open(os.path.join(OUT, "gemm_wgmma_config.inc"), "w") as f:
-        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages) of the Hopper kernel.\n" +
-                "CG_GEMM_WGMMA_CONFIG(%d, %d, %d, %d)\n" % WGMMA_CONFIG)
+        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages) of each Hopper configuration, "
+                "widest first.\n" +
+                "".join("CG_GEMM_WGMMA_CONFIG(%d, %d, %d, %d)\n" % c for c in WGMMA_CONFIGS))
     rows = ",\n".join(
         "    {%d, %d, %d, %d, %d, %d, %s, %s}" % (*cfg, name("f16", cfg), name("bf16", cfg))
         for cfg in CONFIGS)
@@ -108,12 +111,14 @@ def main():
         "  cudaError_t (*bf16)(GemmParams const&, cudaStream_t);\n};\n\n"
         "// Largest tiles first.\ninline constexpr GemmInstance kGemmInstances[] = {\n"
         + rows + "\n};\n\n"
-        "// The Hopper kernel (gemm_wgmma_kernel.cuh), sm_90a.\n"
+        "// The Hopper kernel (gemm_wgmma_kernel.cuh), sm_90a, widest tile first.\n"
         "struct GemmWgmmaInstance {\n  int bm, bn, bk, stages;\n"
-        "  cudaError_t (*f16)(GemmParams const&, cudaStream_t);\n"
-        "  cudaError_t (*bf16)(GemmParams const&, cudaStream_t);\n};\n\n"
-        "inline constexpr GemmWgmmaInstance kGemmWgmmaInstance = {\n    %d, %d, %d, %d, %s, %s};"
-        % (*WGMMA_CONFIG, wgmma_name("f16"), wgmma_name("bf16")))
+        "  cudaError_t (*f16)(GemmParams const&, int, cudaStream_t);  // (params, splits, stream)\n"
+        "  cudaError_t (*bf16)(GemmParams const&, int, cudaStream_t);\n};\n\n"
+        "inline constexpr GemmWgmmaInstance kGemmWgmmaInstances[] = {\n" +
+        ",\n".join("    {%d, %d, %d, %d, %s,\n     %s}" % (*c, wgmma_name("f16", c),
+                                                        wgmma_name("bf16", c))
+                   for c in WGMMA_CONFIGS) + "\n};")
 
 
 def mixed_warps(mt):

@@ -273,11 +273,14 @@ NAMES_RE = r", ".join(re.escape(f"'{name}'") for name in CONFIG_NAMES)
 
 
 def test_config_names():
-    # The mma.sync tiles, then the Hopper kernel (one name, last).
+    # The mma.sync tiles, then the Hopper kernel's (named wgmma_..., last).
     assert len(CONFIG_NAMES) >= 3 and len(set(CONFIG_NAMES)) == len(CONFIG_NAMES)
-    for name in CONFIG_NAMES[:-1]:
+    hopper = [name for name in CONFIG_NAMES if name.startswith("wgmma_")]
+    assert hopper and CONFIG_NAMES[-len(hopper):] == hopper
+    for name in CONFIG_NAMES[:-len(hopper)]:
         assert re.fullmatch(r"\d+x\d+x\d+_s\d+_w\d+x\d+", name), name
-    assert re.fullmatch(r"wgmma_\d+x\d+x64_s\d+", CONFIG_NAMES[-1]), CONFIG_NAMES[-1]
+    for name in hopper:
+        assert re.fullmatch(r"wgmma_128x\d+x64_s\d+", name), name
 
 
 def test_no_process_wide_config_override():

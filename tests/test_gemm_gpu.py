@@ -63,7 +63,8 @@ def test_matches_reference(m, n, k, dtype, with_bias):
 
 
 CONFIGS = cute_gemm._C._gemm_configs()
-WGMMA_CONFIG = CONFIGS[-1]  # the Hopper kernel (gemm_wgmma_kernel.cuh)
+WGMMA_CONFIGS = [c for c in CONFIGS if c.startswith("wgmma_")]  # gemm_wgmma_kernel.cuh, widest
+WGMMA_WIDE, WGMMA_NARROW = WGMMA_CONFIGS[0], WGMMA_CONFIGS[-1]
 FORCED_SHAPES = list(itertools.product([1, 33, 1000], [9, 130, 257], [8, 136, 520]))
 
 
@@ -81,7 +82,7 @@ def test_each_config_matches_reference(config, dtype, m, n, k):
     # (the op's CPU reference: fp32 products and sums, one rounding), on the CPU.
     a, b, bias = _operands(m, n, k, dtype, True, seed=CONFIGS.index(config) * 101 + m * 7 + n * 3
                            + k)
-    if config == WGMMA_CONFIG and not _wgmma():
+    if config in WGMMA_CONFIGS and not _wgmma():
         with pytest.raises(ValueError, match=r"cute_gemm\.gemm: config 'wgmma_.*' needs a compute "
                                              r"capability 9\.0 GPU"):
             cute_gemm.gemm(a, b, bias, config=config)
@@ -149,9 +150,10 @@ WGMMA_SHAPES = [(128, 256, 64), (300, 520, 2056), (1000, 257, 4104), (2048, 2048
                 (4100, 1000, 520)]
 
 
+@pytest.mark.parametrize("config", WGMMA_CONFIGS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("m,n,k", WGMMA_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in WGMMA_SHAPES])
-def test_wgmma_kernel_pipeline(m, n, k, dtype):
+def test_wgmma_kernel_pipeline(m, n, k, dtype, config):
     # The Hopper kernel over many k tiles (its stages refill several times: the full / empty
     # barriers' phases wrap), whole and partial (M, N) tiles, an odd N (element stores), with and
     # without bias; the output block poisoned first; repeated runs bit-identical.
@@ -162,21 +164,51 @@ def test_wgmma_kernel_pipeline(m, n, k, dtype):
         ref = _reference(a, b, bias)
         torch.cuda.synchronize()
         ptrs = poison_allocator(m * n, dtype=dtype)
-        out = cute_gemm.gemm(a, b, bias, config=WGMMA_CONFIG)
+        out = cute_gemm.gemm(a, b, bias, config=config)
         assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
         assert_accurate(out, ref, dtype, k)
-        assert torch.equal(out, cute_gemm.gemm(a, b, bias, config=WGMMA_CONFIG))
+        assert torch.equal(out, cute_gemm.gemm(a, b, bias, config=config))
 
 
-def test_heuristic_takes_wgmma_where_its_tiles_fill_the_gpu():
+def test_heuristic_takes_wgmma_wherever_it_runs():
+    # The Hopper kernel at every M where it runs: its widest tile where those tiles keep half the
+    # SMs busy, else its narrowest (splitting K where even those leave half the SMs idle).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    big = cute_gemm._C._gemm_config_for(4096, 4096, 4096)  # 32 x 16 tiles of 128 x 256
-    small = cute_gemm._C._gemm_config_for(128, 512, 4096)  # 2 tiles
-    assert small != WGMMA_CONFIG
-    assert (big == WGMMA_CONFIG) == (_wgmma() and 32 * 16 >= sms)
-    if big == WGMMA_CONFIG:
-        a, b, bias = _operands(4096, 4096, 512, torch.bfloat16, True, seed=5)
-        assert torch.equal(cute_gemm.gemm(a, b, bias), cute_gemm.gemm(a, b, bias, config=big))
+    for m, n, k in ((4096, 4096, 4096), (1, 512, 4096), (256, 4096, 14336), (1024, 4096, 4096)):
+        chosen = cute_gemm._C._gemm_config_for(m, n, k)
+        assert (chosen in WGMMA_CONFIGS) == _wgmma(), (m, n, k, chosen)
+        if _wgmma():
+            wide = 2 * -(-m // 128) * -(-n // 256) >= sms
+            assert chosen == (WGMMA_WIDE if wide else WGMMA_NARROW), (m, n, k, chosen)
+            a, b, bias = _operands(m, n, 512, torch.bfloat16, True, seed=5)
+            assert torch.equal(cute_gemm.gemm(a, b, bias), cute_gemm.gemm(a, b, bias,
+                                                                          config=chosen))
+
+
+SPLIT_SHAPES = [(65, 256, 4096), (256, 4096, 4096), (200, 1000, 3000), (129, 257, 14336)]
+
+
+@pytest.mark.parametrize("config", WGMMA_CONFIGS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m,n,k", SPLIT_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SPLIT_SHAPES])
+def test_wgmma_split_k(m, n, k, dtype, config):
+    # Grids of few tiles split K (a workspace of fp32 partial sums, then the reduce kernel, which
+    # adds the splits in order and the bias): accurate, poisoned output fully written, odd N,
+    # repeated runs bit-identical, and the same under CUDA-graph replay.
+    if not _wgmma():
+        pytest.skip("the Hopper kernel needs an sm_90a build on a compute capability 9.0 GPU")
+    a, b, bias = _operands(m, n, k, dtype, True, seed=m * 3 + n + k)
+    ref = _reference(a, b, bias)
+    torch.cuda.synchronize()
+    ptrs = poison_allocator(m * n, dtype=dtype)
+    out = cute_gemm.gemm(a, b, bias, config=config)
+    assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    assert_accurate(out, ref, dtype, k)
+    assert torch.equal(out, cute_gemm.gemm(a, b, bias, config=config))
+    graph, static_out = capture_graph(lambda: cute_gemm.gemm(a, b, bias, config=config))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static_out, out)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -191,10 +223,10 @@ def test_strided_leading_dimension(dtype):
         assert_accurate(out, _reference(a, b), dtype, k)
         assert torch.equal(out, cute_gemm.gemm(a.contiguous(), b.contiguous()))
         if _wgmma():  # the Hopper kernel's tensor maps take the row stride
-            out = cute_gemm.gemm(a, b, config=WGMMA_CONFIG)
+            out = cute_gemm.gemm(a, b, config=WGMMA_WIDE)
             assert_accurate(out, _reference(a, b), dtype, k)
             assert torch.equal(out, cute_gemm.gemm(a.contiguous(), b.contiguous(),
-                                                   config=WGMMA_CONFIG))
+                                                   config=WGMMA_WIDE))
 
 
 def test_misaligned_view_rejected():

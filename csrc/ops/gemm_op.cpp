@@ -151,10 +151,17 @@ at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
   params.ldc = static_cast<int>(p.n);
   params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
 
-  TORCH_CHECK_VALUE(p.config != kGemmWgmmaConfig || gemm_wgmma_usable(), kOp, "config '",
-                    gemm_config_name(kGemmWgmmaConfig),
+  TORCH_CHECK_VALUE(!is_gemm_wgmma_config(p.config) || gemm_wgmma_usable(), kOp, "config '",
+                    gemm_config_name(p.config),
                     "' needs a compute capability 9.0 GPU and a build with sm_90a code "
                     "(TORCH_CUDA_ARCH_LIST with 9.0a); this device or build has none");
+  // Split-K partial sums (the Hopper kernel on a grid of few tiles), from the caching allocator on
+  // the current stream.
+  at::Tensor workspace;
+  if (size_t const bytes = gemm_workspace_bytes(params, p.config); bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
+    params.workspace = workspace.data_ptr();
+  }
   cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream(), p.config);
   if (err != cudaSuccess) {
     // Named after the fact (the heuristic's choice costs nothing to recompute), so that a failure

@@ -1,5 +1,5 @@
 // Host checks of the Hopper GEMM's layouts (kernels/gemm/gemm_wgmma_config.hpp), for the compiled
-// configuration (generated/gemm_wgmma_config.inc) and a smaller N:
+// configurations (generated/gemm_wgmma_config.inc) and a smaller N:
 //   - the tiles are where the TMA puts a box: a (rows, 64) box with the 128-byte swizzle stores
 //     element (r, k) at byte 128 r + 16 ((k / 8) ^ (r % 8)) + 2 (k % 8) (CU_TENSOR_MAP_SWIZZLE_128B
 //     within 1024-byte atoms), and SmemA / SmemB must say the same;
@@ -90,11 +90,16 @@ void check(char const* name) {
 }
 
 int main() {
-  using Compiled = GemmWgmmaConfig<uint16_t, kGemmWgmma.bn, kGemmWgmma.stages>;
-  static_assert(Compiled::kBM == kGemmWgmma.bm && Compiled::kBK == kGemmWgmma.bk,
-                "the generated configuration's BM and BK are the config's");
-  check<Compiled>("compiled (wgmma_128x256x64_s4)");
-  check<GemmWgmmaConfig<uint16_t, 128, 6>>("N 128, 6 stages");
+  // The compiled configurations (generated/gemm_wgmma_config.inc), and one more.
+  using Wide = GemmWgmmaConfig<uint16_t, kGemmWgmmaConfigs[0].bn, kGemmWgmmaConfigs[0].stages>;
+  using Narrow = GemmWgmmaConfig<uint16_t, kGemmWgmmaConfigs[1].bn, kGemmWgmmaConfigs[1].stages>;
+  static_assert(kGemmWgmmaCount == 2, "check every compiled configuration");
+  static_assert(Wide::kBM == kGemmWgmmaConfigs[0].bm && Wide::kBK == kGemmWgmmaConfigs[0].bk &&
+                    Narrow::kBM == kGemmWgmmaConfigs[1].bm && Narrow::kBK == kGemmWgmmaConfigs[1].bk,
+                "the generated configurations' BM and BK are the config's");
+  check<Wide>(gemm_config_name(kGemmWgmmaFirst).c_str());
+  check<Narrow>(gemm_config_name(kGemmWgmmaFirst + 1).c_str());
+  check<GemmWgmmaConfig<uint16_t, 64, 8>>("N 64, 8 stages");
   std::printf("%d failures\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -225,7 +225,7 @@ CG_SM90_64x256x16_F32_RS(__nv_bfloat16, "bf16")
 
 // D[64 x N] (+)= A[64 x 16] * B[16 x N], both from shared memory through matrix descriptors
 // (desc_a, desc_b), both K-major (imm-trans-a = imm-trans-b = 0), f32 accumulators d[N / 2] in the
-// C fragment order of SM90_64xNx16_F32_RS. N = 256: the dense GEMM's 64 x 256 warpgroup tile
+// C fragment order of SM90_64xNx16_F32_RS. N = 128, 256: the dense GEMM's warpgroup tiles
 // (kernels/gemm/gemm_wgmma_kernel.cuh).
 template <class T, int N>
 struct SM90_64xNx16_F32_SS;
@@ -235,6 +235,42 @@ struct SM90_64xNx16_F32_SS;
 #else
 #define CG_WGMMA_SS_ASM(...) detail::arch_unsupported(d, desc_a, desc_b, scale_d)
 #endif
+
+#define CG_SM90_64x128x16_F32_SS(T, TYPE)                                                          \
+  template <>                                                                                      \
+  struct SM90_64xNx16_F32_SS<T, 128> {                                                             \
+    using DRegisters = float[64];                                                                  \
+    CG_DEVICE static void fma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {     \
+      CG_WGMMA_SS_ASM(                                                                             \
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                             \
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+          "%0, %1, %2, %3, %4, %5, %6, %7, "                                                       \
+          "%8, %9, %10, %11, %12, %13, %14, %15, "                                                 \
+          "%16, %17, %18, %19, %20, %21, %22, %23, "                                               \
+          "%24, %25, %26, %27, %28, %29, %30, %31, "                                               \
+          "%32, %33, %34, %35, %36, %37, %38, %39, "                                               \
+          "%40, %41, %42, %43, %44, %45, %46, %47, "                                               \
+          "%48, %49, %50, %51, %52, %53, %54, %55, "                                               \
+          "%56, %57, %58, %59, %60, %61, %62, %63"                                                 \
+          "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                       \
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),                \
+            "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),              \
+            "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),          \
+            "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),          \
+            "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),          \
+            "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),          \
+            "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),          \
+            "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),          \
+            "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),          \
+            "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),          \
+            "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                     \
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
+    }                                                                                              \
+  };
+
+CG_SM90_64x128x16_F32_SS(__half, "f16")
+CG_SM90_64x128x16_F32_SS(__nv_bfloat16, "bf16")
+#undef CG_SM90_64x128x16_F32_SS
 
 #define CG_SM90_64x256x16_F32_SS(T, TYPE)                                                          \
   template <>                                                                                      \

@@ -27,25 +27,32 @@ inline constexpr GemmConfigShape kGemmConfigs[] = {
 
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
 
-// The Hopper kernel (gemm_wgmma_kernel.cuh, sm_90a builds on compute capability 9.0): one more
-// configuration, index kGemmWgmmaConfig, after the mma.sync ones.
+// The Hopper kernel (gemm_wgmma_kernel.cuh, sm_90a builds on compute capability 9.0): more
+// configurations, indices kGemmWgmmaFirst.., after the mma.sync ones, the widest tile first.
 struct GemmWgmmaShape {
   int bm, bn, bk, stages;
 };
-#define CG_GEMM_WGMMA_CONFIG(bm, bn, bk, s) \
-  inline constexpr GemmWgmmaShape kGemmWgmma = {bm, bn, bk, s};
+inline constexpr GemmWgmmaShape kGemmWgmmaConfigs[] = {
+#define CG_GEMM_WGMMA_CONFIG(bm, bn, bk, s) {bm, bn, bk, s},
 #include "kernels/gemm/generated/gemm_wgmma_config.inc"
 #undef CG_GEMM_WGMMA_CONFIG
-inline constexpr int kGemmWgmmaConfig = kGemmConfigCount;
+};
+inline constexpr int kGemmWgmmaCount =
+    int(sizeof(kGemmWgmmaConfigs) / sizeof(kGemmWgmmaConfigs[0]));
+inline constexpr int kGemmWgmmaFirst = kGemmConfigCount;
 // Every configuration the config argument can name.
-inline constexpr int kGemmNamedConfigCount = kGemmConfigCount + 1;
+inline constexpr int kGemmNamedConfigCount = kGemmConfigCount + kGemmWgmmaCount;
+inline constexpr bool is_gemm_wgmma_config(int index) {
+  return index >= kGemmWgmmaFirst && index < kGemmNamedConfigCount;
+}
 
-// "BMxBNxBK_sS_wWMxWN", e.g. "128x128x64_s3_w2x2"; the Hopper kernel "wgmma_BMxBNxBK_sS".
+// "BMxBNxBK_sS_wWMxWN", e.g. "128x128x64_s3_w2x2"; the Hopper kernel's "wgmma_BMxBNxBK_sS".
 // @pre 0 <= index < kGemmNamedConfigCount
 inline std::string gemm_config_name(int index) {
-  if (index == kGemmWgmmaConfig) {
-    return "wgmma_" + std::to_string(kGemmWgmma.bm) + "x" + std::to_string(kGemmWgmma.bn) + "x" +
-           std::to_string(kGemmWgmma.bk) + "_s" + std::to_string(kGemmWgmma.stages);
+  if (is_gemm_wgmma_config(index)) {
+    GemmWgmmaShape const& w = kGemmWgmmaConfigs[index - kGemmWgmmaFirst];
+    return "wgmma_" + std::to_string(w.bm) + "x" + std::to_string(w.bn) + "x" +
+           std::to_string(w.bk) + "_s" + std::to_string(w.stages);
   }
   GemmConfigShape const& c = kGemmConfigs[index];
   return std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk) + "_s" +

@@ -1,6 +1,7 @@
 // Chooses a GEMM tile configuration and launches it. No kernel is instantiated here: the
 // configurations live one per translation unit under generated/.
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/device_info.hpp"
@@ -32,24 +33,57 @@ constexpr bool same_tables() {
 }
 static_assert(same_tables(), "generated/gemm_instances.hpp and generated/gemm_configs.inc "
                              "disagree: rerun scripts/generate_kernels.py");
-static_assert(kGemmWgmmaInstance.bm == kGemmWgmma.bm && kGemmWgmmaInstance.bn == kGemmWgmma.bn &&
-                  kGemmWgmmaInstance.bk == kGemmWgmma.bk &&
-                  kGemmWgmmaInstance.stages == kGemmWgmma.stages && kGemmWgmmaConfig == kCount,
-              "generated/gemm_instances.hpp and generated/gemm_wgmma_config.inc disagree");
+constexpr int kWgmmaCount = sizeof(kGemmWgmmaInstances) / sizeof(kGemmWgmmaInstances[0]);
+constexpr bool same_wgmma_tables() {
+  if (kWgmmaCount != kGemmWgmmaCount || kGemmWgmmaFirst != kCount) return false;
+  for (int i = 0; i < kWgmmaCount; ++i) {
+    GemmWgmmaInstance const& g = kGemmWgmmaInstances[i];
+    GemmWgmmaShape const& c = kGemmWgmmaConfigs[i];
+    if (g.bm != c.bm || g.bn != c.bn || g.bk != c.bk || g.stages != c.stages ||
+        g.f16 == nullptr || g.bf16 == nullptr)
+      return false;
+  }
+  return true;
+}
+static_assert(same_wgmma_tables(), "generated/gemm_instances.hpp and generated/"
+                                   "gemm_wgmma_config.inc disagree: rerun scripts/generate_kernels.py");
 
 int64_t tiles_of(int m, int n, int bm, int bn) {
   return int64_t((m + bm - 1) / bm) * ((n + bn - 1) / bn);
 }
 
-// The Hopper kernel where it runs and its tiles give every SM a CTA; otherwise the largest
-// mma.sync tile that still does, the smallest when none does.
+// With the Hopper kernel: its widest tile whose tiles keep at least half the SMs busy (a wave of
+// 128 wide tiles on 132 SMs beats two of narrow ones), else its narrowest (split-K makes up for
+// the rest). Otherwise the largest mma.sync tile whose tiles give every SM a CTA, the smallest
+// when none does.
 int heuristic(int m, int n, int sms, bool wgmma) {
-  if (wgmma && tiles_of(m, n, kGemmWgmma.bm, kGemmWgmma.bn) >= sms) return kGemmWgmmaConfig;
+  if (wgmma) {
+    for (int i = 0; i < kWgmmaCount; ++i) {
+      GemmWgmmaInstance const& g = kGemmWgmmaInstances[i];
+      if (2 * tiles_of(m, n, g.bm, g.bn) >= sms) return kGemmWgmmaFirst + i;
+    }
+    return kGemmWgmmaFirst + kWgmmaCount - 1;
+  }
   for (int i = 0; i < kCount; ++i) {
     GemmInstance const& g = kGemmInstances[i];
     if (tiles_of(m, n, g.bm, g.bn) >= sms) return i;
   }
   return kCount - 1;
+}
+
+// The Hopper kernel's split-K factor for tile g: 1 where its tiles keep at least half the SMs
+// busy; otherwise as many splits as make one wave, each at least kMinSplitTiles k tiles, at most
+// kMaxSplits, none empty.
+constexpr int kMinSplitTiles = 4;
+constexpr int kMaxSplits = 16;
+int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
+  const int64_t tiles = tiles_of(m, n, g.bm, g.bn);
+  if (2 * tiles >= sms) return 1;
+  const int k_tiles = (k + g.bk - 1) / g.bk;
+  const int64_t splits = std::min<int64_t>({sms / tiles, k_tiles / kMinSplitTiles, kMaxSplits});
+  if (splits <= 1) return 1;
+  const int per_split = int((k_tiles + splits - 1) / splits);
+  return (k_tiles + per_split - 1) / per_split;
 }
 
 }  // namespace
@@ -63,15 +97,26 @@ bool gemm_wgmma_usable() {
 }
 
 cudaError_t gemm_launch(GemmParams const& params, cudaStream_t stream, int config) {
-  if (config < -1 || config > kGemmWgmmaConfig) return cudaErrorInvalidValue;
+  if (config < -1 || config >= kGemmNamedConfigCount) return cudaErrorInvalidValue;
   if (config == -1) config = gemm_heuristic_config(params.m, params.n, params.k);
-  if (config == kGemmWgmmaConfig) {
+  if (is_gemm_wgmma_config(config)) {
     if (!gemm_wgmma_usable()) return cudaErrorNoKernelImageForDevice;
-    return params.dtype == HalfType::kFloat16 ? kGemmWgmmaInstance.f16(params, stream)
-                                              : kGemmWgmmaInstance.bf16(params, stream);
+    GemmWgmmaInstance const& g = kGemmWgmmaInstances[config - kGemmWgmmaFirst];
+    const int splits = wgmma_splits(g, params.m, params.n, params.k, current_sm_count());
+    if (splits > 1 && params.workspace == nullptr) return cudaErrorInvalidValue;
+    return params.dtype == HalfType::kFloat16 ? g.f16(params, splits, stream)
+                                              : g.bf16(params, splits, stream);
   }
   GemmInstance const& g = kGemmInstances[config];
   return params.dtype == HalfType::kFloat16 ? g.f16(params, stream) : g.bf16(params, stream);
+}
+
+size_t gemm_workspace_bytes(GemmParams const& params, int config) {
+  if (config == -1) config = gemm_heuristic_config(params.m, params.n, params.k);
+  if (!is_gemm_wgmma_config(config)) return 0;
+  GemmWgmmaInstance const& g = kGemmWgmmaInstances[config - kGemmWgmmaFirst];
+  const int splits = wgmma_splits(g, params.m, params.n, params.k, current_sm_count());
+  return splits > 1 ? size_t(splits) * size_t(params.m) * size_t(params.n) * sizeof(float) : 0;
 }
 
 int gemm_heuristic_config(int m, int n, int k) {

@@ -24,10 +24,14 @@ struct GemmParams {
   int m = 0, n = 0, k = 0;
   int lda = 0, ldb = 0, ldc = 0;
   HalfType dtype = HalfType::kFloat16;
+  // fp32 partial sums of a split-K launch (the Hopper kernel on a grid of few tiles), at least
+  // gemm_workspace_bytes(); unused otherwise.
+  void* workspace = nullptr;
 };
 
-// Launches configuration `config` (an index into kGemmConfigs, or kGemmWgmmaConfig for the
-// Hopper kernel: gemm_configs.hpp), or the heuristic's choice for the problem when config is -1.
+// Launches configuration `config` (an index into kGemmConfigs, or kGemmWgmmaFirst + i for the
+// Hopper kernel's tile i: gemm_configs.hpp), or the heuristic's choice for the problem when config
+// is -1.
 // Any other index returns cudaErrorInvalidValue, and the Hopper kernel where it cannot run
 // (gemm_wgmma_usable() false) cudaErrorNoKernelImageForDevice; neither launches anything: a
 // configuration the caller asked for is never silently replaced. Every configuration is
@@ -39,6 +43,12 @@ cudaError_t gemm_launch(GemmParams const& params, cudaStream_t stream, int confi
 // Whether the Hopper kernel runs on the current device: an sm_90a build, a compute capability 9.0
 // device and a driver that encodes tensor maps.
 bool gemm_wgmma_usable();
+
+// The workspace gemm_launch(params, stream, config) needs, in bytes: splits * M * N * 4 where the
+// launch splits K (the Hopper kernel, when its tiles would leave more than half the SMs idle), 0
+// otherwise. The caller allocates it and sets params.workspace; a launch that needs it and has
+// none returns cudaErrorInvalidValue.
+size_t gemm_workspace_bytes(GemmParams const& params, int config = -1);
 
 // The index of the configuration the heuristic picks for an [M, K] x [N, K]^T problem on the
 // current device (its SM count), for tests and benchmarks; gemm_configs.hpp names it.

@@ -13,6 +13,13 @@
 //
 // Edges: the TMA boxes read zeros past M, N and K (a zero contributes nothing to a sum), so the
 // main loop has no predicates; the epilogue stores only rows < M and columns < N.
+//
+// Split-K (grids of few tiles, gemm_dispatch.cu's wgmma_splits): blockIdx.y is the split, each a
+// run of k tiles; the CTAs write fp32 partial sums to p.workspace ([split][M][N]) and
+// gemm_split_k_reduce_kernel adds them in split order (deterministic), adds the bias and rounds.
+
+#include <algorithm>
+#include <cstdint>
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
@@ -30,11 +37,13 @@ struct GemmWgmmaMaps {
   CUtensorMap b;  // B [N, K], (kBN rows, 64 k) boxes, 128-byte swizzle
 };
 
-// grid: one CTA per (kBM, kBN) tile of C, in the raster order of the config; blockDim kThreads
-// (the consumer warpgroups, then the producer warpgroup).
+// grid: (one CTA per (kBM, kBN) tile of C, in the raster order of the config; splits), split z
+// the k tiles [z tiles_per_split, (z + 1) tiles_per_split) (none empty); blockDim kThreads (the
+// consumer warpgroups, then the producer warpgroup).
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_wgmma_kernel(GemmParams p, const __grid_constant__ GemmWgmmaMaps maps) {
+    gemm_wgmma_kernel(GemmParams p, int tiles_per_split,
+                      const __grid_constant__ GemmWgmmaMaps maps) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_SS<T, Cfg::kBN>;
@@ -54,7 +63,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int rows_in_group = min(tiles_m - first_m, Cfg::kRasterM);
   const int m0 = (first_m + in_group % rows_in_group) * BM;
   const int n0 = (in_group / rows_in_group) * BN;
-  const int k_tiles = (p.k + BK - 1) / BK;
+  const int kt_begin = blockIdx.y * tiles_per_split;
+  const int k_tiles = min((p.k + BK - 1) / BK - kt_begin, tiles_per_split);  // this split's
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -79,8 +89,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (kt >= S) mbarrier_wait_parity_suspend(empty + s, phase);  // tile kt - S is consumed
       char* st = smem + s * Cfg::kStageBytes;
       mbarrier_arrive_expect_tx(full + s, Cfg::kStageBytes);
-      tma_load_2d(st, &maps.a, full + s, kt * BK, m0);
-      tma_load_2d(st + Cfg::kABytes, &maps.b, full + s, kt * BK, n0);
+      tma_load_2d(st, &maps.a, full + s, (kt_begin + kt) * BK, m0);
+      tma_load_2d(st + Cfg::kABytes, &maps.b, full + s, (kt_begin + kt) * BK, n0);
       if (++s == S) {
         s = 0;
         if (kt >= S) phase ^= 1;
@@ -97,7 +107,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // address field), k16 step j adds j * kStepBytes.
   const uint64_t desc_a0 = Cfg::DescA::make(base + Cfg::group_a_bytes(wg));
   const uint64_t desc_b0 = Cfg::DescB::make(base + Cfg::kABytes);
-  float acc[Cfg::kAccRegs];
+  float acc[Cfg::kAccRegs];  // the first wgmma ignores their values (scale_d = 0)
 
   int s = 0;
   uint32_t phase = 0;  // of the full barriers: (kt / S) % 2
@@ -126,6 +136,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // ---- epilogue: value v of the thread's C fragment (Cfg::AccLayout) is row m + 64 wg and
   // column n of the tile, (m, n) its column-major index in (M64, N). Adjacent values 2i, 2i + 1
   // are columns n, n + 1 of one row: stored as a pair where the row allows it.
+  if (gridDim.y > 1) {  // split-K: this split's fp32 sums, [split][M][N]
+    float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.y) * p.m * p.n;
+    const bool ws_pairs = p.n % 2 == 0;
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+      const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+      const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
+      if (row >= p.m || col >= p.n) continue;
+      float* dst = ws + int64_t(row) * p.n + col;
+      if (ws_pairs) {
+        *reinterpret_cast<float2*>(dst) = make_float2(acc[v], acc[v + 1]);
+      } else {
+        dst[0] = acc[v];
+        if (col + 1 < p.n) dst[1] = acc[v + 1];
+      }
+    }
+    return;
+  }
   T* c = static_cast<T*>(p.c);
   T const* bias = static_cast<T const*>(p.bias);
   const bool pairs_ok = p.ldc % 2 == 0;
@@ -153,6 +181,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #endif
 }
 
+// C = the sum of the splits' partial sums (in split order) + bias, rounded once: one output per
+// thread, grid-stride.
+template <class T>
+__global__ void gemm_split_k_reduce_kernel(GemmParams p, int splits) {
+  const int64_t total = int64_t(p.m) * p.n;
+  float const* ws = static_cast<float const*>(p.workspace);
+  T const* bias = static_cast<T const*>(p.bias);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; ++s) acc += __ldcg(ws + s * total + i);
+    const int row = int(i / p.n), col = int(i % p.n);
+    if (bias != nullptr) acc += HalfTraits<T>::to_float(bias[col]);
+    static_cast<T*>(p.c)[int64_t(row) * p.ldc + col] = HalfTraits<T>::from_float(acc);
+  }
+}
+
 // Encodes the launch's tensor maps: A and B as K-major matrices read in boxes of (kBM, 64) and
 // (kBN, 64) elements, each box one SmemA / SmemB tile.
 template <class Cfg>
@@ -167,16 +212,28 @@ cudaError_t encode_gemm_wgmma_maps(GemmParams const& p, GemmWgmmaMaps* maps) {
   return e;
 }
 
+// splits: the split-K factor (gemm_dispatch.cu), none empty; splits > 1 needs p.workspace
+// ([splits][M][N] fp32).
 template <class Cfg>
-cudaError_t launch_gemm_wgmma(GemmParams const& p, cudaStream_t stream) {
+cudaError_t launch_gemm_wgmma(GemmParams const& p, int splits, cudaStream_t stream) {
   static const cudaError_t prepared = cudaFuncSetAttribute(
       gemm_wgmma_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (prepared != cudaSuccess) return prepared;
+  if (splits < 1 || (splits > 1 && p.workspace == nullptr)) return cudaErrorInvalidValue;
   GemmWgmmaMaps maps{};
   const cudaError_t encoded = encode_gemm_wgmma_maps<Cfg>(p, &maps);
   if (encoded != cudaSuccess) return encoded;
   const int tiles = ((p.m + Cfg::kBM - 1) / Cfg::kBM) * ((p.n + Cfg::kBN - 1) / Cfg::kBN);
-  gemm_wgmma_kernel<Cfg><<<tiles, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p, maps);
+  const int k_tiles = (p.k + Cfg::kBK - 1) / Cfg::kBK;
+  const int per_split = (k_tiles + splits - 1) / splits;
+  if ((k_tiles + per_split - 1) / per_split != splits) return cudaErrorInvalidValue;  // an empty one
+  gemm_wgmma_kernel<Cfg><<<dim3(tiles, splits), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+      p, per_split, maps);
+  if (splits == 1) return cudaGetLastError();
+  const int64_t total = int64_t(p.m) * p.n;
+  const int threads = 256;
+  const int blocks = int(std::min<int64_t>((total + threads - 1) / threads, 4 * 1024));
+  gemm_split_k_reduce_kernel<typename Cfg::Element><<<blocks, threads, 0, stream>>>(p, splits);
   return cudaGetLastError();
 }
 

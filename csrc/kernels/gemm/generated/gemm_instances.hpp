@@ -8,11 +8,13 @@ namespace cute_gemm {
 cudaError_t gemm_f16_256x128x32_s4_w4x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_f16_128x128x64_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_f16_64x64x32_s3_w2x2(GemmParams const& p, cudaStream_t stream);
-cudaError_t gemm_wgmma_f16_128x256x64_s4(GemmParams const& p, cudaStream_t stream);
+cudaError_t gemm_wgmma_f16_128x256x64_s4(GemmParams const& p, int splits, cudaStream_t stream);
+cudaError_t gemm_wgmma_f16_128x128x64_s6(GemmParams const& p, int splits, cudaStream_t stream);
 cudaError_t gemm_bf16_256x128x32_s4_w4x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_128x128x64_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_64x64x32_s3_w2x2(GemmParams const& p, cudaStream_t stream);
-cudaError_t gemm_wgmma_bf16_128x256x64_s4(GemmParams const& p, cudaStream_t stream);
+cudaError_t gemm_wgmma_bf16_128x256x64_s4(GemmParams const& p, int splits, cudaStream_t stream);
+cudaError_t gemm_wgmma_bf16_128x128x64_s6(GemmParams const& p, int splits, cudaStream_t stream);
 
 struct GemmInstance {
   int bm, bn, bk, stages, warps_m, warps_n;
@@ -27,14 +29,18 @@ inline constexpr GemmInstance kGemmInstances[] = {
     {64, 64, 32, 3, 2, 2, gemm_f16_64x64x32_s3_w2x2, gemm_bf16_64x64x32_s3_w2x2}
 };
 
-// The Hopper kernel (gemm_wgmma_kernel.cuh), sm_90a.
+// The Hopper kernel (gemm_wgmma_kernel.cuh), sm_90a, widest tile first.
 struct GemmWgmmaInstance {
   int bm, bn, bk, stages;
-  cudaError_t (*f16)(GemmParams const&, cudaStream_t);
-  cudaError_t (*bf16)(GemmParams const&, cudaStream_t);
+  cudaError_t (*f16)(GemmParams const&, int, cudaStream_t);  // (params, splits, stream)
+  cudaError_t (*bf16)(GemmParams const&, int, cudaStream_t);
 };
 
-inline constexpr GemmWgmmaInstance kGemmWgmmaInstance = {
-    128, 256, 64, 4, gemm_wgmma_f16_128x256x64_s4, gemm_wgmma_bf16_128x256x64_s4};
+inline constexpr GemmWgmmaInstance kGemmWgmmaInstances[] = {
+    {128, 256, 64, 4, gemm_wgmma_f16_128x256x64_s4,
+     gemm_wgmma_bf16_128x256x64_s4},
+    {128, 128, 64, 6, gemm_wgmma_f16_128x128x64_s6,
+     gemm_wgmma_bf16_128x128x64_s6}
+};
 
 }  // namespace cute_gemm

@@ -4,8 +4,8 @@
 
 namespace cute_gemm {
 
-cudaError_t gemm_wgmma_f16_128x256x64_s4(GemmParams const& p, cudaStream_t stream) {
-  return launch_gemm_wgmma<GemmWgmmaConfig<__half, 256, 4>>(p, stream);
+cudaError_t gemm_wgmma_f16_128x256x64_s4(GemmParams const& p, int splits, cudaStream_t stream) {
+  return launch_gemm_wgmma<GemmWgmmaConfig<__half, 256, 4>>(p, splits, stream);
 }
 
 }  // namespace cute_gemm
