@@ -100,6 +100,12 @@ def spot_check(gemm, a, b, dtype):
     return err, bool(torch.isfinite(ours).all().item()) and err <= 4 * torch.finfo(dtype).eps
 
 
+def _config_for(m, n, k):
+    """The kernel configuration that runs (the heuristic's pick: cute_gemm.gemm with config=None)."""
+    import cute_gemm
+    return cute_gemm._C._gemm_config_for(m, n, k)
+
+
 def bench_shape(gemm, m, n, k, dtype, replays):
     sets = operand_sets(m, n, k, dtype)
 
@@ -114,6 +120,7 @@ def bench_shape(gemm, m, n, k, dtype, replays):
     ours_tf, torch_tf = common.tflops(flops, ours_us), common.tflops(flops, torch_us)
     return {
         "m": m, "n": n, "k": k,
+        "config": _config_for(m, n, k),
         "ours_us": ours_us, "torch_us": torch_us,
         "ours_tflops": ours_tf, "torch_tflops": torch_tf,
         "ratio": ours_tf / torch_tf if torch_tf > 0 else float("nan"),
@@ -127,7 +134,7 @@ COLUMNS = [
     ("ours_us", "ours us"), ("torch_us", "torch us"),
     ("ours_tflops", "ours TFLOP/s"), ("torch_tflops", "torch TFLOP/s"),
     ("ratio", "ours/torch"), ("max_rel_err", "max rel err"), ("check", "check"),
-    ("l2_copies", "L2 copies"),
+    ("l2_copies", "L2 copies"), ("config", "kernel (config)"),
 ]
 
 NOTES = [
@@ -219,7 +226,7 @@ def main(argv=None):
           f"CUDA {meta['cuda_version']}, {args.dtype}, {len(shapes)} shapes, "
           f"L2 {meta['gpu_l2_cache_bytes'] / 2**20:.0f} MiB", flush=True)
     header = (f"{'M':>6} {'N':>6} {'K':>6} {'ours us':>10} {'torch us':>10} {'ours TF':>8} "
-              f"{'torch TF':>8} {'ratio':>6} {'max rel err':>11} check")
+              f"{'torch TF':>8} {'ratio':>6} {'max rel err':>11} check kernel")
     print(header, flush=True)
 
     t0 = time.time()
@@ -229,7 +236,7 @@ def main(argv=None):
         rows.append(row)
         print(f"{m:>6} {n:>6} {k:>6} {row['ours_us']:>10.2f} {row['torch_us']:>10.2f} "
               f"{row['ours_tflops']:>8.1f} {row['torch_tflops']:>8.1f} {row['ratio']:>6.2f} "
-              f"{row['max_rel_err']:>11.2e} {row['check']}", flush=True)
+              f"{row['max_rel_err']:>11.2e} {row['check']} {row['config']}", flush=True)
         torch.cuda.empty_cache()
     meta["elapsed_s"] = round(time.time() - t0, 1)
 

@@ -25,7 +25,8 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
-    gemm         cute_gemm.gemm in each of its configurations (its config argument), fp16/bf16
+    gemm         cute_gemm.gemm in each of its configurations (its config argument), fp16/bf16;
+                 the Hopper kernel's also split-K
 
 Each mixed launch passes its schedule (gpu_sweep.schedule_for of its force string) to
 cute_gemm.mixed_gemm and first checks that the plan (cute_gemm.mixed_plan) is the one the family
@@ -160,6 +161,9 @@ def launches():
             L.append(dict(op="gemm", family="gemm", m=33, n=136, k=264, dtype=dtype,
                           bias=dtype == "fp16", config=name, quick=dtype == "fp16",
                           expect={}))
+        if name.startswith("wgmma_"):  # the Hopper kernel's split-K path: 10 splits + reduce
+            L.append(dict(op="gemm", family="gemm", m=200, n=1000, k=3000, dtype="bf16",
+                          bias=True, config=name, quick=False, expect={}))
     return L
 
 
