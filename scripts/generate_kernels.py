@@ -22,10 +22,14 @@ CONFIGS = [
     (128, 128, 64, 3, 2, 2),
     (64, 64, 32, 3, 2, 2),
 ]
-# The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages), the widest
-# tile first; BM and BK are the config's (two consumer warpgroups of 64 rows, one 128-byte line
-# of K per stage). The narrower tile doubles the CTAs of grids that would leave SMs idle.
-WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6)]
+# The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages), the largest
+# tile first; BM is 64 per consumer warpgroup, BK one 128-byte line of K per stage. The smaller
+# tiles multiply the CTAs of grids that would leave SMs idle; the 64-row one runs two CTAs per SM.
+WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 4)]
+
+
+def wgmma_ctas_per_sm(cfg):
+    return 2 if cfg[0] == 64 else 1
 # Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
 # mean; benchmarks/results/NOTES.md has the measurements behind the choice of instances).
 # mma.sync (mixed_gemm_kernel.cuh): (bits, m16 tiles per CTA, fine groups).
@@ -90,8 +94,8 @@ def main():
             write_tu(OUT, n, ["kernels/gemm/gemm_wgmma_kernel.cuh",
                               "kernels/gemm/generated/gemm_instances.hpp"],
                      f"cudaError_t {n}(GemmParams const& p, int splits, cudaStream_t stream) {{\n"
-                     f"  return launch_gemm_wgmma<GemmWgmmaConfig<{ctype}, {bn}, {stages}>>(p, "
-                     "splits, stream);\n}\n")
+                     f"  return launch_gemm_wgmma<GemmWgmmaConfig<{ctype}, {bn}, {stages}, "
+                     f"{bm // 64}, {wgmma_ctas_per_sm(cfg)}>>(p, splits, stream);\n}}\n")
             decls.append(f"cudaError_t {n}(GemmParams const& p, int splits, cudaStream_t stream);")
     with open(os.path.join(OUT, "gemm_configs.inc"), "w") as f:
         f.write(HEADER + "// CG_GEMM_CONFIG(BM, BN, BK, stages, warps_m, warps_n) for each "

@@ -280,7 +280,7 @@ def test_config_names():
     for name in CONFIG_NAMES[:-len(hopper)]:
         assert re.fullmatch(r"\d+x\d+x\d+_s\d+_w\d+x\d+", name), name
     for name in hopper:
-        assert re.fullmatch(r"wgmma_128x\d+x64_s\d+", name), name
+        assert re.fullmatch(r"wgmma_(64|128)x\d+x64_s\d+", name), name
 
 
 def test_no_process_wide_config_override():

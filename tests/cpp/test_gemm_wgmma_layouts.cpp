@@ -77,9 +77,9 @@ void check(char const* name) {
   // ---- shared memory and registers
   CHECK(Cfg::kStageBytes % 1024 == 0 && Cfg::kBarrierOffset % 8 == 0 &&
             Cfg::kBarrierOffset + 2 * Cfg::kStages * 8 + 1024 <= Cfg::kSmemBytes &&
-            Cfg::kSmemBytes <= 227 * 1024,
+            Cfg::kSmemBytes * Cfg::kMinCtasPerSm <= 227 * 1024,
         "%s: shared memory", name);
-  CHECK(Cfg::kThreads * Cfg::kLaunchRegisters <= 65536 &&
+  CHECK(Cfg::kThreads * Cfg::kLaunchRegisters * Cfg::kMinCtasPerSm <= 65536 &&
             128 * Cfg::kProducerRegisters + Cfg::kConsumerThreads * Cfg::kConsumerRegisters <=
                 Cfg::kThreads * Cfg::kLaunchRegisters &&
             Cfg::kConsumerRegisters >= Cfg::kLaunchRegisters && Cfg::kConsumerRegisters % 8 == 0,
@@ -90,15 +90,19 @@ void check(char const* name) {
 }
 
 int main() {
-  // The compiled configurations (generated/gemm_wgmma_config.inc), and one more.
-  using Wide = GemmWgmmaConfig<uint16_t, kGemmWgmmaConfigs[0].bn, kGemmWgmmaConfigs[0].stages>;
-  using Narrow = GemmWgmmaConfig<uint16_t, kGemmWgmmaConfigs[1].bn, kGemmWgmmaConfigs[1].stages>;
-  static_assert(kGemmWgmmaCount == 2, "check every compiled configuration");
-  static_assert(Wide::kBM == kGemmWgmmaConfigs[0].bm && Wide::kBK == kGemmWgmmaConfigs[0].bk &&
-                    Narrow::kBM == kGemmWgmmaConfigs[1].bm && Narrow::kBK == kGemmWgmmaConfigs[1].bk,
+  // The compiled configurations (generated/gemm_wgmma_config.inc, as scripts/generate_kernels.py
+  // instantiates them), and one more.
+  constexpr GemmWgmmaShape const* c = kGemmWgmmaConfigs;
+  using Wide = GemmWgmmaConfig<uint16_t, c[0].bn, c[0].stages, c[0].bm / 64, 1>;
+  using Narrow = GemmWgmmaConfig<uint16_t, c[1].bn, c[1].stages, c[1].bm / 64, 1>;
+  using Small = GemmWgmmaConfig<uint16_t, c[2].bn, c[2].stages, c[2].bm / 64, 2>;
+  static_assert(kGemmWgmmaCount == 3, "check every compiled configuration");
+  static_assert(Wide::kBM == c[0].bm && Wide::kBK == c[0].bk && Narrow::kBM == c[1].bm &&
+                    Narrow::kBK == c[1].bk && Small::kBM == c[2].bm && Small::kBK == c[2].bk,
                 "the generated configurations' BM and BK are the config's");
   check<Wide>(gemm_config_name(kGemmWgmmaFirst).c_str());
   check<Narrow>(gemm_config_name(kGemmWgmmaFirst + 1).c_str());
+  check<Small>(gemm_config_name(kGemmWgmmaFirst + 2).c_str());
   check<GemmWgmmaConfig<uint16_t, 64, 8>>("N 64, 8 stages");
   std::printf("%d failures\n", failures);
   return failures == 0 ? 0 : 1;

@@ -52,25 +52,6 @@ int64_t tiles_of(int m, int n, int bm, int bn) {
   return int64_t((m + bm - 1) / bm) * ((n + bn - 1) / bn);
 }
 
-// With the Hopper kernel: its widest tile whose tiles keep at least half the SMs busy (a wave of
-// 128 wide tiles on 132 SMs beats two of narrow ones), else its narrowest (split-K makes up for
-// the rest). Otherwise the largest mma.sync tile whose tiles give every SM a CTA, the smallest
-// when none does.
-int heuristic(int m, int n, int sms, bool wgmma) {
-  if (wgmma) {
-    for (int i = 0; i < kWgmmaCount; ++i) {
-      GemmWgmmaInstance const& g = kGemmWgmmaInstances[i];
-      if (2 * tiles_of(m, n, g.bm, g.bn) >= sms) return kGemmWgmmaFirst + i;
-    }
-    return kGemmWgmmaFirst + kWgmmaCount - 1;
-  }
-  for (int i = 0; i < kCount; ++i) {
-    GemmInstance const& g = kGemmInstances[i];
-    if (tiles_of(m, n, g.bm, g.bn) >= sms) return i;
-  }
-  return kCount - 1;
-}
-
 // The Hopper kernel's split-K factor for tile g: 1 where its tiles keep at least half the SMs
 // busy; otherwise as many splits as make one wave, each at least kMinSplitTiles k tiles, at most
 // kMaxSplits, none empty.
@@ -84,6 +65,37 @@ int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
   if (splits <= 1) return 1;
   const int per_split = int((k_tiles + splits - 1) / splits);
   return (k_tiles + per_split - 1) / per_split;
+}
+
+// A split of at least this many k tiles amortizes split-K's partial sums and second kernel:
+// then a 128-row tile split beats the 64-row tile unsplit (one consumer warpgroup per CTA).
+// Measured on H100 (benchmarks/results/NOTES.md): 256x4096x14336 128x128 in 2 splits of 112
+// 67.9 us vs 64x128 76.2; 256x4096x4096 (2 splits of 32) 26.6 vs 23.2.
+constexpr int kLongSplitTiles = 64;
+
+// With the Hopper kernel: its largest tile whose tiles keep at least half the SMs busy (a wave of
+// 128 128x256 tiles on 132 SMs beats two of 128x128 ones), else its smallest (split-K makes up
+// for the rest), except that a 128-row tile whose splits stay long (kLongSplitTiles) is kept
+// over the 64-row one. Otherwise the largest mma.sync tile whose tiles give every SM a CTA, the
+// smallest when none does.
+int heuristic(int m, int n, int k, int sms, bool wgmma) {
+  if (wgmma) {
+    for (int i = 0; i < kWgmmaCount; ++i) {
+      GemmWgmmaInstance const& g = kGemmWgmmaInstances[i];
+      if (2 * tiles_of(m, n, g.bm, g.bn) >= sms) return kGemmWgmmaFirst + i;
+      if (i + 1 < kWgmmaCount && kGemmWgmmaInstances[i + 1].bm < g.bm) {
+        const int k_tiles = (k + g.bk - 1) / g.bk;
+        const int split_tiles = k_tiles / wgmma_splits(g, m, n, k, sms);
+        if (split_tiles >= kLongSplitTiles) return kGemmWgmmaFirst + i;
+      }
+    }
+    return kGemmWgmmaFirst + kWgmmaCount - 1;
+  }
+  for (int i = 0; i < kCount; ++i) {
+    GemmInstance const& g = kGemmInstances[i];
+    if (tiles_of(m, n, g.bm, g.bn) >= sms) return i;
+  }
+  return kCount - 1;
 }
 
 }  // namespace
@@ -120,8 +132,7 @@ size_t gemm_workspace_bytes(GemmParams const& params, int config) {
 }
 
 int gemm_heuristic_config(int m, int n, int k) {
-  (void)k;  // the tile choice depends on the output's tiles only
-  return heuristic(m, n, current_sm_count(), gemm_wgmma_usable());
+  return heuristic(m, n, k, current_sm_count(), gemm_wgmma_usable());
 }
 
 }  // namespace cute_gemm

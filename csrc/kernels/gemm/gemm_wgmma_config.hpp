@@ -6,12 +6,14 @@
 //
 //   C[M, N] = A[M, K] @ B[N, K]^T (+ bias[N]), the contract of gemm_launch.hpp.
 //
-// A CTA computes a (kBM = 128, kBN) tile of C, in three warpgroups:
+// A CTA computes a (kBM = 64 ConsumerGroups, kBN) tile of C, in 1 + ConsumerGroups warpgroups:
 //   - a producer warpgroup, of which one thread issues each stage as two TMA copies, the
-//     (128 rows, 64 k) box of A and the (kBN rows, 64 k) box of B, both landing as K-major tiles
+//     (kBM rows, 64 k) box of A and the (kBN rows, 64 k) box of B, both landing as K-major tiles
 //     with the 128-byte swizzle (Sw128KMajor): exactly what a wgmma descriptor reads;
-//   - two consumer warpgroups, warpgroup g the rows 64 g .. 64 g + 63 of the tile: per k16 step
-//     one wgmma m64n(kBN)k16 with both operands from shared memory (SM90_64xNx16_F32_SS).
+//   - consumer warpgroups, warpgroup g the rows 64 g .. 64 g + 63 of the tile: per k16 step one
+//     wgmma m64n(kBN)k16 with both operands from shared memory (SM90_64xNx16_F32_SS).
+// MinCtasPerSm CTAs share an SM (the small tile runs two, so one's epilogue overlaps the other's
+// main loop).
 // Each stage has a "full" mbarrier (the producer's expected bytes, then the TMA's) and an "empty"
 // one (an arrive per consumer warp once the wgmmas that read the stage are done); only the
 // producer waits on "empty".
@@ -21,11 +23,13 @@
 
 namespace cute_gemm {
 
-template <class Element_, int BN, int Stages>
+template <class Element_, int BN, int Stages, int ConsumerGroups = 2, int MinCtasPerSm = 1>
 struct GemmWgmmaConfig {
   using Element = Element_;
   static_assert(sizeof(Element) == 2, "16-bit operands");
-  static constexpr int kConsumerGroups = 2;
+  static_assert(ConsumerGroups == 1 || ConsumerGroups == 2, "64 or 128 rows per CTA");
+  static constexpr int kConsumerGroups = ConsumerGroups;
+  static constexpr int kMinCtasPerSm = MinCtasPerSm;
   static constexpr int kBM = 64 * kConsumerGroups;  // one wgmma M (64) per consumer warpgroup
   static constexpr int kBN = BN;                     // wgmma's N
   static constexpr int kBK = 64;                     // one 128-byte swizzle line of K per stage
@@ -53,7 +57,7 @@ struct GemmWgmmaConfig {
   // [pad to 1024][stages][full barriers][empty barriers]
   static constexpr int kBarrierOffset = kStages * kStageBytes;
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + 2 * kStages * 8;
-  static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
+  static_assert(kSmemBytes * MinCtasPerSm <= 227 * 1024, "MinCtasPerSm CTAs fit one SM");
 
   // Descriptors: of the warpgroup's A rows and of B, from the layouts; k16 step j starts
   // kStepBytes * j bytes later (row 0 of the swizzle atom is never swizzled: WgmmaDesc).
@@ -65,10 +69,11 @@ struct GemmWgmmaConfig {
   using AccLayout = typename Wgmma64xNx16Layouts<kBN>::CLayout;
   static constexpr int kAccRegs = kBN / 2;
 
-  // ---- registers: the CTA launches at the most that one CTA per SM gets (in 8s); the producer
-  // gives all but kProducerRegisters back and the consumers take them (setmaxnreg). The consumers
-  // hold kAccRegs accumulators.
-  static constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
+  // ---- registers: the CTA launches at the most that MinCtasPerSm CTAs per SM get (in 8s, at
+  // most 248); the producer gives all but kProducerRegisters back and the consumers take them
+  // (setmaxnreg). The consumers hold kAccRegs accumulators.
+  static constexpr int kRegisterShare = 65536 / (kThreads * MinCtasPerSm) / 8 * 8;
+  static constexpr int kLaunchRegisters = kRegisterShare < 248 ? kRegisterShare : 248;
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerFree =
       (kThreads * kLaunchRegisters - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8;

@@ -41,7 +41,7 @@ struct GemmWgmmaMaps {
 // the k tiles [z tiles_per_split, (z + 1) tiles_per_split) (none empty); blockDim kThreads (the
 // consumer warpgroups, then the producer warpgroup).
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     gemm_wgmma_kernel(GemmParams p, int tiles_per_split,
                       const __grid_constant__ GemmWgmmaMaps maps) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
