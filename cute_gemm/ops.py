@@ -88,9 +88,11 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, *,
             instead of the heuristic's choice, e.g. ``"128x128x64_s3_w2x2"``;
             ``cute_gemm._C._gemm_configs()`` lists them and ``cute_gemm._C._gemm_config_for(m, n,
             k)`` names the heuristic's. Every configuration runs every dtype and shape the op
-            accepts, so the result is the same up to fp32 summation order. A name that is not
-            compiled raises ``ValueError`` on every device (the CPU reference checks it too and
-            otherwise ignores it); a non-string raises ``TypeError``.
+            accepts, so the result is the same up to fp32 summation order. The ``"wgmma_..."``
+            configurations are the Hopper kernel (sm_90a builds on compute capability 9.0, where
+            the heuristic picks them); naming one on another GPU raises ``ValueError``. A name
+            that is not compiled raises ``ValueError`` on every device (the CPU reference checks
+            it too and otherwise ignores it); a non-string raises ``TypeError``.
 
     Returns:
         A new contiguous ``[M, N]`` tensor with ``a``'s dtype and device.
