@@ -101,7 +101,7 @@ def spot_check(gemm, a, b, dtype):
 
 
 def _config_for(m, n, k):
-    """The kernel configuration that runs (the heuristic's pick: cute_gemm.gemm with config=None)."""
+    """The configuration that runs: the heuristic's pick (cute_gemm.gemm with config=None)."""
     import cute_gemm
     return cute_gemm._C._gemm_config_for(m, n, k)
 

@@ -156,7 +156,8 @@ float time_scenario(Setup& s, Scenario sc, uint64_t spin_ns, int mode, cudaStrea
 int main() {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20);
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (double mb : {4.4, 8.7, 13.0, 20.0, 30.0}) {
@@ -184,7 +185,8 @@ int main() {
                   (unsigned long long)spin_us);
       for (int sc = 0; sc < kNum; ++sc) std::printf(" %s %6.2f", kNames[sc], t[sc]);
       // What the read of W costs inside each sequence, with the other kernels' times taken off.
-      std::printf(" | W after spin: base %5.2f pre %5.2f L2-hot %5.2f | tail %5.2f vs tail0 %5.2f us",
+      std::printf(" | W after spin: base %5.2f pre %5.2f L2-hot %5.2f | tail %5.2f vs tail0 "
+                  "%5.2f us",
                   t[kBase] - t[kSpin], t[kPre] - t[kSpin], t[kTwice] - t[kSpin] - t[kRead],
                   t[kTail] - t[kSpin] - t[kRead], t[kTail0] - t[kSpin] - t[kRead]);
       std::printf(" (%.0f GB/s alone)\n", s.bytes / (t[kRead] * 1e3));

@@ -102,8 +102,8 @@ def main():
                 "configuration; host tests expand it.\n" +
                 "".join("CG_GEMM_CONFIG(%d, %d, %d, %d, %d, %d)\n" % cfg for cfg in CONFIGS))
     with open(os.path.join(OUT, "gemm_wgmma_config.inc"), "w") as f:
-        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages) of each Hopper configuration, "
-                "widest first.\n" +
+        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages) of each Hopper "
+                "configuration, largest first.\n" +
                 "".join("CG_GEMM_WGMMA_CONFIG(%d, %d, %d, %d)\n" % c for c in WGMMA_CONFIGS))
     rows = ",\n".join(
         "    {%d, %d, %d, %d, %d, %d, %s, %s}" % (*cfg, name("f16", cfg), name("bf16", cfg))

@@ -45,8 +45,9 @@ constexpr bool same_wgmma_tables() {
   }
   return true;
 }
-static_assert(same_wgmma_tables(), "generated/gemm_instances.hpp and generated/"
-                                   "gemm_wgmma_config.inc disagree: rerun scripts/generate_kernels.py");
+static_assert(same_wgmma_tables(),
+              "generated/gemm_instances.hpp and generated/gemm_wgmma_config.inc disagree: rerun "
+              "scripts/generate_kernels.py");
 
 int64_t tiles_of(int m, int n, int bm, int bn) {
   return int64_t((m + bm - 1) / bm) * ((n + bn - 1) / bn);

@@ -226,7 +226,8 @@ cudaError_t launch_gemm_wgmma(GemmParams const& p, int splits, cudaStream_t stre
   const int tiles = ((p.m + Cfg::kBM - 1) / Cfg::kBM) * ((p.n + Cfg::kBN - 1) / Cfg::kBN);
   const int k_tiles = (p.k + Cfg::kBK - 1) / Cfg::kBK;
   const int per_split = (k_tiles + splits - 1) / splits;
-  if ((k_tiles + per_split - 1) / per_split != splits) return cudaErrorInvalidValue;  // an empty one
+  // splits must leave none empty (gemm_dispatch.cu's wgmma_splits makes sure).
+  if ((k_tiles + per_split - 1) / per_split != splits) return cudaErrorInvalidValue;
   gemm_wgmma_kernel<Cfg><<<dim3(tiles, splits), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
       p, per_split, maps);
   if (splits == 1) return cudaGetLastError();
