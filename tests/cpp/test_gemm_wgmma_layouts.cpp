@@ -7,8 +7,9 @@
 //     alignment, so its descriptor is WgmmaDesc<SmemAGroup> of that address;
 //   - the descriptors' byte offsets (8-row core-matrix groups 1024 bytes apart) and the k16 step
 //     (kStepBytes = the byte offset of (0, 16));
-//   - the accumulators' map covers the (64, N) tile once, and values 2i, 2i + 1 are columns n,
-//     n + 1 of one row (the epilogue's pair stores);
+//   - the accumulators' map covers the (64, N) tile once, values 2i, 2i + 1 are columns n, n + 1
+//     of one row (the epilogue's pair stores), and it has the closed form the epilogue's quad
+//     transpose relies on;
 //   - shared memory: stages and barriers inside kSmemBytes, stages on 1024 bytes; the register
 //     split gives the consumers at least the launch registers and fits the register file.
 #include <cstdio>
@@ -73,6 +74,18 @@ void check(char const* name) {
       }
     }
     CHECK(bijective(idx, 64L * BN), "%s: the accumulators do not cover (M64, N) once", name);
+    // The epilogue's quad transpose (gemm_wgmma_store_rows) relies on this closed form: value
+    // e + 2 h + 4 i of thread 32 w + 4 g + t is row 16 w + g + 8 h, column 8 i + 2 t + e.
+    for (int w = 0; w < 4; ++w)
+      for (int g = 0; g < 8; ++g)
+        for (int t = 0; t < 4; ++t)
+          for (int i = 0; i < BN / 8; ++i)
+            for (int h = 0; h < 2; ++h)
+              for (int e = 0; e < 2; ++e)
+                CHECK(long(typename Cfg::AccLayout{}(32 * w + 4 * g + t, e + 2 * h + 4 * i)) ==
+                          (16 * w + g + 8 * h) + 64L * (8 * i + 2 * t + e),
+                      "%s: accumulator (w %d, g %d, t %d, i %d, h %d, e %d)", name, w, g, t, i, h,
+                      e);
   }
   // ---- shared memory and registers
   CHECK(Cfg::kStageBytes % 1024 == 0 && Cfg::kBarrierOffset % 8 == 0 &&

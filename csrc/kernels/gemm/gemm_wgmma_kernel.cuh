@@ -37,6 +37,59 @@ struct GemmWgmmaMaps {
   CUtensorMap b;  // B [N, K], (kBN rows, 64 k) boxes, 128-byte swizzle
 };
 
+// The epilogue of a warpgroup's whole-width (64, kBN) tile into C rows of 16-byte-aligned
+// stride ldc (elements; rows past `rows` are not stored), + bias, rounded once. In the C fragment
+// (Cfg::AccLayout) the quad of lanes 4 g + t (t = 0..3) holds 8 consecutive columns of a row per
+// n8 block, 2 each; a transpose within the quad gives lane t all 8 columns of block 4 j + t, one
+// 16-byte store, so a quad writes 64 contiguous bytes (whole 32-byte sectors) instead of 4-byte
+// pieces. Value e + 2 h + 4 i is row 16 w + g + 8 h, column 8 i + 2 t + e (warp w, lane 4 g + t;
+// checked on the host).
+template <class Cfg>
+CG_DEVICE void gemm_wgmma_store_rows(float const (&acc)[Cfg::kAccRegs], typename Cfg::Element* c,
+                                     int ldc, int rows, typename Cfg::Element const* bias) {
+  using T = typename Cfg::Element;
+  const int thr = int(threadIdx.x) % 128, lane = thr % 32;
+  const int t = lane % 4, g = lane / 4, w = thr / 32;
+  auto pack = [](float x0, float x1) {
+    T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
+    return *reinterpret_cast<uint32_t const*>(pair);
+  };
+  auto pick = [](uint32_t const (&x)[4], int i) {  // x[i] without indexing registers at run time
+    return i == 0 ? x[0] : (i == 1 ? x[1] : (i == 2 ? x[2] : x[3]));
+  };
+  CG_PRAGMA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int row = 16 * w + g + 8 * h;
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < Cfg::kBN / 32; ++j) {
+      uint32_t word[4];  // n8 block 4 j + u: this lane's columns 2 t, 2 t + 1
+      CG_PRAGMA_UNROLL
+      for (int u = 0; u < 4; ++u) {
+        const int v = 2 * h + 4 * (4 * j + u), col = 8 * (4 * j + u) + 2 * t;
+        float x0 = acc[v], x1 = acc[v + 1];
+        if (bias != nullptr) {
+          x0 += HalfTraits<T>::to_float(bias[col]);
+          x1 += HalfTraits<T>::to_float(bias[col + 1]);
+        }
+        word[u] = pack(x0, x1);
+      }
+      // Round r: each lane sends its word for lane t - r of the quad and receives lane t + r's
+      // word for it (block 4 j + t, columns 2 (t + r), 2 (t + r) + 1).
+      uint32_t got[4];
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        got[r] = __shfl_sync(0xffffffffu, pick(word, (t - r) & 3), (lane & ~3) | ((t + r) & 3));
+      }
+      if (row < rows) {  // after the shuffles: every lane takes part in them
+        // Word u of the 16 bytes (columns 2 u, 2 u + 1) came in round (u - t) & 3.
+        const uint4 out = make_uint4(pick(got, (0 - t) & 3), pick(got, (1 - t) & 3),
+                                     pick(got, (2 - t) & 3), pick(got, (3 - t) & 3));
+        *reinterpret_cast<uint4*>(c + int64_t(row) * ldc + 8 * (4 * j + t)) = out;
+      }
+    }
+  }
+}
+
 // grid: (one CTA per (kBM, kBN) tile of C, in the raster order of the config; splits), split z
 // the k tiles [z tiles_per_split, (z + 1) tiles_per_split) (none empty); blockDim kThreads (the
 // consumer warpgroups, then the producer warpgroup).
@@ -156,6 +209,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   T* c = static_cast<T*>(p.c);
   T const* bias = static_cast<T const*>(p.bias);
+  if (n0 + BN <= p.n && p.ldc % 8 == 0) {
+    gemm_wgmma_store_rows<Cfg>(acc, c + int64_t(m0 + 64 * wg) * p.ldc + n0, p.ldc,
+                               p.m - (m0 + 64 * wg), bias == nullptr ? nullptr : bias + n0);
+    return;
+  }
+  // Tiles past N or rows not 16-byte aligned: value by value, pairs where the row allows.
   const bool pairs_ok = p.ldc % 2 == 0;
   CG_PRAGMA_UNROLL
   for (int v = 0; v < Cfg::kAccRegs; v += 2) {
