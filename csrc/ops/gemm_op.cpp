@@ -155,18 +155,18 @@ at::Tensor gemm_cuda(at::Tensor const& a, at::Tensor const& b,
                     gemm_config_name(p.config),
                     "' needs a compute capability 9.0 GPU and a build with sm_90a code "
                     "(TORCH_CUDA_ARCH_LIST with 9.0a); this device or build has none");
+  // The configuration that runs, chosen once: the workspace size, the launch and a failure's
+  // message all take this index.
+  int const ran = p.config >= 0 ? p.config : gemm_heuristic_config(params.m, params.n, params.k);
   // Split-K partial sums (the Hopper kernel on a grid of few tiles), from the caching allocator on
   // the current stream.
   at::Tensor workspace;
-  if (size_t const bytes = gemm_workspace_bytes(params, p.config); bytes > 0) {
+  if (size_t const bytes = gemm_workspace_bytes(params, ran); bytes > 0) {
     workspace = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
     params.workspace = workspace.data_ptr();
   }
-  cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream(), p.config);
+  cudaError_t const err = gemm_launch(params, c10::cuda::getCurrentCUDAStream(), ran);
   if (err != cudaSuccess) {
-    // Named after the fact (the heuristic's choice costs nothing to recompute), so that a failure
-    // says which configuration it was, forced or not.
-    int const ran = p.config >= 0 ? p.config : gemm_heuristic_config(params.m, params.n, params.k);
     TORCH_CHECK(false, "cute_gemm.gemm: kernel launch failed (config '", gemm_config_name(ran),
                 p.config >= 0 ? "'" : "', the heuristic's", "): ", cudaGetErrorString(err));
   }
