@@ -72,6 +72,19 @@ def poison_allocator(*numels, dtype):
     return ptrs
 
 
+def assert_poisoned_run(run, ref, dtype, k):
+    """Call run() (an op returning a new [M, N] tensor) into an output block poisoned beforehand
+    (poison_allocator of ref's size): the op must reuse that block, write all of it accurately
+    against ref (assert_accurate), and a second call must give the same bits. Returns the output."""
+    torch.cuda.synchronize()
+    ptrs = poison_allocator(ref.numel(), dtype=dtype)
+    out = run()
+    assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+    assert_accurate(out, ref, dtype, k)
+    assert torch.equal(out, run())
+    return out
+
+
 # ------------------------------------------------------------------------------ streams, graphs
 
 

@@ -9,8 +9,8 @@ import math
 
 import pytest
 import torch
-from helpers import (DTYPE_IDS, DTYPES, assert_accurate, call_behind_sleep, capture_graph,
-                     poison_allocator)
+from helpers import (DTYPE_IDS, DTYPES, assert_accurate, assert_poisoned_run, call_behind_sleep,
+                     capture_graph, poison_allocator)
 
 import cute_gemm
 
@@ -164,13 +164,8 @@ def test_wgmma_kernel_pipeline(m, n, k, dtype, config):
         pytest.skip("the Hopper kernel needs an sm_90a build on a compute capability 9.0 GPU")
     for with_bias in (False, True):
         a, b, bias = _operands(m, n, k, dtype, with_bias, seed=m + n + k)
-        ref = _reference(a, b, bias)
-        torch.cuda.synchronize()
-        ptrs = poison_allocator(m * n, dtype=dtype)
-        out = cute_gemm.gemm(a, b, bias, config=config)
-        assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-        assert_accurate(out, ref, dtype, k)
-        assert torch.equal(out, cute_gemm.gemm(a, b, bias, config=config))
+        assert_poisoned_run(lambda: cute_gemm.gemm(a, b, bias, config=config),
+                            _reference(a, b, bias), dtype, k)
 
 
 def test_heuristic_takes_wgmma_wherever_it_runs():
@@ -206,13 +201,8 @@ def test_wgmma_split_k(m, n, k, dtype, config):
     if not _wgmma():
         pytest.skip("the Hopper kernel needs an sm_90a build on a compute capability 9.0 GPU")
     a, b, bias = _operands(m, n, k, dtype, True, seed=m * 3 + n + k)
-    ref = _reference(a, b, bias)
-    torch.cuda.synchronize()
-    ptrs = poison_allocator(m * n, dtype=dtype)
-    out = cute_gemm.gemm(a, b, bias, config=config)
-    assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-    assert_accurate(out, ref, dtype, k)
-    assert torch.equal(out, cute_gemm.gemm(a, b, bias, config=config))
+    out = assert_poisoned_run(lambda: cute_gemm.gemm(a, b, bias, config=config),
+                              _reference(a, b, bias), dtype, k)
     graph, static_out = capture_graph(lambda: cute_gemm.gemm(a, b, bias, config=config))
     graph.replay()
     torch.cuda.synchronize()

@@ -12,8 +12,8 @@ import math
 
 import pytest
 import torch
-from helpers import (DTYPE_IDS, DTYPES, MIXED_CONFIGS, assert_accurate, call_behind_sleep,
-                     capture_graph, mixed_config_id, poison_allocator)
+from helpers import (DTYPE_IDS, DTYPES, MIXED_CONFIGS, assert_accurate, assert_poisoned_run,
+                     call_behind_sleep, capture_graph, mixed_config_id, poison_allocator)
 
 import cute_gemm
 
@@ -481,13 +481,8 @@ def test_every_instance_runs(name):
     bias = _randn(n, dtype=dtype, seed=8)
     plan = _plan(m, qw, schedule)
     assert (plan.instance, plan.kernel) == (name, inst["kernel"])
-    ref = _reference(a, qw, bias, schedule)
-    torch.cuda.synchronize()
-    ptrs = poison_allocator(m * n, dtype=dtype)
-    out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
-    assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-    assert_accurate(out, ref, dtype, k)
-    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
+    assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule),
+                        _reference(a, qw, bias, schedule), dtype, k)
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
