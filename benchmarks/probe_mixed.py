@@ -14,8 +14,6 @@
     python3 benchmarks/probe_mixed.py --decode-warps
                                                   decode CTAs of 2/4/8/16 warps vs the default
                                                   plan, M = 1..8 (bf16)
-    python3 benchmarks/probe_mixed.py --smem      weights dequantized in registers (wgmma) vs
-                                                  into shared memory (wgmma_smem), M = 128..4096
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
@@ -304,30 +302,7 @@ def sweep_wgmma_tiles():
               " ".join(f"{t:6.1f}" for t in times) + f" | {t16 / min(times):5.2f}", flush=True)
 
 
-def sweep_smem():
-    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 128 .. 4096): fp16 and
-    the two Hopper fused kernels, weights dequantized in registers (kernel=wgmma, its default
-    token tile) or into shared memory (kernel=wgmma_smem); us and the ratio to fp16."""
-    print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>7} | {'wgmma':>7} {'x':>5} | "
-          f"{'smem':>7} {'x':>5} {'plan (smem)':>14} | {'n128':>7} {'x':>5} | default")
-    if not cute_gemm.device_spec().wgmma:
-        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
-        return
-    for k, n, bits, group, m, a, run, t16 in probe_cases("128 256 512 1024 2048 4096"):
-        t_reg = time_graph(run("kernel=wgmma"))
-        t_smem = time_graph(run("kernel=wgmma_smem,tile_n=256"))
-        t_128 = time_graph(run("kernel=wgmma_smem,tile_n=128"))
-        plan = cute_gemm.mixed_plan(m, n, k, bits, group, schedule="kernel=wgmma_smem")
-        default = cute_gemm.mixed_plan(m, n, k, bits, group).kernel
-        grid = f"{plan.grid[0]}x{plan.grid[1]} s{plan.splits}"
-        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:7.1f} | {t_reg:7.1f} {t16 / t_reg:5.2f} | "
-              f"{t_smem:7.1f} {t16 / t_smem:5.2f} {grid:>14} | {t_128:7.1f} {t16 / t_128:5.2f} | "
-              f"{default}", flush=True)
-
-
 def main():
-    if "--smem" in sys.argv:
-        return sweep_smem()
     if "--decode-warps" in sys.argv:
         return sweep_decode_warps()
     if "--layer-shapes" in sys.argv:

@@ -525,7 +525,7 @@ def test_wrapper_with_a_bad_schedule_fails_to_compile():
     compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
     x = _randn(5, 128, seed=1)
     qw = _qweight(16, 128, 4, 64, False, torch.float16, seed=1)
-    with pytest.raises(Exception, match="kernel must be auto, decode, mma, wgmma, wgmma_smem or dense"):
+    with pytest.raises(Exception, match="kernel must be auto, decode, mma, wgmma or dense"):
         compiled(x, qw)
 
 

@@ -367,8 +367,7 @@ def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
     a = _randn(m, k, seed=22)
     bias = _randn(n, seed=23)
     k_blocks = -(-k // (128 if bits == 4 else 64))
-    kernels = (["decode"] if m <= 8 else []) + ["mma"] + (["wgmma", "wgmma_smem"] if _wgmma()
-                                                          else [])
+    kernels = (["decode"] if m <= 8 else []) + ["mma"] + (["wgmma"] if _wgmma() else [])
     for kernel in kernels:
         schedule = f"kernel={kernel},splits={splits}"
         plan = _plan(m, qw, schedule)
@@ -464,8 +463,6 @@ def _reaching(inst):
         return 5, group, "kernel=decode"
     if kernel == "mma":
         return tile_m - 3, group, "kernel=mma"
-    if kernel == "wgmma_smem":
-        return tile_m - 3, group, f"kernel=wgmma_smem,tile_n={inst['tile_n']}"
     return tile_m - 3, group, f"kernel=wgmma,tile_m={tile_m}"
 
 
@@ -474,7 +471,7 @@ def test_every_instance_runs(name):
     # Each instantiated kernel, reached by its schedule: the plan names it, the output block is
     # poisoned beforehand and the result is accurate and repeatable.
     inst = {i["name"]: i for i in cute_gemm._C._mixed_instances()}[name]
-    if inst["kernel"] in ("wgmma", "wgmma_smem") and not _wgmma():
+    if inst["kernel"] == "wgmma" and not _wgmma():
         pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
     dtype = torch.bfloat16 if inst["bf16"] else torch.float16
     m, group, schedule = _reaching(inst)
@@ -551,48 +548,6 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
             assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
             assert_accurate(out, ref, dtype, k)
             assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
-
-
-@pytest.mark.parametrize("bits,group,symmetric,dtype",
-                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
-def test_wgmma_smem_kernel_on_every_config(bits, group, symmetric, dtype):
-    # The kernel that dequantizes the weights into shared memory (the default from M = 512 on
-    # Hopper), by schedule at every M: M off its 128-row tile and across several, N off its 256
-    # columns, K off the packed k block (INT4: a last k tile wholly past K), split-K forced on
-    # every other case; poisoned output, bit-identical repeats.
-    if not _wgmma():
-        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
-    tail_k = 4224 if group == 128 else 4160  # INT4: 4160 leaves a last k tile wholly past K
-    cases = itertools.product([1, 100, 130, 300], [(136, 640), (392, 1408), (520, tail_k)])
-    for i, (m, (n, k)) in enumerate(cases):
-        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=300 + i)
-        a = _randn(m, k, dtype=dtype, seed=400 + i)
-        bias = _randn(n, dtype=dtype, seed=500 + i) if i % 3 else None
-        tile_n = (256, 128)[i % 4 // 2]
-        schedule = f"kernel=wgmma_smem,tile_n={tile_n}" + (",splits=3" if i % 2 else "")
-        plan = _plan(m, qw, schedule)
-        assert (plan.kernel, plan.tile_m, plan.tile_n, plan.exact_scales) == \
-            ("wgmma_smem", 128, tile_n, False)
-        if i % 2:
-            assert plan.splits == _non_empty(3, -(-k // (128 if bits == 4 else 64)))
-        assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule),
-                            _reference(a, qw, bias, schedule), dtype, k)
-
-
-@pytest.mark.parametrize("bits,symmetric", [(4, True), (4, False), (8, True)])
-def test_wgmma_smem_pipeline_wraps(bits, symmetric):
-    # Long K in one split: the tile stages and the packed stages each wrap many times (64 k tiles
-    # of INT4 over 3 + 3 stages), with the default plan at M = 512 (the kernel's own default).
-    if not _wgmma():
-        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
-    m, n, k = 512, 512, 4096
-    qw = _qweight(n, k, bits, 128 if bits == 4 else -1, symmetric, torch.bfloat16, seed=61)
-    a = _randn(m, k, dtype=torch.bfloat16, seed=62)
-    for schedule in (None, "kernel=wgmma_smem,splits=1", "tile_n=128,splits=1"):
-        plan = _plan(m, qw, schedule)
-        assert plan.kernel == "wgmma_smem" and (schedule is None or plan.splits == 1)
-        assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw, schedule=schedule),
-                            _reference(a, qw, None, schedule), torch.bfloat16, k)
 
 
 @pytest.mark.parametrize("m", [1, 3, 8])
@@ -756,8 +711,7 @@ def _occupancy_plans():
     the mma.sync kernel and each wgmma token tile by schedule (Hopper's default never picks the
     32- and 64-row mma.sync tiles), and the decode kernel at several CTA shapes and M (its
     shared memory grows with the rows of A it stages)."""
-    schedules = ["kernel=mma"] + ([f"kernel=wgmma,tile_m={t}" for t, _ in WGMMA_TILES] +
-                                  ["kernel=wgmma_smem,tile_n=256", "kernel=wgmma_smem,tile_n=128"]
+    schedules = ["kernel=mma"] + ([f"kernel=wgmma,tile_m={t}" for t, _ in WGMMA_TILES]
                                   if _wgmma() else [])
     decode = [f"kernel=decode,warps={w},col_warps={cw}" for w, cw in OCCUPANCY_DECODE_SHAPES]
     for dtype, bits, group, (n, k) in itertools.product(
@@ -780,7 +734,7 @@ def test_planned_occupancy_matches_gpu():
     # here.
     instances = {i["name"]: i for i in cute_gemm._C._mixed_instances()}
     supported = {name for name, inst in instances.items()
-                 if inst["kernel"] not in ("wgmma", "wgmma_smem") or _wgmma()}
+                 if inst["kernel"] != "wgmma" or _wgmma()}
     seen, gpu, wrong = set(), {}, {}
     for problem, plan in _occupancy_plans():
         seen.add(plan.instance)

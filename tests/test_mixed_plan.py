@@ -28,8 +28,7 @@ QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
 MAX_SPLITS = 64
 SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a 256-row tile whose K slices are this short -> 128
 DECODE_MAX_M = 8
-FUSED = ("decode", "mma", "wgmma", "wgmma_smem")
-WGMMA_SMEM_FROM_M = 512  # kWgmmaSmemFromM: weights dequantized into shared memory from here
+FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes"}
@@ -59,13 +58,12 @@ def instances():
 
 
 def expected_kernel(device, m):
-    """The default rules: decode up to M = 8; with wgmma mma.sync up to 16, wgmma above and
-    wgmma_smem from WGMMA_SMEM_FROM_M;
+    """The default rules: decode up to M = 8; with wgmma mma.sync up to 16 and wgmma above;
     without, mma.sync below 192 and the dense path from there."""
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
-        return "mma" if m <= 16 else ("wgmma" if m < WGMMA_SMEM_FROM_M else "wgmma_smem")
+        return "mma" if m <= 16 else "wgmma"
     return "mma" if m < 192 else "dense"
 
 
@@ -130,8 +128,6 @@ def test_kernel_choice_by_m(device):
             assert p.tile_m == 8
         elif want == "mma":
             assert p.tile_m == (16 if m <= 16 else 32 if m <= 32 else 64)
-        elif want == "wgmma_smem":
-            assert (p.tile_m, p.tile_n, p.warp_groups, p.exact_scales) == (128, 256, 2, False)
         else:
             if m <= 128:
                 assert p.tile_m == (32 if m <= 32 else 64 if m <= 64 else 128)
@@ -155,7 +151,7 @@ def test_a100_never_picks_wgmma_and_refuses_it():
             got = plan(m, n, k, bits, group, device="a100").kernel
             assert got != "wgmma" and got == expected_kernel("a100", m)
     for schedule in ("kernel=wgmma", "tile_m=64", {"kernel": "wgmma", "tile_m": 256},
-                     "kernel=wgmma,splits=2", "kernel=wgmma_smem"):
+                     "kernel=wgmma,splits=2"):
         for m in (1, 17, 256):
             with pytest.raises(ValueError, match=r"kernel=wgmma.*NVIDIA A100.*sm_80"):
                 plan(m, device="a100", schedule=schedule)
@@ -464,8 +460,6 @@ def test_bf16_and_dtype():
 @pytest.mark.parametrize("text,canonical", [
     ("", ""), ("kernel=auto", ""), (" , ", ""),
     ("kernel=wgmma", "kernel=wgmma"), ("tile_m=128,kernel=wgmma", "kernel=wgmma,tile_m=128"),
-    ("splits=3,kernel=wgmma_smem", "kernel=wgmma_smem,splits=3"),
-    ("tile_n=128,splits=2", "tile_n=128,splits=2"),
     (" splits=2 , kernel=mma ,", "kernel=mma,splits=2"),
     ("col_warps=2,warps=8,kernel=decode", "kernel=decode,warps=8,col_warps=2"),
     ("kernel=dense", "kernel=dense"), ("splits=64", "splits=64"), ("tile_m=32", "tile_m=32"),
@@ -577,7 +571,7 @@ def test_instances_table():
     names = [inst["name"] for inst in table]
     assert len(names) == len(set(names)) and names
     kinds = {inst["kernel"] for inst in table}
-    assert kinds == {"decode", "mma", "wgmma", "wgmma_smem"}
+    assert kinds == {"decode", "mma", "wgmma"}
     for inst in table:
         assert inst["bits"] in (4, 8) and inst["threads"] > 0 and inst["stages"] > 0
         assert inst["smem_bytes"] > 0 and inst["registers"] > 0
@@ -593,9 +587,6 @@ def test_instances_table():
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
         assert {i["fine_groups"] for i in table
                 if (i["kernel"], i["bits"], i["bf16"]) == ("decode", bits, bf16)} == {False, True}
-        assert [(i["tile_m"], i["tile_n"]) for i in table
-                if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma_smem", bits, bf16)] == \
-            [(128, 256), (128, 128)]
 
 
 def _schedule_reaching(inst):
@@ -603,12 +594,10 @@ def _schedule_reaching(inst):
     kernel, tile_m = inst["kernel"], inst["tile_m"]
     fine = inst["fine_groups"] and kernel != "wgmma"
     group = 32 if fine else 128
-    m = {"decode": 8, "mma": tile_m, "wgmma": tile_m, "wgmma_smem": tile_m}[kernel]
+    m = {"decode": 8, "mma": tile_m, "wgmma": tile_m}[kernel]
     schedule = {"kernel": kernel}
     if kernel == "wgmma":
         schedule["tile_m"] = tile_m
-    if kernel == "wgmma_smem":
-        schedule["tile_n"] = inst["tile_n"]
     return dict(m=m, n=4096, k=4096, bits=inst["bits"], group=group,
                 dtype=torch.bfloat16 if inst["bf16"] else torch.float16), schedule
 
@@ -617,7 +606,7 @@ def test_every_instance_is_reachable():
     reached = set()
     for name, inst in instances().items():
         problem, schedule = _schedule_reaching(inst)
-        for device in HOPPER if inst["kernel"] in ("wgmma", "wgmma_smem") else DEVICES:
+        for device in HOPPER if inst["kernel"] == "wgmma" else DEVICES:
             p = plan(**problem, device=device, schedule=schedule)
             assert p.instance == name, (name, problem, schedule, p.instance)
             assert p.kernel == inst["kernel"]
@@ -625,7 +614,7 @@ def test_every_instance_is_reachable():
     assert reached == set(instances())
     # The default plans (no schedule) reach every kind of kernel and every wgmma token tile.
     default = {p.instance for _, p in all_default_plans() if p.instance}
-    assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma", "wgmma_smem"}
+    assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma"}
     assert {instances()[n]["tile_m"] for n in default
             if instances()[n]["kernel"] == "wgmma"} >= {32, 64, 128, 256}
 

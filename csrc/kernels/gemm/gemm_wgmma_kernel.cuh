@@ -90,62 +90,6 @@ CG_DEVICE void gemm_wgmma_store_rows(float const (&acc)[Cfg::kAccRegs], typename
   }
 }
 
-// The epilogue of consumer warpgroup `wg` of the (kBM, kBN) tile at (m0, n0) of an [m, n] output:
-// with `ws` (split-K) its fp32 sums into ws (row stride n); otherwise + bias, rounded once, into c
-// (row stride ldc). Value v of the thread's C fragment (Cfg::AccLayout) is row m + 64 wg and column
-// n of the tile, (m, n) its column-major index in (M64, N); adjacent values 2i, 2i + 1 are
-// columns n, n + 1 of one row, stored as a pair where the row allows it.
-template <class Cfg>
-CG_DEVICE void gemm_wgmma_epilogue(float const (&acc)[Cfg::kAccRegs], int wg, int m0, int n0,
-                                   int m, int n, typename Cfg::Element* c, int ldc,
-                                   typename Cfg::Element const* bias, float* ws) {
-  using T = typename Cfg::Element;
-  const int thr = int(threadIdx.x) % 128;
-  if (ws != nullptr) {
-    const bool ws_pairs = n % 2 == 0;
-    CG_PRAGMA_UNROLL
-    for (int v = 0; v < Cfg::kAccRegs; v += 2) {
-      const int idx = typename Cfg::AccLayout{}(thr, v);
-      const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
-      if (row >= m || col >= n) continue;
-      float* dst = ws + int64_t(row) * n + col;
-      if (ws_pairs) {
-        *reinterpret_cast<float2*>(dst) = make_float2(acc[v], acc[v + 1]);
-      } else {
-        dst[0] = acc[v];
-        if (col + 1 < n) dst[1] = acc[v + 1];
-      }
-    }
-    return;
-  }
-  if (n0 + Cfg::kBN <= n && ldc % 8 == 0) {
-    gemm_wgmma_store_rows<Cfg>(acc, c + int64_t(m0 + 64 * wg) * ldc + n0, ldc,
-                               m - (m0 + 64 * wg), bias == nullptr ? nullptr : bias + n0);
-    return;
-  }
-  // Tiles past N or rows not 16-byte aligned: value by value, pairs where the row allows.
-  const bool pairs_ok = ldc % 2 == 0;
-  CG_PRAGMA_UNROLL
-  for (int v = 0; v < Cfg::kAccRegs; v += 2) {
-    const int idx = typename Cfg::AccLayout{}(thr, v);
-    const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
-    if (row >= m || col >= n) continue;
-    float x0 = acc[v], x1 = acc[v + 1];
-    if (bias != nullptr) {
-      x0 += HalfTraits<T>::to_float(bias[col]);
-      if (col + 1 < n) x1 += HalfTraits<T>::to_float(bias[col + 1]);
-    }
-    T* dst = c + int64_t(row) * ldc + col;
-    if (pairs_ok && col + 1 < n) {
-      T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
-      *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<uint32_t const*>(pair);
-    } else {
-      dst[0] = HalfTraits<T>::from_float(x0);
-      if (col + 1 < n) dst[1] = HalfTraits<T>::from_float(x1);
-    }
-  }
-}
-
 // grid: (one CTA per (kBM, kBN) tile of C, in the raster order of the config; splits), split z
 // the k tiles [z tiles_per_split, (z + 1) tiles_per_split) (none empty); blockDim kThreads (the
 // consumer warpgroups, then the producer warpgroup).
@@ -242,11 +186,55 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   wgmma_wait_group<0>();
 
-  // ---- epilogue
-  float* ws = gridDim.y > 1 ? static_cast<float*>(p.workspace) + int64_t(blockIdx.y) * p.m * p.n
-                            : nullptr;
-  gemm_wgmma_epilogue<Cfg>(acc, wg, m0, n0, p.m, p.n, static_cast<T*>(p.c), p.ldc,
-                           static_cast<T const*>(p.bias), ws);
+  // ---- epilogue: value v of the thread's C fragment (Cfg::AccLayout) is row m + 64 wg and
+  // column n of the tile, (m, n) its column-major index in (M64, N). Adjacent values 2i, 2i + 1
+  // are columns n, n + 1 of one row: stored as a pair where the row allows it.
+  if (gridDim.y > 1) {  // split-K: this split's fp32 sums, [split][M][N]
+    float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.y) * p.m * p.n;
+    const bool ws_pairs = p.n % 2 == 0;
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+      const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+      const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
+      if (row >= p.m || col >= p.n) continue;
+      float* dst = ws + int64_t(row) * p.n + col;
+      if (ws_pairs) {
+        *reinterpret_cast<float2*>(dst) = make_float2(acc[v], acc[v + 1]);
+      } else {
+        dst[0] = acc[v];
+        if (col + 1 < p.n) dst[1] = acc[v + 1];
+      }
+    }
+    return;
+  }
+  T* c = static_cast<T*>(p.c);
+  T const* bias = static_cast<T const*>(p.bias);
+  if (n0 + BN <= p.n && p.ldc % 8 == 0) {
+    gemm_wgmma_store_rows<Cfg>(acc, c + int64_t(m0 + 64 * wg) * p.ldc + n0, p.ldc,
+                               p.m - (m0 + 64 * wg), bias == nullptr ? nullptr : bias + n0);
+    return;
+  }
+  // Tiles past N or rows not 16-byte aligned: value by value, pairs where the row allows.
+  const bool pairs_ok = p.ldc % 2 == 0;
+  CG_PRAGMA_UNROLL
+  for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+    const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+    const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
+    if (row >= p.m || col >= p.n) continue;
+    float x0 = acc[v], x1 = acc[v + 1];
+    if (bias != nullptr) {
+      x0 += HalfTraits<T>::to_float(bias[col]);
+      if (col + 1 < p.n) x1 += HalfTraits<T>::to_float(bias[col + 1]);
+    }
+    T* dst = c + int64_t(row) * p.ldc + col;
+    if (pairs_ok && col + 1 < p.n) {
+      T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
+      *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<uint32_t const*>(pair);
+    } else {
+      dst[0] = HalfTraits<T>::from_float(x0);
+      if (col + 1 < p.n) dst[1] = HalfTraits<T>::from_float(x1);
+    }
+  }
 #else
   (void)p, (void)maps;
 #endif

@@ -17,12 +17,10 @@ namespace cute_gemm {
   cudaError_t name##_occupancy(MixedPlan const&, int*);
 #define CG_MIXED_WGMMA(name, ...) CG_MIXED_MMA(name)
 #define CG_MIXED_DECODE(name, ...) CG_MIXED_MMA(name)
-#define CG_MIXED_WGMMA_SMEM(name, ...) CG_MIXED_MMA(name)
 #include "kernels/mixed/generated/mixed_instances.inc"
 #undef CG_MIXED_MMA
 #undef CG_MIXED_WGMMA
 #undef CG_MIXED_DECODE
-#undef CG_MIXED_WGMMA_SMEM
 
 namespace {
 
@@ -32,12 +30,10 @@ constexpr Launcher kLaunchers[] = {
 #define CG_MIXED_MMA(name, ...) &name,
 #define CG_MIXED_WGMMA(name, ...) &name,
 #define CG_MIXED_DECODE(name, ...) &name,
-#define CG_MIXED_WGMMA_SMEM(name, ...) &name,
 #include "kernels/mixed/generated/mixed_instances.inc"
 #undef CG_MIXED_MMA
 #undef CG_MIXED_WGMMA
 #undef CG_MIXED_DECODE
-#undef CG_MIXED_WGMMA_SMEM
 };
 
 using Occupancy = cudaError_t (*)(MixedPlan const&, int*);
@@ -46,12 +42,10 @@ constexpr Occupancy kOccupancies[] = {
 #define CG_MIXED_MMA(name, ...) &name##_occupancy,
 #define CG_MIXED_WGMMA(name, ...) &name##_occupancy,
 #define CG_MIXED_DECODE(name, ...) &name##_occupancy,
-#define CG_MIXED_WGMMA_SMEM(name, ...) &name##_occupancy,
 #include "kernels/mixed/generated/mixed_instances.inc"
 #undef CG_MIXED_MMA
 #undef CG_MIXED_WGMMA
 #undef CG_MIXED_DECODE
-#undef CG_MIXED_WGMMA_SMEM
 };
 
 DeviceSpec spec_of(int device) {

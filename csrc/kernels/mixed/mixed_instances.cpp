@@ -17,11 +17,7 @@ MixedInstanceInfo const kInstances[] = {
   mixed::mma_instance_info<mixed::MmaInstance<PlannerElement, bf16, __VA_ARGS__>>(#name, bf16),
 #define CG_MIXED_WGMMA(name, bf16, ...) \
   mixed::wgmma_instance_info<mixed::WgmmaInstance<PlannerElement, bf16, __VA_ARGS__>>(#name, bf16),
-#define CG_MIXED_WGMMA_SMEM(name, bf16, ...)                                                   \
-  mixed::wgmma_smem_instance_info<mixed::WgmmaSmemInstance<PlannerElement, bf16, __VA_ARGS__>>( \
-      #name, bf16),
 #include "kernels/mixed/generated/mixed_instances.inc"
-#undef CG_MIXED_WGMMA_SMEM
 #undef CG_MIXED_DECODE
 #undef CG_MIXED_MMA
 #undef CG_MIXED_WGMMA

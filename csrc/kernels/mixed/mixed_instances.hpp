@@ -8,7 +8,6 @@
 //   CG_MIXED_DECODE(name, bf16, bits, fine_groups)
 //   CG_MIXED_MMA(name, bf16, bits, m_tiles, fine_groups)
 //   CG_MIXED_WGMMA(name, bf16, bits, tile_m, n_tiles, exact_scales, warp_groups, producer)
-//   CG_MIXED_WGMMA_SMEM(name, bf16, bits, tile_n, stages, packed_stages, dequant_groups)
 //
 // (n_tiles: the n64 tiles per warpgroup, MixedWgmmaConfig's NTiles.) The *Instance aliases below
 // turn a row into its config type; each generated TU instantiates it with the real element type
@@ -25,7 +24,6 @@
 #include "kernels/mixed/mixed_mma_config.hpp"
 #include "kernels/mixed/mixed_plan.hpp"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
-#include "kernels/mixed/mixed_wgmma_smem_config.hpp"
 
 namespace cute_gemm {
 namespace mixed {
@@ -43,11 +41,6 @@ template <class Element, bool BF16, int Bits, int TileM, int NTiles, bool ExactS
           int WarpGroups, bool Producer>
 using WgmmaInstance =
     MixedWgmmaConfig<Element, Bits, TileM, NTiles, ExactScales, WarpGroups, Producer>;
-
-template <class Element, bool BF16, int Bits, int TileN, int Stages, int PackedStages,
-          int DequantGroups>
-using WgmmaSmemInstance =
-    MixedWgmmaSmemConfig<Element, Bits, TileN, Stages, PackedStages, DequantGroups>;
 
 // The planner's view of a config: resources do not depend on the element type beyond its size
 // (2 bytes), except the registers ptxas allocates.
@@ -93,20 +86,6 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.exact_scales = Cfg::kExactScales;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
-  i.threads = Cfg::kThreads;
-  i.smem_bytes = Cfg::kSmemBytes;
-  i.registers = Cfg::kRegisters;
-  i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
-  return i;
-}
-
-template <class Cfg>
-MixedInstanceInfo wgmma_smem_instance_info(char const* name, bool bf16) {
-  MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kWgmmaSmem, name, bf16);
-  i.tile_n = Cfg::kTileN;
-  i.exact_scales = false;  // the weight is rounded to the activation dtype in shared memory
-  i.warp_groups = Cfg::kConsumerThreads / 128;
-  i.producer = true;
   i.threads = Cfg::kThreads;
   i.smem_bytes = Cfg::kSmemBytes;
   i.registers = Cfg::kRegisters;

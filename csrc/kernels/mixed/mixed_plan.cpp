@@ -28,11 +28,6 @@ constexpr int kDenseFromMMmaSync = 192;
 // A 256-row wgmma tile gives way to 128 rows when its grid would split K into slices of at most
 // this many k: twice the CTAs need fewer splits, and each split refills and drains its pipeline.
 constexpr int kWgmmaShortSplitK = 2048;
-// With wgmma, from this M the weights are dequantized into shared memory by their own warpgroup
-// and both wgmma operands are read from there (the dense GEMM's mainloop, 128-row tiles); below,
-// the register wgmma kernels, whose token tiles fit M.
-constexpr int kWgmmaSmemFromM = 512;  // (measured slower than wgmma at every M: see NOTES)
-constexpr int kWgmmaSmemTileN = 256;
 // Decode: from this M the k slices may be 2 or 4 warps wide (sharing the activations); below,
 // 1-warp slices need no barrier and the activations are a small part of a k block's bytes.
 constexpr int kDecodeSharedFromM = 5;
@@ -70,9 +65,7 @@ int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, boo
   for (int i = 0; i < mixed_instance_count(); ++i) {
     MixedInstanceInfo const& inst = mixed_instance(i);
     if (inst.kernel == kernel && inst.bits == p.bits && inst.bf16 == p.bf16 &&
-        inst.tile_m == tile_m &&
-        (kernel == MixedKernel::kWgmma || kernel == MixedKernel::kWgmmaSmem ||
-         inst.fine_groups == fine))
+        inst.tile_m == tile_m && (kernel == MixedKernel::kWgmma || inst.fine_groups == fine))
       return i;
   }
   return -1;
@@ -90,7 +83,7 @@ void fill_from_instance(MixedPlan& plan, int index) {
   plan.warp_groups = inst.warp_groups;
   plan.producer = inst.producer;
   plan.fine_groups = inst.fine_groups;
-  plan.exact_scales = inst.exact_scales;
+  plan.exact_scales = inst.kernel != MixedKernel::kWgmma || inst.exact_scales;
 }
 
 // CTAs of an mma.sync or wgmma instance resident per SM (its threads, registers and shared
@@ -142,24 +135,6 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     if (int64_t(ceil_div(k_blocks, splits)) * bk <= kWgmmaShortSplitK && rows_128 >= 0)
       index = rows_128;
   }
-  fill_from_instance(plan, index);
-  plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
-  plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
-}
-
-// wgmma_smem: 128 rows of A per CTA and kWgmmaSmemTileN columns of N (or the scheduled tile_n),
-// split-K to one wave.
-void plan_wgmma_smem(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
-                     MixedSchedule const& s, int k_blocks) {
-  const int tile_n = s.tile_n > 0 ? s.tile_n : kWgmmaSmemTileN;
-  int index = -1;
-  for (int i = 0; i < mixed_instance_count() && index < 0; ++i) {
-    MixedInstanceInfo const& inst = mixed_instance(i);
-    if (inst.kernel == MixedKernel::kWgmmaSmem && inst.bits == p.bits && inst.bf16 == p.bf16 &&
-        inst.tile_n == tile_n)
-      index = i;
-  }
-  if (index < 0) refuse("no wgmma_smem instance with tile_n=" + std::to_string(tile_n));
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
   plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
@@ -319,7 +294,6 @@ char const* kernel_name(MixedKernel kernel) {
     case MixedKernel::kMma: return "mma";
     case MixedKernel::kWgmma: return "wgmma";
     case MixedKernel::kDense: return "dense";
-    case MixedKernel::kWgmmaSmem: return "wgmma_smem";
   }
   return "?";
 }
@@ -391,18 +365,13 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       else if (value == "decode") s.kernel = MixedKernel::kDecode;
       else if (value == "mma") s.kernel = MixedKernel::kMma;
       else if (value == "wgmma") s.kernel = MixedKernel::kWgmma;
-      else if (value == "wgmma_smem") s.kernel = MixedKernel::kWgmmaSmem;
       else if (value == "dense") s.kernel = MixedKernel::kDense;
-      else refuse("schedule: kernel must be auto, decode, mma, wgmma, wgmma_smem or dense; got '" +
-                  value + "'");
+      else refuse("schedule: kernel must be auto, decode, mma, wgmma or dense; got '" + value +
+                  "'");
     } else if (key == "tile_m") {
       s.tile_m = number(key, value, 32, 256);
       if (s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 && s.tile_m != 256)
         refuse("schedule: tile_m must be 32, 64, 128 or 256; got " + value);
-    } else if (key == "tile_n") {
-      s.tile_n = number(key, value, 128, 256);
-      if (s.tile_n != 128 && s.tile_n != 256)
-        refuse("schedule: tile_n must be 128 or 256; got " + value);
     } else if (key == "splits") {
       s.splits = number(key, value, 1, kMaxSplits);
     } else if (key == "warps") {
@@ -412,7 +381,7 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       if (s.col_warps == 3) refuse("schedule: col_warps must be 1, 2 or 4; got 3");
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, tile_n, splits, warps, col_warps)");
+             "' (keys: kernel, tile_m, splits, warps, col_warps)");
     }
   }
   return s;
@@ -423,7 +392,6 @@ std::string MixedSchedule::str() const {
   auto add = [&](std::string const& item) { out += (out.empty() ? "" : ",") + item; };
   if (kernel != MixedKernel::kAuto) add(std::string("kernel=") + kernel_name(kernel));
   if (tile_m > 0) add("tile_m=" + std::to_string(tile_m));
-  if (tile_n > 0) add("tile_n=" + std::to_string(tile_n));
   if (splits > 0) add("splits=" + std::to_string(splits));
   if (warps > 0) add("warps=" + std::to_string(warps));
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
@@ -446,8 +414,6 @@ std::string MixedPlan::describe() const {
       << col_warps << ")";
   } else if (kernel == MixedKernel::kWgmma) {
     o << warp_groups << (producer ? " consumer warpgroups + TMA producer" : " warpgroups");
-  } else if (kernel == MixedKernel::kWgmmaSmem) {
-    o << warp_groups << " consumer warpgroups + a dequantizing warpgroup (TMA)";
   } else {
     o << warps << " warps";
   }
@@ -470,12 +436,10 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
     if (s.tile_m > 0) kernel = MixedKernel::kWgmma;
-    else if (s.tile_n > 0) kernel = MixedKernel::kWgmmaSmem;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
   }
   if (kernel == MixedKernel::kAuto) {
     if (p.m <= kDecodeMaxM) kernel = MixedKernel::kDecode;
-    else if (d.wgmma && p.m >= kWgmmaSmemFromM) kernel = MixedKernel::kWgmmaSmem;
     else if (d.wgmma) kernel = p.m <= kMmaSyncMaxM ? MixedKernel::kMma : MixedKernel::kWgmma;
     else kernel = p.m < kDenseFromMMmaSync ? MixedKernel::kMma : MixedKernel::kDense;
   }
@@ -486,7 +450,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
              " kernel; this plan runs " + kernel_name(kernel));
   };
   only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
-  only_for(s.tile_n > 0, "tile_n", MixedKernel::kWgmmaSmem);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
@@ -494,10 +457,9 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
     refuse("schedule: kernel=decode runs up to M=" + std::to_string(kDecodeMaxM) + "; got M=" +
            std::to_string(p.m));
-  if ((kernel == MixedKernel::kWgmma || kernel == MixedKernel::kWgmmaSmem) && !d.wgmma)
-    refuse(std::string("schedule: kernel=") + kernel_name(kernel) +
-           " needs a Hopper GPU (compute capability 9.0) and a build with sm_90a code "
-           "(TORCH_CUDA_ARCH_LIST with 9.0a); device '" + d.name + "' (sm_" +
+  if (kernel == MixedKernel::kWgmma && !d.wgmma)
+    refuse("schedule: kernel=wgmma needs a Hopper GPU (compute capability 9.0) and a build with "
+           "sm_90a code (TORCH_CUDA_ARCH_LIST with 9.0a); device '" + d.name + "' (sm_" +
            std::to_string(d.cc_major) + std::to_string(d.cc_minor) + ") has none");
 
   MixedPlan plan;
@@ -506,7 +468,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     case MixedKernel::kDense: return plan;
     case MixedKernel::kDecode: plan_decode(plan, p, d, s, k_blocks, group); break;
     case MixedKernel::kWgmma: plan_wgmma(plan, p, d, s, k_blocks); break;
-    case MixedKernel::kWgmmaSmem: plan_wgmma_smem(plan, p, d, s, k_blocks); break;
     default: plan_mma(plan, p, d, s, k_blocks, group); break;
   }
   plan.grid[0] = ceil_div(p.n, plan.tile_n);

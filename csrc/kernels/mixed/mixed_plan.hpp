@@ -54,7 +54,6 @@ enum class MixedKernel : int {
   kMma = 1,     // mixed_gemm_kernel.cuh, mma.sync, any sm_80+ GPU
   kWgmma = 2,   // mixed_wgmma_kernel.cuh / mixed_wgmma_ws_kernel.cuh, sm_90a
   kDense = 3,   // dequantize the weight once, then a dense GEMM (cuBLAS)
-  kWgmmaSmem = 4,  // mixed_wgmma_smem_kernel.cuh, sm_90a: weights dequantized into shared memory
 };
 char const* kernel_name(MixedKernel kernel);
 
@@ -66,14 +65,12 @@ char const* kernel_name(MixedKernel kernel);
 struct MixedSchedule {
   MixedKernel kernel = MixedKernel::kAuto;
   int tile_m = 0;     // wgmma: the token tile (32, 64, 128, 256)
-  int tile_n = 0;     // wgmma_smem: the columns of N per CTA (128, 256)
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
-  // Keys: kernel (auto, decode, mma, wgmma, wgmma_smem, dense), tile_m, tile_n, splits, warps,
-  // col_warps.
+  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, splits, warps, col_warps.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -91,9 +88,8 @@ struct MixedPlan {
   int warps = 0;          // warps per CTA (decode: of col_warps * k_slices)
   int col_warps = 0;      // decode: warps side by side, 32 columns each, sharing the activations
   int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps
-  int warp_groups = 0;    // wgmma, wgmma_smem: consumer warpgroups per CTA
-  bool producer = false;  // wgmma: a TMA producer warpgroup (warp-specialized kernel);
-                          // wgmma_smem: always (the dequantizing warpgroup copies)
+  int warp_groups = 0;    // wgmma: consumer warpgroups per CTA
+  bool producer = false;  // wgmma: a TMA producer warpgroup (warp-specialized kernel)
   bool fine_groups = false;   // scales applied every 2 k16 steps (groups shorter than a k block)
   bool exact_scales = true;   // the scales multiply exact fp32 sums of a * (q - z); otherwise
                               // the weight is rounded to the activation dtype first
