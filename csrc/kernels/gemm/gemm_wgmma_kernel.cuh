@@ -90,6 +90,20 @@ CG_DEVICE void gemm_wgmma_store_rows(float const (&acc)[Cfg::kAccRegs], typename
   }
 }
 
+// fn(v, row, col) for each pair of adjacent accumulators v, v + 1 of consumer thread `tid` (of
+// its warpgroup's C fragment, Cfg::AccLayout) that lies inside the [m, n] output: row and col of
+// value v in C, for a warpgroup tile whose first row is `row0` and first column `n0`. The pair is
+// columns col, col + 1 of one row (col + 1 may be n).
+template <class Cfg, class Fn>
+CG_DEVICE void for_each_acc_pair(int tid, int row0, int n0, int m, int n, Fn&& fn) {
+  CG_PRAGMA_UNROLL
+  for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+    const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+    const int row = row0 + idx % 64, col = n0 + idx / 64;
+    if (row < m && col < n) fn(v, row, col);
+  }
+}
+
 // grid: (one CTA per (kBM, kBN) tile of C, in the raster order of the config; splits), split z
 // the k tiles [z tiles_per_split, (z + 1) tiles_per_split) (none empty); blockDim kThreads (the
 // consumer warpgroups, then the producer warpgroup).
@@ -192,11 +206,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   if (gridDim.y > 1) {  // split-K: this split's fp32 sums, [split][M][N]
     float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.y) * p.m * p.n;
     const bool ws_pairs = p.n % 2 == 0;
-    CG_PRAGMA_UNROLL
-    for (int v = 0; v < Cfg::kAccRegs; v += 2) {
-      const int idx = typename Cfg::AccLayout{}(tid % 128, v);
-      const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
-      if (row >= p.m || col >= p.n) continue;
+    for_each_acc_pair<Cfg>(tid, m0 + 64 * wg, n0, p.m, p.n, [&](int v, int row, int col) {
       float* dst = ws + int64_t(row) * p.n + col;
       if (ws_pairs) {
         *reinterpret_cast<float2*>(dst) = make_float2(acc[v], acc[v + 1]);
@@ -204,7 +214,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         dst[0] = acc[v];
         if (col + 1 < p.n) dst[1] = acc[v + 1];
       }
-    }
+    });
     return;
   }
   T* c = static_cast<T*>(p.c);
@@ -216,11 +226,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   // Tiles past N or rows not 16-byte aligned: value by value, pairs where the row allows.
   const bool pairs_ok = p.ldc % 2 == 0;
-  CG_PRAGMA_UNROLL
-  for (int v = 0; v < Cfg::kAccRegs; v += 2) {
-    const int idx = typename Cfg::AccLayout{}(tid % 128, v);
-    const int row = m0 + 64 * wg + idx % 64, col = n0 + idx / 64;
-    if (row >= p.m || col >= p.n) continue;
+  for_each_acc_pair<Cfg>(tid, m0 + 64 * wg, n0, p.m, p.n, [&](int v, int row, int col) {
     float x0 = acc[v], x1 = acc[v + 1];
     if (bias != nullptr) {
       x0 += HalfTraits<T>::to_float(bias[col]);
@@ -234,7 +240,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       dst[0] = HalfTraits<T>::from_float(x0);
       if (col + 1 < p.n) dst[1] = HalfTraits<T>::from_float(x1);
     }
-  }
+  });
 #else
   (void)p, (void)maps;
 #endif
