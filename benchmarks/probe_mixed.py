@@ -17,8 +17,6 @@
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
-    python3 benchmarks/probe_mixed.py --stream-k  stream-K on / off (and per token tile) vs the
-                                                  default, M = 128..4096
 
 Every variant is a schedule passed to cute_gemm.mixed_gemm (schedule=...); cute_gemm.mixed_plan
 with the same schedule says what ran.
@@ -304,42 +302,7 @@ def sweep_wgmma_tiles():
               " ".join(f"{t:6.1f}" for t in times) + f" | {t16 / min(times):5.2f}", flush=True)
 
 
-STREAM_K_VARIANTS = ["stream_k=off", "stream_k=on", "tile_m=128,stream_k=on",
-                     "tile_m=256,stream_k=on"]
-
-
-def sweep_stream_k():
-    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 128 .. 4096): fp16,
-    the default plan, and the warp-specialized wgmma kernel with stream-K off and on (each token
-    tile); cells are us ('-': the schedule does not apply), x is fp16 over the default."""
-    print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>7} | {'default':>7} {'plan':>14} | " +
-          " ".join(f"{v.replace('stream_k=', 'sk_').replace('tile_m=', 't'):>12}"
-                   for v in STREAM_K_VARIANTS) + " | x default x best")
-    if not cute_gemm.device_spec().wgmma:
-        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
-        return
-    for k, n, bits, group, m, a, run, t16 in probe_cases("128 256 384 512 1024 2048 4096"):
-        plan = cute_gemm.mixed_plan(m, n, k, bits, group)
-        t0 = time_graph(run())
-        shape = (f"{plan.tile_m}/s{plan.splits}/sk{plan.stream_k_ctas}"
-                 if plan.kernel == "wgmma" else plan.kernel)
-        times = []
-        for v in STREAM_K_VARIANTS:
-            try:
-                cute_gemm.mixed_plan(m, n, k, bits, group, schedule=v)
-            except ValueError:
-                times.append(None)
-                continue
-            times.append(time_graph(run(v)))
-        best = min([t0] + [t for t in times if t is not None])
-        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:7.1f} | {t0:7.1f} {shape:>14} | " +
-              " ".join(f"{t:12.1f}" if t is not None else f"{'-':>12}" for t in times) +
-              f" | {t16 / t0:5.2f} {t16 / best:5.2f}", flush=True)
-
-
 def main():
-    if "--stream-k" in sys.argv:
-        return sweep_stream_k()
     if "--decode-warps" in sys.argv:
         return sweep_decode_warps()
     if "--layer-shapes" in sys.argv:

@@ -244,24 +244,17 @@ def test_second_device():
     assert_accurate(out, _reference(a, qw), torch.bfloat16, 640)
 
 
-@pytest.mark.parametrize("schedule", [None, "splits=3", "kernel=dense", "stream_k=on"])
+@pytest.mark.parametrize("schedule", [None, "splits=3", "kernel=dense"])
 @pytest.mark.parametrize("m", [1, 100])
 def test_cuda_graph_replay_matches_eager(m, schedule):
     # The default plan, a split-K plan (its workspace from the caching allocator and the reduce
-    # kernel, inside the graph), the dense path (its temporary weight) and stream-K (its tile
-    # counters zeroed by a memset node of the graph before every replay).
+    # kernel, inside the graph) and the dense path (its temporary weight).
     n, k = 4104, 4224
     qw = _qweight(n, k, 4, 128, False, torch.bfloat16, seed=41)
     a = _randn(m, k, dtype=torch.bfloat16, seed=42)
     bias = _randn(n, dtype=torch.bfloat16, seed=43)
     if schedule == "splits=3":
         assert _plan(m, qw, schedule).workspace_bytes == 3 * m * n * 4
-    if schedule == "stream_k=on":
-        if not _wgmma():
-            pytest.skip("stream-K runs on the warp-specialized wgmma kernel (Hopper, sm_90a)")
-        if m == 1:
-            schedule = "stream_k=on,tile_m=128"
-        assert _plan(m, qw, schedule).stream_k_ctas > 0
 
     def call():
         return cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
@@ -555,30 +548,6 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
             assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
             assert_accurate(out, ref, dtype, k)
             assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
-
-
-@pytest.mark.parametrize("bits,group,symmetric,dtype",
-                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
-def test_stream_k_on_every_config(bits, group, symmetric, dtype):
-    # Stream-K (persistent CTAs sharing the tiles' k blocks; partial tiles finished by their
-    # owner from the peers' workspace slots) on both producer token tiles: few tiles split among
-    # many CTAs (3+ contributors per tile), and more tiles than CTAs (CTAs spanning tile ends);
-    # M off the token tile, N off the 128 columns, K off the k block; poisoned output,
-    # bit-identical repeats (the owner adds in contributor order).
-    if not _wgmma():
-        pytest.skip("stream-K runs on the warp-specialized wgmma kernel (Hopper, sm_90a)")
-    cases = [(130, 392, 1408), (290, 136, 4224), (513, 8200, 640), (300, 4104, 1408)]
-    for i, (m, n, k) in enumerate(cases):
-        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=300 + i)
-        a = _randn(m, k, dtype=dtype, seed=400 + i)
-        bias = _randn(n, dtype=dtype, seed=500 + i) if i % 2 else None
-        for tile_m in (128, 256):
-            schedule = f"kernel=wgmma,tile_m={tile_m},stream_k=on"
-            plan = _plan(m, qw, schedule)
-            assert plan.stream_k_ctas > 0 and plan.splits == 1 and plan.producer
-            assert plan.grid == (plan.stream_k_ctas, 1, 1)
-            assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule),
-                                _reference(a, qw, bias, schedule), dtype, k)
 
 
 @pytest.mark.parametrize("m", [1, 3, 8])

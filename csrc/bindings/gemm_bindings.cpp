@@ -138,7 +138,6 @@ py::dict plan_dict(MixedPlan const& p) {
   d["fine_groups"] = p.fine_groups;
   d["exact_scales"] = p.exact_scales;
   d["ctas_per_sm"] = p.ctas_per_sm;
-  d["stream_k_ctas"] = p.stream_k_ctas;
   d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
   d["workspace_bytes"] = p.workspace_bytes;
   return d;
@@ -211,7 +210,6 @@ void bind_gemm(py::module_& m) {
       .def_readonly("fine_groups", &MixedPlan::fine_groups)
       .def_readonly("exact_scales", &MixedPlan::exact_scales)
       .def_readonly("ctas_per_sm", &MixedPlan::ctas_per_sm)
-      .def_readonly("stream_k_ctas", &MixedPlan::stream_k_ctas)
       .def_property_readonly("grid",
                              [](MixedPlan const& p) {
                                return py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);

@@ -9,7 +9,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kernels/mixed/stream_k.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
@@ -42,11 +41,6 @@ constexpr int kColWarpChoices[] = {1, 2, 4};
 // epilogue) are paid once per 4 warps, not per warp. More waves then, as many warps busy.
 constexpr int kManyWavesSlices = 4;
 constexpr int kManyWavesSliceBlocks = 4;
-// wgmma with a TMA producer: stream-K (stream_k.hpp) where a grid of one CTA per tile fills its
-// waves less than this (percent): 448 tiles on 132 SMs fill 4 waves to 85%.
-constexpr int kStreamKMinWaveFill = 90;
-// Stream-K CTAs take at least this many k blocks each (a pipeline's fill is paid per CTA).
-constexpr int kStreamKMinBlocks = 4;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
 
@@ -142,28 +136,8 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       index = rows_128;
   }
   fill_from_instance(plan, index);
-  MixedInstanceInfo const& inst = mixed_instance(index);
-  plan.ctas_per_sm = instance_ctas_per_sm(d, inst);
-  plan.splits = 1;
-  if (s.stream_k == MixedSchedule::kStreamKOn) {
-    if (!inst.producer)
-      refuse(std::string("schedule: stream_k=on runs on the wgmma instances with a TMA producer; ") +
-             inst.name + " has none (token tiles of 128 or 256 rows have one)");
-    if (s.splits > 0) refuse("schedule: stream_k=on shares K among the CTAs itself; drop splits");
-  }
-  // Stream-K where asked, or where a grid of one CTA per tile leaves its last wave underfull.
-  const int64_t tiles = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
-  const int64_t resident = int64_t(plan.ctas_per_sm) * d.sm_count;
-  const int64_t waves = ceil_div(tiles, resident);
-  const bool underfull = tiles * 100 < kStreamKMinWaveFill * waves * resident;
-  if (inst.producer && s.splits == 0 &&
-      (s.stream_k == MixedSchedule::kStreamKOn ||
-       (s.stream_k == MixedSchedule::kStreamKAuto && underfull))) {
-    const int64_t most = std::max<int64_t>(1, tiles * k_blocks / kStreamKMinBlocks);
-    plan.stream_k_ctas = int(std::min(resident, most));
-    return;
-  }
-  plan.splits = wgmma_splits(p, d, s, inst, k_blocks);
+  plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
+  plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
 }
 
 // The order in which col_warps win a tie: the widest first.
@@ -405,13 +379,9 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
     } else if (key == "col_warps") {
       s.col_warps = number(key, value, 1, 4);
       if (s.col_warps == 3) refuse("schedule: col_warps must be 1, 2 or 4; got 3");
-    } else if (key == "stream_k") {
-      if (value == "on") s.stream_k = MixedSchedule::kStreamKOn;
-      else if (value == "off") s.stream_k = MixedSchedule::kStreamKOff;
-      else refuse("schedule: stream_k must be on or off; got '" + value + "'");
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, splits, warps, col_warps, stream_k)");
+             "' (keys: kernel, tile_m, splits, warps, col_warps)");
     }
   }
   return s;
@@ -425,7 +395,6 @@ std::string MixedSchedule::str() const {
   if (splits > 0) add("splits=" + std::to_string(splits));
   if (warps > 0) add("warps=" + std::to_string(warps));
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
-  if (stream_k != kStreamKAuto) add(stream_k == kStreamKOn ? "stream_k=on" : "stream_k=off");
   return out;
 }
 
@@ -451,8 +420,6 @@ std::string MixedPlan::describe() const {
   o << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2] << ", " << ctas_per_sm
     << " CTA/SM";
   if (splits > 1) o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
-  if (stream_k_ctas > 0)
-    o << ", stream-K over " << stream_k_ctas << " CTAs (workspace " << workspace_bytes << " B)";
   o << (exact_scales ? ", exact scales" : ", rounded weights");
   if (fine_groups) o << ", fine groups";
   return o.str();
@@ -468,7 +435,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
 
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
-    if (s.tile_m > 0 || s.stream_k == MixedSchedule::kStreamKOn) kernel = MixedKernel::kWgmma;
+    if (s.tile_m > 0) kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
   }
   if (kernel == MixedKernel::kAuto) {
@@ -485,7 +452,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
-  only_for(s.stream_k == MixedSchedule::kStreamKOn, "stream_k=on", MixedKernel::kWgmma);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
     refuse("schedule: splits applies to the fused kernels; this plan runs dense");
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
@@ -508,13 +474,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   plan.grid[1] = ceil_div(p.m, plan.tile_m);
   plan.grid[2] = plan.splits;
   plan.workspace_bytes = plan.splits > 1 ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
-  if (plan.stream_k_ctas > 0) {
-    plan.grid[0] = plan.stream_k_ctas;
-    plan.grid[1] = plan.grid[2] = 1;
-    plan.workspace_bytes = size_t(mixed::StreamKPartition::workspace_bytes(
-        int(ceil_div(p.n, plan.tile_n) * ceil_div(p.m, plan.tile_m)), plan.stream_k_ctas,
-        int64_t(plan.tile_m) * plan.tile_n * 4));
-  }
   return plan;
 }
 

@@ -68,14 +68,9 @@ struct MixedSchedule {
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
-  // wgmma with a TMA producer: persistent stream-K CTAs (kStreamKOn), a grid of tiles with
-  // split-K (kStreamKOff), or the planner's choice (kStreamKAuto).
-  enum StreamK : int { kStreamKAuto = -1, kStreamKOff = 0, kStreamKOn = 1 };
-  int stream_k = kStreamKAuto;
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
-  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, splits, warps, col_warps,
-  // stream_k (on, off).
+  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, splits, warps, col_warps.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -99,11 +94,8 @@ struct MixedPlan {
   bool exact_scales = true;   // the scales multiply exact fp32 sums of a * (q - z); otherwise
                               // the weight is rounded to the activation dtype first
   int ctas_per_sm = 0;        // resident CTAs per SM (the occupancy model)
-  int stream_k_ctas = 0;      // wgmma: persistent CTAs sharing the work evenly (stream_k.hpp);
-                              // 0: one CTA per tile (and split)
   int64_t grid[3] = {0, 0, 0};
-  size_t workspace_bytes = 0;  // fp32 split-K partial sums, or stream-K's tile counters and
-                               // partial sums (uninitialized scratch)
+  size_t workspace_bytes = 0;  // fp32 split-K partial sums (uninitialized scratch)
 
   std::string describe() const;  // one readable line
 };

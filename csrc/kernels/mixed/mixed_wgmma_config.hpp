@@ -139,15 +139,6 @@ struct MixedWgmmaConfig {
                     Stride<Stride<_1, Int<8 * TileM>, _8>, Int<64 * TileM>>>>;
   using AccRowTV = decltype(tile_row_layout<TileM>(AccTV{}));  // (T, V) -> M
   using AccColTV = decltype(tile_col_layout<TileM>(AccTV{}));  // (T, V) -> N
-  // A stream-K partial tile in its workspace slot (stream_k.hpp), fp32 in the accumulators' own
-  // order: value f = kAccRegs r + v of acc[r][v], f % 4 within a thread's 16 bytes, so the 16-byte
-  // stores and loads of a warp cover 512 contiguous bytes. Every CTA writes and reads a slot
-  // with the same map, so the (M, N) coordinates never enter.
-  // (T, V(4, f / 4)) -> float in the slot
-  static constexpr int kPartialValues = NTiles * kAccRegs;
-  static_assert(kPartialValues % 4 == 0, "whole 16-byte units per thread");
-  using PartialTV = Layout<Shape<Int<kConsumerThreads>, Shape<_4, Int<kPartialValues / 4>>>,
-                           Stride<_4, Stride<_1, Int<4 * kConsumerThreads>>>>;
 
   // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
   // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +

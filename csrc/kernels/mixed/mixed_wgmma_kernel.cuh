@@ -199,23 +199,16 @@ struct WgmmaWarpSlice {
     for (int r = 0; r < Cfg::kNTiles; ++r) {
       CG_PRAGMA_UNROLL
       for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
+        const int row = m0 + typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
+        if (col >= p.n || row >= p.m) continue;
         if (to_workspace) {
-          const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
-          const int row = m0 + typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
-          if (col < p.n && row < p.m) ws[int64_t(row) * p.n + col] = acc[r][v];
+          ws[int64_t(row) * p.n + col] = acc[r][v];
         } else {
-          store_value(p, r, v, acc[r][v], m0, n0);
+          store_out_one<T>(p, row, col, acc[r][v]);
         }
       }
     }
-  }
-
-  // Value (v, r) of the tile at (m0, n0) (as acc[r][v]) to out, if inside it.
-  CG_DEVICE void store_value(MixedGemmParams const& p, int r, int v, float value, int m0,
-                             int n0) const {
-    const int col = n0 + lane_col[2 * r + ((v >> 1) & 1)];
-    const int row = m0 + typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
-    if (col < p.n && row < p.m) store_out_one<T>(p, row, col, value);
   }
 };
 

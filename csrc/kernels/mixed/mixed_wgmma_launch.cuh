@@ -61,57 +61,22 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
   return e;
 }
 
-// The warp-specialized kernel as persistent stream-K CTAs (stream_k.hpp): the tile counters at
-// the start of p.workspace are zeroed on `stream` first (a memset node in a captured graph).
+// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
 template <class Cfg>
-cudaError_t launch_mixed_wgmma_stream_k(MixedGemmParams const& p, int ctas,
-                                        MixedWgmmaMaps const& maps, cudaStream_t stream) {
-  StreamKPartition sk;
-  sk.tiles_m = (p.m + Cfg::kTileM - 1) / Cfg::kTileM;
-  sk.tiles_n = (p.n + Cfg::kTileN - 1) / Cfg::kTileN;
-  sk.k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
-  sk.ctas = ctas;
-  const int64_t slot_bytes = int64_t(Cfg::kTileM) * Cfg::kTileN * 4;
-  if (ctas < 1 || ctas > sk.units() || p.workspace == nullptr ||
-      p.workspace_bytes < size_t(StreamKPartition::workspace_bytes(sk.tiles(), ctas, slot_bytes)))
-    return cudaErrorInvalidValue;
-  cudaError_t e = cudaMemsetAsync(p.workspace, 0, size_t(StreamKPartition::counter_bytes(sk.tiles())),
-                                  stream);
-  if (e != cudaSuccess) return e;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(ctas));
-  config.blockDim = dim3(Cfg::kThreads);
-  config.dynamicSmemBytes = Cfg::kSmemBytes;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, mixed_wgmma_ws_kernel<Cfg>, p, sk.k_blocks, false, maps, sk);
-}
-
-// Runs `plan` (its split-K factor, none empty; splits > 1 or stream-K need p.workspace).
-template <class Cfg>
-cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
-                               cudaStream_t stream) {
+cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   if constexpr (Cfg::kProducer) {
     MixedWgmmaMaps maps{};
     const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, &maps);
     if (encoded != cudaSuccess) return encoded;
-    if (plan.stream_k_ctas > 0)
-      return launch_mixed_wgmma_stream_k<Cfg>(p, plan.stream_k_ctas, maps, stream);
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 plan.splits, true, stream, maps,
-                                                 StreamKPartition{});
+                                                 splits, true, stream, maps);
   } else {
-    if (plan.stream_k_ctas > 0) return cudaErrorInvalidValue;  // no producer, no stream-K
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 plan.splits, true, stream);
+                                                 splits, true, stream);
   }
 }
 

@@ -19,13 +19,10 @@
 // setmaxnreg moves registers from the producer (24) to the consumers (WgmmaRegisterSplit), which
 // hold the accumulators (128 for a 256-row M tile) and two register sets of a k block.
 
-#include "cute_gemm/arch/gpu_flag.hpp"
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
-#include "cute_gemm/arch/named_barrier.hpp"
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
 #include "cute_gemm/arch/tma_sm90.hpp"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
-#include "kernels/mixed/stream_k.hpp"
 
 namespace cute_gemm {
 namespace mixed {
@@ -56,119 +53,12 @@ struct WgmmaRegisterSplit {
   static_assert(kConsumer >= kLaunch, "the consumers must not lose registers");
 };
 
-// The k blocks one CTA computes for one output tile.
-struct WgmmaWork {
-  int m_tile = 0, n_tile = 0;
-  int kb_begin = 0, kb_end = 0;
-  bool partial = false;  // stream-K: part of the tile's K (the owner's if kb_begin == 0)
-  int tile = 0;
-};
-
-// A CTA's work, one tile after the other: in a grid of tiles (sk.ctas == 0) the tile of
-// (blockIdx.y, blockIdx.x) over split blockIdx.z's k blocks; with stream-K the segments of CTA
-// blockIdx.x (StreamKPartition). The producer and the consumers each walk their own copy.
-struct WgmmaWorkWalker {
-  StreamKPartition sk;
-  int64_t unit, end;  // stream-K: the next unit and the end of the CTA's units
-  int kb_begin, kb_end;  // grid of tiles: the split's k blocks (kb_begin >= kb_end: taken)
-
-  CG_DEVICE WgmmaWorkWalker(StreamKPartition const& sk_, int blocks_per_split, int k_blocks)
-      : sk(sk_), unit(0), end(0), kb_begin(0), kb_end(0) {
-    if (sk.ctas > 0) {
-      unit = sk.begin(blockIdx.x);
-      end = sk.begin(blockIdx.x + 1);
-    } else {
-      kb_begin = blockIdx.z * blocks_per_split;
-      kb_end = min(kb_begin + blocks_per_split, k_blocks);
-    }
-  }
-
-  // Whether a further tile follows.
-  CG_DEVICE bool more() const { return sk.ctas > 0 ? unit < end : kb_begin < kb_end; }
-
-  CG_DEVICE WgmmaWork next() {
-    WgmmaWork w;
-    if (sk.ctas > 0) {
-      const StreamKPartition::Segment s = sk.segment_at(blockIdx.x, unit);
-      unit += s.kb_end - s.kb_begin;
-      w.m_tile = sk.m_tile(s.tile);
-      w.n_tile = sk.n_tile(s.tile);
-      w.kb_begin = s.kb_begin;
-      w.kb_end = s.kb_end;
-      w.partial = s.partial;
-      w.tile = s.tile;
-    } else {
-      w.m_tile = blockIdx.y;
-      w.n_tile = blockIdx.x;
-      w.kb_begin = kb_begin;
-      w.kb_end = kb_end;
-      kb_begin = kb_end;
-    }
-    return w;
-  }
-};
-
-// Stream-K's fixup of a partial tile (stream_k.hpp), by the consumer threads. A peer writes its
-// partial sums to its slot and counts itself in the tile's counter, and returns false. The owner
-// waits for the peers' count, adds their slots to acc in contributor order and returns true: it
-// stores the tile.
-template <class Cfg>
-CG_DEVICE bool stream_k_fixup(MixedGemmParams const& p, StreamKPartition const& sk,
-                              WgmmaWork const& work, int tid,
-                              float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
-  constexpr auto partial = typename Cfg::PartialTV{};  // (T, V) -> float in the slot
-  constexpr int kUnits = Cfg::kPartialValues / 4;      // 16-byte units per thread
-  constexpr int kA = Cfg::kAccRegs;                    // unit j: acc[4j / kA][4j % kA ..]
-  constexpr int64_t kSlotFloats = int64_t(Cfg::kTileM) * Cfg::kTileN;
-  static_assert(decltype(cosize(partial))::value == kSlotFloats, "a slot holds one tile");
-  int* const counter = static_cast<int*>(p.workspace) + work.tile;
-  float* const slots = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
-                                                StreamKPartition::counter_bytes(sk.tiles()));
-  if (work.kb_begin > 0) {  // a peer
-    float4* const mine = reinterpret_cast<float4*>(slots + blockIdx.x * kSlotFloats);
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kUnits; ++j) {
-      float const* a = &acc[4 * j / kA][4 * j % kA];
-      __stcg(mine + partial(tid, make_coord(0, j)) / 4, make_float4(a[0], a[1], a[2], a[3]));
-    }
-    named_barrier_sync(1, Cfg::kConsumerThreads);  // every thread's partial sums are written
-    if (tid == 0) gpu_counter_add_release(counter, 1);
-    return false;
-  }
-  const int first = blockIdx.x, peers = sk.last_cta(work.tile) - first;
-  if (tid == 0) {
-    while (gpu_counter_load_acquire(counter) < peers) __nanosleep(64);
-  }
-  named_barrier_sync(1, Cfg::kConsumerThreads);  // the peers' partial sums are visible
-  for (int c = 1; c <= peers; ++c) {
-    float4 const* src = reinterpret_cast<float4 const*>(slots + (first + c) * kSlotFloats);
-    // In chunks of 8 units, so the loads in flight fit beside the accumulators.
-    CG_PRAGMA_UNROLL
-    for (int j0 = 0; j0 < kUnits; j0 += 8) {
-      float4 x[8];
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < 8 && j0 + j < kUnits; ++j)
-        x[j] = __ldcg(src + partial(tid, make_coord(0, j0 + j)) / 4);
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < 8 && j0 + j < kUnits; ++j) {
-        float* a = &acc[4 * (j0 + j) / kA][4 * (j0 + j) % kA];
-        a[0] += x[j].x, a[1] += x[j].y, a[2] += x[j].z, a[3] += x[j].w;
-      }
-    }
-  }
-  return true;
-}
-
-// grid and splits as mixed_wgmma_kernel, or with stream-K (sk.ctas > 0) sk.ctas CTAs sharing
-// the tiles' k blocks (stream_k.hpp; p.workspace: the tile counters, zeroed, then the partial
-// sums' slots); blockDim = kThreads (consumer warpgroups, then the producer warpgroup).
-// The stages form one ring over all of a CTA's tiles: the producer runs on into the next tile
-// while the consumers finish one.
+// grid and splits as mixed_wgmma_kernel; blockDim = kThreads (consumer warpgroups, then the
+// producer warpgroup).
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_ws_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
-                          const __grid_constant__ MixedWgmmaMaps maps,
-                          const StreamKPartition sk) {
+                          const __grid_constant__ MixedWgmmaMaps maps) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
@@ -186,7 +76,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   uint64_t* const empty = full + S;
 
   const int tid = threadIdx.x;
+  const int m0 = blockIdx.y * BM;
+  const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
+  const int kb_begin = blockIdx.z * blocks_per_split;
+  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
 
   if (tid == 0) {
     CG_PRAGMA_UNROLL
@@ -211,10 +105,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     tma_prefetch_map(&maps.w);
     tma_prefetch_map(&maps.scales);
     const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
-    // Weights, scales and zeros of k block kb of N tile n0 (no dependence on the previous kernel)
-    // into stage s, with the stage's whole byte count announced.
-    auto load_weights = [&](int n0, int kb, int s) {
+    // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage s,
+    // with the stage's whole byte count announced.
+    auto load_weights = [&](int j, int s) {
       mbarrier_arrive_expect_tx(full + s, stage_bytes);
+      const int kb = kb_begin + j;
       char* st = smem_w + s * Cfg::kStageBytes;
       tma_load_2d(st, &maps.w, full + s, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
       CG_PRAGMA_UNROLL
@@ -227,36 +122,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         }
       }
     };
-    auto load_activations = [&](int m0, int kb, int s) {
+    auto load_activations = [&](int j, int s) {
       CG_PRAGMA_UNROLL
       for (int h = 0; h < Cfg::kABoxes; ++h) {
         T* dst = reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes) + sA(0, Cfg::kABoxK * h);
-        tma_load_2d(dst, &maps.a, full + s, kb * BK + Cfg::kABoxK * h, m0);
+        tma_load_2d(dst, &maps.a, full + s, (kb_begin + j) * BK + Cfg::kABoxK * h, m0);
       }
     };
-    WgmmaWorkWalker walker(sk, blocks_per_split, k_blocks);
-    int loaded = 0;  // k blocks issued so far, over all of the CTA's tiles: the ring position
-    while (walker.more()) {
-      const WgmmaWork work = walker.next();
-      const int m0 = work.m_tile * BM, n0 = work.n_tile * Cfg::kTileN;
-      int kb = work.kb_begin;
-      if (loaded == 0) {
-        // Programmatic dependent launch: the first stages' weights before the wait, the
-        // activations (written by the previous kernel) after it. These stages are free.
-        const int first = min(work.kb_end - kb, S);
-        for (int j = 0; j < first; ++j) load_weights(n0, kb + j, j);
-        grid_dependency_wait();
-        for (int j = 0; j < first; ++j) load_activations(m0, kb + j, j);
-        kb += first;
-        loaded = first;
-      }
-      for (; kb < work.kb_end; ++kb, ++loaded) {
-        const int s = loaded % S;
-        // Use u = loaded / S of stage s: every consumer warp is done with use u - 1.
-        if (loaded >= S) mbarrier_wait_parity_suspend(empty + s, uint32_t(loaded / S - 1) & 1u);
-        load_weights(n0, kb, s);
-        load_activations(m0, kb, s);
-      }
+    // Programmatic dependent launch: the first stages' weights before the wait, the activations
+    // (written by the previous kernel) after it.
+    const int first = n_kb < S ? n_kb : S;
+    for (int j = 0; j < first; ++j) load_weights(j, j);
+    grid_dependency_wait();
+    for (int j = 0; j < first; ++j) load_activations(j, j);
+    int s = 0;
+    uint32_t phase = 0;  // of the empty barriers, for the blocks j = S.. (the stages' 2nd use)
+    for (int j = S; j < n_kb; ++j) {
+      mbarrier_wait_parity_suspend(empty + s, phase);  // every consumer warp is done with j - S
+      load_weights(j, s);
+      load_activations(j, s);
+      if (++s == S) s = 0, phase ^= 1;
     }
     return;
   }
@@ -272,52 +157,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto desc_at = [&](int stage) { return desc0 + uint64_t((stage * Cfg::kAStageBytes) >> 4); };
   // Accumulators: acc[r][v] is value (v, r) of AccTV, (T, V) -> (M kTileM, N kTileN).
   float acc[NT][Cfg::kAccRegs];
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < NT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kAccRegs; ++v) acc[r][v] = 0.f;
+  }
 
   // As in the cp.async kernel's rounded loop: block i - 1's wgmmas run while block i is
   // dequantized, so only block i - 2's must be done (wait_group 1) before its register set is
-  // rewritten; then this warp releases block i - 2's stage to the producer. The ring position
-  // (stage, phase) runs on over the CTA's tiles; release_stage trails it by two blocks.
+  // rewritten; then this warp releases block i - 2's stage to the producer.
   BlockRegs regs[2];
-  int stage = 0, release_stage = S - 2;  // the ring position of block i and of block i - 2
-  uint32_t phase = 0;                    // of the full barriers at `stage`
-  auto release = [&](int st) {
-    __syncwarp();
-    if (slice.lane == 0) mbarrier_arrive(empty + st);
-  };
-  WgmmaWorkWalker walker(sk, blocks_per_split, k_blocks);
-  while (walker.more()) {
-    const WgmmaWork work = walker.next();
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < NT; ++r) {
-      CG_PRAGMA_UNROLL
-      for (int v = 0; v < Cfg::kAccRegs; ++v) acc[r][v] = 0.f;
+  int stage = 0, release_stage = S - 2;  // i % S and (i - 2) % S
+  uint32_t phase = 0;                    // of the full barriers: (i / S) % 2
+  auto step = [&](int i, auto set) {
+    BlockRegs& a = regs[decltype(set)::value];
+    wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
+    if (i >= 2) {
+      __syncwarp();
+      if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
-    auto step = [&](int i, auto set) {
-      BlockRegs& a = regs[decltype(set)::value];
-      wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
-      if (i >= 2) release(release_stage);
-      mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
-      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
-      wgmma_fence();  // the registers just written feed the wgmmas
-      WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
-      wgmma_commit_group();
-      if (++stage == S) stage = 0, phase ^= 1;
-      if (++release_stage == S) release_stage = 0;
-    };
-    const int n_kb = work.kb_end - work.kb_begin;
-    for_blocks_in_pairs<true>(n_kb, step);
-    wgmma_wait_group<0>();
-    // The tile's last one or two blocks are done too: release their stages.
-    if (n_kb >= 2) release(release_stage);
-    if (n_kb >= 1) release(release_stage + 1 == S ? 0 : release_stage + 1);
-    if (!walker.more()) grid_launch_dependents();
-    const int m0 = work.m_tile * BM, n0 = work.n_tile * Cfg::kTileN;
-    // A whole tile, or the owner's of a partial one once the fixup has added the peers' sums.
-    if (!work.partial || stream_k_fixup<Cfg>(p, sk, work, tid, acc))
-      slice.store(p, acc, m0, n0, to_workspace);
-  }
+    mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
+    slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+    wgmma_fence();  // the registers just written feed the wgmmas
+    WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
+    wgmma_commit_group();
+    if (++stage == S) stage = 0, phase ^= 1;
+    if (++release_stage == S) release_stage = 0;
+  };
+  for_blocks_in_pairs<true>(n_kb, step);
+  wgmma_wait_group<0>();
+  grid_launch_dependents();
+  slice.store(p, acc, m0, n0, to_workspace);
 #else
-  (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps, (void)sk;
+  (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
 #endif
 }
 
