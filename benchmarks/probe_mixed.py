@@ -17,6 +17,9 @@
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
+    python3 benchmarks/probe_mixed.py --small-tiles
+                                                  M = 9..32: mma.sync vs the 16- and 32-row
+                                                  wgmma tiles (exact scales / rounded weights)
 
 Every variant is a schedule passed to cute_gemm.mixed_gemm (schedule=...); cute_gemm.mixed_plan
 with the same schedule says what ran.
@@ -302,7 +305,45 @@ def sweep_wgmma_tiles():
               " ".join(f"{t:6.1f}" for t in times) + f" | {t16 / min(times):5.2f}", flush=True)
 
 
+SMALL_TILE_SCHEDULES = ("kernel=mma", "kernel=wgmma,tile_m=16",
+                        "kernel=wgmma,tile_m=32,scales=exact", "kernel=wgmma,tile_m=32,scales=rounded")
+
+
+def sweep_small_tiles():
+    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 9 16 24 32): fp16, the
+    default plan, then each of SMALL_TILE_SCHEDULES (us; the planner's split count), and the
+    largest relative error of any schedule against fp32 on the weights each one uses."""
+    print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>14} | " +
+          " ".join(f"{s.split(',', 1)[-1].replace('kernel=', ''):>22}" for s in
+                   SMALL_TILE_SCHEDULES) + " | best x | err")
+    if not cute_gemm.device_spec().wgmma:
+        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
+        return
+    for k, n, bits, group, m, a, run, t16 in probe_cases("9 16 24 32"):
+        plan = cute_gemm.mixed_plan(m, n, k, bits, group)
+        t0 = time_graph(run())
+        cells, times, err = [], [t0], 0.0
+        for schedule in SMALL_TILE_SCHEDULES:
+            if "tile_m=16" in schedule and bits != 4:  # INT4's tile only
+                cells.append("-")
+                continue
+            sp = cute_gemm.mixed_plan(m, n, k, bits, group, schedule=schedule)
+            t = time_graph(run(schedule))
+            times.append(t)
+            cells.append(f"{t:6.1f} s{sp.splits:<2} {sp.ctas_per_sm}/SM")
+            out = run(schedule)(0).float()
+            qw = run.__defaults__[2][0]  # probe_cases' run(schedule, a, qs): weight copy 0
+            w = qw.dequantize(torch.float32 if sp.exact_scales else None).float()
+            ref = a.float() @ w.t()
+            err = max(err, ((out - ref).abs().max() / ref.abs().max()).item())
+        print(f"{k:>5}x{n:<6} {m:>3} {bits:>1} {t16:6.1f} | {t0:6.1f} {plan.kernel:>5} "
+              f"s{plan.splits:<2} | " + " ".join(f"{c:>22}" for c in cells) +
+              f" | {t16 / min(times):5.2f} | {err:.1e}", flush=True)
+
+
 def main():
+    if "--small-tiles" in sys.argv:
+        return sweep_small_tiles()
     if "--decode-warps" in sys.argv:
         return sweep_decode_warps()
     if "--layer-shapes" in sys.argv:

@@ -269,9 +269,10 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     accumulation and one rounding to the output dtype. On CUDA a fused kernel reads the weight in
     its packed INT4/INT8 form (never materialized). The plan (``cute_gemm.mixed_plan``, field
     ``exact_scales``) says which ``W`` it uses: the exact ``qw.dequantize(torch.float32)`` with the
-    decode and mma.sync kernels and Hopper's 32-row wgmma tile (M <= 32 on an H100 / H200, below
-    192 rows on other GPUs), or ``W`` rounded to the activation dtype (``qw.dequantize()``) with
-    the larger wgmma tiles (M > 32 on Hopper), on the dense path (from 192 rows elsewhere) and on
+    decode and mma.sync kernels (M <= 8 on an H100 / H200, INT4 M <= 16 on some shapes there, below
+    192 rows on other GPUs) and the wgmma tile that keeps exact scales (``scales=exact``), or
+    ``W`` rounded to the activation dtype (``qw.dequantize()``) with the other wgmma tiles (the
+    rest of M on Hopper), on the dense path (from 192 rows elsewhere) and on
     CPU. The two differ by at most half an ulp per weight.
 
     Args:
@@ -284,8 +285,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
         schedule: optional explicit choices that override the planner's, as a string
             (``"kernel=wgmma,tile_m=128"``) or a mapping (``{"kernel": "decode", "warps": 8}``).
             Keys: ``kernel`` (``decode``, ``mma``, ``wgmma``, ``dense``), ``tile_m`` (wgmma:
-            32, 64, 128, 256), ``splits`` (1..64), ``warps`` (decode: 1..16), ``col_warps``
-            (decode: 1, 2, 4). A choice the device or problem cannot run raises ``ValueError``;
+            16 (INT4), 32, 64, 128, 256), ``scales`` (wgmma: ``rounded``, the default, or
+            ``exact``, which the 32-row tile has), ``splits`` (1..64), ``warps`` (decode:
+            1..16), ``col_warps`` (decode: 1, 2, 4). A choice the device or problem cannot run raises ``ValueError``;
             ``cute_gemm.mixed_plan`` shows what a schedule runs.
 
     Returns:

@@ -60,8 +60,8 @@ M_MAX = 1100
 # BOUNDARY_MS, in a shuffled cycle) and "any" (1..M_MAX, half uniform, half log-uniform).
 M_REGIONS = {
     "decode": (1, 8),        # the decode kernel
-    "mma": (9, 16),          # mma.sync
-    "wgmma32": (17, 33),     # wgmma 32-row tiles (exact scales), 33 takes 64 rows
+    "mma": (9, 16),          # mma.sync, or wgmma's 16-row tiles (INT4) / 32-row tiles (INT8)
+    "wgmma32": (17, 33),     # wgmma 32-row tiles, 33 takes 64 rows
     "m64": (60, 68),         # 64-row tiles (INT8: the TMA kernel) / 128-row tiles from 65
     "m128": (124, 132),      # 128-row tiles / 256-row tiles from 129
     "m192": (188, 196),      # the dense path from 192 where there is no wgmma kernel
@@ -78,12 +78,15 @@ AWKWARD_KS = [32, 64, 96, 128, 160, 192, 640, 1408, 2080, 4224, 8192]
 K_MAX = 8192
 # Forced paths (schedules, see schedule_for), drawn in a shuffled cycle for about a third of the
 # cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token tiles; Hopper
-# sm_90a builds, mma.sync elsewhere), "dense" (dequantize + dense GEMM), "splits:S" (S k splits
-# of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync with S
-# splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only for
-# M <= 8). The splits always meet in the workspace (fp32 partial sums, then the reduce kernel).
-FORCE_KINDS = ["mma", "wgmma:32", "wgmma:64", "wgmma:128", "wgmma:256", "dense", "splits",
-               "mma-splits", "decode"]
+# sm_90a builds, mma.sync elsewhere; "wgmma:16" runs INT8 in 32-row tiles, INT4's only; a
+# ":exact" suffix the tile with exact scales), "dense" (dequantize + dense GEMM), "splits:S" (S k
+# splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
+# with S splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
+# for M <= 8). The splits always meet in the workspace (fp32 partial sums, then the reduce
+# kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, drawn at random).
+FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
+               "decode"]
+WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:256"]
 FORCED_FRACTION = 0.35
 LAYER_FRACTION = 0.2
 # Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).
@@ -177,6 +180,8 @@ def _draw_force(rng, m, kinds):
         return f"splits:{rng.choice([2, 3, 5, 8, 64])}"
     if kind == "mma-splits":
         return f"mma-splits:{rng.randint(2, 8)}"
+    if kind == "wgmma":
+        return rng.choice(WGMMA_FORCES)
     if kind == "decode":
         if m > 8:
             return "mma"
@@ -262,7 +267,10 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
     if kind == "mma":
         return "kernel=mma"
     if kind == "wgmma":
-        return f"kernel=wgmma,tile_m={int(args[0])}" if spec.wgmma else "kernel=mma"
+        if not spec.wgmma:
+            return "kernel=mma"
+        tile_m = 32 if int(args[0]) == 16 and bits != 4 else int(args[0])  # 16 rows: INT4 only
+        return f"kernel=wgmma,tile_m={tile_m}" + (",scales=exact" if args[1:] == ["exact"] else "")
     if kind == "dense":
         return "kernel=dense"
     if kind == "splits":

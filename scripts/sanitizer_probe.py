@@ -15,9 +15,10 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
 
     decode       the decode kernel (M <= 8): default CTA shapes and scheduled k slices of 1, 2,
                  4 warps, fine groups (group < the packed k block), INT4/INT8
-    mma          the mma.sync kernel: M 9-16 by default, scheduled at 17-64 (32- and 64-row
-                 tiles)
-    wgmma        the cp.async wgmma kernel (Hopper): 32-row tiles, and INT4's 64-row tiles
+    mma          the mma.sync kernel: scheduled at M 9-64 (16-, 32- and 64-row tiles; INT4
+                 M 9-16 on long K slices by default)
+    wgmma        the cp.async wgmma kernel (Hopper): INT4's 16-row tiles, 32-row tiles (rounded
+                 weights, and exact scales by schedule), INT4's 64-row tiles
     wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128- and 256-row tiles, INT8's
                  64-row tiles
     splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
@@ -92,10 +93,11 @@ def launches():
         _mixed("decode", 7, 392, 2112, 4, 64, False, "fp16", False, "decode:12:4",
                kernel="decode", col_warps=4),
     ]
-    # mma.sync (M 9-16 by default; forced above: 32- and 64-row tiles)
+    # mma.sync (by schedule; 16-, 32- and 64-row tiles)
     L += [
-        _mixed("mma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="mma", tile_m=16),
-        _mixed("mma", 9, 264, 1408, 8, 32, False, "bf16", True, kernel="mma", tile_m=16),
+        _mixed("mma", 16, 136, 640, 4, 128, True, "fp16", False, "mma", quick=True, kernel="mma",
+               tile_m=16),
+        _mixed("mma", 9, 264, 1408, 8, 32, False, "bf16", True, "mma", kernel="mma", tile_m=16),
         _mixed("mma", 12, 136, 640, 4, 32, False, "bf16", True, "mma", kernel="mma", tile_m=16),
         _mixed("mma", 20, 136, 640, 4, 32, False, "bf16", False, "mma", quick=True,
                kernel="mma", tile_m=32),
@@ -104,8 +106,18 @@ def launches():
         _mixed("mma", 64, 136, 1408, 8, 64, False, "bf16", False, "mma", kernel="mma",
                tile_m=64),
     ]
-    # wgmma, cp.async (32-row tiles; INT4's 64-row tiles)
+    # wgmma, cp.async (INT4's 16-row tiles, 32-row tiles rounded and exact, INT4's 64-row tiles)
     L += [
+        _mixed("wgmma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
+               tile_m=16, warp_groups=1),
+        _mixed("wgmma", 11, 264, 1408, 4, 32, False, "bf16", True, "wgmma:16", quick=True,
+               kernel="wgmma", tile_m=16),
+        _mixed("wgmma", 9, 136, 640, 8, -1, True, "fp16", True, quick=True, kernel="wgmma",
+               tile_m=32, exact_scales=False),
+        _mixed("wgmma", 27, 136, 1408, 4, 64, False, "fp16", True, "wgmma:32:exact", quick=True,
+               kernel="wgmma", tile_m=32, exact_scales=True),
+        _mixed("wgmma", 20, 264, 640, 8, 128, False, "bf16", False, "wgmma:32:exact",
+               kernel="wgmma", tile_m=32, exact_scales=True),
         _mixed("wgmma", 17, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
                tile_m=32, warp_groups=1),
         _mixed("wgmma", 33, 264, 1408, 4, 32, False, "bf16", True, quick=True, kernel="wgmma",
@@ -138,8 +150,10 @@ def launches():
                kernel="decode", splits=3),
         _mixed("splitk", 6, 136, 1408, 8, 32, False, "bf16", False, "splits:5",
                kernel="decode", splits=5),
-        _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "splits:3", quick=True,
+        _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "mma-splits:3", quick=True,
                kernel="mma", splits=3),
+        _mixed("splitk", 12, 136, 1408, 4, 64, True, "bf16", False, "wgmma:16+splits:3",
+               kernel="wgmma", tile_m=16, splits=3),
         _mixed("splitk", 40, 136, 1408, 8, 64, True, "bf16", False, "mma-splits:4",
                kernel="mma", tile_m=64, splits=4),
         _mixed("splitk", 33, 136, 1408, 4, 32, True, "bf16", True, "wgmma:64+splits:4",

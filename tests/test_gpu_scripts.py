@@ -80,7 +80,9 @@ def test_probe_covers_every_family():
     # (both wgmma kernels: the cp.async one and the warp-specialized TMA one).
     wgmma = {(s["bits"], s["expect"].get("tile_m")) for s in mixed
              if s["expect"].get("kernel") == "wgmma"}
-    assert wgmma >= {(4, 32), (4, 64), (4, 128), (4, 256), (8, 32), (8, 64), (8, 128), (8, 256)}
+    assert wgmma >= {(4, 16), (4, 32), (4, 64), (4, 128), (4, 256), (8, 32), (8, 64), (8, 128),
+                     (8, 256)}
+    assert {s["bits"] for s in mixed if s["expect"].get("exact_scales") is True} == {4, 8}
     assert {s["expect"].get("col_warps") for s in mixed} >= {1, 2, 4}
     split = [s for s in mixed if s["expect"].get("splits", 1) > 1]
     assert {s["expect"].get("kernel") for s in split} == {"decode", "mma", "wgmma"}
@@ -127,7 +129,7 @@ def test_generator_covers_every_configuration(seed):
     kinds = {c.force.split(":")[0] for c in cases if c.force}
     assert kinds == {"mma", "wgmma", "dense", "splits", "mma-splits", "decode"}
     assert {c.force for c in cases if c.force and c.force.startswith("wgmma")} == \
-        {"wgmma:32", "wgmma:64", "wgmma:128", "wgmma:256"}
+        set(gpu_sweep.WGMMA_FORCES)
     assert any(c.force is None for c in cases)
     layer = [c for c in cases if c.layer_lead]
     assert len(layer) >= 20 and any(c.layer_lead[0] > 1 for c in layer)
@@ -169,6 +171,10 @@ def test_schedule_for_each_force():
     assert sched("mma") == "kernel=mma"
     assert sched("wgmma:128") == "kernel=wgmma,tile_m=128"
     assert sched("wgmma:128", spec=a100) == "kernel=mma"  # no wgmma there: mma.sync
+    assert sched("wgmma:16") == "kernel=wgmma,tile_m=16"
+    assert gpu_sweep.schedule_for("wgmma:16", 12, 4096, 4096, 8, -1, torch.float16, h100) == \
+        "kernel=wgmma,tile_m=32"  # INT8 has no 16-row tile
+    assert sched("wgmma:32:exact") == "kernel=wgmma,tile_m=32,scales=exact"
     assert sched("dense") == "kernel=dense"
     assert sched("splits:5") == "splits=5"
     assert sched("splits:5", m=300) == "splits=5"  # wgmma on an H100
@@ -196,7 +202,10 @@ def test_generated_schedules_run_on_h100_and_a100(seed):
             if kind in ("mma", "mma-splits") or (kind == "wgmma" and not spec.wgmma):
                 assert plan.kernel == "mma"
             elif kind == "wgmma":
-                assert (plan.kernel, plan.tile_m) == ("wgmma", int(c.force.split(":")[1]))
+                _, tile, *exact = c.force.split(":")
+                tile = 32 if tile == "16" and c.bits != 4 else int(tile)  # INT4's 16-row tile
+                assert (plan.kernel, plan.tile_m, plan.exact_scales) == ("wgmma", tile,
+                                                                         exact == ["exact"])
             elif kind in ("dense", "decode"):
                 assert plan.kernel == kind
             if kind in ("splits", "mma-splits"):

@@ -431,7 +431,8 @@ BAD_SCHEDULES = [
     ("splits=0", "splits"), ("splits=65", "splits"), ("splits=-1", "splits"),
     ("warps=0", "warps"), ("warps=17", "warps"),
     ("col_warps=3", "col_warps"), ("col_warps=8", "col_warps"), ("col_warps=0", "col_warps"),
-    ("tile_m=16", "tile_m"), ("tile_m=96", "tile_m"), ("tile_m=192", "tile_m"),
+    ("tile_m=8", "tile_m"), ("tile_m=96", "tile_m"), ("tile_m=192", "tile_m"),
+    ("scales=fp32", "scales"),
     ("tile_m=512", "tile_m"), ("tile_m=-1", "tile_m"),
     ("reduce=cluster", "reduce"), ("dense_from_m=1", "dense_from_m"), ("kernel", "kernel"),
 ]
@@ -534,7 +535,8 @@ def test_plans_without_a_gpu():
     # argument of mixed_gemm is the one mixed_plan takes. (tests/test_mixed_plan.py has the rules.)
     for device in ("h100", "h200", "a100"):
         assert cute_gemm.mixed_plan(1, 4096, 4096, device=device).kernel == "decode"
-        assert cute_gemm.mixed_plan(9, 4096, 4096, device=device).kernel == "mma"
+        assert cute_gemm.mixed_plan(9, 4096, 4096, device=device).kernel == \
+            ("mma" if device == "a100" else "wgmma")
         p = cute_gemm.mixed_plan(16, 4096, 4096, 8, -1, torch.bfloat16, device=device,
                                  schedule="kernel=mma,splits=5")
         assert (p.kernel, p.splits, p.workspace_bytes) == ("mma", 5, 5 * 16 * 4096 * 4)

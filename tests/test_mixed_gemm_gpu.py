@@ -425,15 +425,22 @@ def test_default_plan_on_this_device():
             assert (p.warps, p.col_warps, p.splits) == want, (m, bits, k, n)
     p = plan(1, 512, 8192, 4)  # 16 column tiles
     assert p.splits > 1 and p.workspace_bytes > 0
-    for m, bits in ((9, 4), (16, 4), (9, 8)):
-        p = plan(m, 8192, 8192, bits)
-        assert p.splits > 1 and p.exact_scales
-        assert (p.kernel, p.tile_m, p.fine_groups) == ("mma", 16, False)
+    # M = 9..16: mma.sync without wgmma; with it, INT4 takes wgmma's 16-row tile where that splits
+    # K into short slices (8192^2: 4 splits of 2048) and mma.sync where not (28672 x 8192: 4
+    # splits of 7168), INT8 wgmma's 32-row tile; one wave of split-K CTAs each way.
+    for m, bits, k in ((9, 4, 8192), (16, 4, 8192), (16, 4, 28672), (9, 8, 8192)):
+        p = plan(m, 8192, k, bits)
+        assert p.splits > 1
+        if not spec.wgmma or (bits == 4 and k == 28672):
+            assert (p.kernel, p.tile_m, p.fine_groups, p.exact_scales) == ("mma", 16, False, True)
+        else:
+            want = ("wgmma", 16 if bits == 4 else 32, False)
+            assert (p.kernel, p.tile_m, p.exact_scales) == want
         base = p.grid[0] * p.grid[1]
         assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)
-    # From M = 17 the wgmma kernel where usable: exact scales up to 32 rows, rounded above; one
-    # warpgroup per CTA up to 64 rows, two above; 256-row token tiles from 129 rows.
-    for m, tile_m, exact, groups in ((17, 32, True, 1), (64, 64, False, 1), (65, 128, False, 2),
+    # From M = 17 the wgmma kernel where usable, rounded weights; one warpgroup per CTA up to 64
+    # rows, two above; 256-row token tiles from 129 rows.
+    for m, tile_m, exact, groups in ((17, 32, False, 1), (64, 64, False, 1), (65, 128, False, 2),
                                      (128, 128, False, 2), (129, 256, False, 2),
                                      (300, 256, False, 2)):
         p = plan(m, 8192, 8192, 4)
@@ -463,7 +470,12 @@ def _reaching(inst):
         return 5, group, "kernel=decode"
     if kernel == "mma":
         return tile_m - 3, group, "kernel=mma"
-    return tile_m - 3, group, f"kernel=wgmma,tile_m={tile_m}"
+    return tile_m - 3, group, _wgmma_schedule(inst)
+
+
+def _wgmma_schedule(inst):
+    """The schedule that runs wgmma instance `inst`: its token tile and scales."""
+    return _tile_schedule(inst["tile_m"], inst["exact_scales"])
 
 
 @pytest.mark.parametrize("name", [i["name"] for i in cute_gemm._C._mixed_instances()])
@@ -516,8 +528,26 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
                   schedule=schedule)
 
 
-# (token tile, warpgroups per CTA) of each instance
-WGMMA_TILES = [(32, 1), (64, 1), (128, 2), (256, 2)]
+# (token tile, warpgroups per CTA, exact scales) of each wgmma instance; the 16-row tile is INT4's
+WGMMA_TILES = [(16, 1, False), (32, 1, False), (32, 1, True), (64, 1, False), (128, 2, False),
+               (256, 2, False)]
+
+
+def _wgmma_tiles(bits):
+    return [t for t in WGMMA_TILES if t[0] != 16 or bits == 4]
+
+
+def _tile_schedule(tile_m, exact):
+    return f"kernel=wgmma,tile_m={tile_m},scales={'exact' if exact else 'rounded'}"
+
+
+def test_wgmma_tiles_are_the_instances():
+    # WGMMA_TILES, which the sweeps below walk, lists every wgmma instance of each dtype and bits.
+    for bf16, bits in itertools.product((False, True), (4, 8)):
+        built = sorted((i["tile_m"], i["warp_groups"], i["exact_scales"])
+                       for i in cute_gemm._C._mixed_instances()
+                       if i["kernel"] == "wgmma" and i["bf16"] == bf16 and i["bits"] == bits)
+        assert built == sorted(_wgmma_tiles(bits)), (bf16, bits)
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
@@ -533,12 +563,12 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         qw = _qweight(n, k, bits, group, symmetric, dtype, seed=i)
         a = _randn(m, k, dtype=dtype, seed=100 + i)
         bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
-        refs = {}  # by the tile's exact_scales: the 32-token tile scales in fp32, the others not
-        for tile_m, groups in WGMMA_TILES:
-            schedule = f"kernel=wgmma,tile_m={tile_m}"
+        refs = {}  # by the tile's exact_scales: fp32 scales of exact sums, or rounded weights
+        for tile_m, groups, exact in _wgmma_tiles(bits):
+            schedule = _tile_schedule(tile_m, exact)
             plan = _plan(m, qw, schedule)
-            assert (plan.kernel, plan.tile_m, plan.warp_groups) == ("wgmma", tile_m, groups)
-            exact = plan.exact_scales
+            assert (plan.kernel, plan.tile_m, plan.warp_groups, plan.exact_scales) == \
+                ("wgmma", tile_m, groups, exact)
             if exact not in refs:
                 refs[exact] = _reference(a, qw, bias, schedule)
             ref = refs[exact]
@@ -622,9 +652,9 @@ def test_kernel_schedules_on_this_device():
     assert _plan(1, qw, "kernel=mma").kernel == "mma"
     a1, a9 = _randn(1, 4096, seed=82), _randn(9, 4096, seed=83)
     if usable:
-        # Scheduled, wgmma also takes M <= 16 (in 32-row token tiles).
+        # Scheduled, wgmma also takes M <= 8 (INT4 in 16-row token tiles).
         plan = _plan(1, qw, "kernel=wgmma")
-        assert (plan.kernel, plan.tile_m) == ("wgmma", 32)
+        assert (plan.kernel, plan.tile_m) == ("wgmma", 16)
         out = cute_gemm.mixed_gemm(a1, qw, schedule="kernel=wgmma")
         assert_accurate(out, _reference(a1, qw, None, "kernel=wgmma"), torch.float16, 4096)
     else:
@@ -708,14 +738,14 @@ OCCUPANCY_DECODE_SHAPES = [(1, 1), (4, 1), (16, 1), (2, 2), (8, 2), (16, 2), (4,
 def _occupancy_plans():
     """(problem, plan) on this GPU for problems and schedules that together select every
     instance it runs: the default plans across M, bits, group sizes (fine and coarse) and dtypes,
-    the mma.sync kernel and each wgmma token tile by schedule (Hopper's default never picks the
+    the mma.sync kernel and each wgmma instance by schedule (Hopper's default never picks the
     32- and 64-row mma.sync tiles), and the decode kernel at several CTA shapes and M (its
     shared memory grows with the rows of A it stages)."""
-    schedules = ["kernel=mma"] + ([f"kernel=wgmma,tile_m={t}" for t, _ in WGMMA_TILES]
-                                  if _wgmma() else [])
     decode = [f"kernel=decode,warps={w},col_warps={cw}" for w, cw in OCCUPANCY_DECODE_SHAPES]
     for dtype, bits, group, (n, k) in itertools.product(
             DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
+        schedules = ["kernel=mma"] + ([_tile_schedule(t, e) for t, _, e in _wgmma_tiles(bits)]
+                                      if _wgmma() else [])
         for m in (1, 3, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 1024):
             for schedule in [None] + schedules + (decode if m <= 8 else []):
                 plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)

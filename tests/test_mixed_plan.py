@@ -27,6 +27,8 @@ SHAPES = [(4096, 4096), (28672, 8192), (4096, 14336), (512, 8192), (136, 4224)]
 QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
 MAX_SPLITS = 64
 SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a 256-row tile whose K slices are this short -> 128
+WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgmma's 16-row tile
+                            # where its K slices are at most this long, mma.sync otherwise
 DECODE_MAX_M = 8
 FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
@@ -57,13 +59,18 @@ def instances():
     return dict(_instance_table())
 
 
-def expected_kernel(device, m):
-    """The default rules: decode up to M = 8; with wgmma mma.sync up to 16 and wgmma above;
-    without, mma.sync below 192 and the dense path from there."""
+def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16):
+    """The default rules: decode up to M = 8; with wgmma, wgmma from M = 9 except INT4 up to
+    M = 16 where wgmma's 16-row tile would split K into slices longer than WGMMA16_MAX_SLICE_K
+    (mma.sync there); without, mma.sync below 192 and the dense path from there."""
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
-        return "mma" if m <= 16 else "wgmma"
+        if m <= 16 and bits == 4:
+            w16 = plan(m, n, k, bits, group, dtype, device, schedule="kernel=wgmma,tile_m=16")
+            slice_k = -(-k_blocks(k, bits) // w16.splits) * block_k(bits)
+            return "wgmma" if slice_k <= WGMMA16_MAX_SLICE_K else "mma"
+        return "wgmma"
     return "mma" if m < 192 else "dense"
 
 
@@ -116,7 +123,7 @@ def test_kernel_choice_by_m(device):
     for m, (n, k), (bits, group), dtype in itertools.product(
             MS, SHAPES, QUANTS, (torch.float16, torch.bfloat16)):
         p = plan(m, n, k, bits, group, dtype, device)
-        want = expected_kernel(device, m)
+        want = expected_kernel(device, m, n, k, bits, group, dtype)
         assert p.kernel == want, (device, m, n, k, bits, group)
         inst = instances().get(p.instance)
         if want == "dense":
@@ -129,7 +136,10 @@ def test_kernel_choice_by_m(device):
         elif want == "mma":
             assert p.tile_m == (16 if m <= 16 else 32 if m <= 32 else 64)
         else:
-            if m <= 128:
+            assert not p.exact_scales  # every default wgmma plan rounds the weights
+            if m <= 16 and bits == 4:
+                assert p.tile_m == 16
+            elif m <= 128:
                 assert p.tile_m == (32 if m <= 32 else 64 if m <= 64 else 128)
             else:
                 assert p.tile_m in (128, 256)  # 256, or 128 by the short split-K rule
@@ -141,7 +151,8 @@ def test_kernel_choice_by_m(device):
 def test_decode_kernel_everywhere_up_to_m8(device):
     for m in range(1, DECODE_MAX_M + 1):
         assert plan(m, device=device).kernel == "decode"
-    assert plan(DECODE_MAX_M + 1, device=device).kernel == "mma"
+    assert plan(DECODE_MAX_M + 1, device=device).kernel == expected_kernel(device,
+                                                                           DECODE_MAX_M + 1)
 
 
 def test_a100_never_picks_wgmma_and_refuses_it():
@@ -188,21 +199,51 @@ def test_mma_instance_choice(device):
 
 
 def test_wgmma_tiles_and_scales():
-    # Exact fp32 scales in the 32-row tile only (mixed_gemm's docstring); one consumer warpgroup
-    # up to 64 rows, two above; each as its instance says.
-    for tile_m, groups in ((32, 1), (64, 1), (128, 2), (256, 2)):
+    # Rounded weights by default; exact fp32 scales in the 32-row tile by schedule only
+    # (mixed_gemm's docstring); the 16-row tile for INT4 only; one consumer warpgroup up to 64
+    # rows, two above; each as its instance says.
+    for tile_m, groups, scales in ((16, 1, "rounded"), (32, 1, "rounded"), (32, 1, "exact"),
+                                   (64, 1, "rounded"), (128, 2, "rounded"), (256, 2, "rounded")):
         for bits, dtype in itertools.product((4, 8), (torch.float16, torch.bfloat16)):
-            p = plan(300, bits=bits, group=128, dtype=dtype, schedule=f"tile_m={tile_m}")
+            schedule = f"tile_m={tile_m}" + ("" if scales == "rounded" else f",scales={scales}")
+            if tile_m == 16 and bits == 8:
+                with pytest.raises(ValueError, match="no wgmma instance with tile_m=16"):
+                    plan(300, bits=bits, group=128, dtype=dtype, schedule=schedule)
+                continue
+            p = plan(300, bits=bits, group=128, dtype=dtype, schedule=schedule)
             inst = instances()[p.instance]
             assert (p.kernel, p.tile_m, p.warp_groups) == ("wgmma", tile_m, groups)
-            assert p.exact_scales == (tile_m == 32) == inst["exact_scales"]
+            assert p.exact_scales == (scales == "exact") == inst["exact_scales"]
+            assert plan(300, bits=bits, group=128, dtype=dtype,
+                        schedule=f"tile_m={tile_m},scales={scales}").as_dict() == p.as_dict()
             assert (p.producer, p.threads, p.smem_bytes) == \
                 (inst["producer"], inst["threads"], inst["smem_bytes"])
             assert p.col_warps == 0 and p.k_slices == 0 and p.ctas_per_sm >= 1
             assert p.ctas_per_sm * p.smem_bytes <= cute_gemm.device_spec("h100").smem_per_sm
-    # Forced, wgmma also takes M <= 16 (in 32-row token tiles).
-    p = plan(1, schedule="kernel=wgmma")
-    assert (p.kernel, p.tile_m) == ("wgmma", 32)
+    # Forced, wgmma also takes M <= 8 (INT4 in 16-row token tiles, INT8 in 32).
+    assert (plan(1, schedule="kernel=wgmma").tile_m, plan(1, bits=8, group=-1,
+                                                          schedule="kernel=wgmma").tile_m) == (16, 32)
+    # scales=exact picks the wgmma kernel and its exact 32-row tile up to M = 32, and is refused
+    # where no tile of that size has exact scales.
+    p = plan(5, schedule="scales=exact")
+    assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, True)
+    with pytest.raises(ValueError, match="no wgmma instance with tile_m=64 and exact scales"):
+        plan(64, schedule="scales=exact")
+    with pytest.raises(ValueError, match="scales applies to the wgmma kernel; this plan runs mma"):
+        plan(9, schedule="kernel=mma,scales=exact")
+
+
+def test_small_m_on_hopper():
+    # INT4 at M = 9..16 (the H100 probe's shapes, NOTES.md session 19): the 16-row wgmma tile
+    # where its K slices are short, mma.sync where they are long; INT8 takes wgmma's 32-row tile.
+    for m, (n, k), want in [(16, (4096, 4096), ("wgmma", 16)), (9, (4096, 14336), ("wgmma", 16)),
+                            (16, (8192, 8192), ("wgmma", 16)), (16, (8192, 28672), ("mma", 16)),
+                            (12, (28672, 4096), ("mma", 16))]:
+        p = plan(m, n, k)
+        assert (p.kernel, p.tile_m) == want, (m, n, k, p)
+    for m in (9, 16):
+        p = plan(m, 8192, 8192, bits=8, group=-1)
+        assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, False)
 
 
 # ------------------------------------------------------------------------------- split-K
@@ -312,10 +353,14 @@ def test_fewer_sms_fewer_splits():
         grew |= counts[-1] > counts[2]
         shrank |= counts[0] < counts[2]
     assert grew and shrank
-    p_small = plan(16, 512, 8192, device=spec(16))
-    p_big = plan(16, 512, 8192, device=spec(264))
+    p_small = plan(16, 512, 8192, device=spec(16), schedule="kernel=mma")
+    p_big = plan(16, 512, 8192, device=spec(264), schedule="kernel=mma")
     assert p_small.splits < p_big.splits
     assert p_small.kernel == p_big.kernel == "mma"
+    # INT4 at M <= 16 on Hopper: fewer SMs, fewer splits, longer K slices: mma.sync, not wgmma's
+    # 16-row tile.
+    assert (plan(16, 4096, 8192, device=spec(16)).kernel,
+            plan(16, 4096, 8192, device=spec(264)).kernel) == ("mma", "wgmma")
     # The built-in spec and a copy of it plan alike.
     assert plan(16, device=spec(132)).as_dict() == plan(16).as_dict()
 
@@ -463,6 +508,8 @@ def test_bf16_and_dtype():
     (" splits=2 , kernel=mma ,", "kernel=mma,splits=2"),
     ("col_warps=2,warps=8,kernel=decode", "kernel=decode,warps=8,col_warps=2"),
     ("kernel=dense", "kernel=dense"), ("splits=64", "splits=64"), ("tile_m=32", "tile_m=32"),
+    ("tile_m=16", "tile_m=16"), ("scales=exact,tile_m=32", "tile_m=32,scales=exact"),
+    ("scales=rounded", "scales=rounded"),
     ("warps=16,col_warps=4", "warps=16,col_warps=4"),
 ])
 def test_schedule_canonical_form(text, canonical):
@@ -472,7 +519,8 @@ def test_schedule_canonical_form(text, canonical):
 
 @pytest.mark.parametrize("text,key", [
     ("kernel=tensor_cores", "kernel"), ("kernel=", "kernel"), ("kernel=WGMMA", "kernel"),
-    ("tile_m=96", "tile_m"), ("tile_m=16", "tile_m"), ("tile_m=512", "tile_m"),
+    ("tile_m=96", "tile_m"), ("tile_m=8", "tile_m"), ("tile_m=512", "tile_m"),
+    ("scales=fp32", "scales"), ("scales=", "scales"), ("scales=Exact", "scales"),
     ("tile_m=abc", "tile_m"), ("tile_m=", "tile_m"), ("tile_m=128.0", "tile_m"),
     ("splits=0", "splits"), ("splits=65", "splits"), ("splits=-1", "splits"),
     ("splits=2.5", "splits"), ("splits=two", "splits"),
@@ -577,11 +625,13 @@ def test_instances_table():
         assert inst["smem_bytes"] > 0 and inst["registers"] > 0
         assert ("bf16" in inst["name"]) == inst["bf16"]
         assert f"int{inst['bits']}" in inst["name"]
-    # Every token tile of the wgmma kernel for each bit width and dtype.
+    # Every token tile of the wgmma kernel for each bit width and dtype (16 rows: INT4 only), and
+    # the one tile with exact scales.
     for bits, bf16 in itertools.product((4, 8), (False, True)):
-        tiles = {i["tile_m"] for i in table
-                 if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16)}
-        assert tiles == {32, 64, 128, 256}
+        tiles = sorted((i["tile_m"], i["exact_scales"]) for i in table
+                       if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
+        assert tiles == [(16, False)] * (bits == 4) + [(32, False), (32, True), (64, False),
+                                                       (128, False), (256, False)]
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
                  if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
@@ -598,6 +648,7 @@ def _schedule_reaching(inst):
     schedule = {"kernel": kernel}
     if kernel == "wgmma":
         schedule["tile_m"] = tile_m
+        schedule["scales"] = "exact" if inst["exact_scales"] else "rounded"
     return dict(m=m, n=4096, k=4096, bits=inst["bits"], group=group,
                 dtype=torch.bfloat16 if inst["bf16"] else torch.float16), schedule
 
@@ -616,7 +667,7 @@ def test_every_instance_is_reachable():
     default = {p.instance for _, p in all_default_plans() if p.instance}
     assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma"}
     assert {instances()[n]["tile_m"] for n in default
-            if instances()[n]["kernel"] == "wgmma"} >= {32, 64, 128, 256}
+            if instances()[n]["kernel"] == "wgmma"} >= {16, 32, 64, 128, 256}
 
 
 def test_occupancy_query_needs_a_gpu():

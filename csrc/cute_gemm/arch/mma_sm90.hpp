@@ -79,9 +79,8 @@ struct SM90_64xNx16_F32_SS;
 
 // The accumulators' asm operands, shared by every shape and kind: CG_WGMMA_Rn names operands
 // %0 .. %(n - 1) in the instruction, CG_WGMMA_Dn binds them to d[0] .. d[n - 1] (read-write).
-#define CG_WGMMA_R16                                                                               \
-  "%0, %1, %2, %3, %4, %5, %6, %7"                                                                 \
-  ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define CG_WGMMA_R8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define CG_WGMMA_R16 CG_WGMMA_R8 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define CG_WGMMA_R32                                                                               \
   CG_WGMMA_R16                                                                                     \
   ", %16, %17, %18, %19, %20, %21, %22, %23"                                                       \
@@ -102,9 +101,10 @@ struct SM90_64xNx16_F32_SS;
   ", %104, %105, %106, %107, %108, %109, %110, %111"                                               \
   ", %112, %113, %114, %115, %116, %117, %118, %119"                                               \
   ", %120, %121, %122, %123, %124, %125, %126, %127"
+#define CG_WGMMA_D8                                                                                \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
 #define CG_WGMMA_D16                                                                               \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),              \
-  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),          \
+  CG_WGMMA_D8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),         \
   "+f"(d[14]), "+f"(d[15])
 #define CG_WGMMA_D32                                                                               \
   CG_WGMMA_D16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
@@ -130,7 +130,7 @@ struct SM90_64xNx16_F32_SS;
 
 // One specialization per (kind, N, element type): the element types differ only in the PTX type
 // name; per N, the operands after the accumulators (A registers or descriptors, then scale_d)
-// are numbered on from N / 2. RS for N = 32, 64, 128, 256 (the token tiles of the mixed kernel,
+// are numbered on from N / 2. RS for N = 16, 32, 64, 128, 256 (the token tiles of the mixed kernel,
 // mixed_wgmma_kernel.cuh), SS for N = 128, 256; other N of the PTX's 8 .. 256 would follow the
 // same pattern.
 #define CG_SM90_64xNx16_F32_RS(T, TYPE, N, RLIST, DOPS, AREGS, DESC, PRED)                         \
@@ -149,6 +149,10 @@ struct SM90_64xNx16_F32_SS;
     }                                                                                              \
   };
 
+CG_SM90_64xNx16_F32_RS(__half, "f16", 16, CG_WGMMA_R8, CG_WGMMA_D8,
+                       "%8, %9, %10, %11", "%12", "%13")
+CG_SM90_64xNx16_F32_RS(__nv_bfloat16, "bf16", 16, CG_WGMMA_R8, CG_WGMMA_D8,
+                       "%8, %9, %10, %11", "%12", "%13")
 CG_SM90_64xNx16_F32_RS(__half, "f16", 32, CG_WGMMA_R16, CG_WGMMA_D16,
                        "%16, %17, %18, %19", "%20", "%21")
 CG_SM90_64xNx16_F32_RS(__nv_bfloat16, "bf16", 32, CG_WGMMA_R16, CG_WGMMA_D16,
@@ -191,10 +195,12 @@ CG_SM90_64xNx16_F32_SS(__nv_bfloat16, "bf16", 256, CG_WGMMA_R128, CG_WGMMA_D128,
                        "%128, %129", "%130")
 #undef CG_SM90_64xNx16_F32_SS
 
+#undef CG_WGMMA_R8
 #undef CG_WGMMA_R16
 #undef CG_WGMMA_R32
 #undef CG_WGMMA_R64
 #undef CG_WGMMA_R128
+#undef CG_WGMMA_D8
 #undef CG_WGMMA_D16
 #undef CG_WGMMA_D32
 #undef CG_WGMMA_D64

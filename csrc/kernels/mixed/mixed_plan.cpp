@@ -18,9 +18,12 @@ namespace {
 constexpr int kMaxSplits = 64;
 // The decode kernel runs up to one 8-row token tile.
 constexpr int kDecodeMaxM = 8;
-// With wgmma the mma.sync kernel runs up to here and wgmma above: at M <= 16 wgmma's smallest
-// useful token tile (32) wastes half its work.
+// With wgmma the mma.sync kernel may run up to here, wgmma above. INT8 takes wgmma's 32-row tile
+// from M = 9 (faster than mma.sync on every measured shape); INT4 takes its 16-row tile where
+// that grid splits K into slices of at most kWgmma16MaxSliceK, mma.sync otherwise (K-long
+// slices: 28672x8192 49.6 vs 47.0 us at M = 16 on an H100).
 constexpr int kMmaSyncMaxM = 16;
+constexpr int kWgmma16MaxSliceK = 2048;
 // Without wgmma the fused mma.sync kernel runs below this M; from here the product is
 // compute-bound and dequantizing the weight once for a dense GEMM is faster. With wgmma the fused
 // kernel keeps up with the dense GEMM at every M (it also saves the dequantization pass).
@@ -61,11 +64,19 @@ int non_empty_splits(int splits, int k_blocks) {
   return (k_blocks + per_split - 1) / per_split;
 }
 
-int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, bool fine) {
+// The first instance of `kernel` for the problem's bits and dtype with this token tile; decode and
+// mma.sync: with `fine` groups or not; wgmma: with the scales asked for (kAuto: rounded weights,
+// which let a warp dequantize the next k block while the wgmmas of this one run).
+int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, bool fine,
+                  MixedSchedule::Scales scales = MixedSchedule::Scales::kAuto) {
   for (int i = 0; i < mixed_instance_count(); ++i) {
     MixedInstanceInfo const& inst = mixed_instance(i);
-    if (inst.kernel == kernel && inst.bits == p.bits && inst.bf16 == p.bf16 &&
-        inst.tile_m == tile_m && (kernel == MixedKernel::kWgmma || inst.fine_groups == fine))
+    if (inst.kernel != kernel || inst.bits != p.bits || inst.bf16 != p.bf16 ||
+        inst.tile_m != tile_m)
+      continue;
+    if (kernel != MixedKernel::kWgmma ? inst.fine_groups == fine
+                                      : inst.exact_scales ==
+                                            (scales == MixedSchedule::Scales::kExact))
       return i;
   }
   return -1;
@@ -119,15 +130,40 @@ int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule c
   return non_empty_splits(splits, k_blocks);
 }
 
-// wgmma: the token tile is the smallest of 32, 64, 128 that holds M, then 256 (each dequantized
-// weight feeds more tokens, even with the last tile padded), except that a 256-row tile whose
-// grid splits K into short slices gives way to 128 rows (kWgmmaShortSplitK).
+// wgmma's default token tile: the smallest of 16 (INT4), 32, 64, 128 that holds M, then 256
+// (each dequantized weight feeds more tokens, even with the last tile padded).
+int default_wgmma_tile_m(MixedGemmProblem const& p) {
+  if (p.m <= 16 && p.bits == 4) return 16;
+  return p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
+}
+
+// Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma; INT4 runs wgmma's 16-row tile where its split-K
+// slices are short (kWgmma16MaxSliceK), mma.sync otherwise.
+MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d, int k_blocks) {
+  if (p.bits != 4) return MixedKernel::kWgmma;
+  const int index = find_instance(MixedKernel::kWgmma, p, 16, false);
+  if (index < 0) return MixedKernel::kMma;
+  const int splits = wgmma_splits(p, d, MixedSchedule{}, mixed_instance(index), k_blocks);
+  const int64_t slice_k = int64_t(ceil_div(k_blocks, splits)) * mixed::block_k(p.bits);
+  return slice_k <= kWgmma16MaxSliceK ? MixedKernel::kWgmma : MixedKernel::kMma;
+}
+
+// wgmma: the scheduled token tile or default_wgmma_tile_m, except that a default 256-row tile
+// whose grid splits K into short slices gives way to 128 rows (kWgmmaShortSplitK).
 void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                 MixedSchedule const& s, int k_blocks) {
   int tile_m = s.tile_m;
-  if (tile_m == 0) tile_m = p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
-  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false);
-  if (index < 0) refuse("no wgmma instance with tile_m=" + std::to_string(tile_m));
+  if (tile_m == 0) {
+    // Exact scales: only the 32-row tile has them.
+    tile_m = s.scales == MixedSchedule::Scales::kExact && p.m <= 32 ? 32 : default_wgmma_tile_m(p);
+  }
+  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales);
+  if (index < 0)
+    refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
+           (s.scales == MixedSchedule::Scales::kAuto
+                ? std::string()
+                : (s.scales == MixedSchedule::Scales::kExact ? " and exact scales"
+                                                             : " and rounded weights")));
   if (s.tile_m == 0 && tile_m == 256) {
     const int splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
     const int bk = mixed::block_k(p.bits);
@@ -369,9 +405,14 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       else refuse("schedule: kernel must be auto, decode, mma, wgmma or dense; got '" + value +
                   "'");
     } else if (key == "tile_m") {
-      s.tile_m = number(key, value, 32, 256);
-      if (s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 && s.tile_m != 256)
-        refuse("schedule: tile_m must be 32, 64, 128 or 256; got " + value);
+      s.tile_m = number(key, value, 16, 256);
+      if (s.tile_m != 16 && s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 &&
+          s.tile_m != 256)
+        refuse("schedule: tile_m must be 16, 32, 64, 128 or 256; got " + value);
+    } else if (key == "scales") {
+      if (value == "exact") s.scales = MixedSchedule::Scales::kExact;
+      else if (value == "rounded") s.scales = MixedSchedule::Scales::kRounded;
+      else refuse("schedule: scales must be exact or rounded; got '" + value + "'");
     } else if (key == "splits") {
       s.splits = number(key, value, 1, kMaxSplits);
     } else if (key == "warps") {
@@ -381,7 +422,7 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       if (s.col_warps == 3) refuse("schedule: col_warps must be 1, 2 or 4; got 3");
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, splits, warps, col_warps)");
+             "' (keys: kernel, tile_m, scales, splits, warps, col_warps)");
     }
   }
   return s;
@@ -392,6 +433,7 @@ std::string MixedSchedule::str() const {
   auto add = [&](std::string const& item) { out += (out.empty() ? "" : ",") + item; };
   if (kernel != MixedKernel::kAuto) add(std::string("kernel=") + kernel_name(kernel));
   if (tile_m > 0) add("tile_m=" + std::to_string(tile_m));
+  if (scales != Scales::kAuto) add(scales == Scales::kExact ? "scales=exact" : "scales=rounded");
   if (splits > 0) add("splits=" + std::to_string(splits));
   if (warps > 0) add("warps=" + std::to_string(warps));
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
@@ -435,12 +477,13 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
 
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
-    if (s.tile_m > 0) kernel = MixedKernel::kWgmma;
+    if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto) kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
   }
   if (kernel == MixedKernel::kAuto) {
     if (p.m <= kDecodeMaxM) kernel = MixedKernel::kDecode;
-    else if (d.wgmma) kernel = p.m <= kMmaSyncMaxM ? MixedKernel::kMma : MixedKernel::kWgmma;
+    else if (d.wgmma)
+      kernel = p.m <= kMmaSyncMaxM ? hopper_small_m_kernel(p, d, k_blocks) : MixedKernel::kWgmma;
     else kernel = p.m < kDenseFromMMmaSync ? MixedKernel::kMma : MixedKernel::kDense;
   }
   // What the schedule asks must fit the kernel it runs.
@@ -450,6 +493,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
              " kernel; this plan runs " + kernel_name(kernel));
   };
   only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
+  only_for(s.scales != MixedSchedule::Scales::kAuto, "scales", MixedKernel::kWgmma);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
   if (s.splits > 0 && kernel == MixedKernel::kDense)

@@ -64,13 +64,17 @@ char const* kernel_name(MixedKernel kernel);
 // to whole k slices that fit in shared memory: the plan shows what runs.
 struct MixedSchedule {
   MixedKernel kernel = MixedKernel::kAuto;
-  int tile_m = 0;     // wgmma: the token tile (32, 64, 128, 256)
+  int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 256)
+  // wgmma: exact scales (fp32 sums of q - z scaled per group: the 32-row tile only) or rounded
+  // weights ((q - z) * s in the activation dtype, as the dense path); kAuto: rounded.
+  enum class Scales { kAuto, kExact, kRounded } scales = Scales::kAuto;
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
-  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, splits, warps, col_warps.
+  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
+  // warps, col_warps.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;

@@ -34,12 +34,14 @@
 // wgmma descriptor is derived from that layout (WgmmaDesc).
 //
 // Scales, two ways (kExactScales):
-//   - exact (M tiles of 32 rows): registers hold q - z, the wgmmas accumulate exact fp32 sums per
-//     group and the scale multiplies them once per group and output (as the mma.sync kernel does:
-//     the product uses the exact weight (q - z) * s).
-//   - rounded (M tiles of 64 rows and more, where a second accumulator set would not fit): the
-//     registers hold (q - z) * s rounded to the activation dtype, the weight the dense path uses,
-//     and the wgmmas accumulate the whole K without stopping at group ends.
+//   - rounded (every default plan): the registers hold (q - z) * s rounded to the activation dtype,
+//     the weight the dense path uses, and the wgmmas accumulate the whole K without stopping at
+//     group ends, so a warp dequantizes k block i while the wgmmas of block i - 1 run.
+//   - exact (the 32-row tile, by schedule: scales=exact): registers hold q - z, the wgmmas
+//     accumulate exact fp32 sums per group and the scale multiplies them once per group and output
+//     (as the mma.sync kernel does: the product uses the exact weight (q - z) * s). Each group
+//     end waits for its wgmmas, so dequantization and the tensor cores take turns (4-32% slower
+//     than the rounded 32-row tile at M = 24-32 on an H100; NOTES.md, session 19).
 // Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
 // (mixed_epilogue.cuh).
 
