@@ -50,8 +50,8 @@ SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8
 def probe_cases(default_ms):
     """For each shape (SHAPES_KN), INT4 g128 and INT8 per-channel weights (copies rotated past L2)
     and each M of CUTE_GEMM_KERNEL_MS (default `default_ms`): yields (k, n, bits, group, m, a,
-    run, t16) with run(schedule=None) the function of i that time_graph times (the mixed GEMM on
-    weight copy i with that schedule) and t16 the fp16 F.linear time (us)."""
+    run, t16, qw) with run(schedule=None) the function of i that time_graph times (the mixed GEMM
+    on weight copy i with that schedule), t16 the fp16 F.linear time (us) and qw weight copy 0."""
     torch.manual_seed(0)
     ms = kernel_ms(default_ms)
     for k, n in SHAPES_KN:
@@ -64,7 +64,7 @@ def probe_cases(default_ms):
                 t16 = time_graph(lambda i: F.linear(a, ws[i % copies]))
                 yield k, n, bits, group, m, a, (
                     lambda schedule=None, a=a, qs=qs: lambda i: cute_gemm.mixed_gemm(
-                        a, qs[i % copies], schedule=schedule)), t16
+                        a, qs[i % copies], schedule=schedule)), t16, qs[0]
             qs = None  # frees the copies (not del: the timed lambdas name it)
         ws = None
         torch.cuda.empty_cache()
@@ -122,7 +122,7 @@ def sweep_m():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 .. 1024): the fused
     kernel vs the dense path vs fp16 (us)."""
     print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>7} {'fused':>7} {'dense':>7}  fused kernel")
-    for k, n, bits, group, m, a, run, t16 in probe_cases("32 64 128 192 256 384 512 768 1024"):
+    for k, n, bits, group, m, a, run, t16, qw in probe_cases("32 64 128 192 256 384 512 768 1024"):
         fused = fused_schedule(m, n, k, bits, group)
         times = [time_graph(run(fused)), time_graph(run("kernel=dense"))]
         plan = cute_gemm.mixed_plan(m, n, k, bits, group, schedule=fused)
@@ -182,7 +182,7 @@ def sweep_decode_shapes():
     planner's warps per CTA for each); each cell is us (warps/col_warps/splits for decode)."""
     print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>16} {'mma':>6} | "
           f"{'decode cw=1':>16} {'cw=2':>16} {'cw=4':>16}")
-    for k, n, bits, group, m, a, run, t16 in probe_cases("1 4 5 8"):
+    for k, n, bits, group, m, a, run, t16, qw in probe_cases("1 4 5 8"):
         def timed(schedule=None):
             plan = cute_gemm.mixed_plan(m, n, k, bits, group, schedule=schedule)
             t = time_graph(run(schedule))
@@ -295,7 +295,7 @@ def sweep_wgmma_tiles():
     if not cute_gemm.device_spec().wgmma:
         print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
         return
-    for k, n, bits, group, m, a, run, t16 in probe_cases("32 64 128 256 384"):
+    for k, n, bits, group, m, a, run, t16, qw in probe_cases("32 64 128 256 384"):
         plan = cute_gemm.mixed_plan(m, n, k, bits, group)
         t0 = time_graph(run())
         shape = (f"{plan.tile_m}/{plan.warp_groups}/{plan.splits}"
@@ -306,7 +306,8 @@ def sweep_wgmma_tiles():
 
 
 SMALL_TILE_SCHEDULES = ("kernel=mma", "kernel=wgmma,tile_m=16",
-                        "kernel=wgmma,tile_m=32,scales=exact", "kernel=wgmma,tile_m=32,scales=rounded")
+                        "kernel=wgmma,tile_m=32,scales=exact",
+                        "kernel=wgmma,tile_m=32,scales=rounded")
 
 
 def sweep_small_tiles():
@@ -319,7 +320,7 @@ def sweep_small_tiles():
     if not cute_gemm.device_spec().wgmma:
         print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
         return
-    for k, n, bits, group, m, a, run, t16 in probe_cases("9 16 24 32"):
+    for k, n, bits, group, m, a, run, t16, qw in probe_cases("9 16 24 32"):
         plan = cute_gemm.mixed_plan(m, n, k, bits, group)
         t0 = time_graph(run())
         cells, times, err = [], [t0], 0.0
@@ -332,7 +333,6 @@ def sweep_small_tiles():
             times.append(t)
             cells.append(f"{t:6.1f} s{sp.splits:<2} {sp.ctas_per_sm}/SM")
             out = run(schedule)(0).float()
-            qw = run.__defaults__[2][0]  # probe_cases' run(schedule, a, qs): weight copy 0
             w = qw.dequantize(torch.float32 if sp.exact_scales else None).float()
             ref = a.float() @ w.t()
             err = max(err, ((out - ref).abs().max() / ref.abs().max()).item())

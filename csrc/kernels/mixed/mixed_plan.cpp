@@ -158,12 +158,11 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     tile_m = s.scales == MixedSchedule::Scales::kExact && p.m <= 32 ? 32 : default_wgmma_tile_m(p);
   }
   int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales);
-  if (index < 0)
+  if (index < 0) {
+    char const* const scales_asked[] = {"", " and exact scales", " and rounded weights"};
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
-           (s.scales == MixedSchedule::Scales::kAuto
-                ? std::string()
-                : (s.scales == MixedSchedule::Scales::kExact ? " and exact scales"
-                                                             : " and rounded weights")));
+           scales_asked[int(s.scales)]);
+  }
   if (s.tile_m == 0 && tile_m == 256) {
     const int splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
     const int bk = mixed::block_k(p.bits);
