@@ -20,8 +20,6 @@
     python3 benchmarks/probe_mixed.py --small-tiles
                                                   M = 9..32: mma.sync vs the 16- and 32-row
                                                   wgmma tiles (exact scales / rounded weights)
-    python3 benchmarks/probe_mixed.py --reduce    wgmma split-K added in a cluster vs through
-                                                  the workspace and the reduce kernel
 
 Every variant is a schedule passed to cute_gemm.mixed_gemm (schedule=...); cute_gemm.mixed_plan
 with the same schedule says what ran.
@@ -343,38 +341,7 @@ def sweep_small_tiles():
               f" | {t16 / min(times):5.2f} | {err:.1e}", flush=True)
 
 
-def sweep_reduce():
-    """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 9 16 32 64 128 256):
-    fp16, the default plan, the same plan with reduce=workspace (us), and where the default
-    splits K more than a cluster holds, 8 splits added in a cluster; "-" where the plan does not
-    split a wgmma grid."""
-    print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>6} | {'default':>22} | {'workspace':>9} | "
-          f"{'cluster 8':>9} | x default | x workspace")
-    if not cute_gemm.device_spec().wgmma:
-        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
-        return
-    for k, n, bits, group, m, a, run, t16, qw in probe_cases("9 16 32 64 128 256"):
-        plan = cute_gemm.mixed_plan(m, n, k, bits, group)
-        t0 = time_graph(run())
-        shape = f"{plan.kernel} {plan.tile_m}/s{plan.splits}" + \
-            (" cluster" if plan.cluster_reduce else "")
-        t_ws = t_c8 = None
-        if plan.kernel == "wgmma" and plan.splits > 1:
-            t_ws = time_graph(run(f"tile_m={plan.tile_m},splits={plan.splits},"
-                                  "reduce=workspace"))
-            if not plan.cluster_reduce:
-                t_c8 = time_graph(run(f"tile_m={plan.tile_m},splits=8,reduce=cluster"))
-
-        def cell(t):
-            return f"{t:9.1f}" if t is not None else f"{'-':>9}"
-        print(f"{k:>5}x{n:<6} {m:>4} {bits:>1} {t16:6.1f} | {t0:6.1f} {shape:>15} | "
-              f"{cell(t_ws)} | {cell(t_c8)} | {t16 / t0:9.2f} | "
-              f"{(t16 / t_ws if t_ws else float('nan')):11.2f}", flush=True)
-
-
 def main():
-    if "--reduce" in sys.argv:
-        return sweep_reduce()
     if "--small-tiles" in sys.argv:
         return sweep_small_tiles()
     if "--decode-warps" in sys.argv:

@@ -286,11 +286,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             (``"kernel=wgmma,tile_m=128"``) or a mapping (``{"kernel": "decode", "warps": 8}``).
             Keys: ``kernel`` (``decode``, ``mma``, ``wgmma``, ``dense``), ``tile_m`` (wgmma:
             16 (INT4), 32, 64, 128, 256), ``scales`` (wgmma: ``rounded``, the default, or
-            ``exact``, which the 32-row tile has), ``splits`` (1..64), ``reduce`` (wgmma
-            split-K: ``cluster``, the default up to 8 splits, adds the splits' partial sums in
-            a thread block cluster's shared memory; ``workspace`` through an fp32 buffer and a
-            reduce kernel, as every other kernel does), ``warps`` (decode: 1..16),
-            ``col_warps`` (decode: 1, 2, 4). A choice the device or problem cannot run
+            ``exact``, which the 32-row tile has), ``splits`` (1..64), ``warps`` (decode:
+            1..16), ``col_warps`` (decode: 1, 2, 4). A choice the device or problem cannot run
             raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.
 
     Returns:

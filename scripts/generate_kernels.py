@@ -188,8 +188,7 @@ def main_mixed():
             write_mixed_instance(
                 n, "kernels/mixed/mixed_wgmma_launch.cuh",
                 f"mixed::WgmmaInstance<{ctype}, {bf16}, {args}>",
-                "launch_mixed_wgmma<{cfg}>(p, plan.splits, plan.cluster_reduce, stream)",
-                "mixed_wgmma_occupancy")
+                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)", "mixed_wgmma_occupancy")
             rows.append(f"CG_MIXED_WGMMA({n}, {bf16}, {args})")
     with open(os.path.join(MIXED_OUT, "mixed_instances.inc"), "w") as f:
         f.write(HEADER + "// The mixed GEMM's instances, one generated TU each (defining `name`, "

@@ -82,9 +82,8 @@ K_MAX = 8192
 # ":exact" suffix the tile with exact scales), "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
-# for M <= 8). The splits meet in the workspace (fp32 partial sums, then the reduce kernel), the
-# wgmma kernel's up to 8 splits in a cluster's shared memory ("+reduce:workspace" joined to a
-# wgmma force sends them through the workspace). The wgmma tiles share four places of the cycle (WGMMA_FORCES, drawn at random).
+# for M <= 8). The splits always meet in the workspace (fp32 partial sums, then the reduce
+# kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, drawn at random).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "decode"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:256"]
@@ -280,8 +279,6 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         return ("kernel=mma," if dense else "") + f"splits={int(args[0])}"
     if kind == "mma-splits":
         return f"kernel=mma,splits={int(args[0])}"
-    if kind == "reduce":  # only joined to a wgmma force: how its splits add up
-        return f"reduce={args[0]}"
     if kind == "decode":
         return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
     raise ValueError(f"unknown force {part!r}")

@@ -22,8 +22,7 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
     wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128- and 256-row tiles, INT8's
                  64-row tiles
     splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
-                 the splits' partial sums added by the reduce kernel from the workspace, or
-                 (wgmma, up to 8 splits) in the shared memory of the splits' cluster
+                 the splits' partial sums added by the reduce kernel from the workspace
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
@@ -145,7 +144,7 @@ def launches():
         _mixed("wgmma_ws", 300, 136, 640, 4, 64, False, "bf16", True, "wgmma:256",
                kernel="wgmma", tile_m=256, warp_groups=2),
     ]
-    # split-K: scheduled splits, their partial sums added by the reduce kernel or in a cluster
+    # split-K: scheduled splits, their partial sums added by the reduce kernel
     L += [
         _mixed("splitk", 1, 136, 4224, 4, 64, True, "fp16", True, "splits:3", quick=True,
                kernel="decode", splits=3),
@@ -158,18 +157,9 @@ def launches():
         _mixed("splitk", 40, 136, 1408, 8, 64, True, "bf16", False, "mma-splits:4",
                kernel="mma", tile_m=64, splits=4),
         _mixed("splitk", 33, 136, 1408, 4, 32, True, "bf16", True, "wgmma:64+splits:4",
-               quick=True, kernel="wgmma", tile_m=64, splits=4, cluster_reduce=True),
+               quick=True, kernel="wgmma", tile_m=64, splits=4),
         _mixed("splitk", 100, 136, 1408, 8, 128, False, "fp16", False, "wgmma:128+splits:2",
-               quick=True, kernel="wgmma", tile_m=128, splits=2, producer=True,
-               cluster_reduce=True),
-        _mixed("splitk", 30, 264, 2048, 4, 128, False, "bf16", True, "wgmma:32+splits:8",
-               quick=True, kernel="wgmma", tile_m=32, splits=8, cluster_reduce=True),
-        _mixed("splitk", 20, 136, 1408, 8, -1, True, "fp16", True,
-               "wgmma:32+splits:5+reduce:workspace", quick=True, kernel="wgmma", tile_m=32,
-               splits=5, cluster_reduce=False),
-        _mixed("splitk", 140, 136, 1408, 4, 64, True, "bf16", False,
-               "wgmma:256+splits:3+reduce:workspace", kernel="wgmma", tile_m=256, splits=3,
-               producer=True, cluster_reduce=False),
+               quick=True, kernel="wgmma", tile_m=128, splits=2, producer=True),
     ]
     # the dense path: the dequantize kernel, then cute_gemm.gemm
     L += [

@@ -248,16 +248,13 @@ def test_second_device():
 @pytest.mark.parametrize("m", [1, 100])
 def test_cuda_graph_replay_matches_eager(m, schedule):
     # The default plan, a split-K plan (its workspace from the caching allocator and the reduce
-    # kernel inside the graph, or on Hopper at M = 100 the splits of a tile as one cluster) and
-    # the dense path (its temporary weight).
+    # kernel, inside the graph) and the dense path (its temporary weight).
     n, k = 4104, 4224
     qw = _qweight(n, k, 4, 128, False, torch.bfloat16, seed=41)
     a = _randn(m, k, dtype=torch.bfloat16, seed=42)
     bias = _randn(n, dtype=torch.bfloat16, seed=43)
     if schedule == "splits=3":
-        plan = _plan(m, qw, schedule)
-        assert plan.cluster_reduce == (plan.kernel == "wgmma")
-        assert plan.workspace_bytes == (0 if plan.cluster_reduce else 3 * m * n * 4)
+        assert _plan(m, qw, schedule).workspace_bytes == 3 * m * n * 4
 
     def call():
         return cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
@@ -364,9 +361,8 @@ def _non_empty(splits, k_blocks):
 @pytest.mark.parametrize("splits", [1, 3, 8])
 def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
     # Every fused kernel that takes M rows (decode up to 8, mma.sync, wgmma on Hopper) with a
-    # scheduled split count: the splits' fp32 partial sums meet in the workspace (wgmma: in a
-    # cluster's shared memory) and are added in split order, so repeated runs are bit-identical
-    # and accurate.
+    # scheduled split count: the splits' fp32 partial sums meet in the workspace and the reduce
+    # kernel adds them in split order, so repeated runs are bit-identical and accurate.
     qw = _qweight(n, k, bits, group, False, torch.float16, seed=21)
     a = _randn(m, k, seed=22)
     bias = _randn(n, seed=23)
@@ -378,60 +374,10 @@ def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
         assert plan.kernel == kernel
         # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
         assert plan.splits == _non_empty(splits, k_blocks) and plan.grid[2] == plan.splits
-        assert plan.cluster_reduce == (kernel == "wgmma" and plan.splits > 1)
-        assert plan.workspace_bytes == \
-            (plan.splits * m * n * 4 if plan.splits > 1 and not plan.cluster_reduce else 0)
+        assert plan.workspace_bytes == (plan.splits * m * n * 4 if plan.splits > 1 else 0)
         out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
         assert_accurate(out, _reference(a, qw, bias, schedule), torch.float16, k)
         assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
-
-
-CLUSTER_CONFIGS = [(4, 128, True, torch.float16), (4, 64, False, torch.bfloat16),
-                   (8, -1, True, torch.bfloat16), (8, 32, False, torch.float16)]
-
-
-@pytest.mark.parametrize("bits,group,symmetric,dtype",
-                         [pytest.param(*c, id=mixed_config_id(*c)) for c in CLUSTER_CONFIGS])
-def test_wgmma_split_k_in_a_cluster(bits, group, symmetric, dtype):
-    # wgmma split-K whose splits add up in a cluster's shared memory, on every wgmma instance, 2 to
-    # 8 splits: M off the token tile (rows past M skipped), N off the CTA's columns, K off the k
-    # block where the group allows; poisoned output. The sum is the reduce kernel's, in split
-    # order, so it equals the workspace path's bit for bit.
-    if not _wgmma():
-        pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
-    bk = 128 if bits == 4 else 64
-    k = 24 * bk - (64 if group in (32, 64) and bits == 4 else 0)  # 24 k blocks, 8 splits of 3
-    for i, (tile_m, groups, exact) in enumerate(_wgmma_tiles(bits)):
-        m = max(tile_m - 5, 3)
-        n = 264 if i % 2 else 392
-        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=300 + i)
-        a = _randn(m, k, dtype=dtype, seed=400 + i)
-        bias = _randn(n, dtype=dtype, seed=500 + i) if i % 2 == 0 else None
-        ref = None
-        for splits in (2, 3, 5, 8):
-            base = _tile_schedule(tile_m, exact) + f",splits={splits}"
-            cluster, workspace = base + ",reduce=cluster", base + ",reduce=workspace"
-            p_cluster, p_workspace = _plan(m, qw, cluster), _plan(m, qw, workspace)
-            assert (p_cluster.splits, p_cluster.cluster_reduce, p_cluster.workspace_bytes) == \
-                (splits, True, 0)
-            assert (p_workspace.splits, p_workspace.cluster_reduce) == (splits, False)
-            assert _plan(m, qw, base).as_dict() == p_cluster.as_dict()  # the default
-            if ref is None:
-                ref = _reference(a, qw, bias, cluster)
-            torch.cuda.synchronize()
-            ptrs = poison_allocator(m * n, dtype=dtype)
-            out = cute_gemm.mixed_gemm(a, qw, bias, schedule=cluster)
-            assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
-            assert_accurate(out, ref, dtype, k)
-            assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=workspace)), \
-                (tile_m, splits)
-    # More splits than a portable cluster holds: refused by schedule, the workspace by default.
-    qw = _qweight(264, k, bits, group, symmetric, dtype, seed=600)
-    with pytest.raises(ValueError, match=r"reduce=cluster adds at most 8 splits"):
-        cute_gemm.mixed_gemm(_randn(40, k, dtype=dtype), qw,
-                             schedule="kernel=wgmma,splits=9,reduce=cluster")
-    p = _plan(40, qw, "kernel=wgmma,splits=9")
-    assert p.splits == 9 and not p.cluster_reduce and p.workspace_bytes == 9 * 40 * 264 * 4
 
 
 def test_default_plan_on_this_device():

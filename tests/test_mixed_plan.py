@@ -32,7 +32,7 @@ WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgm
 DECODE_MAX_M = 8
 FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
-               "splits", "cluster_reduce", "warps", "col_warps", "k_slices", "warp_groups", "producer",
+               "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes"}
 
 
@@ -284,42 +284,15 @@ def test_splits_fill_one_wave():
 
 
 def test_workspace_bytes():
-    # Split-K needs the fp32 workspace unless its splits add up in a cluster: the wgmma kernels'
-    # default up to 8 splits (every instance's partial tile fits its shared memory).
-    seen = set()
+    seen_split = False
     for (device, m, n, k, bits, group, dtype), p in all_default_plans():
-        cluster = p.kernel == "wgmma" and 1 < p.splits <= 8
-        assert p.cluster_reduce == cluster, (device, m, n, k, p)
-        assert p.workspace_bytes == (p.splits * m * n * 4 if p.splits > 1 and not cluster else 0)
-        assert ("added in a cluster" in str(p)) == cluster
-        seen.add("cluster" if cluster else ("workspace" if p.splits > 1 else "one"))
-    assert seen == {"cluster", "workspace", "one"}
+        assert p.workspace_bytes == (p.splits * m * n * 4 if p.splits > 1 else 0)
+        seen_split |= p.splits > 1
+    assert seen_split
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=4")
     assert (p.splits, p.workspace_bytes) == (4, 4 * 1 * 4096 * 4)
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=1")
     assert (p.splits, p.workspace_bytes) == (1, 0)
-
-
-def test_split_k_reduce_in_a_cluster_or_the_workspace():
-    # wgmma split-K adds its partial sums in a (1, 1, splits) cluster up to a portable cluster's 8
-    # CTAs (no workspace, no reduce kernel), beyond that or by schedule through the workspace.
-    wgmma = [i for i in instances().values() if i["kernel"] == "wgmma"]
-    assert wgmma and all(i["max_cluster_splits"] == 8 for i in wgmma)
-    assert all(i["max_cluster_splits"] == 0 for i in instances().values() if i["kernel"] != "wgmma")
-    m, n = 64, 4096
-    for schedule, cluster, splits in (("splits=8", True, 8), ("splits=2", True, 2),
-                                      ("splits=9", False, 9), ("splits=1,reduce=cluster", False, 1),
-                                      ("splits=8,reduce=workspace", False, 8),
-                                      ("splits=5,reduce=cluster", True, 5)):
-        p = plan(m, n, 9216, schedule=schedule)  # 72 k blocks: each count as scheduled
-        assert (p.kernel, p.splits, p.cluster_reduce) == ("wgmma", splits, cluster), schedule
-        want = 0 if cluster or splits == 1 else splits * m * n * 4
-        assert p.workspace_bytes == want, schedule
-        assert p.grid[2] == splits
-    # The other kernels always meet in the workspace.
-    for kernel, m in (("decode", 1), ("mma", 16)):
-        p = plan(m, n, 4096, schedule=f"kernel={kernel},splits=4")
-        assert not p.cluster_reduce and p.workspace_bytes == 4 * m * n * 4
 
 
 def test_scheduled_splits_lowered_so_none_is_empty():
@@ -538,8 +511,6 @@ def test_bf16_and_dtype():
     ("tile_m=16", "tile_m=16"), ("scales=exact,tile_m=32", "tile_m=32,scales=exact"),
     ("scales=rounded", "scales=rounded"),
     ("warps=16,col_warps=4", "warps=16,col_warps=4"),
-    ("reduce=workspace,splits=3", "splits=3,reduce=workspace"),
-    ("reduce=cluster,tile_m=64", "tile_m=64,reduce=cluster"),
 ])
 def test_schedule_canonical_form(text, canonical):
     assert _C._mixed_schedule(text) == canonical
@@ -555,7 +526,7 @@ def test_schedule_canonical_form(text, canonical):
     ("splits=2.5", "splits"), ("splits=two", "splits"),
     ("warps=0", "warps"), ("warps=17", "warps"), ("warps=x", "warps"),
     ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
-    ("bogus=1", "bogus"), ("reduce=fast", "reduce"), ("reduce=", "reduce"), ("kernel", "kernel"),
+    ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
 def test_schedule_parse_errors_name_the_key(text, key):
@@ -577,12 +548,6 @@ def test_schedule_parse_errors_name_the_key(text, key):
     ("a100", 300, "splits=2", r"splits applies to the fused kernels; this plan runs dense"),
     ("a100", 64, "kernel=wgmma", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
     ("a100", 1, "tile_m=32", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
-    ("a100", 64, "reduce=cluster", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
-    ("h100", 16, "kernel=mma,reduce=workspace", r"reduce applies to the wgmma kernel; this plan "
-                                                r"runs mma"),
-    ("h100", 16, "reduce=cluster,splits=9", r"reduce=cluster adds at most 8 splits in a cluster "
-                                            r"\(mixed_wgmma_f16_int4_m16\); this plan has "
-                                            r"splits=9"),
 ])
 def test_schedules_the_plan_cannot_run(device, m, schedule, match):
     with pytest.raises(ValueError, match=match):
@@ -612,7 +577,6 @@ def test_schedule_implied_kernels():
     # default kernel.
     assert plan(1, schedule="tile_m=64").kernel == "wgmma"
     assert plan(4, schedule="col_warps=4").kernel == "decode"
-    assert plan(1, schedule="reduce=workspace").kernel == "wgmma"
     for m in (1, 16, 64):
         assert plan(m, schedule="splits=2").kernel == plan(m).kernel
         assert plan(m, schedule="splits=2").splits == 2

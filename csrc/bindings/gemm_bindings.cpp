@@ -130,7 +130,6 @@ py::dict plan_dict(MixedPlan const& p) {
   d["threads"] = p.threads;
   d["smem_bytes"] = p.smem_bytes;
   d["splits"] = p.splits;
-  d["cluster_reduce"] = p.cluster_reduce;
   d["warps"] = p.warps;
   d["col_warps"] = p.col_warps;
   d["k_slices"] = p.k_slices;
@@ -159,7 +158,6 @@ py::list instances() {
     d["exact_scales"] = inst.exact_scales;
     d["warp_groups"] = inst.warp_groups;
     d["producer"] = inst.producer;
-    d["max_cluster_splits"] = inst.max_cluster_splits;
     d["stages"] = inst.stages;
     d["threads"] = inst.threads;
     d["smem_bytes"] = inst.smem_bytes;
@@ -204,7 +202,6 @@ void bind_gemm(py::module_& m) {
       .def_readonly("threads", &MixedPlan::threads)
       .def_readonly("smem_bytes", &MixedPlan::smem_bytes)
       .def_readonly("splits", &MixedPlan::splits)
-      .def_readonly("cluster_reduce", &MixedPlan::cluster_reduce)
       .def_readonly("warps", &MixedPlan::warps)
       .def_readonly("col_warps", &MixedPlan::col_warps)
       .def_readonly("k_slices", &MixedPlan::k_slices)

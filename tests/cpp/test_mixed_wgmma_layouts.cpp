@@ -11,8 +11,6 @@
 //     their agreement with the wgmma A fragment and the packed format; the accumulator map covers
 //     the (kTileM, kTileN) tile once and is the wgmma C fragment transposed; the cp.async
 //     kernel's activation and scale copies cover their tiles once, 16 contiguous bytes each;
-//   - split-K in a cluster: the partial tile (SmemPartial) fits the stages, 16-byte rows, and a
-//     warp's accumulator stores hit 32 banks;
 //   - the TMA boxes of the warp-specialized kernel land exactly where the layouts put the data;
 //   - resources: registers within the launch bound, stages as the pipeline needs.
 #include <cstdint>
@@ -196,42 +194,6 @@ static void check_config(char const* name) {
       }
     }
     CHECK(bijective(elems, long(BM) * BN), "%s: AccTV does not cover the tile once", name);
-  }
-
-  // ---- split-K in a cluster: the partial tile over the stages (SmemPartial)
-  {
-    const auto sP = typename Cfg::SmemPartial{};
-    CHECK(Cfg::kClusterReduce, "%s: the partial tile does not fit the stages", name);
-    CHECK(Cfg::kPartialBytes <= Cfg::kSmemBytes - 1024 - Cfg::kBarrierBytes,
-          "%s: the partial tile overlaps the mbarriers", name);
-    std::set<long> seen;
-    for (int m = 0; m < BM; ++m) {
-      CHECK(long(sP(m, 0)) * 4 % 16 == 0, "%s: partial row %d is not 16-byte aligned", name, m);
-      for (int n = 0; n < BN; ++n) {
-        CHECK(seen.insert(long(sP(m, n))).second, "%s: SmemPartial is not injective", name);
-        CHECK(long(sP(m, n)) < Cfg::kPartialBytes / 4, "%s: SmemPartial past its bytes", name);
-        if (n % 4 != 0) {
-          CHECK(sP(m, n) == sP(m, n - n % 4) + n % 4, "%s: a float4 unit split", name);
-        }
-      }
-    }
-    // Each accumulator store of a warp: its 32 lanes in 32 different banks.
-    for (int warp = 0; warp < CT / 32; ++warp) {
-      for (int r = 0; r < NT; ++r) {
-        for (int v = 0; v < Cfg::kAccRegs; ++v) {
-          std::set<long> banks;
-          for (int lane = 0; lane < 32; ++lane) {
-            const int T = 32 * warp + lane;
-            const auto vr = make_coord(v, r);
-            const int row = int(typename Cfg::AccRowTV{}(consumer_coord(T), vr));
-            const int col = int(typename Cfg::AccColTV{}(T, vr));
-            banks.insert(long(sP(row, col)) % 32);
-          }
-          CHECK(banks.size() == 32, "%s: partial stores of warp %d value (%d, %d) conflict", name,
-                warp, v, r);
-        }
-      }
-    }
   }
 
   // ---- the cp.async kernel's copies

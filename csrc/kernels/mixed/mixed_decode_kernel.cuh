@@ -453,8 +453,7 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(
       decode_kernel_for<Cfg>(col_warps), p, Cfg::kTileM, col_warps * Cfg::kWarpN,
-      dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, false,
-      stream);
+      dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
 }
 
 // The CTAs per SM of launch_mixed_decode<Cfg>'s kernel for `plan` on the current device (the

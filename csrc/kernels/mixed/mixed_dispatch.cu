@@ -95,8 +95,7 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
   static_assert(kCount > 0, "no mixed instances");
   if (plan.instance < 0 || plan.instance >= kCount || plan.instance >= mixed_instance_count())
     return cudaErrorInvalidValue;
-  if (plan.splits > 1 && !plan.cluster_reduce &&
-      (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
+  if (plan.splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
     return cudaErrorInvalidValue;
   return kLaunchers[plan.instance](p, plan, stream);
 }

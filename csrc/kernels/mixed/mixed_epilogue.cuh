@@ -108,43 +108,30 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
   return cudaLaunchKernelEx(&config, split_k_reduce_kernel<T>, p, splits);
 }
 
-// Launches kernel(p, per_split, to_workspace, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),
+// Launches kernel(p, per_split, splits > 1, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),
 // splits) grid of `threads` blocks (a programmatic dependent of the previous kernel in the stream
-// when pdl, i.e. on sm_90). With split-K either the splits of a tile form a (1, 1, splits) thread
-// block cluster (cluster: the kernel adds them in shared memory and writes out, sm_90) or the
-// kernel writes the fp32 partial sums to p.workspace (to_workspace) and split_k_reduce_kernel
-// follows; unsplit, the kernel writes out itself. `extra`: further kernel parameters (the
-// warp-specialized wgmma kernel's tensor maps).
+// when pdl, i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out`
+// itself when splits == 1 and the fp32 partial sums to p.workspace otherwise. `extra`: further
+// kernel parameters (the warp-specialized wgmma kernel's tensor maps).
 template <class T, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
                            MixedGemmParams const& p, int tile_m, int tile_n, dim3 threads,
-                           int smem, int splits, bool pdl, bool cluster, cudaStream_t stream,
+                           int smem, int splits, bool pdl, cudaStream_t stream,
                            Extra const&... extra) {
   const int k_blocks = mixed::k_blocks(p.k, p.bits);
   const int per_split = (k_blocks + splits - 1) / splits;
-  cluster = cluster && splits > 1;
-  cudaLaunchAttribute attr[2];
-  int n_attr = 0;
-  if (pdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cluster) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = 1;
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr++].val.clusterDim.z = unsigned(splits);
-  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3((p.n + tile_n - 1) / tile_n, (p.m + tile_m - 1) / tile_m, splits);
   config.blockDim = threads;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = n_attr;
-  const bool to_workspace = splits > 1 && !cluster;
-  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, to_workspace, extra...);
-  if (e != cudaSuccess || !to_workspace) return e;
+  config.numAttrs = pdl ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, splits > 1, extra...);
+  if (e != cudaSuccess || splits == 1) return e;
   return launch_split_k_reduce<T>(p, splits, pdl, stream);
 }
 

@@ -345,7 +345,7 @@ cudaError_t launch_mixed(MixedGemmParams const& p, int splits, cudaStream_t stre
   // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
   return launch_split_k<typename Cfg::Element>(mixed_gemm_kernel<Cfg>, p, Cfg::kTileM, Cfg::kTileN,
                                                dim3(Cfg::kThreads), Cfg::kSmemBytes, splits,
-                                               current_cc_major() >= 9, false, stream);
+                                               current_cc_major() >= 9, stream);
 }
 
 // The CTAs per SM of launch_mixed<Cfg>'s kernel on the current device (the occupancy

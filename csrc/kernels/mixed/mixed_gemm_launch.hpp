@@ -63,9 +63,8 @@ cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cud
 DeviceSpec const& current_device_spec();
 
 // Launches `plan` (plan_mixed_gemm for this problem and the current device; not the dense path)
-// on `stream`: out = A @ dequant(W)^T (+ bias). params.workspace must hold plan.workspace_bytes
-// (split-K through the workspace; 0 bytes unsplit or when the splits add up in a cluster).
-// Returns the launch error, if any.
+// on `stream`: out = A @ dequant(W)^T (+ bias). With plan.splits > 1, params.workspace must hold
+// plan.workspace_bytes. Returns the launch error, if any.
 cudaError_t mixed_gemm_launch(MixedGemmParams const& params, MixedPlan const& plan,
                               cudaStream_t stream);
 

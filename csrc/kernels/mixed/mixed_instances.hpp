@@ -86,7 +86,6 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.exact_scales = Cfg::kExactScales;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
-  i.max_cluster_splits = Cfg::kClusterReduce ? Cfg::kMaxClusterSplits : 0;
   i.threads = Cfg::kThreads;
   i.smem_bytes = Cfg::kSmemBytes;
   i.registers = Cfg::kRegisters;

@@ -171,19 +171,8 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       index = rows_128;
   }
   fill_from_instance(plan, index);
-  MixedInstanceInfo const& inst = mixed_instance(index);
-  plan.ctas_per_sm = instance_ctas_per_sm(d, inst);
-  plan.splits = wgmma_splits(p, d, s, inst, k_blocks);
-  // Split-K adds its partial sums in a cluster where the instance can (no workspace round trip,
-  // no reduce kernel); beyond a portable cluster's CTAs, through the workspace.
-  const bool fits_cluster = plan.splits <= inst.max_cluster_splits;
-  if (s.reduce == MixedSchedule::Reduce::kCluster && plan.splits > 1 && !fits_cluster) {
-    refuse("schedule: reduce=cluster adds at most " + std::to_string(inst.max_cluster_splits) +
-           " splits in a cluster (" + inst.name + "); this plan has splits=" +
-           std::to_string(plan.splits));
-  }
-  plan.cluster_reduce =
-      plan.splits > 1 && fits_cluster && s.reduce != MixedSchedule::Reduce::kWorkspace;
+  plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
+  plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
 }
 
 // The order in which col_warps win a tie: the widest first.
@@ -425,10 +414,6 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       else refuse("schedule: scales must be exact or rounded; got '" + value + "'");
     } else if (key == "splits") {
       s.splits = number(key, value, 1, kMaxSplits);
-    } else if (key == "reduce") {
-      if (value == "cluster") s.reduce = MixedSchedule::Reduce::kCluster;
-      else if (value == "workspace") s.reduce = MixedSchedule::Reduce::kWorkspace;
-      else refuse("schedule: reduce must be cluster or workspace; got '" + value + "'");
     } else if (key == "warps") {
       s.warps = number(key, value, 1, 16);
     } else if (key == "col_warps") {
@@ -436,7 +421,7 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       if (s.col_warps == 3) refuse("schedule: col_warps must be 1, 2 or 4; got 3");
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, scales, splits, reduce, warps, col_warps)");
+             "' (keys: kernel, tile_m, scales, splits, warps, col_warps)");
     }
   }
   return s;
@@ -449,8 +434,6 @@ std::string MixedSchedule::str() const {
   if (tile_m > 0) add("tile_m=" + std::to_string(tile_m));
   if (scales != Scales::kAuto) add(scales == Scales::kExact ? "scales=exact" : "scales=rounded");
   if (splits > 0) add("splits=" + std::to_string(splits));
-  if (reduce != Reduce::kAuto)
-    add(reduce == Reduce::kCluster ? "reduce=cluster" : "reduce=workspace");
   if (warps > 0) add("warps=" + std::to_string(warps));
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
   return out;
@@ -477,9 +460,7 @@ std::string MixedPlan::describe() const {
   }
   o << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2] << ", " << ctas_per_sm
     << " CTA/SM";
-  if (splits > 1 && cluster_reduce) o << ", split-K " << splits << " (added in a cluster)";
-  if (splits > 1 && !cluster_reduce)
-    o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
+  if (splits > 1) o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
   o << (exact_scales ? ", exact scales" : ", rounded weights");
   if (fine_groups) o << ", fine groups";
   return o.str();
@@ -495,9 +476,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
 
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
-    if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto ||
-        s.reduce != MixedSchedule::Reduce::kAuto)
-      kernel = MixedKernel::kWgmma;
+    if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto) kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
   }
   if (kernel == MixedKernel::kAuto) {
@@ -514,7 +493,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   };
   only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
   only_for(s.scales != MixedSchedule::Scales::kAuto, "scales", MixedKernel::kWgmma);
-  only_for(s.reduce != MixedSchedule::Reduce::kAuto, "reduce", MixedKernel::kWgmma);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
@@ -538,9 +516,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   plan.grid[0] = ceil_div(p.n, plan.tile_n);
   plan.grid[1] = ceil_div(p.m, plan.tile_m);
   plan.grid[2] = plan.splits;
-  plan.workspace_bytes = plan.splits > 1 && !plan.cluster_reduce
-                             ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4
-                             : 0;
+  plan.workspace_bytes = plan.splits > 1 ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   return plan;
 }
 

@@ -69,16 +69,12 @@ struct MixedSchedule {
   // weights ((q - z) * s in the activation dtype, as the dense path); kAuto: rounded.
   enum class Scales { kAuto, kExact, kRounded } scales = Scales::kAuto;
   int splits = 0;     // split-K factor, 1..64
-  // wgmma split-K: the splits of a tile add their partial sums in a thread block cluster (at most
-  // 8 splits) or through the fp32 workspace and a reduce kernel; kAuto: the cluster where the
-  // splits allow it.
-  enum class Reduce { kAuto, kCluster, kWorkspace } reduce = Reduce::kAuto;
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
-  // reduce (cluster, workspace), warps, col_warps.
+  // warps, col_warps.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -92,11 +88,7 @@ struct MixedPlan {
   int stages = 0;         // pipeline depth
   int threads = 0;        // per CTA
   int smem_bytes = 0;     // dynamic shared memory per CTA
-  int splits = 1;         // split-K factor
-  // splits > 1: the splits of a tile are one (1, 1, splits) thread block cluster and add their
-  // fp32 partial sums in shared memory (wgmma); otherwise the partial sums go to the workspace
-  // and a reduce kernel adds them.
-  bool cluster_reduce = false;
+  int splits = 1;         // split-K factor; > 1: fp32 partial sums in the workspace, then a reduce
   int warps = 0;          // warps per CTA (decode: of col_warps * k_slices)
   int col_warps = 0;      // decode: warps side by side, 32 columns each, sharing the activations
   int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps
@@ -107,7 +99,7 @@ struct MixedPlan {
                               // the weight is rounded to the activation dtype first
   int ctas_per_sm = 0;        // resident CTAs per SM (the occupancy model)
   int64_t grid[3] = {0, 0, 0};
-  size_t workspace_bytes = 0;  // fp32 split-K partial sums (uninitialized scratch), or 0
+  size_t workspace_bytes = 0;  // fp32 split-K partial sums (uninitialized scratch)
 
   std::string describe() const;  // one readable line
 };
@@ -129,7 +121,6 @@ struct MixedInstanceInfo {
   bool exact_scales;  // wgmma
   int warp_groups;    // wgmma
   bool producer;      // wgmma
-  int max_cluster_splits;  // wgmma: the most splits it adds in a cluster (0: never)
   int stages;
   int threads;        // per CTA (decode: at most; the plan picks the warps)
   int smem_bytes;     // dynamic shared memory per CTA (decode: at the most warps and rows)

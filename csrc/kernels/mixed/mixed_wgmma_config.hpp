@@ -97,17 +97,6 @@ struct MixedWgmmaConfig {
   static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
 
-  // Split-K across a cluster (the splits of one tile are the CTAs of a (1, 1, splits) cluster):
-  // after the main loop each CTA's fp32 partial tile overwrites its stages, row-major with 4
-  // floats of padding per row, so that the accumulator stores of a warp (AccTV: lanes 4 g + t at
-  // rows 2 t, columns g) fall in 32 different banks and each row stays 16-byte aligned for the
-  // float4 reads of the sum. (M kTileM, N kTileN) -> fp32 element
-  using SmemPartial = Layout<Shape<Int<TileM>, Int<kTileN>>, Stride<Int<kTileN + 4>, _1>>;
-  static constexpr int kPartialBytes = decltype(cosize(SmemPartial{}))::value * 4;
-  // The most CTAs a portable cluster has: more splits go through the workspace.
-  static constexpr int kMaxClusterSplits = 8;
-  static constexpr bool kClusterReduce = kPartialBytes <= kSmemBytes - 1024 - kBarrierBytes;
-
   // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as one
   // (kTileM rows, 128-byte line of K) box per line, the weights of a stage as one (n8 blocks,
   // 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per scale row.
@@ -177,13 +166,11 @@ struct MixedWgmmaConfig {
   // ---- resources
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
   // consumer warpgroup: 3 with exact scales (a k block's 64 dequantized registers plus two
-  // accumulator sets) and for INT8 up to 32 rows (168 registers fit; unbounded, ptxas took 177
-  // once the cluster epilogue was added, which left 2 CTAs per SM), 2 with rounded weights up to
-  // 64 rows (two register sets of a k block for the overlap), 1 above; two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128
+  // accumulator sets), 2 with rounded weights up to 64 rows (two register sets of a k block for
+  // the overlap), 1 above; two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128
   // and 256 (128 accumulators and two register sets of 32).
   static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
-                      : (ExactScales || (Bits == 8 && TileM <= 32) ? 3 : (TileM <= 64 ? 2 : 1));
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (ExactScales ? 3 : (TileM <= 64 ? 2 : 1));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;
@@ -195,7 +182,7 @@ struct MixedWgmmaConfig {
   // run time); configurations not built fall back to the bound, ptxas's upper limit.
   static constexpr int registers() {
     if (Producer) return kLaunchRegisters;
-    if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 168 : 152;
+    if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 168 : 144;
     if (!ExactScales && WarpGroups == 1 && TileM == 64 && Bits == 4) return 256;
     if (!ExactScales && WarpGroups == 1 && TileM <= 32) return Bits == 4 ? 256 : 168;
     return kLaunchRegisters;

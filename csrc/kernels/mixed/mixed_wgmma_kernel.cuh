@@ -42,11 +42,9 @@
 //     (as the mma.sync kernel does: the product uses the exact weight (q - z) * s). Each group
 //     end waits for its wgmmas, so dequantization and the tensor cores take turns (4-32% slower
 //     than the rounded 32-row tile at M = 24-32 on an H100; NOTES.md, session 19).
-// Split-K partial sums are added across the CTAs of a thread block cluster through distributed
-// shared memory where the launch makes the splits a cluster (WgmmaWarpSlice::store_cluster_sum),
-// otherwise they go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
+// Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
+// (mixed_epilogue.cuh).
 
-#include "cute_gemm/arch/cluster_sm90.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
@@ -214,49 +212,6 @@ struct WgmmaWarpSlice {
       }
     }
   }
-
-  // Split-K inside a (1, 1, splits) cluster, whose CTA of rank s (blockIdx.z) holds split s: each
-  // CTA writes its partial tile to its own shared memory (SmemPartial, over the stages), then the
-  // CTA of rank q adds the float4 units q, q + splits, ... of the tile (4 columns of a row each,
-  // rows past M skipped) over the splits' shared memory in split order (so the sum is the split-K
-  // reduce kernel's, bit for bit) and stores them with the bias. No workspace, no second kernel.
-  // Every consumer thread calls it after its last wgmma_wait_group<0>; a producer warpgroup may
-  // have exited.
-  CG_DEVICE void store_cluster_sum(MixedGemmParams const& p,
-                                   float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], int m0, int n0,
-                                   char* smem) const {
-    static_assert(Cfg::kClusterReduce, "the partial tile must fit in the stages");
-    constexpr auto sP = typename Cfg::SmemPartial{};
-    constexpr int kRowUnits = Cfg::kTileN / 4;
-    constexpr int kUnits = Cfg::kTileM * kRowUnits;
-    float* part = reinterpret_cast<float*>(smem);
-    // Every warp of every CTA is done with its stages (its wgmmas read them until they complete).
-    cluster_sync();
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < Cfg::kNTiles; ++r) {
-      CG_PRAGMA_UNROLL
-      for (int v = 0; v < Cfg::kAccRegs; ++v) {
-        const int col = lane_col[2 * r + ((v >> 1) & 1)];
-        const int row = typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
-        part[sP(row, col)] = acc[r][v];
-      }
-    }
-    cluster_sync();  // every split's partial tile is in its CTA's shared memory
-    const int splits = int(cluster_size());
-    const int tid = 128 * wg + 32 * w + lane;
-    const uint32_t part_addr = detail::smem_addr(part);
-    for (int u = int(cluster_ctarank()) * Cfg::kConsumerThreads + tid; u < kUnits;
-         u += splits * Cfg::kConsumerThreads) {
-      const int row = u / kRowUnits, col = 4 * (u % kRowUnits);
-      if (m0 + row >= p.m || n0 + col >= p.n) continue;
-      const uint32_t at = part_addr + uint32_t(sP(row, col)) * 4u;
-      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int s = 0; s < splits; ++s) add_f32x4(sum, ld_cluster_f32x4(cluster_smem_addr(at, s)));
-      store_out_pair<T>(p, m0 + row, n0 + col, sum.x, sum.y);
-      store_out_pair<T>(p, m0 + row, n0 + col + 2, sum.z, sum.w);
-    }
-    cluster_sync();  // no CTA leaves while another still reads its shared memory
-  }
 };
 
 // Runs step(i, Int<set>) for k blocks i = 0 .. n_kb - 1, alternating two register sets (set 0
@@ -285,9 +240,8 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
 }
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
-// [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). Launched in clusters of
-// (1, 1, splits) the splits add their partial sums in shared memory and store out; otherwise with
-// splits > 1 the partial sums go to the workspace (to_workspace), or to out.
+// [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
+// sums go to the workspace (to_workspace), otherwise to out.
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
@@ -537,12 +491,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   cp_async_wait<0>();
   grid_launch_dependents();
 
-  if constexpr (Cfg::kClusterReduce) {
-    if (cluster_size() > 1) {
-      slice.store_cluster_sum(p, acc, m0, n0, smem);
-      return;
-    }
-  }
   slice.store(p, acc, m0, n0, to_workspace);
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace;

@@ -61,14 +61,9 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
   return e;
 }
 
-// splits: the split-K factor of the plan, none empty; cluster_reduce: the splits of a tile form a
-// cluster and add their partial sums in shared memory (Cfg::kClusterReduce, at most
-// kMaxClusterSplits); otherwise splits > 1 needs p.workspace.
+// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
 template <class Cfg>
-cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, bool cluster_reduce,
-                               cudaStream_t stream) {
-  if (cluster_reduce && (!Cfg::kClusterReduce || splits > Cfg::kMaxClusterSplits))
-    return cudaErrorInvalidValue;
+cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   if constexpr (Cfg::kProducer) {
@@ -77,11 +72,11 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, bool cluste
     if (encoded != cudaSuccess) return encoded;
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 splits, true, cluster_reduce, stream, maps);
+                                                 splits, true, stream, maps);
   } else {
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 splits, true, cluster_reduce, stream);
+                                                 splits, true, stream);
   }
 }
 

@@ -187,12 +187,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   for_blocks_in_pairs<true>(n_kb, step);
   wgmma_wait_group<0>();
   grid_launch_dependents();
-  if constexpr (Cfg::kClusterReduce) {
-    if (cluster_size() > 1) {
-      slice.store_cluster_sum(p, acc, m0, n0, smem);
-      return;
-    }
-  }
   slice.store(p, acc, m0, n0, to_workspace);
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
