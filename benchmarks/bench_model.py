@@ -90,6 +90,11 @@ def parse_args(argv=None):
                    help="also profile STEPS decode steps per variant and batch (torch.profiler; "
                         "eager steps, or the compiled step in compile mode, without a CUDA graph "
                         "so that each kernel is seen) and report GPU time per step by kernel kind")
+    p.add_argument("--inductor-pdl", action="store_true",
+                   help="compile mode: torch._inductor.config.triton.enable_pdl = True, so that "
+                        "inductor's Triton kernels launch as programmatic dependents and let the "
+                        "next kernel (a cute_gemm GEMM streaming its weights) start early; for "
+                        "every variant of the run, the 16-bit one included")
     p.add_argument("--tag", default="", help="suffix of the output files' stem")
     p.add_argument("--out", default=None, help="output directory (default benchmarks/results/)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
@@ -105,6 +110,11 @@ def parse_args(argv=None):
     if any(b < 1 for b in args.batch):
         p.error(f"--batch: sizes must be >= 1; got {args.batch}")
     args.dtype = getattr(torch, args.dtype)
+    import torch._inductor.config as inductor_config
+
+    if args.inductor_pdl and not hasattr(inductor_config.triton, "enable_pdl"):
+        p.error(f"--inductor-pdl: this torch ({torch.__version__}) has no "
+                "torch._inductor.config.triton.enable_pdl")
     return args
 
 
@@ -178,6 +188,14 @@ def compiled_step_model(model):
     batch size (the decode step's shape); a graph break fails the run."""
     torch._dynamo.reset()
     return torch.compile(model, fullgraph=True, dynamic=False)
+
+
+def set_inductor_pdl(enabled):
+    """torch._inductor.config.triton.enable_pdl for this run's compilations (--inductor-pdl)."""
+    import torch._inductor.config as inductor_config
+
+    if enabled:
+        inductor_config.triton.enable_pdl = True
 
 
 # Kernel kinds for --profile: the first pattern (lower-case substring of the kernel name) that
@@ -341,6 +359,7 @@ def _meta(args, transformers, device, dims):
                                    str(args.dtype).replace("torch.", ""))
     meta.update({
         "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
+        "inductor_pdl": args.inductor_pdl,
     })
     return meta
 
@@ -378,6 +397,7 @@ def main(argv=None):
         out_dir = args.out or common.DEFAULT_OUT_DIR
     if "torch-int4" in args.variants and args.dtype != torch.bfloat16:
         raise SystemExit("bench_model.py: torch-int4 needs --dtype bfloat16")
+    set_inductor_pdl(args.inductor_pdl)
 
     print(f"building LlamaForCausalLM ({args.layers} layers, {dims}) on {device} ...",
           flush=True)
@@ -425,7 +445,10 @@ def main(argv=None):
         f"median of {args.repeats} runs of {args.steps} steps, each step one CUDA-graph replay "
         f"(on the CPU smoke test: eager calls).",
         "- compile: the decode step's forward through torch.compile(model, fullgraph=True, "
-        "dynamic=False); prefill and the agreement check eager.",
+        "dynamic=False); prefill and the agreement check eager." +
+        (" Inductor's Triton kernels launched as programmatic dependents "
+         "(torch._inductor.config.triton.enable_pdl, --inductor-pdl)." if args.inductor_pdl
+         else ""),
         "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode and batch, same run; "
         "vs unfused: the unfused variant of the same weights over this row's.",
         "- agree: generated tokens equal to a cache-free forward's argmax (random weights: "

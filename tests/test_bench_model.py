@@ -31,6 +31,21 @@ def test_cpu_smoke_writes_every_variant(tmp_path):
     assert by["int4-fused"]["vs_unfused"] is not None and by["int4"]["vs_unfused"] is None
 
 
+def test_inductor_pdl_option():
+    # --inductor-pdl sets torch's inductor option for the run (recorded in the results); a torch
+    # without it is refused by name.
+    import torch._inductor.config as inductor_config
+    assert not bench_model.parse_args([]).inductor_pdl
+    if hasattr(inductor_config.triton, "enable_pdl"):
+        assert bench_model.parse_args(["--inductor-pdl"]).inductor_pdl
+        with inductor_config.patch({"triton.enable_pdl": False}):
+            bench_model.set_inductor_pdl(True)
+            assert inductor_config.triton.enable_pdl
+    else:
+        with pytest.raises(SystemExit):
+            bench_model.parse_args(["--inductor-pdl"])
+
+
 def test_bad_arguments_are_refused():
     for argv in (["--variants", "int3"], ["--modes", "fast"], ["--batch", "0"], ["--steps", "0"]):
         with pytest.raises(SystemExit):

@@ -327,6 +327,74 @@ def test_torch_compile_fullgraph():
         torch.testing.assert_close(compiled(a, bias), f(a, bias), rtol=2e-3, atol=2e-3)
 
 
+def _has_inductor_pdl():
+    import torch._inductor.config as inductor_config
+    return hasattr(inductor_config.triton, "enable_pdl") and \
+        torch.cuda.get_device_capability()[0] >= 9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _has_inductor_pdl(),
+                    reason="inductor's programmatic dependent launch needs torch with "
+                           "triton.enable_pdl and a compute capability 9.0+ GPU")
+def test_torch_compile_with_inductor_pdl_chain():
+    # Inductor's Triton kernels as programmatic dependents (triton.enable_pdl): a decoder-like
+    # chain of norms, activations and residuals around mixed GEMMs, each GEMM launched while the
+    # kernel before it may still run. The GEMMs wait for their inputs and order their writes
+    # (grid_dependency_wait), so every call matches the chain compiled without PDL on fresh
+    # inputs (a read of a stale input would not), in plain launches and in CUDA-graph replays, at
+    # the decode kernel's, mma.sync's and wgmma's M.
+    from torch._inductor.utils import run_and_get_code
+    hidden, inter = 1024, 2816
+    w_up = _qweight(2 * inter, hidden, 4, 128, False, torch.bfloat16, seed=80)
+    w_down = _qweight(hidden, inter, 4, 128, False, torch.bfloat16, seed=81)
+    w_qkv = _qweight(1536, hidden, 8, -1, True, torch.bfloat16, seed=82)
+
+    def norm(x):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
+
+    def chain(x):  # unit-variance weights: each product scaled back to O(1) values
+        for _ in range(3):
+            h = cute_gemm.mixed_gemm(norm(x), w_qkv) * hidden ** -0.5
+            x = x + h[:, :hidden] * torch.tanh(h[:, hidden:hidden + 1])
+            gate, up = (cute_gemm.mixed_gemm(norm(x), w_up) * hidden ** -0.5).chunk(2, dim=-1)
+            x = x + cute_gemm.mixed_gemm(torch.nn.functional.silu(gate) * up, w_down) * \
+                inter ** -0.5
+        return x
+
+    def compiled(pdl):
+        torch._dynamo.reset()
+        with torch._inductor.config.patch({"triton.enable_pdl": pdl, "fx_graph_cache": False}):
+            fn = torch.compile(chain, fullgraph=True, dynamic=False)
+            codes = []
+            for m in (1, 16, 64):
+                codes += run_and_get_code(fn, _randn(m, hidden, dtype=torch.bfloat16))[1]
+        return fn, codes
+
+    with_pdl, codes = compiled(True)
+    assert any("gdc_launch_dependents" in c for c in codes), "no PDL in inductor's kernels"
+    plain, codes = compiled(False)
+    assert not any("gdc_launch_dependents" in c for c in codes)
+
+    def check(got, x):  # the same inductor code but PDL: differences of reduction order only
+        torch.testing.assert_close(got, plain(x.clone()), rtol=1e-2, atol=1e-2)
+
+    for m in (1, 16, 64):
+        # Inductor keeps fp32 inside its fused kernels where eager rounds each op to bf16.
+        x = _randn(m, hidden, dtype=torch.bfloat16, seed=m)
+        torch.testing.assert_close(plain(x), chain(x), rtol=0.1, atol=0.15)
+        for trial in range(3):
+            x = _randn(m, hidden, dtype=torch.bfloat16, seed=100 * m + trial)
+            check(with_pdl(x), x)
+        x_static = _randn(m, hidden, dtype=torch.bfloat16, seed=7)
+        graph, out = capture_graph(lambda: with_pdl(x_static))
+        for trial in range(3):
+            x_static.copy_(_randn(m, hidden, dtype=torch.bfloat16, seed=200 * m + trial))
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            check(out, x_static)
+
+
 def test_torch_compile_with_weight_argument():
     def f(a, qw):
         return cute_gemm.mixed_gemm(a, qw) * 2
