@@ -39,6 +39,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
+import torch._inductor.config as inductor_config  # noqa: E402
 
 import bench_decode  # noqa: E402
 import common  # noqa: E402
@@ -110,8 +111,6 @@ def parse_args(argv=None):
     if any(b < 1 for b in args.batch):
         p.error(f"--batch: sizes must be >= 1; got {args.batch}")
     args.dtype = getattr(torch, args.dtype)
-    import torch._inductor.config as inductor_config
-
     if args.inductor_pdl and not hasattr(inductor_config.triton, "enable_pdl"):
         p.error(f"--inductor-pdl: this torch ({torch.__version__}) has no "
                 "torch._inductor.config.triton.enable_pdl")
@@ -192,8 +191,6 @@ def compiled_step_model(model):
 
 def set_inductor_pdl(enabled):
     """torch._inductor.config.triton.enable_pdl for this run's compilations (--inductor-pdl)."""
-    import torch._inductor.config as inductor_config
-
     if enabled:
         inductor_config.triton.enable_pdl = True
 

@@ -286,14 +286,21 @@ def sweep_decode_warps():
 WGMMA_TILES = [32, 64, 128, 256]
 
 
+def no_wgmma():
+    """True (and says so) where this GPU or build has no wgmma kernels to sweep."""
+    if cute_gemm.device_spec().wgmma:
+        return False
+    print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
+    return True
+
+
 def sweep_wgmma_tiles():
     """INT4 g128 and INT8 per-channel at M in CUTE_GEMM_KERNEL_MS (default 32 64 128 256 384):
     fp16, the default plan and every wgmma instance (its token tile scheduled); cells are us, the
     default's with tile_m/warp_groups/splits."""
     print(f"{'K x N':>12} {'M':>4} {'b':>1} {'fp16':>6} | {'default':>15} | " +
           " ".join(f"{f'm{t}':>6}" for t in WGMMA_TILES) + " | best x")
-    if not cute_gemm.device_spec().wgmma:
-        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
+    if no_wgmma():
         return
     for k, n, bits, group, m, a, run, t16, qw in probe_cases("32 64 128 256 384"):
         plan = cute_gemm.mixed_plan(m, n, k, bits, group)
@@ -317,8 +324,7 @@ def sweep_small_tiles():
     print(f"{'K x N':>12} {'M':>3} {'b':>1} {'fp16':>6} | {'default':>14} | " +
           " ".join(f"{s.split(',', 1)[-1].replace('kernel=', ''):>22}" for s in
                    SMALL_TILE_SCHEDULES) + " | best x | err")
-    if not cute_gemm.device_spec().wgmma:
-        print("no wgmma kernels on this GPU/build (Hopper, sm_90a): nothing to sweep")
+    if no_wgmma():
         return
     for k, n, bits, group, m, a, run, t16, qw in probe_cases("9 16 24 32"):
         plan = cute_gemm.mixed_plan(m, n, k, bits, group)

@@ -31,9 +31,11 @@ def test_cpu_smoke_writes_every_variant(tmp_path):
     assert by["int4-fused"]["vs_unfused"] is not None and by["int4"]["vs_unfused"] is None
 
 
-def test_inductor_pdl_option():
+def test_inductor_pdl_option(monkeypatch, capsys):
     # --inductor-pdl sets torch's inductor option for the run (recorded in the results); a torch
     # without it is refused by name.
+    import types
+
     import torch._inductor.config as inductor_config
     assert not bench_model.parse_args([]).inductor_pdl
     if hasattr(inductor_config.triton, "enable_pdl"):
@@ -41,9 +43,13 @@ def test_inductor_pdl_option():
         with inductor_config.patch({"triton.enable_pdl": False}):
             bench_model.set_inductor_pdl(True)
             assert inductor_config.triton.enable_pdl
-    else:
-        with pytest.raises(SystemExit):
-            bench_model.parse_args(["--inductor-pdl"])
+    # A torch whose inductor has no such option.
+    monkeypatch.setattr(bench_model, "inductor_config",
+                        types.SimpleNamespace(triton=types.SimpleNamespace()))
+    assert not bench_model.parse_args([]).inductor_pdl
+    with pytest.raises(SystemExit):
+        bench_model.parse_args(["--inductor-pdl"])
+    assert "--inductor-pdl: this torch" in capsys.readouterr().err
 
 
 def test_bad_arguments_are_refused():
