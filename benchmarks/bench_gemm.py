@@ -40,11 +40,17 @@ QUICK_SHAPES = [
 ]
 
 
+# The Llama-style layer shapes of the mixed-GEMM benchmark (K x N), where the dense GEMM is the
+# 16-bit baseline at serving and prefill sizes.
+DECODER_SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
+
+
 def sweep_shapes():
     shapes = []
     for nk in (4096, 8192):
         shapes += [(m, nk, nk) for m in (1, 16, 128, 512, 1024, 2048, 4096, 8192)]
     shapes += [(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)]
+    shapes += [(m, n, k) for k, n in DECODER_SHAPES_KN for m in (256, 1024, 4096)]
     return list(dict.fromkeys(shapes))  # drop repeats (4096^3, 8192^3), keep order
 
 
@@ -64,7 +70,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Benchmark cute_gemm.gemm against torch.matmul (same dtype) on a CUDA GPU.",
         epilog="Full sweep: M in {1,16,128,512,1024,2048,4096,8192} with N=K in {4096,8192}, plus "
-               "square 256..8192. --quick: 12 representative shapes (under a minute on an H100).")
+               "square 256..8192, plus M in {256,1024,4096} on the decoder shapes (K x N) "
+               "4096x4096, 4096x28672, 14336x4096, 8192x8192, 28672x8192. --quick: 12 "
+               "representative shapes (under a minute on an H100).")
     p.add_argument("--quick", action="store_true", help="run 12 representative shapes only")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="fp16", help="default: fp16")
     p.add_argument("--out", default=common.DEFAULT_OUT_DIR,

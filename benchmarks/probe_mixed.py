@@ -8,9 +8,10 @@
     python3 benchmarks/probe_mixed.py --decode-shapes
                                                   the decode kernel's k slices of 1, 2, 4 warps
                                                   vs mma.sync vs the default, M = 1..8
-    python3 benchmarks/probe_mixed.py --layer-shapes
+    python3 benchmarks/probe_mixed.py --layer-shapes [--int8]
                                                   a fused Llama-3-8B layer's shapes and its head
-                                                  (bf16): default vs nearby schedules, GB/s
+                                                  (bf16): default vs nearby schedules, GB/s;
+                                                  --int8: the layers in INT8 per-channel
     python3 benchmarks/probe_mixed.py --decode-warps
                                                   decode CTAs of 2/4/8/16 warps vs the default
                                                   plan, M = 1..8 (bf16)
@@ -200,16 +201,19 @@ def sweep_decode_shapes():
 LAYER_SHAPES = [("qkv", 4096, 6144, 4, 128), ("o", 4096, 4096, 4, 128),
                 ("gate_up", 4096, 28672, 4, 128), ("down", 14336, 4096, 4, 128),
                 ("head", 4096, 128256, 8, -1)]
+# The same layers in INT8 per-channel (--layer-shapes --int8; the head is INT8 in both).
+LAYER_SHAPES_INT8 = [(name, k, n, 8, -1) for name, k, n, _, _ in LAYER_SHAPES[:-1]]
 
 
 def sweep_layer_shapes():
     """The model's layer shapes (LAYER_SHAPES, bf16) at M in CUTE_GEMM_KERNEL_MS (default 1 16):
     bf16 F.linear, one reduction kernel reading the packed weight's bytes (a read reference),
     the default plan and the schedules around it (decode warps x splits x col_warps at M <= 8;
-    mma.sync and wgmma split counts above). Cells: us and the weight stream's GB/s."""
+    mma.sync and wgmma split counts above). Cells: us and the weight stream's GB/s. With --int8
+    the layers in INT8 per-channel (LAYER_SHAPES_INT8) instead."""
     torch.manual_seed(0)
     dt = torch.bfloat16
-    for name, k, n, bits, group in LAYER_SHAPES:
+    for name, k, n, bits, group in (LAYER_SHAPES_INT8 if "--int8" in sys.argv else LAYER_SHAPES):
         w = torch.randn(n, k, device="cuda", dtype=dt) * 0.02
         qs, nbytes = rotated_quantized(w, bits, group, dt)
         copies = len(qs)

@@ -24,12 +24,19 @@ CONFIGS = [
 ]
 # The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages), the largest
 # tile first; BM is 64 per consumer warpgroup, BK one 128-byte line of K per stage. The smaller
-# tiles multiply the CTAs of grids that would leave SMs idle; the 64-row one runs two CTAs per SM.
-WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 4)]
+# tiles multiply the CTAs of grids that would leave SMs idle. The 64-row tile runs only where its
+# grid has at most one tile per SM (gemm_dispatch.cu's heuristic), so it is one CTA per SM with 8
+# stages: its lone consumer warpgroup keeps that many loads in flight.
+WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8)]
 
 
 def wgmma_ctas_per_sm(cfg):
-    return 2 if cfg[0] == 64 else 1
+    """2 where two 64-row CTAs' shared memory (GemmWgmmaConfig::kSmemBytes) fits an SM, else 1."""
+    bm, bn, bk, stages = cfg
+    smem = 1024 + stages * (bm + bn) * bk * 2 + 2 * stages * 8
+    return 2 if bm == 64 and 2 * smem <= 227 * 1024 else 1
+
+
 # Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
 # mean; benchmarks/results/NOTES.md has the measurements behind the choice of instances).
 # mma.sync (mixed_gemm_kernel.cuh): (bits, m16 tiles per CTA, fine groups).

@@ -108,7 +108,7 @@ int main() {
   constexpr GemmWgmmaShape const* c = kGemmWgmmaConfigs;
   using Wide = GemmWgmmaConfig<uint16_t, c[0].bn, c[0].stages, c[0].bm / 64, 1>;
   using Narrow = GemmWgmmaConfig<uint16_t, c[1].bn, c[1].stages, c[1].bm / 64, 1>;
-  using Small = GemmWgmmaConfig<uint16_t, c[2].bn, c[2].stages, c[2].bm / 64, 2>;
+  using Small = GemmWgmmaConfig<uint16_t, c[2].bn, c[2].stages, c[2].bm / 64, 1>;
   static_assert(kGemmWgmmaCount == 3, "check every compiled configuration");
   static_assert(Wide::kBM == c[0].bm && Wide::kBK == c[0].bk && Narrow::kBM == c[1].bm &&
                     Narrow::kBK == c[1].bk && Small::kBM == c[2].bm && Small::kBK == c[2].bk,

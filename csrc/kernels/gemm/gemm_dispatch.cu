@@ -68,27 +68,20 @@ int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
   return (k_tiles + per_split - 1) / per_split;
 }
 
-// A split of at least this many k tiles amortizes split-K's partial sums and second kernel:
-// then a 128-row tile split beats the 64-row tile unsplit (one consumer warpgroup per CTA).
-// Measured on H100 (benchmarks/results/NOTES.md): 256x4096x14336 128x128 in 2 splits of 112
-// 67.9 us vs 64x128 76.2; 256x4096x4096 (2 splits of 32) 26.6 vs 23.2.
-constexpr int kLongSplitTiles = 64;
-
 // With the Hopper kernel: its largest tile whose tiles keep at least half the SMs busy (a wave of
 // 128 128x256 tiles on 132 SMs beats two of 128x128 ones), else its smallest (split-K makes up
-// for the rest), except that a 128-row tile whose splits stay long (kLongSplitTiles) is kept
-// over the 64-row one. Otherwise the largest mma.sync tile whose tiles give every SM a CTA, the
-// smallest when none does.
-int heuristic(int m, int n, int k, int sms, bool wgmma) {
+// for the rest). Otherwise the largest mma.sync tile whose tiles give every SM a CTA, the
+// smallest when none does. The smallest Hopper tile thus runs at most one tile per SM (64-row
+// tiles are at most twice the 128-row ones, which leave half the SMs idle there): what its
+// 8-stage, one-CTA-per-SM configuration is made for. Measured on H100
+// (benchmarks/results/NOTES.md, session 21): 64x128 with 8 stages vs 4 (two CTAs per SM)
+// 256x4096x4096 19.5 vs 23.9 us, 256x4096x14336 60.4 vs 75.7 (128x128 in 2 splits of 112 k
+// tiles, chosen before: 64.3).
+int heuristic(int m, int n, int sms, bool wgmma) {
   if (wgmma) {
     for (int i = 0; i < kWgmmaCount; ++i) {
       GemmWgmmaInstance const& g = kGemmWgmmaInstances[i];
       if (2 * tiles_of(m, n, g.bm, g.bn) >= sms) return kGemmWgmmaFirst + i;
-      if (i + 1 < kWgmmaCount && kGemmWgmmaInstances[i + 1].bm < g.bm) {
-        const int k_tiles = (k + g.bk - 1) / g.bk;
-        const int split_tiles = k_tiles / wgmma_splits(g, m, n, k, sms);
-        if (split_tiles >= kLongSplitTiles) return kGemmWgmmaFirst + i;
-      }
     }
     return kGemmWgmmaFirst + kWgmmaCount - 1;
   }
@@ -133,7 +126,7 @@ size_t gemm_workspace_bytes(GemmParams const& params, int config) {
 }
 
 int gemm_heuristic_config(int m, int n, int k) {
-  return heuristic(m, n, k, current_sm_count(), gemm_wgmma_usable());
+  return heuristic(m, n, current_sm_count(), gemm_wgmma_usable());
 }
 
 }  // namespace cute_gemm

@@ -12,8 +12,8 @@
 //     with the 128-byte swizzle (Sw128KMajor): exactly what a wgmma descriptor reads;
 //   - consumer warpgroups, warpgroup g the rows 64 g .. 64 g + 63 of the tile: per k16 step one
 //     wgmma m64n(kBN)k16 with both operands from shared memory (SM90_64xNx16_F32_SS).
-// MinCtasPerSm CTAs share an SM (the small tile runs two, so one's epilogue overlaps the other's
-// main loop).
+// MinCtasPerSm CTAs share an SM where their shared memory fits (the 128-row tiles take most of it;
+// the 64-row tile runs where the grid has at most one tile per SM, with 8 stages in one CTA).
 // Each stage has a "full" mbarrier (the producer's expected bytes, then the TMA's) and an "empty"
 // one (an arrive per consumer warp once the wgmmas that read the stage are done); only the
 // producer waits on "empty".
@@ -70,10 +70,10 @@ struct GemmWgmmaConfig {
   static constexpr int kAccRegs = kBN / 2;
 
   // ---- registers: the CTA launches at the most that MinCtasPerSm CTAs per SM get (in 8s, at
-  // most 248); the producer gives all but kProducerRegisters back and the consumers take them
-  // (setmaxnreg). The consumers hold kAccRegs accumulators.
+  // most 240, what a consumer may hold); the producer gives all but kProducerRegisters back and
+  // the consumers take them (setmaxnreg). The consumers hold kAccRegs accumulators.
   static constexpr int kRegisterShare = 65536 / (kThreads * MinCtasPerSm) / 8 * 8;
-  static constexpr int kLaunchRegisters = kRegisterShare < 248 ? kRegisterShare : 248;
+  static constexpr int kLaunchRegisters = kRegisterShare < 240 ? kRegisterShare : 240;
   static constexpr int kProducerRegisters = 40;
   static constexpr int kConsumerFree =
       (kThreads * kLaunchRegisters - 128 * kProducerRegisters) / kConsumerThreads / 8 * 8;

@@ -4,8 +4,8 @@
 
 namespace cute_gemm {
 
-cudaError_t gemm_wgmma_f16_64x128x64_s4(GemmParams const& p, int splits, cudaStream_t stream) {
-  return launch_gemm_wgmma<GemmWgmmaConfig<__half, 128, 4, 1, 2>>(p, splits, stream);
+cudaError_t gemm_wgmma_bf16_64x128x64_s8(GemmParams const& p, int splits, cudaStream_t stream) {
+  return launch_gemm_wgmma<GemmWgmmaConfig<__nv_bfloat16, 128, 8, 1, 1>>(p, splits, stream);
 }
 
 }  // namespace cute_gemm
