@@ -40,17 +40,13 @@ QUICK_SHAPES = [
 ]
 
 
-# The Llama-style layer shapes of the mixed-GEMM benchmark (K x N), where the dense GEMM is the
-# 16-bit baseline at serving and prefill sizes.
-DECODER_SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
-
-
 def sweep_shapes():
     shapes = []
     for nk in (4096, 8192):
         shapes += [(m, nk, nk) for m in (1, 16, 128, 512, 1024, 2048, 4096, 8192)]
     shapes += [(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)]
-    shapes += [(m, n, k) for k, n in DECODER_SHAPES_KN for m in (256, 1024, 4096)]
+    shapes += [(m, n, k) for k, n in common.DECODER_SHAPES_KN
+               for m in (256, 1024, 4096)]  # the 16-bit baseline at serving / prefill sizes
     return list(dict.fromkeys(shapes))  # drop repeats (4096^3, 8192^3), keep order
 
 

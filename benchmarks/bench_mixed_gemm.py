@@ -51,7 +51,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import common  # noqa: E402
 
-SHAPES = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]  # (K, N)
+SHAPES = common.DECODER_SHAPES_KN  # (K, N)
 MS = [1, 16, 64, 256, 1024, 4096]
 QUICK_SHAPES = [(4096, 4096), (8192, 8192), (28672, 8192)]
 QUICK_MS = [1, 16, 64, 256, 1024]

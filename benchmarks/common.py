@@ -27,6 +27,10 @@ from cute_gemm.timing import time_graph  # noqa: F401  (re-exported for the benc
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT_DIR = os.path.join(REPO_ROOT, "benchmarks", "results")
 
+# The Llama-style decoder layer shapes (K x N) the GEMM benchmarks and probes share: attention
+# projection, MLP up / down, and the 8192-wide and 28672x8192 layers of larger models.
+DECODER_SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
+
 
 def require_cuda(script):
     """Exit with a clear message (exit status 1) when no CUDA GPU is usable."""

@@ -45,7 +45,7 @@ def kernel_ms(default):
     return [int(x) for x in os.environ.get("CUTE_GEMM_KERNEL_MS", default).split()]
 
 
-SHAPES_KN = [(4096, 4096), (4096, 28672), (14336, 4096), (8192, 8192), (28672, 8192)]
+SHAPES_KN = common.DECODER_SHAPES_KN
 
 
 def probe_cases(default_ms):

@@ -26,15 +26,9 @@ CONFIGS = [
 # tile first; BM is 64 per consumer warpgroup, BK one 128-byte line of K per stage. The smaller
 # tiles multiply the CTAs of grids that would leave SMs idle. The 64-row tile runs only where its
 # grid has at most one tile per SM (gemm_dispatch.cu's heuristic), so it is one CTA per SM with 8
-# stages: its lone consumer warpgroup keeps that many loads in flight.
+# stages: its lone consumer warpgroup keeps that many loads in flight. Every configuration is
+# compiled for one CTA per SM (GemmWgmmaConfig's MinCtasPerSm default).
 WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8)]
-
-
-def wgmma_ctas_per_sm(cfg):
-    """2 where two 64-row CTAs' shared memory (GemmWgmmaConfig::kSmemBytes) fits an SM, else 1."""
-    bm, bn, bk, stages = cfg
-    smem = 1024 + stages * (bm + bn) * bk * 2 + 2 * stages * 8
-    return 2 if bm == 64 and 2 * smem <= 227 * 1024 else 1
 
 
 # Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
@@ -105,7 +99,7 @@ def main():
                               "kernels/gemm/generated/gemm_instances.hpp"],
                      f"cudaError_t {n}(GemmParams const& p, int splits, cudaStream_t stream) {{\n"
                      f"  return launch_gemm_wgmma<GemmWgmmaConfig<{ctype}, {bn}, {stages}, "
-                     f"{bm // 64}, {wgmma_ctas_per_sm(cfg)}>>(p, splits, stream);\n}}\n")
+                     f"{bm // 64}>>(p, splits, stream);\n}}\n")
             decls.append(f"cudaError_t {n}(GemmParams const& p, int splits, cudaStream_t stream);")
     with open(os.path.join(OUT, "gemm_configs.inc"), "w") as f:
         f.write(HEADER + "// CG_GEMM_CONFIG(BM, BN, BK, stages, warps_m, warps_n) for each "

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 cudaError_t gemm_wgmma_bf16_128x128x64_s6(GemmParams const& p, int splits, cudaStream_t stream) {
-  return launch_gemm_wgmma<GemmWgmmaConfig<__nv_bfloat16, 128, 6, 2, 1>>(p, splits, stream);
+  return launch_gemm_wgmma<GemmWgmmaConfig<__nv_bfloat16, 128, 6, 2>>(p, splits, stream);
 }
 
 }  // namespace cute_gemm

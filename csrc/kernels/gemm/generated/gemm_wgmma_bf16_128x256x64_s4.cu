@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 cudaError_t gemm_wgmma_bf16_128x256x64_s4(GemmParams const& p, int splits, cudaStream_t stream) {
-  return launch_gemm_wgmma<GemmWgmmaConfig<__nv_bfloat16, 256, 4, 2, 1>>(p, splits, stream);
+  return launch_gemm_wgmma<GemmWgmmaConfig<__nv_bfloat16, 256, 4, 2>>(p, splits, stream);
 }
 
 }  // namespace cute_gemm

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 cudaError_t gemm_wgmma_f16_64x128x64_s8(GemmParams const& p, int splits, cudaStream_t stream) {
-  return launch_gemm_wgmma<GemmWgmmaConfig<__half, 128, 8, 1, 1>>(p, splits, stream);
+  return launch_gemm_wgmma<GemmWgmmaConfig<__half, 128, 8, 1>>(p, splits, stream);
 }
 
 }  // namespace cute_gemm
