@@ -167,7 +167,7 @@ else
   benches=(benchmarks/bench_*.py)
 fi
 if [ ${#benches[@]} -eq 0 ]; then
-  echo "[gpu_check] no benchmarks/bench_*.py yet; skipping benchmarks"
+  echo "[gpu_check] no benchmarks to run (CUTE_GEMM_BENCHES=${CUTE_GEMM_BENCHES:-}); skipping them"
 fi
 # The GEMM benchmarks run --quick unless CUTE_GEMM_BENCH_ARGS says otherwise ("" = full);
 # bench_decode takes its defaults; bench_model CUTE_GEMM_MODEL_ARGS (default: eager + graph,
