@@ -27,6 +27,7 @@ SHAPES = [(4096, 4096), (28672, 8192), (4096, 14336), (512, 8192), (136, 4224)]
 QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
 MAX_SPLITS = 64
 SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a 256-row tile whose K slices are this short -> 128
+WAVE_ROWS_SHARE = 0.8  # kWgmmaWaveRowsShare
 WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgmma's 16-row tile
                             # where its K slices are at most this long, mma.sync otherwise
 DECODE_MAX_M = 8
@@ -314,25 +315,43 @@ def test_scheduled_splits_lowered_so_none_is_empty():
     assert p.splits == 5 and 1 <= p.warps <= 7
 
 
+def wave_rows(m, n, p, device):
+    """Rows the whole waves of plan p's unsplit grid cover (mixed_plan.cpp's wave_rows)."""
+    ctas = -(-n // p.tile_n) * -(-m // p.tile_m)
+    resident = p.ctas_per_sm * cute_gemm.device_spec(device).sm_count
+    return -(-ctas // resident) * p.tile_m
+
+
 @pytest.mark.parametrize("device", HOPPER)
-def test_wgmma_256_gives_way_to_128_for_short_split_k(device):
-    outcomes = set()
+def test_wgmma_256_gives_way_to_128_for_short_split_k_or_waves(device):
+    # 256 rows unless the grid splits K into short slices, or takes more than one wave whose rows
+    # 128-row waves cover in at most WAVE_ROWS_SHARE of them.
+    outcomes, by_waves = set(), set()
     for m, (n, k), (bits, group) in itertools.product(
-            [129, 192, 256, 300, 512, 1024, 4096], SHAPES, QUANTS):
+            [129, 192, 256, 300, 384, 512, 1024, 4096], SHAPES + [(14336, 4096)], QUANTS):
         p = plan(m, n, k, bits, group, device=device)
         assert p.kernel == "wgmma"
         forced = plan(m, n, k, bits, group, device=device, schedule="tile_m=256")
         assert forced.tile_m == 256  # a scheduled tile is never changed
         slice_k = -(-k_blocks(k, bits) // forced.splits) * block_k(bits)
-        want = 128 if slice_k <= SHORT_SPLIT_K else 256
+        rows_256 = wave_rows(m, n, forced, device)
+        rows_128 = wave_rows(m, n, plan(m, n, k, bits, group, device=device,
+                                        schedule="tile_m=128"), device)
+        waves = rows_256 > 256 and rows_128 <= WAVE_ROWS_SHARE * rows_256
+        want = 128 if slice_k <= SHORT_SPLIT_K or waves else 256
         assert p.tile_m == want, (m, n, k, bits, forced.splits)
         outcomes.add(want)
+        if waves and slice_k > SHORT_SPLIT_K:
+            by_waves.add((m, n, k))
         if want == 256:
             assert p.as_dict() == forced.as_dict()
         else:
             assert p.as_dict() == plan(m, n, k, bits, group, device=device,
                                        schedule="tile_m=128").as_dict()
     assert outcomes == {128, 256}  # both sides of the rule are exercised
+    assert (384, 14336, 4096) in by_waves  # 2 waves of 256 rows vs 3 of 128: 512 vs 384 rows
+    # M = 512 on 4096x28672: 4 waves of 256 rows (1024) vs 7 of 128 (896, 0.875): 256 rows.
+    assert plan(512, 28672, 4096, device=device).tile_m == 256
 
 
 def test_fewer_sms_fewer_splits():

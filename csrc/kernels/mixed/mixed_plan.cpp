@@ -31,6 +31,12 @@ constexpr int kDenseFromMMmaSync = 192;
 // A 256-row wgmma tile gives way to 128 rows when its grid would split K into slices of at most
 // this many k: twice the CTAs need fewer splits, and each split refills and drains its pipeline.
 constexpr int kWgmmaShortSplitK = 2048;
+// A 256-row wgmma tile whose grid takes more than one wave (one CTA per SM) also gives way to 128
+// rows when the 128-row grid's waves hold at most this share of the rows the 256-row waves do
+// (waves x tile rows; the larger tile's better weight reuse is worth the rest): 4096x14336 at
+// M = 384 runs 2 waves of 256 rows (512) or 3 of 128 (384, 0.75): 114.5 vs 84.3 us on the H100
+// (fp16 74.1), where M = 512 on 4096x28672 (0.875) keeps 256 rows.
+constexpr double kWgmmaWaveRowsShare = 0.8;
 // Decode: from this M the k slices may be 2 or 4 warps wide (sharing the activations); below,
 // 1-warp slices need no barrier and the activations are a small part of a k block's bytes.
 constexpr int kDecodeSharedFromM = 5;
@@ -148,8 +154,17 @@ MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d
   return slice_k <= kWgmma16MaxSliceK ? MixedKernel::kWgmma : MixedKernel::kMma;
 }
 
+// Rows the waves of `inst`'s unsplit grid cover: whole waves of resident CTAs times its token tile
+// (the time of a grid of more than one wave grows with its last, partial wave).
+int64_t wave_rows(MixedGemmProblem const& p, DeviceSpec const& d, MixedInstanceInfo const& inst) {
+  const int64_t ctas = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
+  const int64_t resident = int64_t(instance_ctas_per_sm(d, inst)) * d.sm_count;
+  return ceil_div(ctas, resident) * inst.tile_m;
+}
+
 // wgmma: the scheduled token tile or default_wgmma_tile_m, except that a default 256-row tile
-// whose grid splits K into short slices gives way to 128 rows (kWgmmaShortSplitK).
+// gives way to 128 rows where its grid splits K into short slices (kWgmmaShortSplitK) or takes
+// more than one wave whose rows the 128-row waves cover more tightly (kWgmmaWaveRowsShare).
 void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                 MixedSchedule const& s, int k_blocks) {
   int tile_m = s.tile_m;
@@ -167,8 +182,12 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     const int splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
     const int bk = mixed::block_k(p.bits);
     const int rows_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
-    if (int64_t(ceil_div(k_blocks, splits)) * bk <= kWgmmaShortSplitK && rows_128 >= 0)
-      index = rows_128;
+    const bool short_split = int64_t(ceil_div(k_blocks, splits)) * bk <= kWgmmaShortSplitK;
+    const int64_t rows_256 = wave_rows(p, d, mixed_instance(index));
+    const bool waves = rows_256 > 256 && rows_128 >= 0 &&
+                       double(wave_rows(p, d, mixed_instance(rows_128))) <=
+                           kWgmmaWaveRowsShare * double(rows_256);
+    if ((short_split || waves) && rows_128 >= 0) index = rows_128;
   }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
