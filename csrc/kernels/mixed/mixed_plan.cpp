@@ -178,16 +178,17 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
            scales_asked[int(s.scales)]);
   }
-  if (s.tile_m == 0 && tile_m == 256) {
-    const int splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
-    const int bk = mixed::block_k(p.bits);
-    const int rows_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
-    const bool short_split = int64_t(ceil_div(k_blocks, splits)) * bk <= kWgmmaShortSplitK;
-    const int64_t rows_256 = wave_rows(p, d, mixed_instance(index));
-    const bool waves = rows_256 > 256 && rows_128 >= 0 &&
-                       double(wave_rows(p, d, mixed_instance(rows_128))) <=
-                           kWgmmaWaveRowsShare * double(rows_256);
-    if ((short_split || waves) && rows_128 >= 0) index = rows_128;
+  const int rows_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
+  if (s.tile_m == 0 && tile_m == 256 && rows_128 >= 0) {
+    MixedInstanceInfo const& inst = mixed_instance(index);
+    const int splits = wgmma_splits(p, d, s, inst, k_blocks);
+    const bool short_split =
+        int64_t(ceil_div(k_blocks, splits)) * mixed::block_k(p.bits) <= kWgmmaShortSplitK;
+    const int64_t rows_256 = wave_rows(p, d, inst);  // more than one wave: above its tile rows
+    const bool loose_waves = rows_256 > inst.tile_m &&
+                             double(wave_rows(p, d, mixed_instance(rows_128))) <=
+                                 kWgmmaWaveRowsShare * double(rows_256);
+    if (short_split || loose_waves) index = rows_128;
   }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
