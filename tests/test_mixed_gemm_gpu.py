@@ -598,7 +598,7 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
 
 # (token tile, warpgroups per CTA, exact scales) of each wgmma instance; the 16-row tile is INT4's
 WGMMA_TILES = [(16, 1, False), (32, 1, False), (32, 1, True), (64, 1, False), (128, 2, False),
-               (256, 2, False)]
+               (192, 2, False), (256, 2, False)]
 
 
 def _wgmma_tiles(bits):

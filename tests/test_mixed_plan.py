@@ -26,8 +26,8 @@ SHAPES = [(4096, 4096), (28672, 8192), (4096, 14336), (512, 8192), (136, 4224)]
 # (bits, group_size)
 QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
 MAX_SPLITS = 64
-SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a 256-row tile whose K slices are this short -> 128
-WAVE_ROWS_SHARE = 0.8  # kWgmmaWaveRowsShare
+SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a wide tile whose K slices are this short -> 128
+ROWS_SHARE = 0.8  # kWgmmaRowsShare: a smaller wide tile computing this share of the rows per SM
 WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgmma's 16-row tile
                             # where its K slices are at most this long, mma.sync otherwise
 DECODE_MAX_M = 8
@@ -143,7 +143,7 @@ def test_kernel_choice_by_m(device):
             elif m <= 128:
                 assert p.tile_m == (32 if m <= 32 else 64 if m <= 64 else 128)
             else:
-                assert p.tile_m in (128, 256)  # 256, or 128 by the short split-K rule
+                assert p.tile_m in (128, 192, 256)  # fitted to the grid (fitted_wide_tile)
             assert p.warp_groups == (1 if p.tile_m <= 64 else 2)
         assert p.tile_m == inst["tile_m"] and p.stages == inst["stages"]
 
@@ -315,41 +315,45 @@ def test_scheduled_splits_lowered_so_none_is_empty():
     assert p.splits == 5 and 1 <= p.warps <= 7
 
 
-def wave_rows(m, n, p, device):
-    """Rows the whole waves of plan p's unsplit grid cover (mixed_plan.cpp's wave_rows)."""
-    ctas = -(-n // p.tile_n) * -(-m // p.tile_m)
+def rows_per_sm(m, n, p, device):
+    """Rows each SM computes in plan p's grid, in units of the whole K (mixed_plan.cpp's
+    rows_per_sm): its waves of resident CTAs times the token tile, over its k splits."""
+    ctas = -(-n // p.tile_n) * -(-m // p.tile_m) * p.splits
     resident = p.ctas_per_sm * cute_gemm.device_spec(device).sm_count
-    return -(-ctas // resident) * p.tile_m
+    return -(-ctas // resident) * p.tile_m / p.splits
 
 
 @pytest.mark.parametrize("device", HOPPER)
-def test_wgmma_256_gives_way_to_128_for_short_split_k_or_waves(device):
-    # 256 rows unless the grid splits K into short slices, or takes more than one wave whose rows
-    # 128-row waves cover in at most WAVE_ROWS_SHARE of them.
-    outcomes, by_waves = set(), set()
+def test_wide_wgmma_tile_fits_the_grid(device):
+    # From M = 129: 256 rows; 192 where it computes at most ROWS_SHARE of the 256-row grid's rows
+    # per SM; then 128 where it does against that choice, or where the choice splits K into short
+    # slices and 128 rows pad M no further.
+    outcomes = set()
     for m, (n, k), (bits, group) in itertools.product(
-            [129, 192, 256, 300, 384, 512, 1024, 4096], SHAPES + [(14336, 4096)], QUANTS):
+            [129, 160, 192, 256, 257, 300, 384, 448, 512, 640, 1024, 4096],
+            SHAPES + [(14336, 4096), (8192, 8192)], QUANTS):
         p = plan(m, n, k, bits, group, device=device)
         assert p.kernel == "wgmma"
-        forced = plan(m, n, k, bits, group, device=device, schedule="tile_m=256")
-        assert forced.tile_m == 256  # a scheduled tile is never changed
-        slice_k = -(-k_blocks(k, bits) // forced.splits) * block_k(bits)
-        rows_256 = wave_rows(m, n, forced, device)
-        rows_128 = wave_rows(m, n, plan(m, n, k, bits, group, device=device,
-                                        schedule="tile_m=128"), device)
-        waves = rows_256 > 256 and rows_128 <= WAVE_ROWS_SHARE * rows_256
-        want = 128 if slice_k <= SHORT_SPLIT_K or waves else 256
-        assert p.tile_m == want, (m, n, k, bits, forced.splits)
+        tiles = {t: plan(m, n, k, bits, group, device=device, schedule=f"tile_m={t}")
+                 for t in (128, 192, 256)}
+        for t, forced in tiles.items():
+            assert forced.tile_m == t  # a scheduled tile is never changed
+        rows = {t: rows_per_sm(m, n, forced, device) for t, forced in tiles.items()}
+        want = 192 if rows[192] <= ROWS_SHARE * rows[256] else 256
+        slice_k = -(-k_blocks(k, bits) // tiles[want].splits) * block_k(bits)
+        short = slice_k <= SHORT_SPLIT_K and -(-m // 128) * 128 <= -(-m // want) * want
+        if short or rows[128] <= ROWS_SHARE * rows[want]:
+            want = 128
+        assert p.tile_m == want, (m, n, k, bits, rows)
+        assert p.as_dict() == tiles[want].as_dict()
         outcomes.add(want)
-        if waves and slice_k > SHORT_SPLIT_K:
-            by_waves.add((m, n, k))
-        if want == 256:
-            assert p.as_dict() == forced.as_dict()
-        else:
-            assert p.as_dict() == plan(m, n, k, bits, group, device=device,
-                                       schedule="tile_m=128").as_dict()
-    assert outcomes == {128, 256}  # both sides of the rule are exercised
-    assert (384, 14336, 4096) in by_waves  # 2 waves of 256 rows vs 3 of 128: 512 vs 384 rows
+    assert outcomes == {128, 192, 256}  # every side of the rule is exercised
+    # 4096x14336 M = 384: 2 waves of 256 rows vs 3 of 128 (384 rows, 0.75) vs 2 of 192 (384).
+    assert plan(384, 14336, 4096, device=device).tile_m == 192
+    # 8192² M = 320: one wave of 256 or 192 rows (0.75); 128 rows take 2 waves.
+    assert plan(320, 8192, 8192, device=device).tile_m == 192
+    # 14336x4096 M = 640: unsplit grids of 96 CTAs of 256 rows or 128 of 192, one wave each.
+    assert plan(640, 4096, 14336, device=device).tile_m == 192
     # M = 512 on 4096x28672: 4 waves of 256 rows (1024) vs 7 of 128 (896, 0.875): 256 rows.
     assert plan(512, 28672, 4096, device=device).tile_m == 256
 
@@ -650,7 +654,7 @@ def test_instances_table():
         tiles = sorted((i["tile_m"], i["exact_scales"]) for i in table
                        if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
         assert tiles == [(16, False)] * (bits == 4) + [(32, False), (32, True), (64, False),
-                                                       (128, False), (256, False)]
+                                                       (128, False), (192, False), (256, False)]
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
                  if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
@@ -686,7 +690,7 @@ def test_every_instance_is_reachable():
     default = {p.instance for _, p in all_default_plans() if p.instance}
     assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma"}
     assert {instances()[n]["tile_m"] for n in default
-            if instances()[n]["kernel"] == "wgmma"} >= {16, 32, 64, 128, 256}
+            if instances()[n]["kernel"] == "wgmma"} >= {16, 32, 64, 128, 192, 256}
 
 
 def test_occupancy_query_needs_a_gpu():

@@ -246,17 +246,20 @@ static void check_config(char const* name) {
 
   // ---- the TMA boxes of the warp-specialized kernel land where the layouts put the data
   if constexpr (Cfg::kProducer) {
-    CHECK(Cfg::kABoxRows == BM && Cfg::kABoxK * 2 == 128 && Cfg::kABoxes * Cfg::kABoxK == BK,
+    CHECK(Cfg::kABoxRows * Cfg::kARowBoxes == BM && Cfg::kABoxK * 2 == 128 &&
+              Cfg::kABoxes * Cfg::kABoxK == BK,
           "%s: activation boxes", name);
-    for (int h = 0; h < Cfg::kABoxes; ++h) {
-      const long dst = long(sA(0, Cfg::kABoxK * h)) * 2;
-      CHECK(dst % 1024 == 0, "%s: activation box %d not 1024-aligned", name, h);
-      for (int r = 0; r < BM; ++r)
-        for (int c = 0; c < Cfg::kABoxK; ++c) {
-          CHECK(long(sA(r, Cfg::kABoxK * h + c)) * 2 == dst + sw128_box_byte(r, c),
-                "%s: activation box %d element (%d, %d)", name, h, r, c);
-        }
-    }
+    for (int h = 0; h < Cfg::kABoxes; ++h)
+      for (int b = 0; b < Cfg::kARowBoxes; ++b) {
+        const long dst = long(sA(Cfg::kABoxRows * b, Cfg::kABoxK * h)) * 2;
+        CHECK(dst % 1024 == 0, "%s: activation box (%d, %d) not 1024-aligned", name, b, h);
+        for (int r = 0; r < Cfg::kABoxRows; ++r)
+          for (int c = 0; c < Cfg::kABoxK; ++c) {
+            CHECK(long(sA(Cfg::kABoxRows * b + r, Cfg::kABoxK * h + c)) * 2 ==
+                      dst + sw128_box_byte(r, c),
+                  "%s: activation box (%d, %d) element (%d, %d)", name, b, h, r, c);
+          }
+      }
     CHECK(Cfg::kWBoxBlocks == Cfg::kBlocksPerCta && Cfg::kWBoxWords == 128,
           "%s: weight box (%d, %d)", name, Cfg::kWBoxBlocks, Cfg::kWBoxWords);
     for (int b = 0; b < Cfg::kWBoxBlocks; ++b)

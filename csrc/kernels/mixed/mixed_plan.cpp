@@ -28,15 +28,17 @@ constexpr int kWgmma16MaxSliceK = 2048;
 // compute-bound and dequantizing the weight once for a dense GEMM is faster. With wgmma the fused
 // kernel keeps up with the dense GEMM at every M (it also saves the dequantization pass).
 constexpr int kDenseFromMMmaSync = 192;
-// A 256-row wgmma tile gives way to 128 rows when its grid would split K into slices of at most
-// this many k: twice the CTAs need fewer splits, and each split refills and drains its pipeline.
+// Token tiles of 129 rows and up (wgmma's 128, 192 and 256 rows, one CTA per SM): the time grows
+// with the rows each SM computes (rows_per_sm), so a smaller tile replaces a larger one where it
+// computes at most this share of the larger's rows per SM (the larger tile's better weight reuse
+// is worth the rest). 4096x14336 at M = 384 runs 2 waves of 256 rows (512) or 3 of 128 (384,
+// 0.75): 114.5 vs 84.3 us on the H100 (fp16 74.1); 8192² at M = 320 one wave of 256 or 192 rows
+// (0.75): 102.0 vs 82.5 us (fp16 79.2); M = 512 on 4096x28672 (128 rows: 0.875) keeps 256 rows.
+constexpr double kWgmmaRowsShare = 0.8;
+// The tile also gives way to 128 rows where its grid would split K into slices of at most this
+// many k and 128-row tiles pad M no further: twice the CTAs need fewer splits, and each split
+// refills and drains its pipeline.
 constexpr int kWgmmaShortSplitK = 2048;
-// A 256-row wgmma tile whose grid takes more than one wave (one CTA per SM) also gives way to 128
-// rows when the 128-row grid's waves hold at most this share of the rows the 256-row waves do
-// (waves x tile rows; the larger tile's better weight reuse is worth the rest): 4096x14336 at
-// M = 384 runs 2 waves of 256 rows (512) or 3 of 128 (384, 0.75): 114.5 vs 84.3 us on the H100
-// (fp16 74.1), where M = 512 on 4096x28672 (0.875) keeps 256 rows.
-constexpr double kWgmmaWaveRowsShare = 0.8;
 // Decode: from this M the k slices may be 2 or 4 warps wide (sharing the activations); below,
 // 1-warp slices need no barrier and the activations are a small part of a k block's bytes.
 constexpr int kDecodeSharedFromM = 5;
@@ -137,7 +139,8 @@ int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule c
 }
 
 // wgmma's default token tile: the smallest of 16 (INT4), 32, 64, 128 that holds M, then 256
-// (each dequantized weight feeds more tokens, even with the last tile padded).
+// (each dequantized weight feeds more tokens, even with the last tile padded), which
+// fitted_wide_tile may exchange for 192 or 128 rows.
 int default_wgmma_tile_m(MixedGemmProblem const& p) {
   if (p.m <= 16 && p.bits == 4) return 16;
   return p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
@@ -154,17 +157,41 @@ MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d
   return slice_k <= kWgmma16MaxSliceK ? MixedKernel::kWgmma : MixedKernel::kMma;
 }
 
-// Rows the waves of `inst`'s unsplit grid cover: whole waves of resident CTAs times its token tile
-// (the time of a grid of more than one wave grows with its last, partial wave).
-int64_t wave_rows(MixedGemmProblem const& p, DeviceSpec const& d, MixedInstanceInfo const& inst) {
-  const int64_t ctas = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
+// Rows each SM computes in `inst`'s grid of `splits` k slices, in units of the whole K: waves of
+// resident CTAs times the token tile over the splits (the time of a grid of more than one wave
+// grows with its last, partial wave).
+double rows_per_sm(MixedGemmProblem const& p, DeviceSpec const& d, MixedInstanceInfo const& inst,
+                   int splits) {
+  const int64_t ctas = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m) * splits;
   const int64_t resident = int64_t(instance_ctas_per_sm(d, inst)) * d.sm_count;
-  return ceil_div(ctas, resident) * inst.tile_m;
+  return double(ceil_div(ctas, resident) * inst.tile_m) / splits;
 }
 
-// wgmma: the scheduled token tile or default_wgmma_tile_m, except that a default 256-row tile
-// gives way to 128 rows where its grid splits K into short slices (kWgmmaShortSplitK) or takes
-// more than one wave whose rows the 128-row waves cover more tightly (kWgmmaWaveRowsShare).
+// The default token tile from 129 rows: 256, or 192 where it computes at most kWgmmaRowsShare of
+// the rows per SM, then 128 where that tile does against the choice so far, or where the choice's
+// grid splits K short (kWgmmaShortSplitK) and 128 rows pad M no further.
+int fitted_wide_tile(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
+                     int index_256, int k_blocks) {
+  auto rows = [&](int index) {
+    MixedInstanceInfo const& inst = mixed_instance(index);
+    return rows_per_sm(p, d, inst, wgmma_splits(p, d, s, inst, k_blocks));
+  };
+  int index = index_256;
+  const int index_192 = find_instance(MixedKernel::kWgmma, p, 192, false);
+  if (index_192 >= 0 && rows(index_192) <= kWgmmaRowsShare * rows(index_256)) index = index_192;
+  const int index_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
+  if (index_128 < 0) return index;
+  MixedInstanceInfo const& inst = mixed_instance(index);
+  const int splits = wgmma_splits(p, d, s, inst, k_blocks);
+  const bool short_split =
+      int64_t(ceil_div(k_blocks, splits)) * mixed::block_k(p.bits) <= kWgmmaShortSplitK &&
+      ceil_div(p.m, 128) * 128 <= ceil_div(p.m, inst.tile_m) * inst.tile_m;
+  if (short_split || rows(index_128) <= kWgmmaRowsShare * rows(index)) index = index_128;
+  return index;
+}
+
+// wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that
+// fits the grid best (fitted_wide_tile).
 void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                 MixedSchedule const& s, int k_blocks) {
   int tile_m = s.tile_m;
@@ -178,18 +205,7 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
            scales_asked[int(s.scales)]);
   }
-  const int rows_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
-  if (s.tile_m == 0 && tile_m == 256 && rows_128 >= 0) {
-    MixedInstanceInfo const& inst = mixed_instance(index);
-    const int splits = wgmma_splits(p, d, s, inst, k_blocks);
-    const bool short_split =
-        int64_t(ceil_div(k_blocks, splits)) * mixed::block_k(p.bits) <= kWgmmaShortSplitK;
-    const int64_t rows_256 = wave_rows(p, d, inst);  // more than one wave: above its tile rows
-    const bool loose_waves = rows_256 > inst.tile_m &&
-                             double(wave_rows(p, d, mixed_instance(rows_128))) <=
-                                 kWgmmaWaveRowsShare * double(rows_256);
-    if (short_split || loose_waves) index = rows_128;
-  }
+  if (s.tile_m == 0 && tile_m == 256) index = fitted_wide_tile(p, d, s, index, k_blocks);
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
   plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
@@ -426,8 +442,8 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
     } else if (key == "tile_m") {
       s.tile_m = number(key, value, 16, 256);
       if (s.tile_m != 16 && s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 &&
-          s.tile_m != 256)
-        refuse("schedule: tile_m must be 16, 32, 64, 128 or 256; got " + value);
+          s.tile_m != 192 && s.tile_m != 256)
+        refuse("schedule: tile_m must be 16, 32, 64, 128, 192 or 256; got " + value);
     } else if (key == "scales") {
       if (value == "exact") s.scales = MixedSchedule::Scales::kExact;
       else if (value == "rounded") s.scales = MixedSchedule::Scales::kRounded;

@@ -97,10 +97,18 @@ struct MixedWgmmaConfig {
   static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
 
-  // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as one
-  // (kTileM rows, 128-byte line of K) box per line, the weights of a stage as one (n8 blocks,
-  // 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per scale row.
-  static constexpr int kABoxRows = decltype(size<0>(SmemA{}))::value;
+  // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as
+  // (kABoxRows rows, 128-byte line of K) boxes, kARowBoxes per line; the weights of a stage as
+  // one (n8 blocks, 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per
+  // scale row. A 256-row tile loads 64-row boxes and skips those wholly past M: TMA's zero fill
+  // of rows past M is slower than loading rows of A (8192² on the same 128 CTAs: M = 288 took
+  // 131 us with one 256-row box, M = 512 95; 92 at M = 288 with 64-row boxes; NOTES session
+  // 23). The rows a skipped box leaves stale reach only accumulators of rows past M, never
+  // stored. Tiles of up to 128 rows keep one box: there a
+  // second TMA issue per line costs more than the zero fill it saves.
+  static constexpr int kABoxRows = TileM > 128 ? 64 : TileM;
+  static constexpr int kARowBoxes = TileM / kABoxRows;
+  static_assert(TileM % kABoxRows == 0, "whole row boxes");
   static constexpr int kABoxK = decltype(size<1, 0>(SmemA{}))::value;
   static constexpr int kABoxes = decltype(size<1, 1>(SmemA{}))::value;
   static constexpr int kWBoxBlocks = decltype(size<1>(SmemW{}))::value;

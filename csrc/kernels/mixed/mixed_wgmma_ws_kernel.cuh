@@ -8,8 +8,9 @@
 // warpgroup waits for the other's wgmmas. Here one more warpgroup produces: one thread issues each
 // stage as TMA copies (cute_gemm/arch/tma_sm90.hpp) from tensor maps built on the host, whose
 // boxes are read off the shared-memory layouts of MixedWgmmaConfig:
-//   - the activation tile SmemA, (kTileM rows, 64 k) boxes with the 128-byte swizzle, one per
-//     128-byte line of K, rows past M and columns past K filled with zeros;
+//   - the activation tile SmemA, (kABoxRows rows, 64 k) boxes with the 128-byte swizzle,
+//     kARowBoxes per 128-byte line of K, rows past M and columns past K filled with zeros; the
+//     boxes wholly past M are not loaded (their rows feed only accumulators never stored);
 //   - the weights: the packed tensor seen as [N / 8 blocks][k_blocks * 128 words], one box of
 //     (kTileN / 8 blocks, 128 words) = the stage's SmemW [block][32 lanes][16 B] exactly;
 //   - the scales (and zeros): one (1 group, kTileN columns) box per row of SmemScales.
@@ -99,7 +100,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     const GroupShape groups(p);
     const bool asymmetric = p.zeros != nullptr;
     constexpr uint32_t kScaleRowBytes = Cfg::kScaleBoxCols * sizeof(T);
-    const uint32_t stage_bytes = Cfg::kAStageBytes + Cfg::kWeightBytes +
+    // The activation row boxes that hold rows of A (those wholly past M are not loaded).
+    const int row_boxes = min(Cfg::kARowBoxes, (p.m - m0 + Cfg::kABoxRows - 1) / Cfg::kABoxRows);
+    constexpr uint32_t kABoxBytes = Cfg::kABoxRows * Cfg::kABoxK * sizeof(T);
+    const uint32_t stage_bytes = uint32_t(row_boxes) * Cfg::kABoxes * kABoxBytes +
+                                 Cfg::kWeightBytes +
                                  Cfg::kScaleRows * kScaleRowBytes * (asymmetric ? 2 : 1);
     tma_prefetch_map(&maps.a);
     tma_prefetch_map(&maps.w);
@@ -125,8 +130,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     auto load_activations = [&](int j, int s) {
       CG_PRAGMA_UNROLL
       for (int h = 0; h < Cfg::kABoxes; ++h) {
-        T* dst = reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes) + sA(0, Cfg::kABoxK * h);
-        tma_load_2d(dst, &maps.a, full + s, (kb_begin + j) * BK + Cfg::kABoxK * h, m0);
+        for (int r = 0; r < row_boxes; ++r) {
+          T* dst = reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes) +
+                   sA(Cfg::kABoxRows * r, Cfg::kABoxK * h);
+          tma_load_2d(dst, &maps.a, full + s, (kb_begin + j) * BK + Cfg::kABoxK * h,
+                      m0 + Cfg::kABoxRows * r);
+        }
       }
     };
     // Programmatic dependent launch: the first stages' weights before the wait, the activations
