@@ -63,9 +63,9 @@ M_REGIONS = {
     "mma": (9, 16),          # mma.sync, or wgmma's 16-row tiles (INT4) / 32-row tiles (INT8)
     "wgmma32": (17, 33),     # wgmma 32-row tiles, 33 takes 64 rows
     "m64": (60, 68),         # 64-row tiles (INT8: the TMA kernel) / 128-row tiles from 65
-    "m128": (124, 132),      # 128-row tiles / 256-row tiles from 129
+    "m128": (124, 132),      # 128-row tiles / 192- or 256-row tiles from 129
     "m192": (188, 196),      # the dense path from 192 where there is no wgmma kernel
-    "m256": (252, 260),      # one / two 256-row tiles
+    "m256": (252, 260),      # one 256-row tile / two 192- or 256-row tiles
     "m512": (508, 516),      # several 256-row tiles
     "boundary": None,
     "any": (1, M_MAX),
@@ -83,7 +83,7 @@ K_MAX = 8192
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
 # for M <= 8). The splits always meet in the workspace (fp32 partial sums, then the reduce
-# kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, drawn at random).
+# kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "decode"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:192",
@@ -175,17 +175,22 @@ def _draw_k(rng, group):
     return unit * rng.randint(1, K_MAX // unit)
 
 
-def _draw_force(rng, m, kinds):
+def _draw_force(rng, m, kinds, wgmma_tiles):
     kind = kinds.next()
+    if kind == "decode" and m > 8:
+        # The decode kernel runs M <= 8 only: this case takes the next kind, the next forced case
+        # decode (so every round's decode is run).
+        kind = kinds.next()
+        kinds.pending.append("decode")
     if kind == "splits":
         return f"splits:{rng.choice([2, 3, 5, 8, 64])}"
     if kind == "mma-splits":
         return f"mma-splits:{rng.randint(2, 8)}"
     if kind == "wgmma":
-        return rng.choice(WGMMA_FORCES)
+        return wgmma_tiles.next()
     if kind == "decode":
         if m > 8:
-            return "mma"
+            return "mma"  # a new round's decode drawn right after a deferred one
         col_warps = rng.choice([1, 2, 4])
         return f"decode:{col_warps * rng.randint(1, 16 // col_warps)}:{col_warps}"
     return kind
@@ -198,6 +203,7 @@ def generate_cases(seed):
     regions = _Cycle(rng, list(M_REGIONS))
     boundary = _Cycle(rng, BOUNDARY_MS)
     forces = _Cycle(rng, FORCE_KINDS)
+    wgmma_tiles = _Cycle(rng, WGMMA_FORCES)
     while True:
         bits, group, symmetric, dtype = combos.next()
         region = regions.next()
@@ -206,7 +212,7 @@ def generate_cases(seed):
         k = _draw_k(rng, group)
         while m * n * k > MAX_MNK and n > 8:
             n = max(8, (n // 2) // 8 * 8)
-        force = _draw_force(rng, m, forces) if rng.random() < FORCED_FRACTION else None
+        force = _draw_force(rng, m, forces, wgmma_tiles) if rng.random() < FORCED_FRACTION else None
         lead = None
         if rng.random() < LAYER_FRACTION:
             b = rng.choice([d for d in range(1, min(m, 16) + 1) if m % d == 0])

@@ -507,10 +507,11 @@ def test_default_plan_on_this_device():
         base = p.grid[0] * p.grid[1]
         assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)
     # From M = 17 the wgmma kernel where usable, rounded weights; one warpgroup per CTA up to 64
-    # rows, two above; 256-row token tiles from 129 rows.
+    # rows, two above; from 129 rows 192-row tiles where their grid computes fewer rows per SM
+    # (8192^2: one wave of 192 rows at M = 129-384), 256 rows where not.
     for m, tile_m, exact, groups in ((17, 32, False, 1), (64, 64, False, 1), (65, 128, False, 2),
-                                     (128, 128, False, 2), (129, 256, False, 2),
-                                     (300, 256, False, 2)):
+                                     (128, 128, False, 2), (129, 192, False, 2),
+                                     (300, 192, False, 2), (448, 256, False, 2)):
         p = plan(m, 8192, 8192, 4)
         if spec.wgmma:
             assert (p.kernel, p.tile_m, p.exact_scales, p.warp_groups) == \
