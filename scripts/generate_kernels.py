@@ -39,14 +39,14 @@ MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fin
 # scales, consumer warpgroups, TMA producer warpgroup). Every default plan rounds the weights; the
 # 32-row tile with exact per-group scales runs by schedule (scales=exact). The 16-row tile is
 # INT4's only (INT8 runs the 32-row tile from M = 9). The producer (mixed_wgmma_ws_kernel.cuh)
-# serves the 128-, 192- and 256-row tiles and INT8's 64-row tile; the 192-row tile fits M of
-# 129-192 and 257-384 more tightly than 256 rows in as few CTAs.
+# serves the 128-, 160-, 192- and 256-row tiles and INT8's 64-row tile; 160 and 192 rows fit M
+# of 129-192, 257-384 and 577-768 more tightly than 256 rows in as few CTAs.
 MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
                        for tm, nt, exact, wg, producer in (
                            (16, 2, False, 1, False), (32, 2, False, 1, False),
                            (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
-                           (128, 1, False, 2, True), (192, 1, False, 2, True),
-                           (256, 1, False, 2, True))
+                           (128, 1, False, 2, True), (160, 1, False, 2, True),
+                           (192, 1, False, 2, True), (256, 1, False, 2, True))
                        if tm != 16 or bits == 4]
 # Decode, M <= 8 (mixed_decode_kernel.cuh): (bits, fine groups).
 MIXED_DECODE_CONFIGS = [(bits, fine) for bits in (4, 8) for fine in (False, True)]

@@ -19,8 +19,8 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
                  M 9-16 on long K slices by default)
     wgmma        the cp.async wgmma kernel (Hopper): INT4's 16-row tiles, 32-row tiles (rounded
                  weights, and exact scales by schedule), INT4's 64-row tiles
-    wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128-, 192- and 256-row tiles,
-                 INT8's 64-row tiles
+    wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128-, 160-, 192- and 256-row
+                 tiles, INT8's 64-row tiles
     splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
                  the splits' partial sums added by the reduce kernel from the workspace
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
@@ -129,7 +129,7 @@ def launches():
         _mixed("wgmma", 64, 136, 640, 4, 64, True, "fp16", False, "wgmma:64", kernel="wgmma",
                tile_m=64, warp_groups=1),
     ]
-    # wgmma, warp-specialized TMA (128-, 192- and 256-row tiles; INT8's 64-row tiles)
+    # wgmma, warp-specialized TMA (128-, 160-, 192- and 256-row tiles; INT8's 64-row tiles)
     L += [
         _mixed("wgmma_ws", 50, 136, 640, 8, 128, True, "fp16", True, "wgmma:64", quick=True,
                kernel="wgmma", tile_m=64),
@@ -147,6 +147,8 @@ def launches():
                kernel="wgmma", tile_m=192, warp_groups=2),
         _mixed("wgmma_ws", 450, 264, 1408, 8, -1, False, "bf16", True, "wgmma:192",
                kernel="wgmma", tile_m=192, warp_groups=2),
+        _mixed("wgmma_ws", 170, 136, 640, 4, 64, False, "bf16", True, "wgmma:160", quick=True,
+               kernel="wgmma", tile_m=160, warp_groups=2),
     ]
     # split-K: scheduled splits, their partial sums added by the reduce kernel
     L += [

@@ -431,7 +431,7 @@ BAD_SCHEDULES = [
     ("splits=0", "splits"), ("splits=65", "splits"), ("splits=-1", "splits"),
     ("warps=0", "warps"), ("warps=17", "warps"),
     ("col_warps=3", "col_warps"), ("col_warps=8", "col_warps"), ("col_warps=0", "col_warps"),
-    ("tile_m=8", "tile_m"), ("tile_m=96", "tile_m"), ("tile_m=160", "tile_m"),
+    ("tile_m=8", "tile_m"), ("tile_m=96", "tile_m"), ("tile_m=224", "tile_m"),
     ("scales=fp32", "scales"),
     ("tile_m=512", "tile_m"), ("tile_m=-1", "tile_m"),
     ("reduce=cluster", "reduce"), ("dense_from_m=1", "dense_from_m"), ("kernel", "kernel"),

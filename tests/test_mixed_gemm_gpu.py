@@ -507,11 +507,13 @@ def test_default_plan_on_this_device():
         base = p.grid[0] * p.grid[1]
         assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)
     # From M = 17 the wgmma kernel where usable, rounded weights; one warpgroup per CTA up to 64
-    # rows, two above; from 129 rows 192-row tiles where their grid computes fewer rows per SM
-    # (8192^2: one wave of 192 rows at M = 129-384), 256 rows where not.
+    # rows, two above; from 129 rows the wide tile whose grid computes the fewest rows per SM
+    # (8192^2: one wave of 160 rows at M = 129-160 and 257-320, of 192 at 161-192 and 321-384,
+    # 256 rows at 448).
     for m, tile_m, exact, groups in ((17, 32, False, 1), (64, 64, False, 1), (65, 128, False, 2),
-                                     (128, 128, False, 2), (129, 192, False, 2),
-                                     (300, 192, False, 2), (448, 256, False, 2)):
+                                     (128, 128, False, 2), (129, 160, False, 2),
+                                     (300, 160, False, 2), (384, 192, False, 2),
+                                     (448, 256, False, 2)):
         p = plan(m, 8192, 8192, 4)
         if spec.wgmma:
             assert (p.kernel, p.tile_m, p.exact_scales, p.warp_groups) == \
@@ -599,7 +601,7 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
 
 # (token tile, warpgroups per CTA, exact scales) of each wgmma instance; the 16-row tile is INT4's
 WGMMA_TILES = [(16, 1, False), (32, 1, False), (32, 1, True), (64, 1, False), (128, 2, False),
-               (192, 2, False), (256, 2, False)]
+               (160, 2, False), (192, 2, False), (256, 2, False)]
 
 
 def _wgmma_tiles(bits):

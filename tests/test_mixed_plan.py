@@ -20,7 +20,7 @@ from cute_gemm import _C
 
 DEVICES = ["h100", "h200", "a100"]
 HOPPER = ["h100", "h200"]
-MS = [1, 8, 9, 16, 17, 32, 33, 64, 128, 192, 256, 4096]
+MS = [1, 8, 9, 16, 17, 32, 33, 64, 128, 160, 192, 256, 4096]
 # (N, K): square, wide (an MLP up projection), deep (its down projection), small, off the k block
 SHAPES = [(4096, 4096), (28672, 8192), (4096, 14336), (512, 8192), (136, 4224)]
 # (bits, group_size)
@@ -143,7 +143,7 @@ def test_kernel_choice_by_m(device):
             elif m <= 128:
                 assert p.tile_m == (32 if m <= 32 else 64 if m <= 64 else 128)
             else:
-                assert p.tile_m in (128, 192, 256)  # fitted to the grid (fitted_wide_tile)
+                assert p.tile_m in (128, 160, 192, 256)  # fitted to the grid (fitted_wide_tile)
             assert p.warp_groups == (1 if p.tile_m <= 64 else 2)
         assert p.tile_m == inst["tile_m"] and p.stages == inst["stages"]
 
@@ -325,35 +325,40 @@ def rows_per_sm(m, n, p, device):
 
 @pytest.mark.parametrize("device", HOPPER)
 def test_wide_wgmma_tile_fits_the_grid(device):
-    # From M = 129: 256 rows; 192 where it computes at most ROWS_SHARE of the 256-row grid's rows
-    # per SM; then 128 where it does against that choice, or where the choice splits K into short
-    # slices and 128 rows pad M no further.
+    # From M = 129: 256 rows, then down through 192, 160 and 128, each tile replaces the choice so
+    # far where it computes no more rows per SM in as many M tiles, or at most ROWS_SHARE of them
+    # in more; then 128 where the choice splits K into short slices and 128 rows pad M no further.
     outcomes = set()
     for m, (n, k), (bits, group) in itertools.product(
-            [129, 160, 192, 256, 257, 300, 384, 448, 512, 640, 1024, 4096],
+            [129, 144, 160, 176, 192, 256, 257, 300, 320, 384, 448, 512, 640, 768, 1024, 4096],
             SHAPES + [(14336, 4096), (8192, 8192)], QUANTS):
         p = plan(m, n, k, bits, group, device=device)
         assert p.kernel == "wgmma"
         tiles = {t: plan(m, n, k, bits, group, device=device, schedule=f"tile_m={t}")
-                 for t in (128, 192, 256)}
+                 for t in (128, 160, 192, 256)}
         for t, forced in tiles.items():
             assert forced.tile_m == t  # a scheduled tile is never changed
         rows = {t: rows_per_sm(m, n, forced, device) for t, forced in tiles.items()}
-        want = 192 if rows[192] <= ROWS_SHARE * rows[256] else 256
+        want = 256
+        for t in (192, 160, 128):
+            share = 1.0 if -(-m // t) == -(-m // want) else ROWS_SHARE
+            if rows[t] <= share * rows[want]:
+                want = t
         slice_k = -(-k_blocks(k, bits) // tiles[want].splits) * block_k(bits)
-        short = slice_k <= SHORT_SPLIT_K and -(-m // 128) * 128 <= -(-m // want) * want
-        if short or rows[128] <= ROWS_SHARE * rows[want]:
+        if slice_k <= SHORT_SPLIT_K and -(-m // 128) * 128 <= -(-m // want) * want:
             want = 128
         assert p.tile_m == want, (m, n, k, bits, rows)
         assert p.as_dict() == tiles[want].as_dict()
         outcomes.add(want)
-    assert outcomes == {128, 192, 256}  # every side of the rule is exercised
+    assert outcomes == {128, 160, 192, 256}  # every side of the rule is exercised
+    # 8192² M = 320: one wave of 256, 192 or 160 rows (2 M tiles each); 128 rows take 2 waves.
+    assert plan(320, 8192, 8192, device=device).tile_m == 160
+    # M = 384: 2 tiles of 192 rows; 160 rows need 3 (2 waves on 8192², 320 rows per SM).
+    assert plan(384, 8192, 8192, device=device).tile_m == 192
     # 4096x14336 M = 384: 2 waves of 256 rows vs 3 of 128 (384 rows, 0.75) vs 2 of 192 (384).
     assert plan(384, 14336, 4096, device=device).tile_m == 192
-    # 8192² M = 320: one wave of 256 or 192 rows (0.75); 128 rows take 2 waves.
-    assert plan(320, 8192, 8192, device=device).tile_m == 192
-    # 14336x4096 M = 640: unsplit grids of 96 CTAs of 256 rows or 128 of 192, one wave each.
-    assert plan(640, 4096, 14336, device=device).tile_m == 192
+    # 4096x28672 M = 640: 7 waves of 160 rows (1120) vs 6 of 256 (1536, 0.73).
+    assert plan(640, 28672, 4096, device=device).tile_m == 160
     # M = 512 on 4096x28672: 4 waves of 256 rows (1024) vs 7 of 128 (896, 0.875): 256 rows.
     assert plan(512, 28672, 4096, device=device).tile_m == 256
 
@@ -654,7 +659,8 @@ def test_instances_table():
         tiles = sorted((i["tile_m"], i["exact_scales"]) for i in table
                        if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
         assert tiles == [(16, False)] * (bits == 4) + [(32, False), (32, True), (64, False),
-                                                       (128, False), (192, False), (256, False)]
+                                                       (128, False), (160, False), (192, False),
+                                                       (256, False)]
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
                  if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
@@ -690,7 +696,7 @@ def test_every_instance_is_reachable():
     default = {p.instance for _, p in all_default_plans() if p.instance}
     assert {instances()[n]["kernel"] for n in default} == {"decode", "mma", "wgmma"}
     assert {instances()[n]["tile_m"] for n in default
-            if instances()[n]["kernel"] == "wgmma"} >= {16, 32, 64, 128, 192, 256}
+            if instances()[n]["kernel"] == "wgmma"} >= {16, 32, 64, 128, 160, 192, 256}
 
 
 def test_occupancy_query_needs_a_gpu():

@@ -91,10 +91,12 @@ struct SM90_64xNx16_F32_SS;
   ", %40, %41, %42, %43, %44, %45, %46, %47"                                                       \
   ", %48, %49, %50, %51, %52, %53, %54, %55"                                                       \
   ", %56, %57, %58, %59, %60, %61, %62, %63"
-#define CG_WGMMA_R96                                                                               \
+#define CG_WGMMA_R80                                                                               \
   CG_WGMMA_R64                                                                                     \
   ", %64, %65, %66, %67, %68, %69, %70, %71"                                                       \
-  ", %72, %73, %74, %75, %76, %77, %78, %79"                                                       \
+  ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define CG_WGMMA_R96                                                                               \
+  CG_WGMMA_R80                                                                                     \
   ", %80, %81, %82, %83, %84, %85, %86, %87"                                                       \
   ", %88, %89, %90, %91, %92, %93, %94, %95"
 #define CG_WGMMA_R128                                                                              \
@@ -118,10 +120,12 @@ struct SM90_64xNx16_F32_SS;
   "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),       \
   "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]),       \
   "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define CG_WGMMA_D96                                                                               \
+#define CG_WGMMA_D80                                                                               \
   CG_WGMMA_D64, "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),      \
   "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),       \
-  "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),       \
+  "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+#define CG_WGMMA_D96                                                                               \
+  CG_WGMMA_D80, "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),       \
   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),       \
   "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
 #define CG_WGMMA_D128                                                                              \
@@ -134,9 +138,9 @@ struct SM90_64xNx16_F32_SS;
 
 // One specialization per (kind, N, element type): the element types differ only in the PTX type
 // name; per N, the operands after the accumulators (A registers or descriptors, then scale_d)
-// are numbered on from N / 2. RS for N = 16, 32, 64, 128, 192, 256 (the token tiles of the mixed
-// kernel, mixed_wgmma_kernel.cuh), SS for N = 128, 256; other N of the PTX's 8 .. 256 would
-// follow the same pattern.
+// are numbered on from N / 2. RS for N = 16, 32, 64, 128, 160, 192, 256 (the token tiles of the
+// mixed kernel, mixed_wgmma_kernel.cuh), SS for N = 128, 256; other N of the PTX's 8 .. 256
+// would follow the same pattern.
 #define CG_SM90_64xNx16_F32_RS(T, TYPE, N, RLIST, DOPS, AREGS, DESC, PRED)                         \
   template <>                                                                                      \
   struct SM90_64xNx16_F32_RS<T, N> {                                                               \
@@ -169,6 +173,10 @@ CG_SM90_64xNx16_F32_RS(__half, "f16", 128, CG_WGMMA_R64, CG_WGMMA_D64,
                        "%64, %65, %66, %67", "%68", "%69")
 CG_SM90_64xNx16_F32_RS(__nv_bfloat16, "bf16", 128, CG_WGMMA_R64, CG_WGMMA_D64,
                        "%64, %65, %66, %67", "%68", "%69")
+CG_SM90_64xNx16_F32_RS(__half, "f16", 160, CG_WGMMA_R80, CG_WGMMA_D80,
+                       "%80, %81, %82, %83", "%84", "%85")
+CG_SM90_64xNx16_F32_RS(__nv_bfloat16, "bf16", 160, CG_WGMMA_R80, CG_WGMMA_D80,
+                       "%80, %81, %82, %83", "%84", "%85")
 CG_SM90_64xNx16_F32_RS(__half, "f16", 192, CG_WGMMA_R96, CG_WGMMA_D96,
                        "%96, %97, %98, %99", "%100", "%101")
 CG_SM90_64xNx16_F32_RS(__nv_bfloat16, "bf16", 192, CG_WGMMA_R96, CG_WGMMA_D96,

@@ -28,12 +28,14 @@ constexpr int kWgmma16MaxSliceK = 2048;
 // compute-bound and dequantizing the weight once for a dense GEMM is faster. With wgmma the fused
 // kernel keeps up with the dense GEMM at every M (it also saves the dequantization pass).
 constexpr int kDenseFromMMmaSync = 192;
-// Token tiles of 129 rows and up (wgmma's 128, 192 and 256 rows, one CTA per SM): the time grows
-// with the rows each SM computes (rows_per_sm), so a smaller tile replaces a larger one where it
-// computes at most this share of the larger's rows per SM (the larger tile's better weight reuse
-// is worth the rest). 4096x14336 at M = 384 runs 2 waves of 256 rows (512) or 3 of 128 (384,
-// 0.75): 114.5 vs 84.3 us on the H100 (fp16 74.1); 8192² at M = 320 one wave of 256 or 192 rows
-// (0.75): 102.0 vs 82.5 us (fp16 79.2); M = 512 on 4096x28672 (128 rows: 0.875) keeps 256 rows.
+// Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
+// grows with the rows each SM computes (rows_per_sm). A smaller tile in as many M tiles computes
+// no more rows per SM and replaces a larger one where it does not compute more; one that needs
+// more M tiles (each dequantizes the weights again) replaces it where it computes at most this
+// share of its rows per SM. 4096x14336 at M = 384 runs 2 waves of 256 rows (512) or 3 of 128
+// (384, 0.75): 114.5 vs 84.3 us on the H100 (fp16 74.1); M = 512 on 4096x28672 (128 rows: 0.875)
+// keeps 256 rows. Same M tiles: 8192² M = 320 takes 100.7 / 77.8 / 66.7 us in 256 / 192 / 160
+// rows (fp16 71.0).
 constexpr double kWgmmaRowsShare = 0.8;
 // The tile also gives way to 128 rows where its grid would split K into slices of at most this
 // many k and 128-row tiles pad M no further: twice the CTAs need fewer splits, and each split
@@ -140,7 +142,7 @@ int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule c
 
 // wgmma's default token tile: the smallest of 16 (INT4), 32, 64, 128 that holds M, then 256
 // (each dequantized weight feeds more tokens, even with the last tile padded), which
-// fitted_wide_tile may exchange for 192 or 128 rows.
+// fitted_wide_tile may exchange for 192, 160 or 128 rows.
 int default_wgmma_tile_m(MixedGemmProblem const& p) {
   if (p.m <= 16 && p.bits == 4) return 16;
   return p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
@@ -167,27 +169,33 @@ double rows_per_sm(MixedGemmProblem const& p, DeviceSpec const& d, MixedInstance
   return double(ceil_div(ctas, resident) * inst.tile_m) / splits;
 }
 
-// The default token tile from 129 rows: 256, or 192 where it computes at most kWgmmaRowsShare of
-// the rows per SM, then 128 where that tile does against the choice so far, or where the choice's
-// grid splits K short (kWgmmaShortSplitK) and 128 rows pad M no further.
+// The default token tile from 129 rows: from 256 rows down through 192, 160 and 128, each tile
+// replaces the choice so far where it computes no more rows per SM in as many M tiles, or at most
+// kWgmmaRowsShare of them in more; then 128 rows where the choice's grid splits K short
+// (kWgmmaShortSplitK) and 128 rows pad M no further.
 int fitted_wide_tile(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
                      int index_256, int k_blocks) {
   auto rows = [&](int index) {
     MixedInstanceInfo const& inst = mixed_instance(index);
     return rows_per_sm(p, d, inst, wgmma_splits(p, d, s, inst, k_blocks));
   };
+  auto m_tiles = [&](int index) { return ceil_div(p.m, mixed_instance(index).tile_m); };
   int index = index_256;
-  const int index_192 = find_instance(MixedKernel::kWgmma, p, 192, false);
-  if (index_192 >= 0 && rows(index_192) <= kWgmmaRowsShare * rows(index_256)) index = index_192;
-  const int index_128 = find_instance(MixedKernel::kWgmma, p, 128, false);
-  if (index_128 < 0) return index;
+  int index_128 = -1;
+  for (int tile_m : {192, 160, 128}) {
+    const int smaller = find_instance(MixedKernel::kWgmma, p, tile_m, false);
+    if (smaller < 0) continue;
+    if (tile_m == 128) index_128 = smaller;
+    const double share = m_tiles(smaller) == m_tiles(index) ? 1.0 : kWgmmaRowsShare;
+    if (rows(smaller) <= share * rows(index)) index = smaller;
+  }
+  if (index_128 < 0 || index == index_128) return index;
   MixedInstanceInfo const& inst = mixed_instance(index);
   const int splits = wgmma_splits(p, d, s, inst, k_blocks);
   const bool short_split =
       int64_t(ceil_div(k_blocks, splits)) * mixed::block_k(p.bits) <= kWgmmaShortSplitK &&
-      ceil_div(p.m, 128) * 128 <= ceil_div(p.m, inst.tile_m) * inst.tile_m;
-  if (short_split || rows(index_128) <= kWgmmaRowsShare * rows(index)) index = index_128;
-  return index;
+      ceil_div(p.m, 128) * 128 <= m_tiles(index) * inst.tile_m;
+  return short_split ? index_128 : index;
 }
 
 // wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that
@@ -442,8 +450,8 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
     } else if (key == "tile_m") {
       s.tile_m = number(key, value, 16, 256);
       if (s.tile_m != 16 && s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 &&
-          s.tile_m != 192 && s.tile_m != 256)
-        refuse("schedule: tile_m must be 16, 32, 64, 128, 192 or 256; got " + value);
+          s.tile_m != 160 && s.tile_m != 192 && s.tile_m != 256)
+        refuse("schedule: tile_m must be 16, 32, 64, 128, 160, 192 or 256; got " + value);
     } else if (key == "scales") {
       if (value == "exact") s.scales = MixedSchedule::Scales::kExact;
       else if (value == "rounded") s.scales = MixedSchedule::Scales::kRounded;

@@ -64,7 +64,7 @@ char const* kernel_name(MixedKernel kernel);
 // to whole k slices that fit in shared memory: the plan shows what runs.
 struct MixedSchedule {
   MixedKernel kernel = MixedKernel::kAuto;
-  int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 192, 256)
+  int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 160, 192, 256)
   // wgmma: exact scales (fp32 sums of q - z scaled per group: the 32-row tile only) or rounded
   // weights ((q - z) * s in the activation dtype, as the dense path); kAuto: rounded.
   enum class Scales { kAuto, kExact, kRounded } scales = Scales::kAuto;

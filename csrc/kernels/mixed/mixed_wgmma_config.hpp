@@ -100,13 +100,13 @@ struct MixedWgmmaConfig {
   // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as
   // (kABoxRows rows, 128-byte line of K) boxes, kARowBoxes per line; the weights of a stage as
   // one (n8 blocks, 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per
-  // scale row. A 256-row tile loads 64-row boxes and skips those wholly past M: TMA's zero fill
-  // of rows past M is slower than loading rows of A (8192² on the same 128 CTAs: M = 288 took
-  // 131 us with one 256-row box, M = 512 95; 92 at M = 288 with 64-row boxes; NOTES session
-  // 23). The rows a skipped box leaves stale reach only accumulators of rows past M, never
-  // stored. Tiles of up to 128 rows keep one box: there a
+  // scale row. Tiles of more than 128 rows load 64-row boxes (32-row for 160 rows) and skip those
+  // wholly past M: TMA's zero fill of rows past M is slower than loading rows of A (8192² on the
+  // same 128 CTAs of 256 rows: M = 288 took 131 us with one 256-row box, M = 512 95; 92 at
+  // M = 288 with 64-row boxes; NOTES session 23). The rows a skipped box leaves stale reach only
+  // accumulators of rows past M, never stored. Tiles of up to 128 rows keep one box: there a
   // second TMA issue per line costs more than the zero fill it saves.
-  static constexpr int kABoxRows = TileM > 128 ? 64 : TileM;
+  static constexpr int kABoxRows = TileM <= 128 ? TileM : (TileM % 64 == 0 ? 64 : 32);
   static constexpr int kARowBoxes = TileM / kABoxRows;
   static_assert(TileM % kABoxRows == 0, "whole row boxes");
   static constexpr int kABoxK = decltype(size<1, 0>(SmemA{}))::value;
