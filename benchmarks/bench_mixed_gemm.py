@@ -52,7 +52,9 @@ import torch.nn.functional as F  # noqa: E402
 import common  # noqa: E402
 
 SHAPES = common.DECODER_SHAPES_KN  # (K, N)
-MS = [1, 16, 64, 256, 384, 1024, 4096]  # 384: between the 256-row tiles, the weakest M (NOTES)
+# Issue 20's M values, and 160 / 320 / 640 where the 160-row token tile runs (the tiles fit M
+# between 256 and 640 worst; NOTES sessions 22-23).
+MS = [1, 2, 4, 8, 16, 32, 64, 128, 160, 256, 320, 384, 512, 640, 1024, 4096]
 QUICK_SHAPES = [(4096, 4096), (8192, 8192), (28672, 8192)]
 QUICK_MS = [1, 16, 64, 256, 1024]
 
@@ -100,9 +102,10 @@ def parse_args(argv=None):
                     "activations) against torch fp16 F.linear and torch._weight_int4pack_mm on a "
                     "CUDA GPU.",
         epilog="Full run: weight K x N in {4096x4096, 4096x28672, 14336x4096, 8192x8192, "
-               "28672x8192}, M in {1,16,64,256,1024,4096}. --quick: 4096x4096, 8192x8192, "
-               "28672x8192 and M up to 1024 (about a minute on an H100/H200). Exits 1 if one of "
-               "our results is WRONG (relative error above 2e-2) or our kernel raised.")
+               "28672x8192}, M in {1,2,4,8,16,32,64,128,160,256,320,384,512,640,1024,4096} "
+               "(about a minute on an H100). --quick: 4096x4096, 8192x8192, 28672x8192 and M "
+               "up to 1024. Exits 1 if one of our results is WRONG (relative error above 2e-2) "
+               "or our kernel raised.")
     p.add_argument("--quick", action="store_true", help="3 shapes, M up to 1024")
     p.add_argument("--out", default=common.DEFAULT_OUT_DIR,
                    help="output directory (default: benchmarks/results/)")

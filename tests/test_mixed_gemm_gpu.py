@@ -625,11 +625,12 @@ def test_wgmma_tiles_are_the_instances():
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
     # Every wgmma instance (token tile, with its warpgroups per CTA) on every configuration: M off
-    # the token tile and across several of them, N off the CTA's 128 columns, K off the k block;
-    # poisoned output, bit-identical repeats.
+    # the token tile and across several of them (M = 200: the last 160- and 192-row tiles load one
+    # or two of their activation row boxes and skip the rest), N off the CTA's 128 columns, K off
+    # the k block; poisoned output, bit-identical repeats.
     if not _wgmma():
         pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
-    cases = itertools.product([17, 64, 130, 290], [(136, 640), (392, 1408)])
+    cases = itertools.product([17, 64, 130, 200, 290], [(136, 640), (392, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
         qw = _qweight(n, k, bits, group, symmetric, dtype, seed=i)
         a = _randn(m, k, dtype=dtype, seed=100 + i)
