@@ -63,15 +63,15 @@ M_REGIONS = {
     "mma": (9, 16),          # mma.sync, or wgmma's 16-row tiles (INT4) / 32-row tiles (INT8)
     "wgmma32": (17, 33),     # wgmma 32-row tiles, 33 takes 64 rows
     "m64": (60, 68),         # 64-row tiles (INT8: the TMA kernel) / 128-row tiles from 65
-    "m128": (124, 132),      # 128-row tiles / 192- or 256-row tiles from 129
+    "m128": (124, 132),      # 128-row tiles / 160-row tiles from 129
     "m192": (188, 196),      # the dense path from 192 where there is no wgmma kernel
-    "m256": (252, 260),      # one 256-row tile / two 192- or 256-row tiles
+    "m256": (252, 260),      # one 256-row tile / two 160-row tiles
     "m512": (508, 516),      # several 256-row tiles
     "boundary": None,
     "any": (1, M_MAX),
 }
-BOUNDARY_MS = [1, 2, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 191, 192, 193, 256, 257, 512, 513,
-               1024]
+BOUNDARY_MS = [1, 2, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 160, 161, 191, 192, 193, 256, 257,
+               320, 321, 512, 513, 1024]
 AWKWARD_NS = [8, 16, 24, 40, 56, 120, 136, 248, 264, 392, 520, 1032, 2056, 4104]
 N_MAX = 4096
 AWKWARD_KS = [32, 64, 96, 128, 160, 192, 640, 1408, 2080, 4224, 8192]
