@@ -287,7 +287,7 @@ def sweep_decode_warps():
             torch.cuda.empty_cache()
 
 
-WGMMA_TILES = [64, 128, 160, 192, 256]
+WGMMA_TILES = [32, 64, 128, 160, 192, 256]
 
 
 def no_wgmma():

@@ -564,6 +564,16 @@ def test_schedule_parse_errors_name_the_key(text, key):
         plan(1, schedule=text)
 
 
+def test_schedule_tile_m_is_a_built_token_tile():
+    # The tiles a schedule may name are the wgmma instances' (the generated table), all of them.
+    tiles = sorted({i["tile_m"] for i in _C._mixed_instances() if i["kernel"] == "wgmma"})
+    listed = ", ".join(map(str, tiles[:-1])) + f" or {tiles[-1]}"
+    with pytest.raises(ValueError, match=f"schedule: tile_m must be {listed}; got 224$"):
+        _C._mixed_schedule("tile_m=224")
+    for t in tiles:
+        assert _C._mixed_schedule(f"tile_m={t}") == f"tile_m={t}"
+
+
 @pytest.mark.parametrize("device,m,schedule,match", [
     ("h100", 9, "kernel=decode", r"kernel=decode runs up to M=8"),
     ("h100", 64, "kernel=mma,tile_m=64", r"tile_m applies to the wgmma kernel; this plan runs "

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/mixed/weight_format.hpp"
 
@@ -333,6 +334,26 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   plan.smem_bytes = inst.decode_smem_bytes(rows, plan.warps, plan.col_warps);
 }
 
+// The token tiles of the wgmma instances (the generated table), ascending, and as text for an
+// error message ("16, 32, ... or 256").
+std::vector<int> wgmma_tiles() {
+  std::vector<int> tiles;
+  for (int i = 0; i < mixed_instance_count(); ++i) {
+    MixedInstanceInfo const& inst = mixed_instance(i);
+    if (inst.kernel == MixedKernel::kWgmma) tiles.push_back(inst.tile_m);
+  }
+  std::sort(tiles.begin(), tiles.end());
+  tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
+  return tiles;
+}
+
+std::string list_text(std::vector<int> const& values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i == 0 ? "" : (i + 1 == values.size() ? " or " : ", ")) + std::to_string(values[i]);
+  return text;
+}
+
 void check_problem(MixedGemmProblem const& p) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.m > 0x7fffffff || p.n > 0x7fffffff || p.k > 0x7fffffff)
     refuse("plan_mixed_gemm: need 1 <= M, N, K < 2^31; got M=" + std::to_string(p.m) +
@@ -449,9 +470,9 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
                   "'");
     } else if (key == "tile_m") {
       s.tile_m = number(key, value, 16, 256);
-      if (s.tile_m != 16 && s.tile_m != 32 && s.tile_m != 64 && s.tile_m != 128 &&
-          s.tile_m != 160 && s.tile_m != 192 && s.tile_m != 256)
-        refuse("schedule: tile_m must be 16, 32, 64, 128, 160, 192 or 256; got " + value);
+      static const std::vector<int> tiles = wgmma_tiles();
+      if (!std::binary_search(tiles.begin(), tiles.end(), s.tile_m))
+        refuse("schedule: tile_m must be " + list_text(tiles) + "; got " + value);
     } else if (key == "scales") {
       if (value == "exact") s.scales = MixedSchedule::Scales::kExact;
       else if (value == "rounded") s.scales = MixedSchedule::Scales::kRounded;
