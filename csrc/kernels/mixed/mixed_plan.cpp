@@ -182,13 +182,15 @@ int fitted_wide_tile(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedu
   };
   auto m_tiles = [&](int index) { return ceil_div(p.m, mixed_instance(index).tile_m); };
   int index = index_256;
+  double index_rows = rows(index);
   int index_128 = -1;
   for (int tile_m : {192, 160, 128}) {
     const int smaller = find_instance(MixedKernel::kWgmma, p, tile_m, false);
     if (smaller < 0) continue;
     if (tile_m == 128) index_128 = smaller;
     const double share = m_tiles(smaller) == m_tiles(index) ? 1.0 : kWgmmaRowsShare;
-    if (rows(smaller) <= share * rows(index)) index = smaller;
+    const double smaller_rows = rows(smaller);
+    if (smaller_rows <= share * index_rows) index = smaller, index_rows = smaller_rows;
   }
   if (index_128 < 0 || index == index_128) return index;
   MixedInstanceInfo const& inst = mixed_instance(index);

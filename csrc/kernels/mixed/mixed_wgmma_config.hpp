@@ -186,9 +186,9 @@ struct MixedWgmmaConfig {
   // Registers per thread ptxas allocates on sm_90a, rounded up to 8 (f16 and bf16 alike within the
   // rounding), for the planner's occupancy model (test_planned_occupancy_matches_gpu holds the
   // CTAs per SM it gives against cudaOccupancy on the GPU), so update this table with ptxas -v
-  // when a kernel changes. The warp-specialized
-  // kernel is compiled to its launch bound (setmaxnreg moves registers between its warpgroups at
-  // run time); configurations not built fall back to the bound, ptxas's upper limit.
+  // when a kernel changes. The warp-specialized kernel is compiled to its launch bound
+  // (setmaxnreg moves registers between its warpgroups at run time); configurations not built
+  // fall back to the bound, ptxas's upper limit.
   static constexpr int registers() {
     if (Producer) return kLaunchRegisters;
     if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 168 : 144;
