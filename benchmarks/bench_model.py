@@ -23,7 +23,9 @@ Modes:
   the run instead of hiding a fallback.
 
 Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` with the head kept
-16-bit); ``-fused`` (``fuse=True``); ``-head8`` (the output head INT8 per-channel too);
+16-bit); ``-fused`` (``fuse=True``, SiLU(gate) * up inside the gate/up GEMM); ``-apart`` (fused,
+but the MLPs keep their own forward: the activation in a kernel of its own, for the A/B);
+``-head8`` (the output head INT8 per-channel too);
 ``torch-int4`` (every decoder linear replaced by a module calling ``torch._weight_int4pack_mm``,
 group 128, bf16 only).
 
@@ -51,15 +53,17 @@ INT4 = dict(bits=4, group_size=128, symmetric=True)
 INT8 = dict(bits=8, group_size=-1, symmetric=True)
 HEAD8 = dict(bits=8, group_size=-1, symmetric=True)
 # name -> (kind, settings): kind "dense" (the 16-bit model), "cute" (quantize_model settings,
-# plus "fuse" and "head"), "torch_int4" (the peer).
+# plus "fuse", "head" and "gate": False to undo the gated MLP forward), "torch_int4" (the peer).
 VARIANTS = {
     "bf16": ("dense", {}),
     "int4": ("cute", dict(INT4, fuse=False, head=None)),
     "int4-fused": ("cute", dict(INT4, fuse=True, head=None)),
     "int4-fused-head8": ("cute", dict(INT4, fuse=True, head=HEAD8)),
+    "int4-fused-apart-head8": ("cute", dict(INT4, fuse=True, head=HEAD8, gate=False)),
     "int8": ("cute", dict(INT8, fuse=False, head=None)),
     "int8-fused": ("cute", dict(INT8, fuse=True, head=None)),
     "int8-fused-head8": ("cute", dict(INT8, fuse=True, head=HEAD8)),
+    "int8-fused-apart-head8": ("cute", dict(INT8, fuse=True, head=HEAD8, gate=False)),
     "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
@@ -166,13 +170,19 @@ def make_variant(cute_gemm, base, kind, settings, copy_module):
     if kind == "torch_int4":
         n = to_torch_int4(model, settings["group_size"], settings["inner_k_tiles"])
         return model, f"{n} decoder linears on torch._weight_int4pack_mm, head 16-bit"
-    options = {k: v for k, v in settings.items() if k not in ("fuse", "head")}
+    options = {k: v for k, v in settings.items() if k not in ("fuse", "head", "gate")}
     summary = cute_gemm.quantize_model(model, skip=("lm_head",), progress=False,
                                        fuse=settings["fuse"], **options)
     fused = getattr(summary, "fused", None)
     note = f"{len(summary.converted)} layers quantized"
     if settings["fuse"]:
         note += f", {len(fused) if fused is not None else '?'} fused groups"
+        if not settings.get("gate", True):
+            for module in model.modules():
+                cute_gemm.fuse.ungate_mlp(module)
+            note += ", SiLU(gate) * up apart"
+        else:
+            note += f", {len(getattr(summary, 'gated', []))} MLPs gated in the GEMM"
     head = settings["head"]
     if head is not None:
         model.lm_head = cute_gemm.QuantLinear.from_linear(model.lm_head, **head)

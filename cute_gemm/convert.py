@@ -59,6 +59,10 @@ class QuantizationSummary:
             ``cute_gemm.fuse.ProjectionSlice`` modules).
         not_fused: ``{group: reason}`` for the candidate groups left unfused, e.g.
             ``{"model.layers.0.self_attn.{q_proj,k_proj,v_proj}": "k_proj is kept as ..."}``.
+        gated: names of the MLPs with fused gate/up projections that compute SiLU(gate) * up
+            inside the fused GEMM (``cute_gemm.fuse.gate_mlp``).
+        not_gated: ``{MLP name: reason}`` for the fused gate/up groups that keep their MLP's
+            own forward (the activation runs apart).
     """
 
     converted: list = field(default_factory=list)
@@ -71,6 +75,8 @@ class QuantizationSummary:
     fuse: bool = False
     fused: dict = field(default_factory=dict)
     not_fused: dict = field(default_factory=dict)
+    gated: list = field(default_factory=list)
+    not_gated: dict = field(default_factory=dict)
 
     @property
     def compression(self):
@@ -99,6 +105,11 @@ class QuantizationSummary:
                 for (members, fused), count in kinds.items()))
         elif self.fuse:
             lines.append(f"  fused: none (fusion covers {_fuse.RECOGNIZED})")
+        if self.gated:
+            lines.append(f"  SiLU(gate) * up inside the fused GEMM: {len(self.gated)} MLPs")
+        if self.not_gated:
+            lines.append(f"  fused gate/up with the activation apart ({len(self.not_gated)}):")
+            lines.extend(f"    {name}: {reason}" for name, reason in self.not_gated.items())
         if self.not_fused:
             lines.append(f"  not fused ({len(self.not_fused)}):")
             lines.extend(f"    {name}: {reason}" for name, reason in self.not_fused.items())
@@ -206,10 +217,14 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
     another (``mlp.gate_up_proj``), computing the same numbers (each output column is quantized
     exactly as before) about 10% faster per layer at batch 1. ``q_proj``, ``k_proj``, ...
     remain as ``cute_gemm.fuse.ProjectionSlice`` modules returning their columns of the fused
-    output; the model's forward is unchanged (see ``cute_gemm.fuse`` for the design). A group
-    is fused only when all its members are converted with the same settings (not skipped, same
-    input size, dtype, device, bias presence); the summary's ``fused`` and ``not_fused`` say
-    what happened and why. The default is ``False`` because fusion changes the module tree and
+    output; the attention's forward is unchanged (see ``cute_gemm.fuse`` for the design). An MLP
+    whose forward is ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` with SiLU also computes the
+    activation inside the fused GEMM (its instance's forward becomes
+    ``down_proj(gate_up_proj(x, activation="silu_mul"))``: one kernel fewer per layer; g and u
+    are no longer rounded to 16 bits before the product, so results differ from the unfused
+    model by rounding; ``summary.gated`` / ``not_gated``). A group is fused only when all its
+    members are converted with the same settings (not skipped, same input size, dtype, device,
+    bias presence); the summary's ``fused`` and ``not_fused`` say what happened and why. The default is ``False`` because fusion changes the module tree and
     the state-dict keys (``q_proj.qweight`` -> ``qkv_proj.qweight``): tools that address
     ``q_proj``'s weights or load state dicts saved unfused expect the plain layout.
     ``save_quantized`` records the fusion and ``load_quantized`` rebuilds it, so loading needs
@@ -352,6 +367,12 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
                 setattr(group.parent, attr, piece)
             summary.converted.extend(group.member_names)
             summary.fused[group.fused_name] = group.member_names
+            if group.kind == "gate/up":
+                reason = _fuse.gate_mlp(group.parent)
+                if reason is None:
+                    summary.gated.append(group.parent_name)
+                else:
+                    summary.not_gated[group.parent_name] = reason
             summary.bytes_before += sum(_linear_bytes(lin) for lin in group.linears)
         summary.bytes_after += _quant_bytes(layer)
 
@@ -861,9 +882,14 @@ def load_quantized(model, path, strict=True, device=None):
     fusion, created = _plan_fusion(model, fused, layers, path, where)
     for parent, attr, _, new in fusion:
         setattr(parent, attr, new)
+    gated = [parent for parent, attr, _, _ in fusion if attr == "gate_up_proj"]
+    for parent in gated:
+        _fuse.gate_mlp(parent)
     try:
         return _load(model, header, layers, aliases, path, strict, device, created, where)
     except BaseException:
+        for parent in gated:
+            _fuse.ungate_mlp(parent)
         _undo_swaps(fusion)
         raise
 

@@ -44,6 +44,14 @@ How the fused layer is called (the design, and why):
 * Threads: the kept entry is one tuple, read once; two threads sharing a model at worst miss each
   other's entry and recompute.
 
+The gated activation (``gate_mlp``): a recognized MLP whose forward is exactly
+``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` (read with ``ast``) and whose ``act_fn`` is
+SiLU (``nn.SiLU`` or transformers' ``SiLUActivation``) gets, on the instance, the forward ``down_proj(gate_up_proj(x, activation="silu_mul"))``:
+SiLU(gate) * up is computed inside the fused GEMM (``cute_gemm.mixed_gemm``'s ``activation``),
+which saves a kernel and the ``[M, 2 * intermediate]`` round trip per layer. The class and its
+other instances are untouched; ``gate_proj``/``up_proj`` (and ``act_fn``) are then not called by
+that MLP, so hooks on them do not fire. Any other MLP keeps its forward and uses the slices.
+
 Which modules are fused (``find_groups``): modules of the recognized families (class names in
 ``FAMILIES``: Llama, Mistral, Qwen2, Qwen3 attention and MLP) whose forward (read with ``ast``)
 calls each member exactly once on the same plain argument, never rebound nor modified in place --
@@ -63,7 +71,7 @@ import torch
 
 from .nn import QuantLinear
 
-__all__ = ["FAMILIES", "FusedGroup", "ProjectionSlice", "find_groups"]
+__all__ = ["FAMILIES", "FusedGroup", "ProjectionSlice", "find_groups", "gate_mlp", "ungate_mlp"]
 
 # (kind, recognized module class names, member attributes in fused-column order, fused attribute)
 FAMILIES = (
@@ -341,3 +349,86 @@ def fused_linear(group):
         out.bias = torch.nn.Parameter(bias, requires_grad=False)
     out.train(first.training)
     return out
+
+
+# ------------------------------------------------------------------------- the gated activation
+
+GATED_MLPS = frozenset({"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP"})
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_is_gated_mlp(cls):
+    """Whether ``cls.forward(self, x)`` is exactly ``return self.down_proj(self.act_fn(
+    self.gate_proj(x)) * self.up_proj(x))``, directly or through one local name (a docstring
+    allowed)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, ast.FunctionDef) or len(fn.args.args) != 2 or fn.args.vararg \
+            or fn.args.kwarg or fn.args.kwonlyargs or fn.decorator_list:
+        return False
+    arg = fn.args.args[1].arg
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    expected = ast.dump(ast.parse(f"self.down_proj(self.act_fn(self.gate_proj({arg})) * "
+                                  f"self.up_proj({arg}))", mode="eval").body)
+    if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+        return ast.dump(body[0].value) == expected
+    if (len(body) == 2 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1
+            and isinstance(body[0].targets[0], ast.Name) and isinstance(body[1], ast.Return)
+            and isinstance(body[1].value, ast.Name)
+            and body[1].value.id == body[0].targets[0].id):
+        return ast.dump(body[0].value) == expected
+    return False
+
+
+def _is_silu(module):
+    """``nn.SiLU`` or transformers' ``SiLUActivation`` (hidden_act "silu" / "swish"), exactly."""
+    cls = type(module)
+    return cls is torch.nn.SiLU or (cls.__name__ == "SiLUActivation"
+                                    and cls.__module__ == "transformers.activations")
+
+
+def _gated_mlp_forward(self, x):
+    """``down_proj(SiLU(gate) * up)`` with the activation inside the fused gate/up GEMM
+    (``cute_gemm.fuse.gate_mlp``)."""
+    return self.down_proj(self.gate_up_proj(x, activation="silu_mul"))
+
+
+def gate_reason(mlp):
+    """None when ``mlp`` (a module with a fused ``gate_up_proj``) can compute SiLU(gate) * up inside
+    the fused GEMM, else why not."""
+    cls = type(mlp)
+    if cls.__name__ not in GATED_MLPS:
+        return f"{cls.__name__} is not a recognized gated MLP"
+    if not isinstance(mlp._modules.get("gate_up_proj"), QuantLinear):
+        return "it has no fused gate_up_proj"
+    act = mlp._modules.get("act_fn")
+    if not _is_silu(act):
+        return f"its act_fn is {type(act).__name__}, not SiLU"
+    if not _forward_is_gated_mlp(cls):
+        return (f"{cls.__name__}.forward is not down_proj(act_fn(gate_proj(x)) * up_proj(x)) "
+                f"(read from its source)")
+    if "forward" in mlp.__dict__:
+        return "its forward is already replaced on the instance"
+    return None
+
+
+def gate_mlp(mlp):
+    """Gives ``mlp`` (a module whose gate/up projections were just fused) the gated forward when
+    ``gate_reason`` finds nothing against it. Returns None when it did, else the reason."""
+    reason = gate_reason(mlp)
+    if reason is None:
+        # A partial, not a bound method: it pickles (by the function's name) and deep-copies
+        # with its module.
+        mlp.forward = functools.partial(_gated_mlp_forward, mlp)
+    return reason
+
+
+def ungate_mlp(mlp):
+    """Undoes ``gate_mlp`` (the class's forward again)."""
+    if getattr(mlp.__dict__.get("forward"), "func", None) is _gated_mlp_forward:
+        del mlp.__dict__["forward"]

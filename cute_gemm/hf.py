@@ -260,6 +260,8 @@ else:
                     for attr, piece in zip(g.members, _fuse.make_slices(fused, g.sizes,
                                                                         g.fused_attr)):
                         setattr(g.parent, attr, piece)
+                    if g.kind == "gate/up":
+                        _fuse.gate_mlp(g.parent)
                 else:
                     self._pending_groups.append(g)
             return model
@@ -341,6 +343,8 @@ def _fuse_quantized(group):
             fused, [lay.out_features for lay in layers], group.fused_attr)):
         piece.train(first.training)
         setattr(parent, attr, piece)
+    if group.kind == "gate/up":
+        _fuse.gate_mlp(parent)
 
 
 def register():

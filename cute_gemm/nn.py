@@ -275,10 +275,15 @@ class QuantLinear(torch.nn.Module):
 
     # ------------------------------------------------------------------------------- forward
 
-    def forward(self, x):
+    def forward(self, x, activation=None):
         """``x[..., K] -> [..., N]`` in ``x``'s dtype; ``x`` any floating dtype (computed in the
         layer's compute dtype, see the module docstring), on the layer's device, any leading dims
-        (including empty ones). Non-contiguous or misaligned inputs are copied first."""
+        (including empty ones). Non-contiguous or misaligned inputs are copied first.
+
+        ``activation="silu_mul"``: the layer is a gate projection's rows followed by an up
+        projection's (``cute_gemm.quantize_model(..., fuse=True)`` builds such ``gate_up_proj``
+        layers) and the result is ``silu(gate) * up``, ``[..., N/2]``, gated inside the GEMM
+        (``cute_gemm.mixed_gemm``'s ``activation``)."""
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{_WHERE}: input must be a torch.Tensor; got {type(x).__name__}")
         k = self.in_features
@@ -309,8 +314,9 @@ class QuantLinear(torch.nn.Module):
         if not torch.compiler.is_compiling() and x2d.data_ptr() % 16 != 0:
             x2d = x2d.clone()  # a view at an odd element offset; the kernel needs 16-byte rows
         out = torch.ops.cute_gemm.mixed_gemm.default(
-            x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias)
-        return out.reshape(*lead, self.out_features).to(out_dtype)
+            x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias, None,
+            activation)
+        return out.reshape(*lead, out.shape[-1]).to(out_dtype)
 
     # ---------------------------------------------------------------------- dtype and device
 

@@ -186,12 +186,31 @@ def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bia
     return a.shape[0], n
 
 
+ACTIVATIONS = ("silu_mul",)
+
+
+def _check_activation(activation, n):
+    """The op's check of its activation argument (csrc/ops/mixed_gemm_op.cpp, same messages):
+    whether the GEMM is gated."""
+    if activation is None:
+        return False
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{_MIXED}activation must be None or 'silu_mul' (SiLU(gate) * up of the "
+                         f"two halves of N); got '{activation}'")
+    if n % 16 != 0:
+        raise ValueError(f"{_MIXED}activation='silu_mul' needs N (the gate and up halves) a "
+                         f"multiple of 16; got N={n} (qweight.size(0) * 8)")
+    return True
+
+
 @torch.library.register_fake("cute_gemm::mixed_gemm")
-def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, schedule=None):
+def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, schedule=None,
+                     activation=None):
     m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias)
+    gated = _check_activation(activation, n)
     if schedule is not None:
         _C._mixed_schedule(schedule)  # a ValueError at trace time for a schedule that cannot parse
-    return a.new_empty((m, n))
+    return a.new_empty((m, n // 2 if gated else n))
 
 
 def _schedule_text(schedule):
@@ -241,14 +260,15 @@ def device_spec(device=None):
 
 
 def mixed_plan(m, n, k, bits=4, group_size=128, dtype=torch.float16, device=None,
-               schedule=None):
+               schedule=None, activation=None):
     """What ``mixed_gemm`` runs for an ``[m, k] x [n, k]^T`` problem: a ``cute_gemm.MixedPlan``.
 
     The plan names the kernel (``decode``, ``mma``, ``wgmma`` or ``dense``), its instance, tile,
     stages, warps, split-K factor, grid and workspace; ``str(plan)`` is one readable line and
     ``plan.as_dict()`` has every field. ``device`` is as for ``device_spec`` (None: the current
     GPU), so plans for an H100, H200 or A100 can be inspected on any machine. ``schedule`` is the
-    same argument ``mixed_gemm`` takes.
+    same argument ``mixed_gemm`` takes, and so is ``activation`` (the plan says where a gated
+    GEMM gates: ``plan.gated``).
 
     Example:
         >>> print(cute_gemm.mixed_plan(16, 8192, 8192, device="h100"))
@@ -256,13 +276,15 @@ def mixed_plan(m, n, k, bits=4, group_size=128, dtype=torch.float16, device=None
     """
     if dtype not in _HALF_DTYPES:
         raise ValueError(f"mixed_plan: dtype must be torch.float16 or torch.bfloat16; got {dtype}")
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"mixed_plan: activation must be None or 'silu_mul'; got {activation!r}")
     return _C._mixed_plan(int(m), int(n), int(k), int(bits), int(group_size),
                           dtype == torch.bfloat16, device_spec(device),
-                          _schedule_text(schedule) or "")
+                          _schedule_text(schedule) or "", activation is not None)
 
 
 def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
-               schedule=None) -> torch.Tensor:
+               schedule=None, activation: str | None = None) -> torch.Tensor:
     """Linear layer with a quantized weight: ``a @ dequantize(qw).T (+ bias)``.
 
     Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` with ``W = (q - z) * s``, fp32
@@ -289,9 +311,17 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             ``exact``, which the 32-row tile has), ``splits`` (1..64), ``warps`` (decode:
             1..16), ``col_warps`` (decode: 1, 2, 4). A choice the device or problem cannot run
             raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.
+        activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
+            ``act_fn(gate_proj(x)) * up_proj(x)`` with SiLU): ``qw``'s rows are the gate
+            projection's ``N/2`` rows, then the up projection's, and the result is
+            ``silu(g) * u`` of the two ``[..., N/2]`` halves of the product (+ bias), computed in
+            fp32 and rounded once (the dense path rounds ``g`` and ``u`` first). ``N`` must be a
+            multiple of 16. At M <= 8 the decode kernel gates in registers; the other kernels
+            gate in the split-K reduce kernel, through an fp32 workspace.
 
     Returns:
-        A new ``[..., N]`` tensor with ``a``'s dtype and device.
+        A new ``[..., N]`` tensor (``[..., N/2]`` with an activation) with ``a``'s dtype and
+        device.
 
     Constraints (checked; a ``RuntimeError`` names the argument): ``a``'s rows contiguous with a
     leading stride that is a multiple of 8 elements, ``a`` and ``bias`` 16-byte aligned. On CUDA
@@ -316,5 +346,5 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     a2d = a.reshape(-1, k)
     out = torch.ops.cute_gemm.mixed_gemm.default(a2d, qw.packed, qw.scales, qw.zeros, qw.bits,
                                                   qw.group_size, k, bias,
-                                                  _schedule_text(schedule))
-    return out.reshape(*lead, n)
+                                                  _schedule_text(schedule), activation)
+    return out.reshape(*lead, out.shape[-1])

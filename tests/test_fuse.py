@@ -71,7 +71,28 @@ def _quantized(model, **kwargs):
 
 
 def _structure(model):
-    return [(name, type(m).__name__, id(m)) for name, m in model.named_modules()]
+    """Modules by name, and which of them have a forward of their own (a gated MLP)."""
+    return [(name, type(m).__name__, id(m), "forward" in m.__dict__)
+            for name, m in model.named_modules()]
+
+
+def _ungate(model):
+    """The fused model with its MLPs' own forwards again (the activation apart): its logits are
+    then the unfused model's bit for bit."""
+    for module in model.modules():
+        cute_gemm.fuse.ungate_mlp(module)
+    return model
+
+
+def _assert_near(out, ref, tol):
+    """Norm-wise relative difference below tol (the gated MLPs round once, not three times)."""
+    rel = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+    assert rel < tol, f"relative difference {rel:.2e} >= {tol:.0e}"
+
+
+# Relative logit differences allowed between the gated and ungated models: a few roundings of
+# the MLP's intermediate values, carried through two layers.
+GATED_TOL = {torch.float16: 5e-3, torch.bfloat16: 3e-2, torch.float32: 3e-2}
 
 
 @pytest.mark.parametrize("bits,group_size", [(4, 32), (8, -1)])
@@ -96,16 +117,24 @@ def test_fused_logits_equal_unfused(family, dtype, bits, group_size):
     assert isinstance(attn.k_proj, ProjectionSlice) and attn.k_proj.fused is attn.qkv_proj
     assert (attn.k_proj.start, attn.k_proj.stop, attn.k_proj.out_features) == (128, 192, 64)
     assert isinstance(mlp.up_proj, ProjectionSlice) and mlp.up_proj.fused is mlp.gate_up_proj
-    assert type(mlp).__name__ == family + "MLP"  # the model's own modules and forwards stay
+    assert type(mlp).__name__ == family + "MLP"  # the model's own modules and classes stay
+    # The MLPs compute SiLU(gate) * up inside the gate/up GEMM (a forward of the instance).
+    assert summary.gated == ["model.layers.0.mlp", "model.layers.1.mlp"]
+    assert summary.not_gated == {} and "inside the fused GEMM: 2 MLPs" in str(summary)
+    assert "forward" in mlp.__dict__ and "forward" not in attn.__dict__
+    assert "forward" not in _model(family).model.layers[0].mlp.__dict__  # one instance only
     # The fused buffers are the separate ones, stacked along N (the same quantized numbers).
     ref = unfused.model.layers[0].self_attn
     assert torch.equal(attn.qkv_proj.quantized_weight.dequantize(), torch.cat(
         [getattr(ref, p).quantized_weight.dequantize() for p in ("q_proj", "k_proj", "v_proj")]))
     assert sorted(fused.state_dict()) != sorted(unfused.state_dict())  # keys: qkv_proj.*
     ids = _ids()
+    ref = _logits(unfused, ids)
     out = _logits(fused, ids)
     assert out.dtype == dtype
-    torch.testing.assert_close(out, _logits(unfused, ids), **EXACT)
+    _assert_near(out, ref, GATED_TOL[dtype])
+    # With the activation apart, the same numbers as the unfused model.
+    torch.testing.assert_close(_logits(_ungate(fused), ids), ref, **EXACT)
     assert attn.q_proj._shared.entry is None  # nothing kept once every sibling took its part
 
 
@@ -133,12 +162,15 @@ def test_compile_fullgraph_no_graph_breaks():
     gemms = [node for graph in explained.graphs for node in graph.graph.nodes
              if node.op == "call_function" and "mixed_gemm" in str(node.target)]
     assert len(gemms) == 2 * 4  # per layer: qkv, o, gate_up, down (lm_head stays nn.Linear)
+    assert sum(node.args[-1] == "silu_mul" for node in gemms) == 2  # the gated gate_up GEMMs
     torch._dynamo.reset()
     with torch.no_grad():
         out = torch.compile(fused, fullgraph=True)(ids).logits
+        torch.testing.assert_close(out, _logits(fused, ids))  # fp32: inductor's op order only
+        torch._dynamo.reset()
+        apart = torch.compile(_ungate(fused), fullgraph=True)(ids).logits
         ref = torch.compile(unfused, fullgraph=True)(ids).logits
-    torch.testing.assert_close(out, ref, **EXACT)  # same graphs but for the GEMMs' widths
-    torch.testing.assert_close(out, _logits(fused, ids))  # fp32: inductor's op order only
+    torch.testing.assert_close(apart, ref, **EXACT)  # same graphs but for the GEMMs' widths
     torch._dynamo.reset()
 
 
@@ -186,11 +218,13 @@ def test_slice_fallback_and_order():
     assert t_attn.q_proj.fused is t_attn.qkv_proj and t_attn.qkv_proj is not attn.qkv_proj
     assert t_attn.q_proj._shared is t_attn.v_proj._shared is not attn.q_proj._shared
     ids = _ids()
-    torch.testing.assert_close(_logits(twin, ids), _logits(unfused, ids), **EXACT)
+    assert twin.model.layers[1].mlp.forward.args[0] is twin.model.layers[1].mlp  # its own MLP
+    torch.testing.assert_close(_logits(twin, ids), _logits(fused, ids), **EXACT)
     pickled = pickle.loads(pickle.dumps(fused))
     p_attn = pickled.model.layers[1].self_attn
     assert p_attn.k_proj.fused is p_attn.qkv_proj and p_attn.k_proj._shared.entry is None
-    torch.testing.assert_close(_logits(pickled, ids), _logits(unfused, ids), **EXACT)
+    assert pickled.model.layers[1].mlp.forward.args[0] is pickled.model.layers[1].mlp
+    torch.testing.assert_close(_logits(pickled, ids), _logits(fused, ids), **EXACT)
 
 
 def test_skip_part_of_a_group_keeps_it_unfused():
@@ -208,7 +242,8 @@ def test_skip_part_of_a_group_keeps_it_unfused():
     assert isinstance(attn.q_proj, QuantLinear) and type(attn.k_proj) is nn.Linear
     assert not hasattr(attn, "qkv_proj")
     ids = _ids()
-    torch.testing.assert_close(_logits(fused, ids), _logits(unfused, ids), **EXACT)
+    _assert_near(_logits(fused, ids), _logits(unfused, ids), GATED_TOL[torch.float16])
+    torch.testing.assert_close(_logits(_ungate(fused), ids), _logits(unfused, ids), **EXACT)
 
 
 def test_members_that_disagree_stay_unfused():
@@ -259,6 +294,46 @@ def test_unrecognized_models_stay_unfused_and_are_reported():
     assert "fused" not in str(_quantized(nn.Sequential(nn.Linear(64, 64)))[1])
     with pytest.raises(TypeError, match="fuse must be a bool"):
         cute_gemm.quantize_model(nn.Sequential(nn.Linear(64, 64)), fuse="yes")
+
+
+def test_gated_activation_only_where_the_forward_is_known():
+    # A GELU MLP: gate/up fused, its forward (and the activation) kept, with the reason.
+    base = _model("Llama", torch.float16, hidden_act="gelu")
+    unfused, _ = _quantized(copy.deepcopy(base))
+    fused, summary = _quantized(base, fuse=True)
+    assert len(summary.fused) == 4 and summary.gated == []
+    assert summary.not_gated == {f"model.layers.{i}.mlp": "its act_fn is GELUActivation, not SiLU"
+                                 for i in range(2)}
+    assert "with the activation apart (2)" in str(summary)
+    assert not any("forward" in m.__dict__ for m in fused.modules())
+    ids = _ids()
+    torch.testing.assert_close(_logits(fused, ids), _logits(unfused, ids), **EXACT)
+
+    # A subclass whose forward differs (read from its source) keeps it too.
+    class ScaledMLP(transformers.models.llama.modeling_llama.LlamaMLP):
+        def forward(self, x):
+            return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x) * 2)
+
+    ScaledMLP.__name__ = "LlamaMLP"  # a recognized class name, another formula
+    model = _model("Llama", torch.float16)
+    for layer in model.model.layers:
+        layer.mlp.__class__ = ScaledMLP
+    _, summary = _quantized(model, fuse=True)
+    assert summary.gated == [] and len(summary.not_gated) == 2
+    assert "LlamaMLP.forward is not down_proj(act_fn(gate_proj(x)) * up_proj(x))" in \
+        summary.not_gated["model.layers.0.mlp"]
+
+
+def test_gated_layer_matches_activation_apart():
+    # QuantLinear(x, activation="silu_mul") against silu(gate) * up of its own output, on CPU.
+    torch.manual_seed(3)
+    gate_up = QuantLinear.from_linear(nn.Linear(128, 2 * 96).half(), bits=4, group_size=32)
+    x = torch.randn(5, 128).half()
+    full = gate_up(x).float()
+    want = torch.nn.functional.silu(full[:, :96]) * full[:, 96:]
+    _assert_near(gate_up(x, activation="silu_mul"), want, 2e-3)
+    with pytest.raises(ValueError, match=r"activation must be None or 'silu_mul' \(SiLU.*got 'relu'"):
+        gate_up(x, activation="relu")
 
 
 def test_failure_leaves_model_unchanged(monkeypatch):
@@ -323,7 +398,8 @@ def test_save_load_round_trip(tmp_path):
     cute_gemm.save_quantized(plain, plain_path)
     assert "cute_gemm.fused" not in safe_open(str(plain_path), "pt").metadata()
     torch.testing.assert_close(
-        _logits(cute_gemm.load_quantized(copy.deepcopy(base), plain_path), ids), want, **EXACT)
+        _logits(cute_gemm.load_quantized(copy.deepcopy(base), plain_path), ids),
+        _logits(plain, ids), **EXACT)
     before = _structure(fresh)
     with pytest.raises(ValueError, match=r"'model.layers.0.self_attn.q_proj' is a separate "
                                          r"quantized layer in .* but is fused into 'qkv_proj' in "

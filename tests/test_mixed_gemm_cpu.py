@@ -397,9 +397,79 @@ def test_no_process_wide_overrides():
 
 def test_schedule_in_the_op_schema():
     schema = torch.ops.cute_gemm.mixed_gemm.default._schema
-    assert [a.name for a in schema.arguments][-2:] == ["bias", "schedule"]
-    assert str(schema.arguments[-1].type) == "Optional[str]"
-    assert schema.arguments[-1].default_value is None
+    assert [a.name for a in schema.arguments][-3:] == ["bias", "schedule", "activation"]
+    for arg in schema.arguments[-2:]:
+        assert str(arg.type) == "Optional[str]" and arg.default_value is None
+
+
+# ------------------------------------------------------------- activation="silu_mul" (gated)
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype", [(4, 32, False, torch.float16),
+                                                         (8, -1, True, torch.bfloat16)])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+def test_gated_matches_reference(bits, group, symmetric, dtype, with_bias):
+    # SiLU(g) * u of the fp32 sums' halves (+ bias), rounded once; leading dims kept.
+    qw = _qweight(48, 256, bits, group, symmetric, dtype, seed=50)
+    a = _randn(2, 3, 256, dtype=dtype, seed=51)
+    bias = _randn(48, dtype=dtype, seed=52) if with_bias else None
+    out = cute_gemm.mixed_gemm(a, qw, bias, activation="silu_mul")
+    pre = _reference(a.reshape(6, 256), qw, bias)
+    want = torch.nn.functional.silu(pre[:, :24]) * pre[:, 24:]
+    assert out.shape == (2, 3, 24) and out.dtype == dtype
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(out.reshape(6, 24).float(), want, rtol=eps, atol=eps)
+    plan = cute_gemm.mixed_plan(6, 48, 256, bits, group, dtype, device="h100",
+                                activation="silu_mul")
+    assert plan.gated and plan.as_dict()["gated"] and "SiLU(gate) * up in registers" in str(plan)
+    one = "kernel=mma,splits=1"
+    mma = cute_gemm.mixed_plan(64, 48, 256, bits, group, dtype, device="a100", schedule=one,
+                               activation="silu_mul")
+    assert mma.workspace_bytes == 64 * 48 * 4 and "in the reduce kernel" in str(mma)
+    assert cute_gemm.mixed_plan(64, 48, 256, bits, group, dtype, device="a100",
+                                schedule=one).workspace_bytes == 0
+
+
+def test_gated_refusals():
+    qw = _qweight(40, 128, 4, 32, True, torch.float16, seed=53)  # N = 40: halves of 20 columns
+    a = _randn(2, 128, seed=54)
+    with pytest.raises(ValueError, match=r"activation='silu_mul' needs N \(the gate and up "
+                                         r"halves\) a multiple of 16; got N=40"):
+        cute_gemm.mixed_gemm(a, qw, activation="silu_mul")
+    with pytest.raises(ValueError, match="multiple of 16; got N=40"):
+        cute_gemm.mixed_plan(2, 40, 128, activation="silu_mul", device="h100")
+    qw = _qweight(32, 128, 4, 32, True, torch.float16, seed=53)
+    for bad in ("gelu", "SILU_MUL", ""):
+        with pytest.raises(ValueError, match="activation must be None or 'silu_mul'"):
+            cute_gemm.mixed_gemm(a, qw, activation=bad)
+    fake = torch._subclasses.fake_tensor.FakeTensorMode()
+    with fake:
+        fa = torch.empty(2, 128, dtype=torch.float16)
+        fq = torch.empty(qw.packed.shape, dtype=torch.int32)
+        fs = torch.empty(qw.scales.shape, dtype=torch.float16)
+        assert MIXED(fa, fq, fs, None, 4, 32, 128, None, None, "silu_mul").shape == (2, 16)
+        with pytest.raises(ValueError, match="activation must be None or 'silu_mul'"):
+            MIXED(fa, fq, fs, None, 4, 32, 128, None, None, "relu")
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+def test_gated_opcheck_and_backward(with_bias):
+    dtype = torch.bfloat16
+    qw = _qweight(32, 128, 4, 32, False, dtype, seed=55)
+    a = _randn(5, 128, dtype=dtype, seed=56)
+    bias = _randn(32, dtype=dtype, seed=57) if with_bias else None
+    args = (a.clone().requires_grad_(), qw.packed, qw.scales, qw.zeros, 4, 32, 128,
+            None if bias is None else bias.clone().requires_grad_(), None, "silu_mul")
+    torch.library.opcheck(MIXED, args)
+    ours = [t.clone().requires_grad_() if t is not None else None for t in (a, bias)]
+    ref = [t.float().requires_grad_() if t is not None else None for t in (a, bias)]
+    grad_out = _randn(5, 16, dtype=dtype, seed=58)
+    cute_gemm.mixed_gemm(ours[0], qw, ours[1], activation="silu_mul").backward(grad_out)
+    pre = torch.nn.functional.linear(ref[0], qw.dequantize(torch.float32), ref[1])
+    (torch.nn.functional.silu(pre[:, :16]) * pre[:, 16:]).backward(grad_out.float())
+    for got, want in zip(ours, ref):
+        if got is not None:
+            assert got.grad is not None and got.grad.dtype == dtype
+            torch.testing.assert_close(got.grad.float(), want.grad, rtol=2e-2, atol=2e-2)
 
 
 SCHEDULES = [None, "", "kernel=auto", "kernel=decode,warps=8,col_warps=2", "kernel=mma,splits=3",

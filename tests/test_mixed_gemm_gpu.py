@@ -853,3 +853,87 @@ def test_planned_occupancy_matches_gpu():
     # The decode kernel was checked at several CTA shapes, both of its variants among them.
     decode_shapes = {(w, cw) for name, _, _, w, cw in gpu if instances[name]["kernel"] == "decode"}
     assert {cw for _, cw in decode_shapes} == {1, 2, 4} and len(decode_shapes) >= 8
+
+
+# ------------------------------------------------------------- activation="silu_mul" (gated)
+
+def _gated_reference(a, qw, bias, schedule):
+    """SiLU(g) * u of the fp64 product's halves (the dense path rounds g and u to the activation
+    dtype first, as at::linear does)."""
+    pre = _reference(a, qw, bias, schedule)
+    if _plan(a.shape[0], qw, schedule).kernel == "dense":
+        pre = pre.to(a.dtype).double()
+    g, u = pre.chunk(2, dim=-1)
+    return torch.nn.functional.silu(g) * u
+
+
+def _gated_schedules():
+    """Every way a gated GEMM runs: the decode kernel gating in registers (1-warp and shared k
+    slices, rows past M), through split-K's reduce kernel, and each other kernel through the
+    fp32 workspace (one slice or split)."""
+    cases = [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
+             (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (40, "kernel=mma,splits=2"),
+             (130, "kernel=dense"), (3, None), (100, None)]
+    if _wgmma():
+        cases += [(29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
+                  (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]
+    return cases
+
+
+@pytest.mark.parametrize("m,schedule", _gated_schedules())
+@pytest.mark.parametrize("bits,group,symmetric,dtype", [(4, 128, True, torch.float16),
+                                                         (4, 32, False, torch.bfloat16),
+                                                         (8, -1, True, torch.bfloat16),
+                                                         (8, 64, False, torch.float16)])
+def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
+    # N = 2 x 136: each half 17 n8 blocks, so warps and CTA tiles straddle the two halves and N.
+    n, k = 272, 640
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=m)
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=m + 2)
+    plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule,
+                                activation="silu_mul")
+    assert plan.gated
+    out = assert_poisoned_run(
+        lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule, activation="silu_mul"),
+        _gated_reference(a, qw, bias, schedule), dtype, k)
+    assert out.shape == (m, n // 2)
+
+
+def test_gated_refusals():
+    qw = _qweight(136, 128, 4, 32, True, torch.float16)
+    a = _randn(2, 128)
+    with pytest.raises(ValueError, match="multiple of 16; got N=136"):
+        cute_gemm.mixed_gemm(a, qw, activation="silu_mul")
+    qw = _qweight(144, 128, 4, 32, True, torch.float16)
+    with pytest.raises(ValueError, match="activation must be None or 'silu_mul'"):
+        cute_gemm.mixed_gemm(a, qw, activation="gelu")
+
+
+def test_gated_graph_compile_and_backward():
+    n, k = 2 * 1024, 512
+    qw = _qweight(n, k, 4, 128, True, torch.bfloat16, seed=3)
+    a = _randn(4, k, dtype=torch.bfloat16, seed=4, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=torch.bfloat16, seed=5)
+    layer = cute_gemm.QuantLinear.from_quantized(qw, bias=bias)
+    eager = layer(a, activation="silu_mul")
+    assert_accurate(eager, _gated_reference(a, qw, bias, None), torch.bfloat16, k)
+    compiled = torch.compile(lambda x: layer(x, activation="silu_mul"), fullgraph=True)
+    assert torch.equal(compiled(a), eager)
+    static = a.clone()
+    with torch.no_grad():
+        graph, graph_out = capture_graph(lambda: layer(static, activation="silu_mul"))
+    fresh = _randn(4, k, dtype=torch.bfloat16, seed=6, scale=1 / math.sqrt(k))
+    static.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(graph_out, layer(fresh, activation="silu_mul"))
+    # Backward against autograd through the reference's formula in fp32.
+    x = fresh.float().requires_grad_(True)
+    w = qw.dequantize(torch.float32)
+    g, u = (x @ w.t() + bias.float()).chunk(2, dim=-1)
+    (torch.nn.functional.silu(g) * u).sum().backward()
+    y = fresh.clone().requires_grad_(True)
+    layer(y, activation="silu_mul").float().sum().backward()
+    # dA is a bf16 matmul of K = 2048 terms (|dA| ~ 150): norm-wise within bf16's rounding.
+    assert ((y.grad.float() - x.grad).norm() / x.grad.norm()).item() < 1e-2

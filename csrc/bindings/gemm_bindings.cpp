@@ -19,7 +19,7 @@
 //   cute_gemm._C._device_spec(name)         a built-in spec ("h100", "h200", "a100"), or the
 //                                           current CUDA device's for name None
 //   cute_gemm._C.MixedPlan                  what a call runs (read-only fields, describe())
-//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16, device, schedule)
+//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16, device, schedule, gated)
 //                                           the plan (cute_gemm.mixed_plan wraps it)
 //   cute_gemm._C._mixed_schedule(text)      the canonical form of a schedule string (ValueError
 //                                           naming the bad item)
@@ -97,7 +97,7 @@ DeviceSpec device_spec(std::optional<std::string> const& name) {
 }
 
 MixedPlan mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits, int64_t group_size, bool bf16,
-                     DeviceSpec const& device, std::string const& schedule) {
+                     DeviceSpec const& device, std::string const& schedule, bool gated) {
   if (bits < 0 || bits > 64 || group_size < -1 || group_size > 0x7fffffff) {
     throw std::invalid_argument(std::string("plan_mixed_gemm: bits must be ") +
                                 mixed::kValidBitsText + " and group_size " +
@@ -105,7 +105,7 @@ MixedPlan mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits, int64_t grou
                                 std::to_string(bits) + ", group_size=" +
                                 std::to_string(group_size));
   }
-  return plan_mixed_gemm({m, n, k, int(bits), int(group_size), bf16}, device,
+  return plan_mixed_gemm({m, n, k, int(bits), int(group_size), bf16, gated}, device,
                          MixedSchedule::parse(schedule));
 }
 
@@ -137,6 +137,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["producer"] = p.producer;
   d["fine_groups"] = p.fine_groups;
   d["exact_scales"] = p.exact_scales;
+  d["gated"] = p.gated;
   d["ctas_per_sm"] = p.ctas_per_sm;
   d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
   d["workspace_bytes"] = p.workspace_bytes;
@@ -209,6 +210,7 @@ void bind_gemm(py::module_& m) {
       .def_readonly("producer", &MixedPlan::producer)
       .def_readonly("fine_groups", &MixedPlan::fine_groups)
       .def_readonly("exact_scales", &MixedPlan::exact_scales)
+      .def_readonly("gated", &MixedPlan::gated)
       .def_readonly("ctas_per_sm", &MixedPlan::ctas_per_sm)
       .def_property_readonly("grid",
                              [](MixedPlan const& p) {
@@ -223,6 +225,7 @@ void bind_gemm(py::module_& m) {
         "A built-in device spec ('h100', 'h200', 'a100'), or the current CUDA device's.");
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16"), py::arg("device"), py::arg("schedule") = "",
+        py::arg("gated") = false,
         "The plan of a mixed_gemm call (plan_mixed_gemm). Prefer cute_gemm.mixed_plan().");
   m.def("_mixed_schedule",
         [](std::string const& text) { return MixedSchedule::parse(text).str(); },

@@ -17,6 +17,8 @@ TORCH_LIBRARY(cute_gemm, m) {
   // (the packed K is padded); group_size is 32, 64, 128 or -1 (per-channel). See
   // csrc/ops/mixed_gemm_op.cpp and cute_gemm/ops.py. schedule: explicit choices that override
   // the planner's (kernels/mixed/mixed_plan.hpp), e.g. "kernel=wgmma,tile_m=128"; None for none.
+  // activation: None, or "silu_mul": out[M, N/2] = SiLU(gate) * up of the halves of N.
   m.def("mixed_gemm(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
-        "int group_size, int k, Tensor? bias=None, str? schedule=None) -> Tensor");
+        "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None) "
+        "-> Tensor");
 }

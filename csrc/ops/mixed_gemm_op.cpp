@@ -3,6 +3,10 @@
 //   out[M, N] = a[M, K] @ dequant(qweight)[N, K]^T (+ bias[N]),  fp16/bf16 a, INT4/INT8 weights,
 //   dequant(W)[n, k] = (q[n, k] - z) * scales[k / G, n],  z = zeros[k / G, n] or 2^(bits-1).
 //
+// activation="silu_mul" (a gate/up projection, N = 2H): out[M, H] = SiLU(g) * u, g and u the fp32
+// sums (+ bias) of columns 0..H-1 and H..2H-1, rounded once (the dense path rounds g and u to the
+// activation dtype first).
+//
 // The packed format is kernels/mixed/weight_format.hpp (cute_gemm/quant.py packs it). As for
 // gemm_op.cpp: check_mixed_gemm_args() validates everything the kernel relies on and is shared by
 // the CPU and CUDA kernels; the fake kernel is in cute_gemm/ops.py.
@@ -57,8 +61,21 @@ struct MixedProblem {
   int64_t bits = 4;
   int64_t group = 0;  // the effective group size: group_size, or K for per-channel
   int64_t lda = 0;
+  bool gated = false;        // activation="silu_mul"
+  int64_t n_out = 0;         // output columns: N, or N/2 gated
   bool runs_kernel = false;  // false when M or N is 0: the result is empty
 };
+
+using OptionalText = std::optional<c10::string_view>;
+
+// The activation argument: None or "silu_mul" (gated); a ValueError otherwise.
+bool parse_activation(OptionalText const& activation) {
+  if (!activation.has_value()) return false;
+  TORCH_CHECK_VALUE(*activation == "silu_mul", kOp,
+                    "activation must be None or 'silu_mul' (SiLU(gate) * up of the two halves of "
+                    "N); got '", std::string(*activation), "'");
+  return true;
+}
 
 // scales / zeros: [K/G, N] in a's dtype, contiguous.
 void check_group_tensor(at::Tensor const& t, char const* name, at::Tensor const& a,
@@ -78,7 +95,8 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
                                    at::Tensor const& scales,
                                    std::optional<at::Tensor> const& zeros, int64_t bits,
                                    int64_t group_size, int64_t k,
-                                   std::optional<at::Tensor> const& bias) {
+                                   std::optional<at::Tensor> const& bias,
+                                   OptionalText const& activation) {
   ops::check_2d(kOp, a, "a", "[M, K]");
   ops::check_half_dtype(kOp, a, "a");
   TORCH_CHECK(mixed::valid_bits(bits), kOp, "bits must be ", mixed::kValidBitsText, "; got bits=",
@@ -117,6 +135,11 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
   TORCH_CHECK(qweight.is_contiguous(), kOp, "qweight must be contiguous; got strides ",
               qweight.strides(), " for shape ", qweight.sizes());
   p.n = qweight.size(0) * kBlockN;
+  p.gated = parse_activation(activation);
+  TORCH_CHECK_VALUE(!p.gated || p.n % (2 * kBlockN) == 0, kOp, "activation='silu_mul' needs N (",
+                    "the gate and up halves) a multiple of 16; got N=", p.n,
+                    " (qweight.size(0) * 8)");
+  p.n_out = p.gated ? p.n / 2 : p.n;
 
   check_group_tensor(scales, "scales", a, p);
   if (zeros.has_value()) check_group_tensor(*zeros, "zeros", a, p);
@@ -184,7 +207,13 @@ at::Tensor dequantize_weight(at::Tensor const& qweight, at::Tensor const& scales
   return w.reshape_symint(full).to(dtype);
 }
 
-using Schedule = std::optional<c10::string_view>;
+using Schedule = OptionalText;
+
+// SiLU(g) * u of the fp32 halves of acc [M, N] along N: [M, N/2] fp32.
+at::Tensor silu_mul(at::Tensor const& acc) {
+  std::vector<at::Tensor> const halves = acc.chunk(2, 1);
+  return at::silu(halves[0]) * halves[1];
+}
 
 // The schedule argument, parsed (a ValueError naming the bad item when it does not parse).
 MixedSchedule parse_schedule(Schedule const& schedule) {
@@ -200,15 +229,16 @@ MixedSchedule parse_schedule(Schedule const& schedule) {
 at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
                           std::optional<at::Tensor> const& zeros, int64_t bits,
                           int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
-                          Schedule schedule) {
+                          Schedule schedule, OptionalText activation) {
   MixedProblem const p =
-      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias);
+      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
   parse_schedule(schedule);
-  if (!p.runs_kernel) return at::empty({p.m, p.n}, a.options());
+  if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
   at::Tensor const w =
       dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
   at::Tensor acc = at::matmul(a.to(at::kFloat), w.to(at::kFloat).t());
   if (bias.has_value()) acc.add_(bias->to(at::kFloat));
+  if (p.gated) acc = silu_mul(acc);
   return acc.to(a.scalar_type());
 }
 
@@ -216,19 +246,20 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
 at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                            int64_t bits, int64_t group_size, int64_t k,
-                           std::optional<at::Tensor> const& bias, Schedule schedule) {
+                           std::optional<at::Tensor> const& bias, Schedule schedule,
+                           OptionalText activation) {
   MixedProblem const p =
-      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias);
+      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
   MixedSchedule const sched = parse_schedule(schedule);
   c10::cuda::CUDAGuard const device_guard(a.device());
-  if (!p.runs_kernel) return at::empty({p.m, p.n}, a.options());
+  if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
 
   // The plan, once: what runs, its grid and its workspace.
   MixedPlan plan;
   try {
     plan = plan_mixed_gemm(
         {p.m, p.n, p.k, static_cast<int>(p.bits), static_cast<int>(group_size),
-         a.scalar_type() == at::kBFloat16},
+         a.scalar_type() == at::kBFloat16, p.gated},
         current_device_spec(), sched);
   } catch (std::invalid_argument const& e) {
     TORCH_CHECK_VALUE(false, kOp, e.what());
@@ -244,10 +275,11 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
   params.n = static_cast<int>(p.n);
   params.k = static_cast<int>(p.k);
   params.lda = static_cast<int>(p.lda);
-  params.ldo = static_cast<int>(p.n);
+  params.ldo = static_cast<int>(p.n_out);
   params.bits = static_cast<int>(p.bits);
   params.group_size = static_cast<int>(p.group);  // K for per-channel
   params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
+  params.gated = p.gated;
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
@@ -258,14 +290,15 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
     cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);
     TORCH_CHECK(err == cudaSuccess, kOp, "dequantize kernel launch failed: ",
                 cudaGetErrorString(err));
-    return at::linear(a, w, bias);
+    at::Tensor const out = at::linear(a, w, bias);
+    return p.gated ? silu_mul(out.to(at::kFloat)).to(a.scalar_type()) : out;
   }
 
-  at::Tensor out = at::empty({p.m, p.n}, a.options());
+  at::Tensor out = at::empty({p.m, p.n_out}, a.options());
   params.out = out.data_ptr();
 
-  // Split-K partial sums: a caching-allocator buffer on the current stream, never cudaMalloc, so
-  // the call stays capturable in CUDA graphs. Uninitialized.
+  // Split-K partial sums (or a gated kernel's fp32 sums): a caching-allocator buffer on the
+  // current stream, never cudaMalloc, so the call stays capturable in CUDA graphs. Uninitialized.
   at::Tensor workspace;
   if (plan.workspace_bytes > 0) {
     workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes)},
@@ -283,27 +316,33 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
 // Autograd: forward redispatches below the autograd key; backward in the activation dtype:
 //   dA = dOut @ dequant(W)   [M, N] @ [N, K]        dbias = sum_m dOut
+// Gated, dOut is the gradient of SiLU(g) * u: the backward recomputes g and u (a @ dequant(W)^T +
+// bias in fp32, from the saved a) and takes dOut' = [dOut * u * SiLU'(g), dOut * SiLU(g)] as dOut.
 class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor const& a,
                             at::Tensor const& qweight, at::Tensor const& scales,
                             std::optional<at::Tensor> const& zeros, int64_t bits,
                             int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
-                            Schedule schedule) {
+                            Schedule schedule, OptionalText activation) {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("cute_gemm::mixed_gemm", "")
                          .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
                                            std::optional<at::Tensor> const&, int64_t, int64_t,
-                                           int64_t, std::optional<at::Tensor> const&,
-                                           Schedule)>();
+                                           int64_t, std::optional<at::Tensor> const&, Schedule,
+                                           OptionalText)>();
+    bool const gated = parse_activation(activation);
     ctx->saved_data["has_zeros"] = zeros.has_value();
     ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["gated"] = gated;
     ctx->saved_data["bits"] = bits;
     ctx->saved_data["group_size"] = group_size;
     ctx->saved_data["k"] = k;
-    ctx->save_for_backward({qweight, scales, zeros.has_value() ? *zeros : at::Tensor()});
+    ctx->save_for_backward({qweight, scales, zeros.has_value() ? *zeros : at::Tensor(),
+                            gated ? a : at::Tensor(),
+                            gated && bias.has_value() ? *bias : at::Tensor()});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule);
+    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule, activation);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -311,33 +350,51 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
     auto const saved = ctx->get_saved_variables();
     bool const has_zeros = ctx->saved_data["has_zeros"].toBool();
     bool const has_bias = ctx->saved_data["has_bias"].toBool();
-    at::Tensor const& grad = grads[0];
+    bool const gated = ctx->saved_data["gated"].toBool();
     // needs_input_grad counts tensor inputs only: a, qweight, scales, [zeros], [bias].
     size_t const bias_edge = has_zeros ? 4 : 3;
-    at::Tensor grad_a, grad_bias;
-    if (ctx->needs_input_grad(0)) {
-      int64_t const bits = ctx->saved_data["bits"].toInt();
-      int64_t const k = ctx->saved_data["k"].toInt();
-      int64_t const group_size = ctx->saved_data["group_size"].toInt();
-      std::optional<at::Tensor> zeros;
-      if (has_zeros) zeros = saved[2];
-      at::Tensor const w = dequantize_weight(saved[0], saved[1], zeros, bits,
-                                             group_size == -1 ? k : group_size, k,
-                                             grad.scalar_type());
-      grad_a = at::matmul(grad, w);
+    bool const grad_a_needed = ctx->needs_input_grad(0);
+    bool const grad_bias_needed = has_bias && ctx->needs_input_grad(bias_edge);
+    at::Tensor grad = grads[0];
+    at::Tensor w;
+    auto weight = [&](at::ScalarType dtype) {
+      if (!w.defined()) {
+        int64_t const bits = ctx->saved_data["bits"].toInt();
+        int64_t const k = ctx->saved_data["k"].toInt();
+        int64_t const group_size = ctx->saved_data["group_size"].toInt();
+        std::optional<at::Tensor> zeros;
+        if (has_zeros) zeros = saved[2];
+        w = dequantize_weight(saved[0], saved[1], zeros, bits, group_size == -1 ? k : group_size,
+                              k, dtype);
+      }
+      return w;
+    };
+    if (gated && (grad_a_needed || grad_bias_needed)) {
+      at::Tensor const& a = saved[3];
+      at::Tensor pre = at::matmul(a.to(at::kFloat), weight(a.scalar_type()).to(at::kFloat).t());
+      if (has_bias) pre.add_(saved[4].to(at::kFloat));
+      std::vector<at::Tensor> const gu = pre.chunk(2, 1);
+      at::Tensor const sig = at::sigmoid(gu[0]);
+      at::Tensor const g32 = grad.to(at::kFloat);
+      at::Tensor const d_gate = g32 * gu[1] * sig * (1 + gu[0] * (1 - sig));
+      at::Tensor const d_up = g32 * gu[0] * sig;
+      grad = at::cat({d_gate, d_up}, 1).to(grad.scalar_type());
     }
-    if (has_bias && ctx->needs_input_grad(bias_edge)) grad_bias = grad.sum(0);
+    at::Tensor grad_a, grad_bias;
+    if (grad_a_needed) grad_a = at::matmul(grad, weight(grad.scalar_type()));
+    if (grad_bias_needed) grad_bias = grad.sum(0);
     // One entry per forward argument: a, qweight, scales, zeros, bits, group_size, k, bias,
-    // schedule.
+    // schedule, activation.
     return {grad_a, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), grad_bias, at::Tensor()};
+            at::Tensor(), grad_bias, at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                                at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                                int64_t bits, int64_t group_size, int64_t k,
-                               std::optional<at::Tensor> const& bias, Schedule schedule) {
+                               std::optional<at::Tensor> const& bias, Schedule schedule,
+                               OptionalText activation) {
   if (at::GradMode::is_enabled()) {
     TORCH_CHECK(!scales.requires_grad() && !(zeros.has_value() && zeros->requires_grad()), kOp,
                 "gradients w.r.t. scales/zeros are not supported (the quantized weight is ",
@@ -345,7 +402,7 @@ at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                 "zeros.detach()");
   }
   return MixedGemmFunction::apply(a, qweight, scales, zeros, bits, group_size, k, bias,
-                                  schedule);
+                                  schedule, activation);
 }
 
 }  // namespace

@@ -121,6 +121,21 @@ struct MixedDecodeConfig {
     return true;
   }
   static_assert(lane_cols_agree(), "a lane's sums must be its weights' columns");
+  // Gated GEMMs (mixed_epilogue.cuh's weight_block): values v and v + 2 (v < 2) of row tile r are
+  // one token's sums of a column in n8 block 2r and the same column of block 2r + 1, the gate and
+  // up sums of one output.
+  static constexpr bool gate_up_pairs_in_lane() {
+    for (int l = 0; l < 32; ++l)
+      for (int r = 0; r < kRowTiles; ++r)
+        for (int v = 0; v < 2; ++v) {
+          const int col = int(AccCol{}(l, v + 4 * r)), up = int(AccCol{}(l, v + 2 + 4 * r));
+          if (col / kBlockN != 2 * r || up != col + kBlockN ||
+              int(AccToken{}(l, v + 4 * r)) != int(AccToken{}(l, v + 2 + 4 * r)))
+            return false;
+        }
+    return true;
+  }
+  static_assert(gate_up_pairs_in_lane(), "a lane must hold both sums of its gated outputs");
 
   // ---- Shared memory: [zero row][an mbarrier per k slice][each k slice's kStages stages]
   // [the sums of the warps outside k slice 0]. A stage: each warp's slice (its weights, then its

@@ -119,7 +119,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // copies would be a third of a warp's instructions at M = 1 if each recomputed its address.
   const uint64_t policy = make_l2_evict_first_policy();  // weights are read once
   // Weights: lane l copies its 16 bytes of each of the warp's 4 blocks (512-byte runs); blocks
-  // past N read zeros (their columns are never stored).
+  // past N read zeros (their columns are never stored). Gated, the warp's blocks 2r and 2r + 1
+  // are one block of the gate half and the same block of the up half (weight_block).
   uint128_t const* w_src[NB];
   bool w_ok[NB];
   CG_PRAGMA_UNROLL
@@ -127,17 +128,18 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     const int nb = n_warp / kBlockN + b;
     w_ok[b] = nb * kBlockN < p.n;
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
-               (int64_t(w_ok[b] ? nb : 0) * k_blocks + kb_begin) * kLanes + lane;
+               (int64_t(w_ok[b] ? weight_block(p, nb) : 0) * k_blocks + kb_begin) * kLanes + lane;
   }
-  // Scales (and zeros): lanes 4 r + c (c < 4) copy 16 bytes (8 columns) of group row r
+  // Scales (and zeros): lanes 4 r + c (c < 4) copy 16 bytes (8 columns, block c) of group row r
   // (Cfg::ScaleCopy).
   const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
   const int s_row = lane / 4;
   const bool s_copier = s_row < scale_rows;
   const int s_col = n_warp + (lane % 4) * 8;
   const bool s_ok = s_col < p.n;
-  T const* s_src = scales + (s_ok ? s_col : 0);
-  T const* z_src = symmetric ? nullptr : zeros + (s_ok ? s_col : 0);
+  const int s_weight_col = s_ok ? weight_block(p, s_col / kBlockN) * kBlockN : 0;
+  T const* s_src = scales + s_weight_col;
+  T const* z_src = symmetric ? nullptr : zeros + s_weight_col;
   // Activations, shared by the k slice's warps: rows * kBlockK / 8 units of 16 bytes per k block;
   // thread x of the k slice copies units x + 32 col_warps j: row a_row + j * rows_per_iter, unit
   // a_unit of it, stored where Cfg::SmemA puts it.
@@ -397,7 +399,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     }
   }
 
-  // ---- epilogue (k slice 0): value (v, r) is column n_warp + AccCol, token m0 + AccToken.
+  // ---- epilogue (k slice 0): value (v, r) is column n_warp + AccCol, token m0 + AccToken (the
+  // workspace takes the weight's column of it). Gated, values v and v + 2 (v < 2) are the gate and
+  // up sums of one output (Cfg::gate_up_pairs_in_lane): column 16 j + c of the warp's order is
+  // output 8 j + c.
   float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
   CG_PRAGMA_UNROLL
   for (int r = 0; r < RT; ++r) {
@@ -407,9 +412,12 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       const int row = m0 + typename Cfg::AccToken{}(thr, v + 4 * r);
       if (col >= p.n || row >= p.m) continue;
       if (to_workspace) {
-        ws[int64_t(row) * p.n + col] = acc[r][v];
-      } else {
+        const int weight_col = weight_block(p, col / kBlockN) * kBlockN + col % kBlockN;
+        ws[int64_t(row) * p.n + weight_col] = acc[r][v];
+      } else if (!p.gated) {
         store_out_one<T>(p, row, col, acc[r][v]);
+      } else if (v < 2) {
+        store_out_gated<T>(p, row, col / 16 * 8 + col % 8, acc[r][v], acc[r][v + 2]);
       }
     }
   }
@@ -451,7 +459,7 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
   if (prepared != cudaSuccess) return prepared;
   const int smem = Cfg::smem_bytes(Cfg::rows_for(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
-  return launch_split_k<typename Cfg::Element>(
+  return launch_split_k<typename Cfg::Element, /*GatesInRegisters=*/true>(
       decode_kernel_for<Cfg>(col_warps), p, Cfg::kTileM, col_warps * Cfg::kWarpN,
       dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
 }

@@ -95,7 +95,9 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
   static_assert(kCount > 0, "no mixed instances");
   if (plan.instance < 0 || plan.instance >= kCount || plan.instance >= mixed_instance_count())
     return cudaErrorInvalidValue;
-  if (plan.splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
+  if (plan.gated != p.gated || (p.gated && p.n % 16 != 0)) return cudaErrorInvalidValue;
+  if (plan.workspace_bytes > 0 &&
+      (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
     return cudaErrorInvalidValue;
   return kLaunchers[plan.instance](p, plan, stream);
 }

@@ -54,23 +54,34 @@ CG_DEVICE void store_out_one(MixedGemmParams const& p, int row, int col, float v
   static_cast<T*>(p.out)[int64_t(row) * p.ldo + col] = HalfTraits<T>::from_float(v);
 }
 
-// out = sum over splits (in split order) of the partial sums, + bias, rounded: thread i adds the
-// four outputs of SplitKReduceConfig::tv, 16-byte loads. The loads of 8 splits are issued together
-// and then added in order: a split-by-split loop would wait out one L2 round trip per split, and
-// the fixed order keeps the sum deterministic.
+// Gated GEMMs (MixedGemmParams::gated): a kernel that gates in registers computes logical n8
+// block 2j + h from the weight's block h * N / 16 + j (h = 0: the gate half, 1: the up half), so
+// that the gate and up sums of output column 8 j + c lie in one thread (the decode kernel's row
+// tiles hold blocks 2r and 2r + 1). The weight's block of logical block b:
+CG_DEVICE int weight_block(MixedGemmParams const& p, int b) {
+  return p.gated ? (b & 1) * (p.n / (2 * kBlockN)) + (b >> 1) : b;
+}
+
+// SiLU(g) * u in fp32: g / (1 + e^-g) * u (e^-g overflows to inf for g < -88: -0 * u, the limit).
+CG_DEVICE float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+// out[row, col] = SiLU(g + bias[col]) * (u + bias[col + N/2]) rounded once (bias if given), col a
+// column of the gated output [M, N/2].
 template <class T>
-__global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
-  using Cfg = SplitKReduceConfig;
-  // A programmatic dependent of the GEMM kernel: wait for its partial sums. The next layer's
-  // kernel may start streaming its weights meanwhile (it reads nothing this kernel writes before
-  // its own wait).
-  grid_dependency_wait();
-  grid_launch_dependents();
-  const int64_t total4 = int64_t(p.m) * p.n / Cfg::kValues;
-  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= total4) return;
-  const auto workspace = Cfg::workspace(total4, splits);  // (U, split) -> 16-byte unit
-  float4 const* ws = static_cast<float4 const*>(p.workspace) + workspace(idx, 0);
+CG_DEVICE void store_out_gated(MixedGemmParams const& p, int row, int col, float g, float u) {
+  T const* bias = static_cast<T const*>(p.bias);
+  if (bias != nullptr) {
+    g += HalfTraits<T>::to_float(bias[col]);
+    u += HalfTraits<T>::to_float(bias[col + p.n / 2]);
+  }
+  static_cast<T*>(p.out)[int64_t(row) * p.ldo + col] = HalfTraits<T>::from_float(silu_mul(g, u));
+}
+
+// The sum over `splits` of the 16-byte units ws[workspace(0, s)], in split order. The loads of 8
+// splits are issued together and then added in order: a split-by-split loop would wait out one L2
+// round trip per split, and the fixed order keeps the sum deterministic.
+template <class Workspace>
+CG_DEVICE float4 sum_splits(float4 const* ws, Workspace const& workspace, int splits) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   constexpr int kBatch = 8;
   int s = 0;
@@ -82,11 +93,41 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
     for (int j = 0; j < kBatch; ++j) add_f32x4(acc, v[j]);
   }
   for (; s < splits; ++s) add_f32x4(acc, __ldcg(ws + workspace(0, s)));
-  // The row-major index of the thread's first output, split into (row, col) by N.
+  return acc;
+}
+
+// out = sum over splits (in split order) of the partial sums in p.workspace ([splits][M][N] fp32),
+// + bias, rounded: thread i writes the four outputs of SplitKReduceConfig::tv. Gated, the outputs
+// are [M, N/2] and each is SiLU of its gate column's sum times its up column's (N/2 further on).
+template <class T>
+__global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
+  using Cfg = SplitKReduceConfig;
+  // A programmatic dependent of the GEMM kernel: wait for its partial sums. The next layer's
+  // kernel may start streaming its weights meanwhile (it reads nothing this kernel writes before
+  // its own wait).
+  grid_dependency_wait();
+  grid_launch_dependents();
+  const int n_out = p.gated ? p.n / 2 : p.n;
+  const int64_t total4 = int64_t(p.m) * n_out / Cfg::kValues;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= total4) return;
+  const auto workspace = Cfg::workspace(int64_t(p.m) * p.n / Cfg::kValues, splits);
+  // The row-major index of the thread's first output, split into (row, col) by its width.
   const int64_t e = Cfg::tv(total4)(idx, 0);
-  const int row = int(e / p.n), col = int(e % p.n);
-  store_out_pair<T>(p, row, col, acc.x, acc.y);
-  store_out_pair<T>(p, row, col + 2, acc.z, acc.w);
+  const int row = int(e / n_out), col = int(e % n_out);
+  float4 const* ws = static_cast<float4 const*>(p.workspace);
+  const int64_t unit = (int64_t(row) * p.n + col) / Cfg::kValues;  // idx unless gated
+  const float4 acc = sum_splits(ws + workspace(unit, 0), workspace, splits);
+  if (!p.gated) {
+    store_out_pair<T>(p, row, col, acc.x, acc.y);
+    store_out_pair<T>(p, row, col + 2, acc.z, acc.w);
+    return;
+  }
+  const float4 up = sum_splits(ws + workspace(unit + n_out / Cfg::kValues, 0), workspace, splits);
+  store_out_gated<T>(p, row, col, acc.x, up.x);
+  store_out_gated<T>(p, row, col + 1, acc.y, up.y);
+  store_out_gated<T>(p, row, col + 2, acc.z, up.z);
+  store_out_gated<T>(p, row, col + 3, acc.w, up.w);
 }
 
 // Launches split_k_reduce_kernel over p.workspace ([splits][M][N] fp32) on `stream`; with `pdl`
@@ -94,7 +135,7 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
 template <class T>
 cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl,
                                   cudaStream_t stream) {
-  const int64_t total4 = int64_t(p.m) * p.n / SplitKReduceConfig::kValues;
+  const int64_t total4 = int64_t(p.m) * (p.gated ? p.n / 2 : p.n) / SplitKReduceConfig::kValues;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -108,12 +149,13 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
   return cudaLaunchKernelEx(&config, split_k_reduce_kernel<T>, p, splits);
 }
 
-// Launches kernel(p, per_split, splits > 1, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),
+// Launches kernel(p, per_split, to_workspace, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),
 // splits) grid of `threads` blocks (a programmatic dependent of the previous kernel in the stream
-// when pdl, i.e. on sm_90), then, with split-K, split_k_reduce_kernel. The kernel writes `out`
-// itself when splits == 1 and the fp32 partial sums to p.workspace otherwise. `extra`: further
-// kernel parameters (the warp-specialized wgmma kernel's tensor maps).
-template <class T, class... Extra>
+// when pdl, i.e. on sm_90), then, with to_workspace, split_k_reduce_kernel. The kernel writes the
+// fp32 partial sums to p.workspace with split-K, and when p.gated unless it gates in registers
+// (GatesInRegisters); otherwise it writes `out` itself. `extra`: further kernel parameters (the
+// warp-specialized wgmma kernel's tensor maps).
+template <class T, bool GatesInRegisters = false, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
                            MixedGemmParams const& p, int tile_m, int tile_n, dim3 threads,
                            int smem, int splits, bool pdl, cudaStream_t stream,
@@ -130,8 +172,9 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, splits > 1, extra...);
-  if (e != cudaSuccess || splits == 1) return e;
+  const bool to_workspace = splits > 1 || (p.gated && !GatesInRegisters);
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, to_workspace, extra...);
+  if (e != cudaSuccess || !to_workspace) return e;
   return launch_split_k_reduce<T>(p, splits, pdl, stream);
 }
 

@@ -5,6 +5,11 @@
 //   out[M, N] = A[M, K] @ dequant(W)[N, K]^T (+ bias[N]),  fp16 or bf16 activations/output,
 //   W packed as INT4 or INT8 (kernels/mixed/weight_format.hpp), fp32 accumulation.
 //
+// Gated (`gated`, the op's activation="silu_mul"): W's rows are a gate half and an up half
+// (N = 2H), and out[M, H] = SiLU(g) * u with g = the sums of columns 0..H-1 (+ bias) and u those
+// of H..2H-1, both in fp32, rounded once. The decode kernel pairs the two in registers; the
+// other kernels write fp32 sums to the workspace and split_k_reduce_kernel gates them.
+//
 // dequant(W)[n, k] = (q[n, k] - z) * scales[k / G, n], z = zeros[k / G, n] when zeros is given,
 // 2^(bits-1) otherwise; the product is exact in fp32. mixed_gemm_launch computes with it exactly
 // (the scales multiply fp32 sums of a * (q - z)); dequantize_weight_launch rounds it once to the
@@ -41,12 +46,13 @@ struct MixedGemmParams {
   void const* scales = nullptr;       // [K / G, N]
   void const* zeros = nullptr;        // [K / G, N] or nullptr (symmetric: z = 2^(bits-1))
   void const* bias = nullptr;         // [N] or nullptr
-  void* out = nullptr;                // [M, N], row stride ldo elements
+  void* out = nullptr;                // [M, N] ([M, N/2] gated), row stride ldo elements
   int m = 0, n = 0, k = 0;            // k: the true K (the packed K is padded)
   int lda = 0, ldo = 0;
   int bits = 4;                       // 4 or 8
   int group_size = 128;               // 32, 64, 128, or K for per-channel (never -1)
   HalfType dtype = HalfType::kFloat16;
+  bool gated = false;                 // out = SiLU(gate half) * up half (N % 16 == 0)
   void* workspace = nullptr;          // plan.workspace_bytes bytes, uninitialized
   size_t workspace_bytes = 0;
 };
@@ -63,8 +69,9 @@ cudaError_t dequantize_weight_launch(MixedGemmParams const& params, void* w, cud
 DeviceSpec const& current_device_spec();
 
 // Launches `plan` (plan_mixed_gemm for this problem and the current device; not the dense path)
-// on `stream`: out = A @ dequant(W)^T (+ bias). With plan.splits > 1, params.workspace must hold
-// plan.workspace_bytes. Returns the launch error, if any.
+// on `stream`: out = A @ dequant(W)^T (+ bias), gated when params.gated (the plan must be made
+// for the gated problem). When plan.workspace_bytes > 0, params.workspace must hold that many.
+// Returns the launch error, if any.
 cudaError_t mixed_gemm_launch(MixedGemmParams const& params, MixedPlan const& plan,
                               cudaStream_t stream);
 

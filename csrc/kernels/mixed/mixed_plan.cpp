@@ -362,6 +362,9 @@ void check_problem(MixedGemmProblem const& p) {
            ", N=" + std::to_string(p.n) + ", K=" + std::to_string(p.k));
   if (p.n % mixed::kBlockN != 0)
     refuse("plan_mixed_gemm: N must be a multiple of 8; got N=" + std::to_string(p.n));
+  if (p.gated && p.n % (2 * mixed::kBlockN) != 0)
+    refuse("plan_mixed_gemm: a gated GEMM needs N (gate and up halves) a multiple of 16; got N=" +
+           std::to_string(p.n));
   if (!mixed::valid_bits(p.bits))
     refuse(std::string("plan_mixed_gemm: bits must be ") + mixed::kValidBitsText + "; got bits=" +
            std::to_string(p.bits));
@@ -513,6 +516,7 @@ std::string MixedPlan::describe() const {
   o << kernel_name(kernel);
   if (kernel == MixedKernel::kDense) {
     o << ": dequantize the weight once, then a dense GEMM";
+    if (gated) o << ", then SiLU(gate) * up";
     return o.str();
   }
   o << " " << mixed_instance(instance).name << ": tile " << tile_m << "x" << tile_n
@@ -528,6 +532,12 @@ std::string MixedPlan::describe() const {
   o << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2] << ", " << ctas_per_sm
     << " CTA/SM";
   if (splits > 1) o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
+  if (gated) {
+    o << (kernel == MixedKernel::kDecode && splits == 1
+              ? ", SiLU(gate) * up in registers"
+              : ", SiLU(gate) * up in the reduce kernel (workspace " +
+                    std::to_string(workspace_bytes) + " B)");
+  }
   o << (exact_scales ? ", exact scales" : ", rounded weights");
   if (fine_groups) o << ", fine groups";
   return o.str();
@@ -574,6 +584,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
 
   MixedPlan plan;
   plan.kernel = kernel;
+  plan.gated = p.gated;
   switch (kernel) {
     case MixedKernel::kDense: return plan;
     case MixedKernel::kDecode: plan_decode(plan, p, d, s, k_blocks, group); break;
@@ -583,7 +594,10 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   plan.grid[0] = ceil_div(p.n, plan.tile_n);
   plan.grid[1] = ceil_div(p.m, plan.tile_m);
   plan.grid[2] = plan.splits;
-  plan.workspace_bytes = plan.splits > 1 ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
+  const bool via_workspace =
+      plan.splits > 1 || (p.gated && kernel != MixedKernel::kDecode);  // see MixedPlan::gated
+  plan.workspace_bytes =
+      via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   return plan;
 }
 

@@ -46,6 +46,8 @@ struct MixedGemmProblem {
   int bits = 4;
   int group_size = 128;  // as the op takes it: 32, 64, 128 or -1 (per-channel)
   bool bf16 = false;
+  // out[M, N/2] = SiLU(gate) * up of the two halves of N (mixed_gemm_launch.hpp); N % 16 == 0.
+  bool gated = false;
 };
 
 enum class MixedKernel : int {
@@ -99,7 +101,10 @@ struct MixedPlan {
                               // the weight is rounded to the activation dtype first
   int ctas_per_sm = 0;        // resident CTAs per SM (the occupancy model)
   int64_t grid[3] = {0, 0, 0};
-  size_t workspace_bytes = 0;  // fp32 split-K partial sums (uninitialized scratch)
+  // Gated: the decode kernel gates in registers; every other kernel writes its fp32 sums to the
+  // workspace (one slice without split-K) and split_k_reduce_kernel gates them.
+  bool gated = false;
+  size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
 
   std::string describe() const;  // one readable line
 };
