@@ -227,19 +227,20 @@ struct MixedDecodeConfig {
 
   // ---- Registers per thread that ptxas allocates on sm_90a (its count rounded up to 8) for the
   // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations; the planner's occupancy
-  // model reads them (no GPU test compares it with cudaOccupancy yet). Measured with
-  // scripts/kernel_resources.py; remeasure when the kernel changes.
+  // model reads them (test_planned_occupancy_matches_gpu holds it against cudaOccupancy). Measured
+  // with ptxas -v (nvcc 13.0) after the gated epilogue; remeasure when the kernel changes.
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
   CG_HOST_DEVICE static constexpr int registers(int col_warps) {
     const bool shared = col_warps > 1;
     if (Bits == 4) {
-      if (kBf16) return FineGroups ? 128 : 120;
-      return FineGroups ? 128 : 112;
+      if (FineGroups) return 128;
+      return kBf16 ? (shared ? 120 : 128) : (shared ? 112 : 120);
     }
-    if (kBf16) return shared ? 104 : 96;
-    return shared ? 112 : 104;
+    if (shared) return 112;
+    if (kBf16) return FineGroups ? 96 : 104;
+    return FineGroups ? 104 : 112;
   }
   static constexpr int kRegisters =
       registers(1) > registers(kMaxColWarps) ? registers(1) : registers(kMaxColWarps);
