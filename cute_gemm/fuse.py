@@ -201,14 +201,21 @@ def slice_groups(model):
     return groups
 
 
+def _forward_tree(cls):
+    """The ``ast`` of ``cls.forward``'s source, or None where the source cannot be read."""
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
 @functools.lru_cache(maxsize=None)
 def _forward_calls_members_once(cls, members):
     """Whether ``cls.forward`` calls ``self.<member>(arg)`` once per member, all with one plain
     argument name that the forward never rebinds or modifies in place (``arg.x_(...)``,
     ``arg[...] = ...``): then every sibling gets the very tensor the first one got."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
-    except (OSError, TypeError, SyntaxError):
+    tree = _forward_tree(cls)
+    if tree is None:
         return False
     args = {}
     for node in ast.walk(tree):
@@ -353,7 +360,8 @@ def fused_linear(group):
 
 # ------------------------------------------------------------------------- the gated activation
 
-GATED_MLPS = frozenset({"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP"})
+# The recognized MLP classes (FAMILIES' gate/up entry).
+GATED_MLPS = next(classes for kind, classes, _, _ in FAMILIES if kind == "gate/up")
 
 
 @functools.lru_cache(maxsize=None)
@@ -361,11 +369,8 @@ def _forward_is_gated_mlp(cls):
     """Whether ``cls.forward(self, x)`` is exactly ``return self.down_proj(self.act_fn(
     self.gate_proj(x)) * self.up_proj(x))``, directly or through one local name (a docstring
     allowed)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    fn = tree.body[0] if tree.body else None
+    tree = _forward_tree(cls)
+    fn = tree.body[0] if tree is not None and tree.body else None
     if not isinstance(fn, ast.FunctionDef) or len(fn.args.args) != 2 or fn.args.vararg \
             or fn.args.kwarg or fn.args.kwonlyargs or fn.decorator_list:
         return False
