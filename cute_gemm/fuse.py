@@ -16,7 +16,8 @@ How the fused layer is called (the design, and why):
   ``self.q_proj(hidden_states)``, ``self.k_proj(hidden_states)``, ``self.v_proj(hidden_states)``
   and ``LlamaMLP.forward`` ``self.gate_proj(x)`` and ``self.up_proj(x)``. No transformers code is
   copied or patched, so the fusion follows the model's forward wherever transformers takes it
-  (caches, attention backends, Qwen3's q/k norms).
+  (caches, attention backends, Qwen3's q/k norms). The one exception is the gated activation
+  below: an MLP instance whose forward is the known formula gets a forward of its own.
 * The members become ``ProjectionSlice`` modules under their old names (``q_proj`` ...), and the
   fused ``QuantLinear`` is registered beside them (``qkv_proj``, ``gate_up_proj``), so it is in
   ``state_dict`` once and moves with ``.to()``. The module paths ``...self_attn.q_proj`` keep

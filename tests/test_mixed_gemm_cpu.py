@@ -437,6 +437,9 @@ def test_gated_refusals():
         cute_gemm.mixed_gemm(a, qw, activation="silu_mul")
     with pytest.raises(ValueError, match="multiple of 16; got N=40"):
         cute_gemm.mixed_plan(2, 40, 128, activation="silu_mul", device="h100")
+    with pytest.raises(ValueError, match="mixed_plan: activation must be None or 'silu_mul'; "
+                                         "got 'gelu'"):
+        cute_gemm.mixed_plan(2, 32, 128, activation="gelu", device="h100")
     qw = _qweight(32, 128, 4, 32, True, torch.float16, seed=53)
     for bad in ("gelu", "SILU_MUL", ""):
         with pytest.raises(ValueError, match="activation must be None or 'silu_mul'"):
