@@ -944,3 +944,94 @@ def test_gated_graph_compile_and_backward():
     layer(y, activation="silu_mul").float().sum().backward()
     # dA is a bf16 matmul of K = 2048 terms (|dA| ~ 150): norm-wise within bf16's rounding.
     assert ((y.grad.float() - x.grad).norm() / x.grad.norm()).item() < 1e-2
+
+
+# ------------------------------------------------------------------- prefetch (L2 hint)
+
+def _prefetch_schedules():
+    """Every kernel that hands a prefetch to the copy engine: the decode kernel (1-warp and
+    shared k slices, split), mma.sync (with split-K), each kind of wgmma tile (cp.async: 16 to
+    64 rows; TMA producer: 128 to 256 rows), and the dense path, which ignores it."""
+    return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
+            (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (40, "kernel=mma,splits=2"),
+            (130, "kernel=dense"), (29, _tile_schedule(32, True)),
+            (61, _tile_schedule(64, False) + ",splits=2"), (125, _tile_schedule(128, False)),
+            (250, _tile_schedule(256, False) + ",splits=2")]
+
+
+@pytest.mark.parametrize("m,schedule", _prefetch_schedules())
+@pytest.mark.parametrize("bits,group,symmetric,dtype", [(4, 128, True, torch.bfloat16),
+                                                         (8, 64, False, torch.float16)])
+def test_prefetch_never_changes_the_result(m, schedule, bits, group, symmetric, dtype):
+    if "tile_m" in schedule and not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    n, k = 264, 640
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=m)
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=m + 2)
+    plain = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+    # Targets: another layer's weight; a view whose start and end are not 16-byte aligned (the
+    # kernel takes the aligned bytes inside it); fewer bytes than CTAs x 16 (most CTAs get none);
+    # fewer than 16 bytes (nothing to prefetch).
+    other = _qweight(4096, 1024, 4, 128, True, dtype, seed=99).packed
+    words = torch.arange((3 << 20) // 4 + 13, dtype=torch.int32, device="cuda")
+    for target in (other, words[3:], words[:40], words[:3]):
+        run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731
+                                           prefetch=target)
+        if _plan(m, qw, schedule).kernel == "dense":
+            out = run()
+        else:
+            out = assert_poisoned_run(run, _reference(a, qw, bias, schedule), dtype, k)
+        assert torch.equal(out, plain)
+    # The target is only read.
+    assert torch.equal(words, torch.arange(words.numel(), dtype=torch.int32, device="cuda"))
+
+
+def test_prefetch_refusals_on_the_gpu():
+    qw = _qweight(128, 256, 4, 128, True, torch.float16)
+    a = _randn(1, 256)
+    with pytest.raises(RuntimeError, match="prefetch must be on the same device"):
+        cute_gemm.mixed_gemm(a, qw, prefetch=qw.packed.cpu())
+    with pytest.raises(RuntimeError, match="prefetch must be contiguous"):
+        cute_gemm.mixed_gemm(a, qw, prefetch=qw.scales.t())
+    with pytest.raises(RuntimeError, match="prefetch must be contiguous"):
+        MIXED(a, qw.packed, qw.scales, None, 4, 128, 256, None, None, None, qw.scales.t())
+
+
+def test_prefetch_chain_graph_and_compile():
+    # Three layers chained in call order (the second called first), replayed in a CUDA graph and
+    # compiled with fullgraph: the same bits as the unchained layers.
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = cute_gemm.QuantLinear.from_linear(torch.nn.Linear(512, 1024), bits=4,
+                                                       dtype=dt).cuda()
+            self.b = cute_gemm.QuantLinear.from_linear(torch.nn.Linear(512, 512), bits=8,
+                                                       group_size=-1, dtype=dt).cuda()
+            self.c = cute_gemm.QuantLinear.from_linear(torch.nn.Linear(1024, 256), bits=4,
+                                                       dtype=dt).cuda()
+
+        def forward(self, x):
+            return self.c(self.a(self.b(x)))
+
+    block = Block()
+    x = _randn(2, 512, dtype=dt, seed=1)
+    expected = block(x)
+    chain = cute_gemm.prefetch.chain(block, x, max_bytes=1 << 20)
+    assert [(link.layer, link.next) for link in chain.links] == [("b", "a"), ("a", "c")]
+    assert chain.links[0].nbytes == block.a.qweight.numel() * 4  # under the cap: all of it
+    assert torch.equal(block(x), expected)
+    compiled = torch.compile(block, fullgraph=True)
+    assert torch.equal(compiled(x), expected)
+    static = x.clone()
+    with torch.no_grad():
+        graph, out = capture_graph(lambda: block(static))
+    fresh = _randn(2, 512, dtype=dt, seed=2)
+    static.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    cute_gemm.prefetch.unchain(block)
+    assert torch.equal(out, block(fresh))
