@@ -53,8 +53,7 @@ INT4 = dict(bits=4, group_size=128, symmetric=True)
 INT8 = dict(bits=8, group_size=-1, symmetric=True)
 HEAD8 = dict(bits=8, group_size=-1, symmetric=True)
 # name -> (kind, settings): kind "dense" (the 16-bit model), "cute" (quantize_model settings,
-# plus "fuse", "head", "gate": False to undo the gated MLP forward, and "prefetch": the
-# chain's cap in bytes, -1 for cute_gemm.prefetch's default), "torch_int4" (the peer).
+# plus "fuse", "head" and "gate": False to undo the gated MLP forward), "torch_int4" (the peer).
 VARIANTS = {
     "bf16": ("dense", {}),
     "int4": ("cute", dict(INT4, fuse=False, head=None)),
@@ -65,12 +64,6 @@ VARIANTS = {
     "int8-fused": ("cute", dict(INT8, fuse=True, head=None)),
     "int8-fused-head8": ("cute", dict(INT8, fuse=True, head=HEAD8)),
     "int8-fused-apart-head8": ("cute", dict(INT8, fuse=True, head=HEAD8, gate=False)),
-    # Each quantized layer prefetches the next one's weight into the L2 (cute_gemm.prefetch.chain)
-    # up to the default cap, or the cap in MiB after "pf".
-    "int4-fused-head8-pf": ("cute", dict(INT4, fuse=True, head=HEAD8, prefetch=-1)),
-    "int4-fused-head8-pf8": ("cute", dict(INT4, fuse=True, head=HEAD8, prefetch=8 << 20)),
-    "int4-fused-head8-pf32": ("cute", dict(INT4, fuse=True, head=HEAD8, prefetch=32 << 20)),
-    "int8-fused-head8-pf": ("cute", dict(INT8, fuse=True, head=HEAD8, prefetch=-1)),
     "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
@@ -177,7 +170,7 @@ def make_variant(cute_gemm, base, kind, settings, copy_module):
     if kind == "torch_int4":
         n = to_torch_int4(model, settings["group_size"], settings["inner_k_tiles"])
         return model, f"{n} decoder linears on torch._weight_int4pack_mm, head 16-bit"
-    options = {k: v for k, v in settings.items() if k not in ("fuse", "head", "gate", "prefetch")}
+    options = {k: v for k, v in settings.items() if k not in ("fuse", "head", "gate")}
     summary = cute_gemm.quantize_model(model, skip=("lm_head",), progress=False,
                                        fuse=settings["fuse"], **options)
     fused = getattr(summary, "fused", None)
@@ -196,14 +189,6 @@ def make_variant(cute_gemm, base, kind, settings, copy_module):
         note += f", head INT{head['bits']}"
     else:
         note += ", head 16-bit"
-    cap = settings.get("prefetch")
-    if cap is not None:
-        cap = cute_gemm.prefetch.DEFAULT_MAX_BYTES if cap < 0 else cap
-        device = next(model.buffers()).device
-        chain = cute_gemm.prefetch.chain(
-            model, input_ids=torch.zeros(1, 1, dtype=torch.long, device=device), use_cache=False,
-            max_bytes=cap)
-        note += f", {len(chain.links)} L2 prefetch links of <= {cap >> 20} MiB"
     return model, note
 
 

@@ -18,9 +18,6 @@
     python3 benchmarks/probe_mixed.py --wgmma-tiles
                                                   every wgmma instance (token tile) vs the
                                                   default, M = 32..384
-    python3 benchmarks/probe_mixed.py --prefetch  a fused layer's consecutive GEMMs (A, B) with a
-                                                  DRAM-idle gap between them: A prefetching the
-                                                  start of B's weight into the L2 or not, M = 1
     python3 benchmarks/probe_mixed.py --small-tiles
                                                   M = 9..32: mma.sync vs the 16- and 32-row
                                                   wgmma tiles (exact scales / rounded weights)
@@ -290,58 +287,6 @@ def sweep_decode_warps():
             torch.cuda.empty_cache()
 
 
-# Consecutive GEMMs of a fused Llama-3-8B layer at batch 1 (names of LAYER_SHAPES): A runs, then
-# kernels that barely touch DRAM (here a spin kernel), then B.
-PREFETCH_PAIRS = [("qkv", "o"), ("o", "gate_up"), ("gate_up", "down"), ("down", "qkv")]
-
-
-def sweep_prefetch():
-    """For each pair (A, B) of PREFETCH_PAIRS (INT4 g128, bf16, M = 1): CUDA-graph time of
-    [A] [spin T] [B] with A prefetching the first X MiB of B's weight (X = 0: none; capped at B's
-    weight), T = 0, 3 and 10 us of spin. Cells: us per [A, spin, B]; the last column is the spin
-    alone. Each call uses the next copy of both weights (rotated past the L2)."""
-    torch.manual_seed(0)
-    dt = torch.bfloat16
-    shapes = {name: (k, n, bits, group) for name, k, n, bits, group in LAYER_SHAPES}
-    caps = (0, 4, 8, 16, 32)
-    print(f"{'A -> B':>14} {'spin':>5} | " + " ".join(f"{f'{c} MiB':>8}" for c in caps)
-          + " | spin us", flush=True)
-    for a_name, b_name in PREFETCH_PAIRS:
-        (ka, na, bits, group), (kb, nb, _, _) = shapes[a_name], shapes[b_name]
-        wa = torch.randn(na, ka, device="cuda", dtype=dt) * 0.02
-        wb = torch.randn(nb, kb, device="cuda", dtype=dt) * 0.02
-        qa0 = cute_gemm.quantize(wa, bits=bits, group_size=group, dtype=dt)
-        qb0 = cute_gemm.quantize(wb, bits=bits, group_size=group, dtype=dt)
-        pair_bytes = sum(t.numel() * t.element_size()
-                         for t in (qa0.packed, qa0.scales, qb0.packed, qb0.scales))
-        sets = common.make_rotation(
-            lambda i: (qa0, qb0) if i == 0 else (common.clone_quantized(qa0),
-                                                 common.clone_quantized(qb0)), pair_bytes)
-        xa = torch.randn(1, ka, device="cuda", dtype=dt)
-        xb = torch.randn(1, kb, device="cuda", dtype=dt)
-        for spin_us in (0, 3, 10):
-            cycles = int(spin_us * 1700)
-
-            def spin():
-                if cycles:
-                    torch.cuda._sleep(cycles)
-            cells = []
-            for cap in caps:
-                def step(i, cap=cap):
-                    qa, qb = sets[i % len(sets)]
-                    flat = qb.packed.view(-1)
-                    pf = flat[:min(cap << 20, flat.numel() * 4) // 4] if cap else None
-                    cute_gemm.mixed_gemm(xa, qa, prefetch=pf)
-                    spin()
-                    cute_gemm.mixed_gemm(xb, qb)
-                cells.append(f"{time_graph(step):8.1f}")
-            t_spin = time_graph(lambda i: spin()) if cycles else 0.0
-            print(f"{a_name + ' -> ' + b_name:>14} {spin_us:>5} | " + " ".join(cells)
-                  + f" | {t_spin:.1f}", flush=True)
-        sets = qa0 = qb0 = None
-        torch.cuda.empty_cache()
-
-
 WGMMA_TILES = [32, 64, 128, 160, 192, 256]
 
 
@@ -407,8 +352,6 @@ def sweep_small_tiles():
 
 
 def main():
-    if "--prefetch" in sys.argv:
-        return sweep_prefetch()
     if "--small-tiles" in sys.argv:
         return sweep_small_tiles()
     if "--decode-warps" in sys.argv:

@@ -27,7 +27,6 @@ from .nn import QuantLinear  # noqa: E402
 from .convert import (  # noqa: E402
     QuantizationSummary, load_quantized, quantize_model, save_quantized)
 from . import fuse  # noqa: E402
-from . import prefetch  # noqa: E402
 from .fuse import ProjectionSlice  # noqa: E402
 from . import checkpoints  # noqa: E402
 from .checkpoints import (  # noqa: E402
@@ -64,6 +63,5 @@ __all__ = ["__version__", "awq_linear", "awq_to_quantized", "checkpoints", "Cute
            "dequantize", "device_spec", "DeviceSpec", "fuse", "gemm", "gptq_linear",
            "gptq_to_quantized", "hf", "layout", "load_awq_model", "load_awq_pretrained",
            "load_gptq_model", "load_gptq_pretrained", "load_quantized", "mixed_gemm", "mixed_plan",
-           "MixedPlan", "nn", "pack_weight", "prefetch", "ProjectionSlice", "QuantizationSummary",
-           "quantize", "quantize_model", "QuantizedWeight", "QuantLinear", "save_quantized",
-           "unpack_weight"]
+           "MixedPlan", "nn", "pack_weight", "ProjectionSlice", "QuantizationSummary", "quantize",
+           "quantize_model", "QuantizedWeight", "QuantLinear", "save_quantized", "unpack_weight"]

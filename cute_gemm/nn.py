@@ -158,7 +158,6 @@ class QuantLinear(torch.nn.Module):
             "bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
         self.register_buffer("input_perm", None)
         self.register_buffer("qformat", format_tag(bits, group_size, symmetric, device=device))
-        self.__dict__["_prefetch_link"] = None  # (layer, bytes): see set_prefetch
 
     # ------------------------------------------------------------------------------ builders
 
@@ -255,64 +254,6 @@ class QuantLinear(torch.nn.Module):
                 f"quantized layer). Build a new layer with QuantLinear.from_linear instead")
         super().__setattr__(name, value)
 
-    # ----------------------------------------------------------------------------- prefetch
-
-    def set_prefetch(self, layer, nbytes=None):
-        """While this layer's GEMM runs, ask the GPU's L2 for the first ``nbytes`` of ``layer``'s
-        packed weight (``cute_gemm.mixed_gemm``'s ``prefetch``): the layer that runs next, so
-        that its GEMM finds them in the L2. A hint that never changes a result.
-
-        Args:
-            layer: a ``QuantLinear``, or None to stop prefetching.
-            nbytes: how many bytes of ``layer.qweight`` (from its start); None for all of it.
-                Rounded down to a multiple of 16 and capped at the weight's size; 0 stops.
-
-        The link is a plain reference (not a submodule: nothing changes in ``state_dict``,
-        ``modules()`` or ``.to()``). It is skipped while the two layers are on different
-        devices, and dropped by ``copy.deepcopy`` and pickling (a copied layer would otherwise
-        carry the layer it points at with it): link copies again with
-        ``cute_gemm.prefetch.chain``, which links a whole model in the order its forward calls
-        its layers.
-        """
-        if layer is None:
-            self.__dict__["_prefetch_link"] = None
-            return
-        if not isinstance(layer, QuantLinear):
-            raise TypeError(f"{_WHERE}.set_prefetch: layer must be a QuantLinear or None; got "
-                            f"{type(layer).__name__}")
-        size = layer.qweight.numel() * layer.qweight.element_size()
-        if nbytes is None:
-            nbytes = size
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-            raise TypeError(f"{_WHERE}.set_prefetch: nbytes must be an int or None; got "
-                            f"{type(nbytes).__name__}")
-        if nbytes < 0:
-            raise ValueError(f"{_WHERE}.set_prefetch: nbytes must be >= 0; got {nbytes}")
-        nbytes = min(nbytes, size) // 16 * 16
-        self.__dict__["_prefetch_link"] = (layer, nbytes) if nbytes > 0 else None
-
-    @property
-    def prefetch(self):
-        """``(layer, nbytes)`` set by ``set_prefetch``, or None."""
-        return getattr(self, "_prefetch_link", None)
-
-    def _prefetch_tensor(self):
-        """The op's prefetch argument: the linked layer's first bytes as an int32 view, or None."""
-        link = getattr(self, "_prefetch_link", None)
-        if link is None:
-            return None
-        layer, nbytes = link
-        weight = layer.qweight
-        if weight.device != self.qweight.device:
-            return None
-        return weight.view(-1)[:nbytes // weight.element_size()]
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state = dict(state)
-        state["_prefetch_link"] = None
-        return state
-
     def requires_grad_(self, requires_grad=True):
         """Refuses ``requires_grad_(True)``: the quantized weight is frozen (there is nothing
         to train in this layer); ``requires_grad_(False)`` is a no-op."""
@@ -374,7 +315,7 @@ class QuantLinear(torch.nn.Module):
             x2d = x2d.clone()  # a view at an odd element offset; the kernel needs 16-byte rows
         out = torch.ops.cute_gemm.mixed_gemm.default(
             x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias, None,
-            activation, self._prefetch_tensor())
+            activation)
         return out.reshape(*lead, out.shape[-1]).to(out_dtype)
 
     # ---------------------------------------------------------------------- dtype and device

@@ -203,29 +203,11 @@ def _check_activation(activation, n):
     return True
 
 
-def _check_prefetch(prefetch, a):
-    """The op's prefetch argument: None, or a contiguous tensor on a's device (as the C++ check)."""
-    if prefetch is None:
-        return
-    if not isinstance(prefetch, torch.Tensor):
-        raise TypeError(f"{_MIXED}prefetch must be None or a torch.Tensor (the bytes to bring "
-                        f"into the L2, e.g. the next layer's qweight); got "
-                        f"{type(prefetch).__name__}")
-    if prefetch.device != a.device:
-        raise RuntimeError(f"{_MIXED}prefetch must be on the same device as a ({a.device}); got "
-                           f"{prefetch.device}")
-    if not prefetch.is_contiguous():
-        raise RuntimeError(f"{_MIXED}prefetch must be contiguous (its bytes are the range to "
-                           f"bring into the L2); got strides {tuple(prefetch.stride())} for shape "
-                           f"{tuple(prefetch.shape)}")
-
-
 @torch.library.register_fake("cute_gemm::mixed_gemm")
 def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, schedule=None,
-                     activation=None, prefetch=None):
+                     activation=None):
     m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias)
     gated = _check_activation(activation, n)
-    _check_prefetch(prefetch, a)
     if schedule is not None:
         _C._mixed_schedule(schedule)  # a ValueError at trace time for a schedule that cannot parse
     return a.new_empty((m, n // 2 if gated else n))
@@ -302,8 +284,7 @@ def mixed_plan(m, n, k, bits=4, group_size=128, dtype=torch.float16, device=None
 
 
 def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
-               schedule=None, activation: str | None = None,
-               prefetch: torch.Tensor | None = None) -> torch.Tensor:
+               schedule=None, activation: str | None = None) -> torch.Tensor:
     """Linear layer with a quantized weight: ``a @ dequantize(qw).T (+ bias)``.
 
     Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` with ``W = (q - z) * s``, fp32
@@ -337,16 +318,6 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             fp32 and rounded once (the dense path rounds ``g`` and ``u`` first). ``N`` must be a
             multiple of 16. At M <= 8 the decode kernel gates in registers; the other kernels
             gate in the split-K reduce kernel, through an fp32 workspace.
-        prefetch: optional tensor (contiguous, on ``a``'s device) whose bytes the kernel asks the
-            GPU's L2 cache to fetch while it runs: the weight of the GEMM that runs next (e.g.
-            ``next_qw.packed`` or a leading slice of it), so that GEMM starts with part of its
-            weight in the L2 instead of waiting for DRAM after the small kernels in between
-            (attention, norms). A hint: the result never depends on it. On Hopper the fused
-            kernels hand the 16-byte-aligned bytes to the copy engine (``cp.async.bulk.prefetch``),
-            split over their CTAs; a CTA retires only once its share has arrived, so keep it to
-            what this GEMM's run can stream beside its own weight (``cute_gemm.prefetch`` chains a
-            model's layers with a cap). Other GPUs, the dense path and the CPU ignore it.
-            ``QuantLinear`` layers pass it from ``QuantLinear.set_prefetch``.
 
     Returns:
         A new ``[..., N]`` tensor (``[..., N/2]`` with an activation) with ``a``'s dtype and
@@ -373,8 +344,7 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
                          f"{list(a.shape)}")
     lead = a.shape[:-1]
     a2d = a.reshape(-1, k)
-    _check_prefetch(prefetch, a)
     out = torch.ops.cute_gemm.mixed_gemm.default(a2d, qw.packed, qw.scales, qw.zeros, qw.bits,
                                                   qw.group_size, k, bias,
-                                                  _schedule_text(schedule), activation, prefetch)
+                                                  _schedule_text(schedule), activation)
     return out.reshape(*lead, out.shape[-1])

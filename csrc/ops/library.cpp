@@ -18,9 +18,7 @@ TORCH_LIBRARY(cute_gemm, m) {
   // csrc/ops/mixed_gemm_op.cpp and cute_gemm/ops.py. schedule: explicit choices that override
   // the planner's (kernels/mixed/mixed_plan.hpp), e.g. "kernel=wgmma,tile_m=128"; None for none.
   // activation: None, or "silu_mul": out[M, N/2] = SiLU(gate) * up of the halves of N.
-  // prefetch: None, or a tensor whose bytes the kernel asks the L2 for while it runs (the next
-  // layer's weight); read by no one here, it never changes the result.
   m.def("mixed_gemm(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
-        "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None, "
-        "Tensor? prefetch=None) -> Tensor");
+        "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None) "
+        "-> Tensor");
 }

@@ -20,11 +20,6 @@
 // says it rounds the weight to the activation dtype first (its exact_scales), or the dense path:
 // dequantize once to the activation dtype, then a dense GEMM.
 //
-// prefetch (optional, any dtype and shape, contiguous, on a's device): bytes the next kernel reads
-// (the next layer's weight). The fused kernels ask the L2 for its 16-byte-aligned part while they
-// run (kernels/mixed/l2_prefetch.cuh); the result never depends on it, and the CPU reference and
-// the dense path ignore it.
-//
 // Autograd: gradients flow to `a` (dA = dOut @ dequant(W), in the activation dtype) and `bias`
 // (the column sums of dOut). The quantized weight is frozen: qweight is integer, and scales/zeros
 // that require grad are rejected with an error rather than silently getting no gradient.
@@ -220,15 +215,6 @@ at::Tensor silu_mul(at::Tensor const& acc) {
   return at::silu(halves[0]) * halves[1];
 }
 
-// The prefetch argument: None, or a contiguous tensor on a's device (its bytes are a hint).
-void check_prefetch(std::optional<at::Tensor> const& prefetch, at::Tensor const& a) {
-  if (!prefetch.has_value()) return;
-  ops::check_same_device(kOp, *prefetch, "prefetch", a);
-  TORCH_CHECK(prefetch->is_contiguous(), kOp, "prefetch must be contiguous (its bytes are the ",
-              "range to bring into the L2); got strides ", prefetch->strides(), " for shape ",
-              prefetch->sizes());
-}
-
 // The schedule argument, parsed (a ValueError naming the bad item when it does not parse).
 MixedSchedule parse_schedule(Schedule const& schedule) {
   if (!schedule.has_value()) return {};
@@ -243,11 +229,9 @@ MixedSchedule parse_schedule(Schedule const& schedule) {
 at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
                           std::optional<at::Tensor> const& zeros, int64_t bits,
                           int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
-                          Schedule schedule, OptionalText activation,
-                          std::optional<at::Tensor> const& prefetch) {
+                          Schedule schedule, OptionalText activation) {
   MixedProblem const p =
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
-  check_prefetch(prefetch, a);
   parse_schedule(schedule);
   if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
   at::Tensor const w =
@@ -263,10 +247,9 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                            int64_t bits, int64_t group_size, int64_t k,
                            std::optional<at::Tensor> const& bias, Schedule schedule,
-                           OptionalText activation, std::optional<at::Tensor> const& prefetch) {
+                           OptionalText activation) {
   MixedProblem const p =
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
-  check_prefetch(prefetch, a);
   MixedSchedule const sched = parse_schedule(schedule);
   c10::cuda::CUDAGuard const device_guard(a.device());
   if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
@@ -297,16 +280,6 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
   params.group_size = static_cast<int>(p.group);  // K for per-channel
   params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
   params.gated = p.gated;
-  if (prefetch.has_value()) {
-    // The 16-byte-aligned bytes inside the tensor's storage range.
-    uintptr_t const begin = reinterpret_cast<uintptr_t>(prefetch->data_ptr());
-    uintptr_t const end = begin + uintptr_t(prefetch->numel()) * prefetch->element_size();
-    uintptr_t const first = (begin + 15) & ~uintptr_t(15), last = end & ~uintptr_t(15);
-    if (last > first) {
-      params.prefetch = reinterpret_cast<void const*>(first);
-      params.prefetch_bytes = last - first;
-    }
-  }
 
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
@@ -351,14 +324,13 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
                             at::Tensor const& qweight, at::Tensor const& scales,
                             std::optional<at::Tensor> const& zeros, int64_t bits,
                             int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
-                            Schedule schedule, OptionalText activation,
-                            std::optional<at::Tensor> const& prefetch) {
+                            Schedule schedule, OptionalText activation) {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("cute_gemm::mixed_gemm", "")
                          .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
                                            std::optional<at::Tensor> const&, int64_t, int64_t,
                                            int64_t, std::optional<at::Tensor> const&, Schedule,
-                                           OptionalText, std::optional<at::Tensor> const&)>();
+                                           OptionalText)>();
     bool const gated = parse_activation(activation);
     ctx->saved_data["has_zeros"] = zeros.has_value();
     ctx->saved_data["has_bias"] = bias.has_value();
@@ -370,8 +342,7 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
                             gated ? a : at::Tensor(),
                             gated && bias.has_value() ? *bias : at::Tensor()});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule, activation,
-                   prefetch);
+    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule, activation);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -413,10 +384,9 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
     if (grad_a_needed) grad_a = at::matmul(grad, weight(grad.scalar_type()));
     if (grad_bias_needed) grad_bias = grad.sum(0);
     // One entry per forward argument: a, qweight, scales, zeros, bits, group_size, k, bias,
-    // schedule, activation, prefetch.
-    return {grad_a,       at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), grad_bias,
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    // schedule, activation.
+    return {grad_a, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), grad_bias, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -424,8 +394,7 @@ at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                                at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                                int64_t bits, int64_t group_size, int64_t k,
                                std::optional<at::Tensor> const& bias, Schedule schedule,
-                               OptionalText activation,
-                               std::optional<at::Tensor> const& prefetch) {
+                               OptionalText activation) {
   if (at::GradMode::is_enabled()) {
     TORCH_CHECK(!scales.requires_grad() && !(zeros.has_value() && zeros->requires_grad()), kOp,
                 "gradients w.r.t. scales/zeros are not supported (the quantized weight is ",
@@ -433,7 +402,7 @@ at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                 "zeros.detach()");
   }
   return MixedGemmFunction::apply(a, qweight, scales, zeros, bits, group_size, k, bias,
-                                  schedule, activation, prefetch);
+                                  schedule, activation);
 }
 
 }  // namespace

@@ -228,7 +228,7 @@ struct MixedDecodeConfig {
   // ---- Registers per thread that ptxas allocates on sm_90a (its count rounded up to 8) for the
   // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations; the planner's occupancy
   // model reads them (test_planned_occupancy_matches_gpu holds it against cudaOccupancy). Measured
-  // with ptxas -v (nvcc 13.0) after the L2 prefetch; remeasure when the kernel changes.
+  // with ptxas -v (nvcc 13.0) after the gated epilogue; remeasure when the kernel changes.
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
@@ -236,9 +236,9 @@ struct MixedDecodeConfig {
     const bool shared = col_warps > 1;
     if (Bits == 4) {
       if (FineGroups) return 128;
-      return kBf16 ? 120 : 112;
+      return kBf16 ? (shared ? 120 : 128) : (shared ? 112 : 120);
     }
-    if (shared) return kBf16 && FineGroups ? 104 : 112;
+    if (shared) return 112;
     if (kBf16) return FineGroups ? 96 : 104;
     return FineGroups ? 104 : 112;
   }

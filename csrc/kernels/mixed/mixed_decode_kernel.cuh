@@ -46,7 +46,6 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
-#include "kernels/mixed/l2_prefetch.cuh"
 #include "kernels/mixed/mixed_decode_config.hpp"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
@@ -103,9 +102,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
   const bool symmetric = zeros == nullptr;
-
-  // The next kernel's weight into the L2, before this kernel's own copies keep registers live.
-  if (threadIdx.y == 0 && threadIdx.x < 32) l2_prefetch_cta_share(p, lane, kLanes);
 
   // The zero row (every warp's rows past M read it; written by each k slice's first 16 threads,
   // the same zeros) and the k slices' mbarriers, ready before any warp uses them.

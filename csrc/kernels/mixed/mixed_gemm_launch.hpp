@@ -29,13 +29,6 @@
 // zeroed must clear it itself on `stream` (cudaMemsetAsync is capturable). The launcher never
 // synchronizes the host, never allocates, and launches on `stream` only, so calls can be captured
 // in CUDA graphs.
-//
-// The L2 prefetch (`prefetch`, the op's prefetch argument): bytes another kernel reads next (the
-// next layer's weight). The CTAs of the fused kernels split [prefetch, prefetch + prefetch_bytes)
-// evenly and hand their shares to the copy engine early (l2_prefetch.cuh), so those bytes stream
-// from DRAM while this GEMM runs and the next kernel finds them in the L2. It never changes the
-// result. The caller passes a 16-byte aligned pointer and a multiple of 16 bytes (0: none); the
-// dense path ignores it.
 
 #include <cstddef>
 #include <cstdint>
@@ -62,8 +55,6 @@ struct MixedGemmParams {
   bool gated = false;                 // out = SiLU(gate half) * up half (N % 16 == 0)
   void* workspace = nullptr;          // plan.workspace_bytes bytes, uninitialized
   size_t workspace_bytes = 0;
-  void const* prefetch = nullptr;     // bytes to bring into the L2 for the next kernel, or nullptr
-  size_t prefetch_bytes = 0;          // a multiple of 16 (prefetch 16-byte aligned)
 };
 
 // Writes dequant(W) as a dense row-major [N, K] matrix `w` in the activation dtype (the same
