@@ -325,15 +325,18 @@ void check_maps(char const* name) {
             !Cfg::col_warps_valid(3) && !Cfg::col_warps_valid(8),
         "%s: col_warps_valid", name);
   CHECK(Cfg::max_warps(8, 3, kLimit) == 0, "%s: max_warps of an invalid col_warps", name);
-  CHECK(Cfg::kRegisters % 8 == 0 && Cfg::registers(1) <= Cfg::kRegisters &&
-            Cfg::registers(2) <= Cfg::kRegisters && Cfg::registers(2) == Cfg::registers(4) &&
-            Cfg::kRegisters <= 128,
-        "%s: registers", name);
+  for (bool gated : {false, true}) {
+    CHECK(Cfg::kRegisters % 8 == 0 && Cfg::registers(1, gated) <= Cfg::kRegisters &&
+              Cfg::registers(2, gated) <= Cfg::kRegisters &&
+              Cfg::registers(2, gated) == Cfg::registers(4, gated) && Cfg::kRegisters <= 128,
+          "%s: registers (gated %d)", name, int(gated));
+  }
   std::printf("%s: %s (max warps at 8 rows: %d / %d / %d for col_warps 1 / 2 / 4; registers %d, "
-              "%d)\n",
+              "%d; gated %d, %d)\n",
               name, failures == failures_before ? "ok" : "FAILED", Cfg::max_warps(8, 1, kLimit),
-              Cfg::max_warps(8, 2, kLimit), Cfg::max_warps(8, 4, kLimit), Cfg::registers(1),
-              Cfg::registers(2));
+              Cfg::max_warps(8, 2, kLimit), Cfg::max_warps(8, 4, kLimit),
+              Cfg::registers(1, false), Cfg::registers(2, false), Cfg::registers(1, true),
+              Cfg::registers(2, true));
 }
 
 int main() {

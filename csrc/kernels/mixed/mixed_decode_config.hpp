@@ -226,24 +226,34 @@ struct MixedDecodeConfig {
   }
 
   // ---- Registers per thread that ptxas allocates on sm_90a (its count rounded up to 8) for the
-  // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations; the planner's occupancy
-  // model reads them (test_planned_occupancy_matches_gpu holds it against cudaOccupancy). Measured
-  // with ptxas -v (nvcc 13.0) after the gated epilogue; remeasure when the kernel changes.
+  // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations, for ungated and gated
+  // GEMMs (compiled apart); the planner's occupancy model reads them
+  // (test_planned_occupancy_matches_gpu holds it against cudaOccupancy). Measured with ptxas -v
+  // (nvcc 13.0) when the gated kernel became an instantiation of its own; remeasure when the
+  // kernel changes.
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
-  CG_HOST_DEVICE static constexpr int registers(int col_warps) {
+  CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated) {
     const bool shared = col_warps > 1;
     if (Bits == 4) {
       if (FineGroups) return 128;
-      return kBf16 ? (shared ? 120 : 128) : (shared ? 112 : 120);
+      if (!kBf16) return 112;
+      return shared != gated ? 120 : 112;
     }
-    if (shared) return 112;
-    if (kBf16) return FineGroups ? 96 : 104;
-    return FineGroups ? 104 : 112;
+    if (kBf16) return shared ? 104 : 96;
+    return shared ? 112 : 104;
   }
-  static constexpr int kRegisters =
-      registers(1) > registers(kMaxColWarps) ? registers(1) : registers(kMaxColWarps);
+  static constexpr int max_registers() {
+    int most = 0;
+    for (int col_warps : {1, kMaxColWarps}) {
+      for (bool gated : {false, true}) {
+        most = registers(col_warps, gated) > most ? registers(col_warps, gated) : most;
+      }
+    }
+    return most;
+  }
+  static constexpr int kRegisters = max_registers();
 };
 
 }  // namespace mixed

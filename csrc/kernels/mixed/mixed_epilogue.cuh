@@ -57,9 +57,11 @@ CG_DEVICE void store_out_one(MixedGemmParams const& p, int row, int col, float v
 // Gated GEMMs (MixedGemmParams::gated): a kernel that gates in registers computes logical n8
 // block 2j + h from the weight's block h * N / 16 + j (h = 0: the gate half, 1: the up half), so
 // that the gate and up sums of output column 8 j + c lie in one thread (the decode kernel's row
-// tiles hold blocks 2r and 2r + 1). The weight's block of logical block b:
+// tiles hold blocks 2r and 2r + 1). The weight's block of logical block b, in the kernel compiled
+// for gated GEMMs (Gated; the ungated kernel's blocks are the weight's):
+template <bool Gated>
 CG_DEVICE int weight_block(MixedGemmParams const& p, int b) {
-  return p.gated ? (b & 1) * (p.n / (2 * kBlockN)) + (b >> 1) : b;
+  return Gated ? (b & 1) * (p.n / (2 * kBlockN)) + (b >> 1) : b;
 }
 
 // SiLU(g) * u in fp32: g / (1 + e^-g) * u (e^-g overflows to inf for g < -88: -0 * u, the limit).

@@ -233,8 +233,8 @@ int decode_max_warps(DeviceSpec const& d, MixedInstanceInfo const& inst, int row
 }
 
 int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows, int warps,
-                       int col_warps) {
-  return occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(col_warps),
+                       int col_warps, bool gated) {
+  return occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(col_warps, gated),
                                inst.decode_smem_bytes(rows, warps, col_warps));
 }
 
@@ -269,7 +269,8 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   // 1-warp CTAs of 1-warp k slices more than fill a wave (kManyWavesSlices).
   const bool many_waves =
       s.warps == 0 && s.splits == 0 && tried(1) &&
-      ceil_div(p.n, 32) * m_tiles > int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1)) * sms;
+      ceil_div(p.n, 32) * m_tiles >
+          int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated)) * sms;
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
   bool best_cheap = false;
   int64_t best_busy = -1;
@@ -293,7 +294,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
     }
     for (int slices = lo; slices <= hi; ++slices) {
       const int w = slices * cw;
-      const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw);
+      const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw, p.gated);
       const int64_t resident = int64_t(per_sm) * sms;
       if (slices > lo && base > resident) continue;  // more than one wave
       const int filling =

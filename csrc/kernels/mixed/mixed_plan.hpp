@@ -134,11 +134,11 @@ struct MixedInstanceInfo {
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
   // memory of a CTA of `warps` warps in k slices of `col_warps`, the most warps per CTA (whole
   // k slices) that fit in `smem_limit` bytes (0: none), and registers per thread of the
-  // instantiation for `col_warps`.
+  // instantiation for `col_warps` and a gated GEMM or not (compiled apart).
   int (*decode_rows)(int m);
   int (*decode_smem_bytes)(int rows, int warps, int col_warps);
   int (*decode_max_warps)(int rows, int col_warps, int smem_limit);
-  int (*decode_registers)(int col_warps);
+  int (*decode_registers)(int col_warps, bool gated);
 };
 int mixed_instance_count();
 MixedInstanceInfo const& mixed_instance(int index);
