@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/weight_format.hpp"
 #include "kernels/tma_map.hpp"
 
 namespace cute_gemm {
@@ -95,7 +96,9 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
   static_assert(kCount > 0, "no mixed instances");
   if (plan.instance < 0 || plan.instance >= kCount || plan.instance >= mixed_instance_count())
     return cudaErrorInvalidValue;
-  if (plan.gated != p.gated || (p.gated && p.n % 16 != 0)) return cudaErrorInvalidValue;
+  // A gated GEMM's halves are whole n8 blocks (the op and the planner refuse other N).
+  if (plan.gated != p.gated || (p.gated && p.n % (2 * mixed::kBlockN) != 0))
+    return cudaErrorInvalidValue;
   if (plan.workspace_bytes > 0 &&
       (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
     return cudaErrorInvalidValue;

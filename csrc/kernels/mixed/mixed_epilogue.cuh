@@ -109,7 +109,7 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
   // its own wait).
   grid_dependency_wait();
   grid_launch_dependents();
-  const int n_out = p.gated ? p.n / 2 : p.n;
+  const int n_out = output_columns(p);
   const int64_t total4 = int64_t(p.m) * n_out / Cfg::kValues;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total4) return;
@@ -137,7 +137,7 @@ __global__ void split_k_reduce_kernel(MixedGemmParams p, int splits) {
 template <class T>
 cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl,
                                   cudaStream_t stream) {
-  const int64_t total4 = int64_t(p.m) * (p.gated ? p.n / 2 : p.n) / SplitKReduceConfig::kValues;
+  const int64_t total4 = int64_t(p.m) * output_columns(p) / SplitKReduceConfig::kValues;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -57,6 +57,11 @@ struct MixedGemmParams {
   size_t workspace_bytes = 0;
 };
 
+// The output's columns: N, or N/2 for a gated GEMM (a gate column and its up column make one).
+__host__ __device__ inline int output_columns(MixedGemmParams const& p) {
+  return p.gated ? p.n / 2 : p.n;
+}
+
 // Writes dequant(W) as a dense row-major [N, K] matrix `w` in the activation dtype (the same
 // values the fused kernel uses). Only params' qweight, scales, zeros, n, k, bits, group_size and
 // dtype are read. For large M the op runs a dense GEMM on it instead of the fused kernel.
