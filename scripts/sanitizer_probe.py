@@ -23,6 +23,10 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
                  tiles, INT8's 64-row tiles
     splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
                  the splits' partial sums added by the reduce kernel from the workspace
+    gated        activation="silu_mul" (N = gate and up halves, 16-column multiples): the decode
+                 kernel's gated instantiations (one-warp and shared k slices, gating in
+                 registers; split, through the reduce kernel), mma.sync, both wgmma kernels and
+                 the dense path through the fp32 workspace and the gating reduce kernel
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
@@ -58,14 +62,14 @@ import torch  # noqa: E402
 import cute_gemm  # noqa: E402
 # The accuracy criterion (tests/helpers.py::assert_accurate), the schedules and the plan helpers.
 from gpu_sweep import (  # noqa: E402
-    check_accurate, exact_weight, plan_label, plan_of, schedule_for)
+    check_accurate, exact_weight, plan_label, schedule_for)
 
-FAMILIES = ["decode", "mma", "wgmma", "wgmma_ws", "splitk", "dense", "gemm"]
+FAMILIES = ["decode", "mma", "wgmma", "wgmma_ws", "splitk", "gated", "dense", "gemm"]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def _mixed(family, m, n, k, bits, group, sym, dtype, bias=False, force=None, quick=False,
-           **expect):
+           activation=None, **expect):
     """A mixed_gemm launch: force is a gpu_sweep.FORCE_KINDS string ("+"-joined combinations
     allowed), run as the schedule gpu_sweep.schedule_for makes of it; expect holds plan fields
     the launch must have (kernel, tile_m, warp_groups, splits, col_warps, producer; dense=True
@@ -74,7 +78,8 @@ def _mixed(family, m, n, k, bits, group, sym, dtype, bias=False, force=None, qui
     if family in ("wgmma", "wgmma_ws"):
         expect.setdefault("producer", family == "wgmma_ws")
     return dict(op="mixed", family=family, m=m, n=n, k=k, bits=bits, group=group, sym=sym,
-                dtype=dtype, bias=bias, force=force, quick=quick, expect=expect)
+                dtype=dtype, bias=bias, force=force, quick=quick, activation=activation,
+                expect=expect)
 
 
 def launches():
@@ -167,6 +172,25 @@ def launches():
         _mixed("splitk", 100, 136, 1408, 8, 128, False, "fp16", False, "wgmma:128+splits:2",
                quick=True, kernel="wgmma", tile_m=128, splits=2, producer=True),
     ]
+    # gated (activation="silu_mul"): N = 2 x 136, so CTA tiles straddle the two halves
+    L += [
+        _mixed("gated", 1, 272, 640, 4, 128, True, "bf16", True, "decode:2:1", quick=True,
+               activation="silu_mul", kernel="decode", col_warps=1, gated=True),
+        _mixed("gated", 5, 272, 1408, 8, 32, False, "fp16", False, "decode:4:2", quick=True,
+               activation="silu_mul", kernel="decode", col_warps=2, gated=True),
+        _mixed("gated", 3, 272, 4224, 4, 64, False, "fp16", True, "splits:3", quick=True,
+               activation="silu_mul", kernel="decode", splits=3, gated=True),
+        _mixed("gated", 16, 272, 640, 8, -1, True, "bf16", True, "mma", quick=True,
+               activation="silu_mul", kernel="mma", gated=True),
+        _mixed("gated", 29, 272, 640, 4, 32, False, "bf16", False, "wgmma:32:exact",
+               quick=True, activation="silu_mul", kernel="wgmma", tile_m=32,
+               exact_scales=True, gated=True),
+        _mixed("gated", 130, 272, 1408, 8, 128, True, "fp16", True, "wgmma:128+splits:2",
+               quick=True, activation="silu_mul", kernel="wgmma", tile_m=128, splits=2,
+               producer=True, gated=True),
+        _mixed("gated", 20, 272, 640, 4, 128, False, "bf16", True, "dense", quick=True,
+               activation="silu_mul", dense=True, gated=True),
+    ]
     # the dense path: the dequantize kernel, then cute_gemm.gemm
     L += [
         _mixed("dense", 20, 136, 640, 4, 128, False, "fp16", True, "dense", quick=True,
@@ -197,6 +221,8 @@ def _describe(spec):
     if spec["op"] == "mixed":
         g = "pc" if spec["group"] == -1 else f"g{spec['group']}"
         text += f" int{spec['bits']} {g:<4} {'sym ' if spec['sym'] else 'asym'}"
+        if spec.get("activation"):
+            text += f" {spec['activation']}"
     text += f" {spec['dtype']}{' bias' if spec['bias'] else '     '}"
     if spec.get("force"):
         text += f" force={spec['force']}"
@@ -216,7 +242,8 @@ def mixed_plan(spec, device=None):
     """The plan of a mixed launch on `device` (default the current GPU)."""
     return cute_gemm.mixed_plan(spec["m"], spec["n"], spec["k"], spec["bits"], spec["group"],
                                 DTYPES[spec["dtype"]], device=device,
-                                schedule=mixed_schedule(spec, device))
+                                schedule=mixed_schedule(spec, device),
+                                activation=spec.get("activation"))
 
 
 def _check_plan(plan, expect):
@@ -241,18 +268,24 @@ def run_mixed(spec, seed):
     a = a_cpu.cuda()
     bias = None if bias_cpu is None else bias_cpu.cuda()
     schedule = mixed_schedule(spec)
-    plan = plan_of(m, qw, schedule)
+    activation = spec.get("activation")
+    plan = mixed_plan(spec)
     label = plan_label(plan)
     mismatch = _check_plan(plan, spec["expect"])
     if mismatch:
         return f"plan mismatch: {mismatch}", label, None
-    out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+    out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule, activation=activation)
     torch.cuda.synchronize()
     # The reference on the CPU: fp64 product with the weight the path computes with.
     w_ref = cute_gemm.dequantize(qw_cpu, torch.float32 if exact_weight(plan) else None)
     ref = a_cpu.double() @ w_ref.double().t()
     if bias_cpu is not None:
         ref += bias_cpu.double()
+    if activation is not None:  # SiLU(gate) * up of the halves (the dense path rounds both)
+        if plan.kernel == "dense":
+            ref = ref.to(dtype).double()
+        gate, up = ref.chunk(2, dim=-1)
+        ref = torch.nn.functional.silu(gate) * up
     msg, max_err, _ = check_accurate(out.cpu(), ref, dtype, k)
     return msg, label, max_err
 
