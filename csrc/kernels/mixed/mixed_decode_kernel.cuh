@@ -67,9 +67,9 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
 // sums meet in shared memory, added in k slice order; with split-K the CTA's fp32 sum goes to
 // p.workspace ([split][M][N]) for split_k_reduce_kernel. Shared: k slices of 2 or 4 warps
 // (blockDim.x 64 or 128); otherwise of 1, compiled apart so that its copies' offsets fold to
-// constants. Gated (p.gated): the kernel for gated GEMMs, compiled apart so that the block
-// remapping and the gated epilogue cost the other GEMMs nothing (they measured 2-5% slower at
-// M = 1 while it was a run-time branch).
+// constants. Gated (p.gated): the kernel of gated GEMMs, compiled apart so that the ungated one
+// carries neither the block remapping nor the gated epilogue (their registers and instructions
+// slow a GEMM that is bound by its few k blocks per warp at small M).
 template <class Cfg, bool Shared, bool Gated>
 __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
@@ -430,6 +430,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
 inline int decode_smem_limit() {
   return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024);
 }
+
 // The instantiation that runs k slices of col_warps warps, for a gated GEMM or not.
 template <class Cfg>
 auto decode_kernel_for(int col_warps, bool gated) {
