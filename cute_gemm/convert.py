@@ -224,9 +224,10 @@ def quantize_model(model, bits=4, group_size=128, symmetric=True, skip=("lm_head
     are no longer rounded to 16 bits before the product, so results differ from the unfused
     model by rounding; ``summary.gated`` / ``not_gated``). A group is fused only when all its
     members are converted with the same settings (not skipped, same input size, dtype, device,
-    bias presence); the summary's ``fused`` and ``not_fused`` say what happened and why. The default is ``False`` because fusion changes the module tree and
-    the state-dict keys (``q_proj.qweight`` -> ``qkv_proj.qweight``): tools that address
-    ``q_proj``'s weights or load state dicts saved unfused expect the plain layout.
+    bias presence); the summary's ``fused`` and ``not_fused`` say what happened and why. The
+    default is ``False`` because fusion changes the module tree and the state-dict keys
+    (``q_proj.qweight`` -> ``qkv_proj.qweight``): tools that address ``q_proj``'s weights or
+    load state dicts saved unfused expect the plain layout.
     ``save_quantized`` records the fusion and ``load_quantized`` rebuilds it, so loading needs
     no option.
 

@@ -47,11 +47,12 @@ How the fused layer is called (the design, and why):
 
 The gated activation (``gate_mlp``): a recognized MLP whose forward is exactly
 ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` (read with ``ast``) and whose ``act_fn`` is
-SiLU (``nn.SiLU`` or transformers' ``SiLUActivation``) gets, on the instance, the forward ``down_proj(gate_up_proj(x, activation="silu_mul"))``:
-SiLU(gate) * up is computed inside the fused GEMM (``cute_gemm.mixed_gemm``'s ``activation``),
-which saves a kernel and the ``[M, 2 * intermediate]`` round trip per layer. The class and its
-other instances are untouched; ``gate_proj``/``up_proj`` (and ``act_fn``) are then not called by
-that MLP, so hooks on them do not fire. Any other MLP keeps its forward and uses the slices.
+SiLU (``nn.SiLU`` or transformers' ``SiLUActivation``) gets, on the instance, the forward
+``down_proj(gate_up_proj(x, activation="silu_mul"))``: SiLU(gate) * up is computed inside the
+fused GEMM (``cute_gemm.mixed_gemm``'s ``activation``), which saves a kernel and the
+``[M, 2 * intermediate]`` round trip per layer. The class and its other instances are
+untouched; ``gate_proj``/``up_proj`` (and ``act_fn``) are then not called by that MLP, so hooks
+on them do not fire. Any other MLP keeps its forward and uses the slices.
 
 Which modules are fused (``find_groups``): modules of the recognized families (class names in
 ``FAMILIES``: Llama, Mistral, Qwen2, Qwen3 attention and MLP) whose forward (read with ``ast``)

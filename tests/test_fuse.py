@@ -332,7 +332,8 @@ def test_gated_layer_matches_activation_apart():
     full = gate_up(x).float()
     want = torch.nn.functional.silu(full[:, :96]) * full[:, 96:]
     _assert_near(gate_up(x, activation="silu_mul"), want, 2e-3)
-    with pytest.raises(ValueError, match=r"activation must be None or 'silu_mul' \(SiLU.*got 'relu'"):
+    with pytest.raises(ValueError,
+                       match=r"activation must be None or 'silu_mul' \(SiLU.*got 'relu'"):
         gate_up(x, activation="relu")
 
 
