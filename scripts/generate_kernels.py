@@ -174,7 +174,7 @@ def main_mixed():
             write_mixed_instance(
                 n, "kernels/mixed/mixed_decode_kernel.cuh",
                 f"mixed::DecodeInstance<{ctype}, {bf16}, {bits}, {cxx_bool(fine)}>",
-                "launch_mixed_decode<{cfg}>(p, plan.splits, plan.warps, plan.col_warps, stream)",
+                "launch_mixed_decode<{cfg}>(p, plan, stream)",
                 "mixed_decode_occupancy")
             rows.append(f"CG_MIXED_DECODE({n}, {bf16}, {bits}, {cxx_bool(fine)})")
         for bits, mt, fine in MIXED_CONFIGS:
@@ -182,7 +182,7 @@ def main_mixed():
             write_mixed_instance(
                 n, "kernels/mixed/mixed_gemm_kernel.cuh",
                 f"mixed::MmaInstance<{ctype}, {bf16}, {bits}, {mt}, {cxx_bool(fine)}>",
-                "launch_mixed<{cfg}>(p, plan.splits, stream)", "mixed_occupancy")
+                "launch_mixed<{cfg}>(p, plan, stream)", "mixed_occupancy")
             rows.append(f"CG_MIXED_MMA({n}, {bf16}, {bits}, {mt}, {cxx_bool(fine)})")
         for bits, tm, nt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
             n = (f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "") +
@@ -191,7 +191,7 @@ def main_mixed():
             write_mixed_instance(
                 n, "kernels/mixed/mixed_wgmma_launch.cuh",
                 f"mixed::WgmmaInstance<{ctype}, {bf16}, {args}>",
-                "launch_mixed_wgmma<{cfg}>(p, plan.splits, stream)", "mixed_wgmma_occupancy")
+                "launch_mixed_wgmma<{cfg}>(p, plan, stream)", "mixed_wgmma_occupancy")
             rows.append(f"CG_MIXED_WGMMA({n}, {bf16}, {args})")
     with open(os.path.join(MIXED_OUT, "mixed_instances.inc"), "w") as f:
         f.write(HEADER + "// The mixed GEMM's instances, one generated TU each (defining `name`, "

@@ -238,11 +238,13 @@ def mixed_schedule(spec, device=None):
                         spec["group"], DTYPES[spec["dtype"]], cute_gemm.device_spec(device))
 
 
-def mixed_plan(spec, device=None):
-    """The plan of a mixed launch on `device` (default the current GPU)."""
+def mixed_plan(spec, device=None, schedule=None):
+    """The plan of a mixed launch on `device` (default the current GPU) with `schedule` (default
+    mixed_schedule(spec, device))."""
+    if schedule is None:
+        schedule = mixed_schedule(spec, device)
     return cute_gemm.mixed_plan(spec["m"], spec["n"], spec["k"], spec["bits"], spec["group"],
-                                DTYPES[spec["dtype"]], device=device,
-                                schedule=mixed_schedule(spec, device),
+                                DTYPES[spec["dtype"]], device=device, schedule=schedule,
                                 activation=spec.get("activation"))
 
 
@@ -269,7 +271,7 @@ def run_mixed(spec, seed):
     bias = None if bias_cpu is None else bias_cpu.cuda()
     schedule = mixed_schedule(spec)
     activation = spec.get("activation")
-    plan = mixed_plan(spec)
+    plan = mixed_plan(spec, schedule=schedule)
     label = plan_label(plan)
     mismatch = _check_plan(plan, spec["expect"])
     if mismatch:

@@ -34,7 +34,8 @@ DECODE_MAX_M = 8
 FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
-               "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated"}
+               "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
+               "via_workspace"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -288,8 +289,20 @@ def test_workspace_bytes():
     seen_split = False
     for (device, m, n, k, bits, group, dtype), p in all_default_plans():
         assert p.workspace_bytes == (p.splits * m * n * 4 if p.splits > 1 else 0)
+        assert p.via_workspace == (p.splits > 1)
         seen_split |= p.splits > 1
     assert seen_split
+    # Gated: every kernel but decode gates in the reduce kernel, through one workspace slice per
+    # split; decode gates in registers and needs the workspace only to split K. The launchers read
+    # plan.via_workspace (the rule is the planner's alone).
+    for schedule, via in (("kernel=decode,splits=1", False), ("kernel=decode,splits=2", True),
+                          ("kernel=mma,splits=1", True), ("kernel=mma,splits=3", True),
+                          ("kernel=wgmma,tile_m=64,splits=1", True)):
+        m = 1 if "decode" in schedule else 64
+        p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
+                                 schedule=schedule, activation="silu_mul")
+        assert p.gated and p.via_workspace == via, schedule
+        assert p.workspace_bytes == (p.splits * m * 4096 * 4 if via else 0), schedule
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=4")
     assert (p.splits, p.workspace_bytes) == (4, 4 * 1 * 4096 * 4)
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=1")

@@ -458,12 +458,13 @@ cudaError_t prepare_mixed_decode() {
   return e;
 }
 
-// splits, warps, col_warps: the planner's grid split-K factor (none empty; > 1 needs
-// p.workspace), warps per CTA (<= Cfg::max_warps(Cfg::rows_for(p.m), col_warps, the opt-in
-// shared memory)) and warps per k slice.
+// plan: the planner's, for this instance: its grid split-K factor (none of the splits empty;
+// whether the sums go through p.workspace), warps per CTA (<= Cfg::max_warps(Cfg::rows_for(p.m),
+// col_warps, the opt-in shared memory)) and warps per k slice (col_warps).
 template <class Cfg>
-cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps, int col_warps,
+cudaError_t launch_mixed_decode(MixedGemmParams const& p, MixedPlan const& plan,
                                 cudaStream_t stream) {
+  const int warps = plan.warps, col_warps = plan.col_warps;
   if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
       warps > Cfg::kMaxWarps)
     return cudaErrorInvalidValue;
@@ -471,9 +472,9 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, int splits, int warps,
   if (prepared != cudaSuccess) return prepared;
   const int smem = Cfg::smem_bytes(Cfg::rows_for(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
-  return launch_split_k<typename Cfg::Element, /*GatesInRegisters=*/true>(
-      decode_kernel_for<Cfg>(col_warps, p.gated), p, Cfg::kTileM, col_warps * Cfg::kWarpN,
-      dim3(32 * col_warps, warps / col_warps), smem, splits, current_cc_major() >= 9, stream);
+  return launch_split_k<typename Cfg::Element>(
+      decode_kernel_for<Cfg>(col_warps, p.gated), p, plan, Cfg::kTileM, col_warps * Cfg::kWarpN,
+      dim3(32 * col_warps, warps / col_warps), smem, current_cc_major() >= 9, stream);
 }
 
 // The CTAs per SM of launch_mixed_decode<Cfg>'s kernel for `plan` on the current device (the

@@ -151,18 +151,18 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
   return cudaLaunchKernelEx(&config, split_k_reduce_kernel<T>, p, splits);
 }
 
-// Launches kernel(p, per_split, to_workspace, extra...) on a (ceil(N / tile_n), ceil(M / tile_m),
-// splits) grid of `threads` blocks (a programmatic dependent of the previous kernel in the stream
-// when pdl, i.e. on sm_90), then, with to_workspace, split_k_reduce_kernel. The kernel writes the
-// fp32 partial sums to p.workspace with split-K, and when p.gated unless it gates in registers
-// (GatesInRegisters); otherwise it writes `out` itself. `extra`: further kernel parameters (the
+// Launches kernel(p, per_split, plan.via_workspace, extra...) on a (ceil(N / tile_n),
+// ceil(M / tile_m), plan.splits) grid of `threads` blocks (a programmatic dependent of the
+// previous kernel in the stream when pdl, i.e. on sm_90), then, via the workspace,
+// split_k_reduce_kernel. The kernel writes its fp32 sums to p.workspace when the plan says so
+// (MixedPlan::via_workspace), otherwise `out` itself. `extra`: further kernel parameters (the
 // warp-specialized wgmma kernel's tensor maps).
-template <class T, bool GatesInRegisters = false, class... Extra>
+template <class T, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
-                           MixedGemmParams const& p, int tile_m, int tile_n, dim3 threads,
-                           int smem, int splits, bool pdl, cudaStream_t stream,
+                           MixedGemmParams const& p, MixedPlan const& plan, int tile_m, int tile_n,
+                           dim3 threads, int smem, bool pdl, cudaStream_t stream,
                            Extra const&... extra) {
-  const int k_blocks = mixed::k_blocks(p.k, p.bits);
+  const int splits = plan.splits, k_blocks = mixed::k_blocks(p.k, p.bits);
   const int per_split = (k_blocks + splits - 1) / splits;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -174,9 +174,9 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = pdl ? 1 : 0;
-  const bool to_workspace = splits > 1 || (p.gated && !GatesInRegisters);
-  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, per_split, to_workspace, extra...);
-  if (e != cudaSuccess || !to_workspace) return e;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&config, kernel, p, per_split, plan.via_workspace, extra...);
+  if (e != cudaSuccess || !plan.via_workspace) return e;
   return launch_split_k_reduce<T>(p, splits, pdl, stream);
 }
 

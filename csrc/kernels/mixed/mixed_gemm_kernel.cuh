@@ -335,16 +335,16 @@ cudaError_t raise_mixed_smem_limit() {
                               Cfg::kSmemBytes);
 }
 
-// splits: the split-K factor of the plan, none of them empty; with more than one, the kernel
-// writes fp32 partial sums to p.workspace and split_k_reduce_kernel adds them.
+// plan: the planner's, for this instance (its split-K factor, none of the splits empty, and
+// whether the sums go through p.workspace to split_k_reduce_kernel).
 template <class Cfg>
-cudaError_t launch_mixed(MixedGemmParams const& p, int splits, cudaStream_t stream) {
+cudaError_t launch_mixed(MixedGemmParams const& p, MixedPlan const& plan, cudaStream_t stream) {
   const cudaError_t e = raise_mixed_smem_limit<Cfg>();
   if (e != cudaSuccess) return e;
   // sm_90: both kernels are programmatic dependents of what precedes them in the stream (see
   // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
-  return launch_split_k<typename Cfg::Element>(mixed_gemm_kernel<Cfg>, p, Cfg::kTileM, Cfg::kTileN,
-                                               dim3(Cfg::kThreads), Cfg::kSmemBytes, splits,
+  return launch_split_k<typename Cfg::Element>(mixed_gemm_kernel<Cfg>, p, plan, Cfg::kTileM,
+                                               Cfg::kTileN, dim3(Cfg::kThreads), Cfg::kSmemBytes,
                                                current_cc_major() >= 9, stream);
 }
 

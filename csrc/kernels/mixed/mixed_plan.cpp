@@ -534,10 +534,9 @@ std::string MixedPlan::describe() const {
     << " CTA/SM";
   if (splits > 1) o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
   if (gated) {
-    o << (kernel == MixedKernel::kDecode && splits == 1
-              ? ", SiLU(gate) * up in registers"
-              : ", SiLU(gate) * up in the reduce kernel (workspace " +
-                    std::to_string(workspace_bytes) + " B)");
+    o << (!via_workspace ? ", SiLU(gate) * up in registers"
+                         : ", SiLU(gate) * up in the reduce kernel (workspace " +
+                               std::to_string(workspace_bytes) + " B)");
   }
   o << (exact_scales ? ", exact scales" : ", rounded weights");
   if (fine_groups) o << ", fine groups";
@@ -595,10 +594,9 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   plan.grid[0] = ceil_div(p.n, plan.tile_n);
   plan.grid[1] = ceil_div(p.m, plan.tile_m);
   plan.grid[2] = plan.splits;
-  const bool via_workspace =
-      plan.splits > 1 || (p.gated && kernel != MixedKernel::kDecode);  // see MixedPlan::gated
+  plan.via_workspace = plan.splits > 1 || (p.gated && kernel != MixedKernel::kDecode);
   plan.workspace_bytes =
-      via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
+      plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   return plan;
 }
 

@@ -104,6 +104,9 @@ struct MixedPlan {
   // Gated: the decode kernel gates in registers; every other kernel writes its fp32 sums to the
   // workspace (one slice without split-K) and split_k_reduce_kernel gates them.
   bool gated = false;
+  // The kernel writes fp32 sums to the workspace and split_k_reduce_kernel adds (and gates) them
+  // into out: with split-K, and gated on any kernel but decode. The launchers take it from here.
+  bool via_workspace = false;
   size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
 
   std::string describe() const;  // one readable line

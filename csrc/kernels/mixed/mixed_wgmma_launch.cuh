@@ -61,22 +61,24 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
   return e;
 }
 
-// splits: the split-K factor the dispatcher chose, none empty; splits > 1 needs p.workspace.
+// plan: the planner's, for this instance (its split-K factor, none of the splits empty, and
+// whether the sums go through p.workspace to split_k_reduce_kernel).
 template <class Cfg>
-cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, int splits, cudaStream_t stream) {
+cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
+                               cudaStream_t stream) {
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   if constexpr (Cfg::kProducer) {
     MixedWgmmaMaps maps{};
     const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, &maps);
     if (encoded != cudaSuccess) return encoded;
-    return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, Cfg::kTileM,
-                                                 Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 splits, true, stream, maps);
+    return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, plan,
+                                                 Cfg::kTileM, Cfg::kTileN, Cfg::kThreads,
+                                                 Cfg::kSmemBytes, true, stream, maps);
   } else {
-    return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, Cfg::kTileM,
+    return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, plan, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 splits, true, stream);
+                                                 true, stream);
   }
 }
 

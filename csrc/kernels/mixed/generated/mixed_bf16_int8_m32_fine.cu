@@ -8,7 +8,7 @@ using mixed_bf16_int8_m32_fine_config = mixed::MmaInstance<__nv_bfloat16, true, 
 
 cudaError_t mixed_bf16_int8_m32_fine(MixedGemmParams const& p, MixedPlan const& plan,
                                      cudaStream_t stream) {
-  return mixed::launch_mixed<mixed_bf16_int8_m32_fine_config>(p, plan.splits, stream);
+  return mixed::launch_mixed<mixed_bf16_int8_m32_fine_config>(p, plan, stream);
 }
 
 cudaError_t mixed_bf16_int8_m32_fine_occupancy(MixedPlan const& plan, int* ctas_per_sm) {

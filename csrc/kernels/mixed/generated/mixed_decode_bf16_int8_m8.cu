@@ -8,8 +8,7 @@ using mixed_decode_bf16_int8_m8_config = mixed::DecodeInstance<__nv_bfloat16, tr
 
 cudaError_t mixed_decode_bf16_int8_m8(MixedGemmParams const& p, MixedPlan const& plan,
                                       cudaStream_t stream) {
-  return mixed::launch_mixed_decode<mixed_decode_bf16_int8_m8_config>(
-      p, plan.splits, plan.warps, plan.col_warps, stream);
+  return mixed::launch_mixed_decode<mixed_decode_bf16_int8_m8_config>(p, plan, stream);
 }
 
 cudaError_t mixed_decode_bf16_int8_m8_occupancy(MixedPlan const& plan, int* ctas_per_sm) {

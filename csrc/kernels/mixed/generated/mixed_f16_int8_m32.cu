@@ -8,7 +8,7 @@ using mixed_f16_int8_m32_config = mixed::MmaInstance<__half, false, 8, 2, false>
 
 cudaError_t mixed_f16_int8_m32(MixedGemmParams const& p, MixedPlan const& plan,
                                cudaStream_t stream) {
-  return mixed::launch_mixed<mixed_f16_int8_m32_config>(p, plan.splits, stream);
+  return mixed::launch_mixed<mixed_f16_int8_m32_config>(p, plan, stream);
 }
 
 cudaError_t mixed_f16_int8_m32_occupancy(MixedPlan const& plan, int* ctas_per_sm) {

@@ -8,7 +8,7 @@ using mixed_f16_int8_m64_config = mixed::MmaInstance<__half, false, 8, 4, false>
 
 cudaError_t mixed_f16_int8_m64(MixedGemmParams const& p, MixedPlan const& plan,
                                cudaStream_t stream) {
-  return mixed::launch_mixed<mixed_f16_int8_m64_config>(p, plan.splits, stream);
+  return mixed::launch_mixed<mixed_f16_int8_m64_config>(p, plan, stream);
 }
 
 cudaError_t mixed_f16_int8_m64_occupancy(MixedPlan const& plan, int* ctas_per_sm) {

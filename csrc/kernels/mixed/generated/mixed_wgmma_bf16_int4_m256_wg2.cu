@@ -9,7 +9,7 @@ using mixed_wgmma_bf16_int4_m256_wg2_config =
 
 cudaError_t mixed_wgmma_bf16_int4_m256_wg2(MixedGemmParams const& p, MixedPlan const& plan,
                                            cudaStream_t stream) {
-  return mixed::launch_mixed_wgmma<mixed_wgmma_bf16_int4_m256_wg2_config>(p, plan.splits, stream);
+  return mixed::launch_mixed_wgmma<mixed_wgmma_bf16_int4_m256_wg2_config>(p, plan, stream);
 }
 
 cudaError_t mixed_wgmma_bf16_int4_m256_wg2_occupancy(MixedPlan const& plan, int* ctas_per_sm) {

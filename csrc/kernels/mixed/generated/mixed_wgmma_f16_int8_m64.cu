@@ -9,7 +9,7 @@ using mixed_wgmma_f16_int8_m64_config =
 
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, MixedPlan const& plan,
                                      cudaStream_t stream) {
-  return mixed::launch_mixed_wgmma<mixed_wgmma_f16_int8_m64_config>(p, plan.splits, stream);
+  return mixed::launch_mixed_wgmma<mixed_wgmma_f16_int8_m64_config>(p, plan, stream);
 }
 
 cudaError_t mixed_wgmma_f16_int8_m64_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
