@@ -234,7 +234,14 @@ CHECKS = {
 }
 
 
+# NVLink multicast stays off for the NCCL run (as bench_tp.py keeps it): on a shared host a
+# program that uses it can take the GPUs out of service.
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 def _worker(rank, world, port, backend, checks, errors):
+    os.environ.update(NO_MULTICAST)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     device = "cpu"
