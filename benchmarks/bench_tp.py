@@ -153,13 +153,14 @@ def rank_rows(rank, world, args, device):
                                            3 + args.profile, device)
                 with torch.no_grad():
                     dec.prefill()
-                row["allreduce_ms"], row["kernel_ms"] = nccl_ms_per_step(dec, args.profile)
+                nccl, row["kernel_ms"] = nccl_ms_per_step(dec, args.profile)
+                row["allreduce_ms"] = nccl if world > 1 else None  # one GPU: no collectives
                 del dec
             rows.append(row)
             if rank == 0:
                 print(f"  {name:<5} world {world} B={batch:<3} {row['ms_per_step']:8.3f} ms/step "
                       f"{row['tokens_per_s']:9.1f} tok/s  agree {row['agree']:.3f}  "
-                      f"all-reduce {row.get('allreduce_ms', float('nan')):.3f} ms/step "
+                      f"all-reduce {row.get('allreduce_ms') or 0.0:.3f} ms/step "
                       f"[{row['step_mode']}]", flush=True)
         del model
         if device.type == "cuda":
