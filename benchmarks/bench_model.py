@@ -214,6 +214,7 @@ KERNEL_KINDS = (
     ("torch int4 GEMM", ("tinygemm", "int4pack", "int4_mm")),
     ("dense GEMM (cuBLAS)", ("nvjet", "gemm", "cutlass", "xmma", "gemv")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "softmax")),
+    ("collectives (NCCL)", ("nccl",)),
     ("copies / memset", ("memcpy", "memset", "copy_kernel", "catarray", "cat_")),
 )
 OTHER_KIND = "other (norms, rope, activations, elementwise, inductor's fused kernels)"

@@ -33,9 +33,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import bench_decode  # noqa: E402
+import bench_model  # noqa: E402
 import common  # noqa: E402
 from cute_gemm.demo import int_list  # noqa: E402
 
+NCCL_KIND = "collectives (NCCL)"  # bench_model.KERNEL_KINDS' name for the NCCL kernels
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
 VARIANTS = {
@@ -92,26 +94,10 @@ def tp_model_plan(model):
 
 
 def nccl_ms_per_step(dec, steps):
-    """GPU ms per decode step of the collectives' kernels (names with 'nccl'), over ``steps``
-    uncaptured steps, and the whole step's kernel time."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.no_grad():
-        dec.step()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                dec.step()
-            torch.cuda.synchronize()
-    nccl = total = 0.0
-    for evt in prof.key_averages():
-        us = getattr(evt, "device_time_total", None)
-        if us is None:
-            us = getattr(evt, "cuda_time_total", 0)
-        total += us
-        if "nccl" in evt.key.lower():
-            nccl += us
-    return nccl / 1e3 / steps, total / 1e3 / steps
+    """GPU ms per decode step of the collectives' kernels over ``steps`` uncaptured steps
+    (bench_model.profile_steps' kinds), and the whole step's kernel time."""
+    kinds, _ = bench_model.profile_steps(dec, steps)
+    return kinds.get(NCCL_KIND, (0.0, 0))[0], kinds["total"][0]
 
 
 def rank_rows(rank, world, args, device):

@@ -70,6 +70,8 @@ def test_bad_arguments_are_refused():
     ("triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_add_arange",
      bench_model.OTHER_KIND),
     ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3", "attention"),
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+     "collectives (NCCL)"),
 ])
 def test_kernel_kinds(name, kind):
     assert bench_model.kernel_kind(name) == kind

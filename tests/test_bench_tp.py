@@ -57,3 +57,11 @@ def test_plan_shards_every_decoder_linear():
     assert isinstance(plan["model.layers.*.mlp.down_proj"], RowwiseParallel)
     assert isinstance(plan["lm_head"], ColwiseParallel)
     assert isinstance(plan["model.embed_tokens"], RowwiseParallel)
+
+
+def test_all_reduce_kind_is_bench_models():
+    # The all-reduce time is bench_model.profile_steps' kind for NCCL kernels, by that name.
+    import bench_model
+
+    assert bench_tp.NCCL_KIND in [kind for kind, _ in bench_model.KERNEL_KINDS]
+    assert bench_model.kernel_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == bench_tp.NCCL_KIND
