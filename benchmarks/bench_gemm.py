@@ -77,6 +77,9 @@ def parse_args(argv=None):
                    help="comma-separated MxNxK list; overrides the sweep, e.g. 16x4096x4096")
     p.add_argument("--replays", type=int, default=10,
                    help="timed graph replays per measurement; the median is reported")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measurements of ours and torch per shape, interleaved; the median is "
+                        "reported (3 or more where the GPU's clocks drift under its power limit)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     p.add_argument("--all-configs", action="store_true",
                    help="time each kernel configuration (forced) on the quick shapes, or --shapes")
@@ -110,16 +113,21 @@ def _config_for(m, n, k):
     return cute_gemm._C._gemm_config_for(m, n, k)
 
 
-def bench_shape(gemm, m, n, k, dtype, replays):
+def bench_shape(gemm, m, n, k, dtype, replays, rounds=1):
     sets = operand_sets(m, n, k, dtype)
 
     # Correctness spot check (first operand set) before timing.
     err, ok = spot_check(gemm, *sets[0], dtype)
 
-    ours_us, calls = common.time_graph(lambda i: gemm(*sets[i % len(sets)]), replays=replays)
-    torch_us, _ = common.time_graph(lambda i: torch.matmul(sets[i % len(sets)][0],
-                                                           sets[i % len(sets)][1].t()),
-                                    replays=replays)
+    ours, theirs = common.time_interleaved(
+        [lambda i: gemm(*sets[i % len(sets)]),
+         lambda i: torch.matmul(sets[i % len(sets)][0], sets[i % len(sets)][1].t())],
+        rounds, replays)
+    for res in (ours, theirs):
+        if res["error"] is not None:
+            raise res["error"]
+    ours_us, torch_us, calls = ours["us"], theirs["us"], ours["calls"]
+    spreads = [(max(r["us_rounds"]) - min(r["us_rounds"])) / r["us"] for r in (ours, theirs)]
     flops = 2.0 * m * n * k
     ours_tf, torch_tf = common.tflops(flops, ours_us), common.tflops(flops, torch_us)
     return {
@@ -130,6 +138,8 @@ def bench_shape(gemm, m, n, k, dtype, replays):
         "ratio": ours_tf / torch_tf if torch_tf > 0 else float("nan"),
         "max_rel_err": err, "check": "ok" if ok else "WRONG",
         "l2_copies": len(sets), "calls_per_graph": calls,
+        "ours_us_rounds": ours["us_rounds"], "torch_us_rounds": theirs["us_rounds"],
+        "spread": max(spreads) if rounds > 1 else None,
     }
 
 
@@ -137,7 +147,7 @@ COLUMNS = [
     ("m", "M"), ("n", "N"), ("k", "K"),
     ("ours_us", "ours us"), ("torch_us", "torch us"),
     ("ours_tflops", "ours TFLOP/s"), ("torch_tflops", "torch TFLOP/s"),
-    ("ratio", "ours/torch"), ("max_rel_err", "max rel err"), ("check", "check"),
+    ("ratio", "ours/torch"), ("spread", "spread"), ("max_rel_err", "max rel err"), ("check", "check"),
     ("l2_copies", "L2 copies"), ("config", "kernel (config)"),
 ]
 
@@ -145,6 +155,8 @@ NOTES = [
     "- ours/torch: throughput ratio (torch us / ours us); > 1 means cute_gemm is faster.",
     "- max rel err: max|ours - torch| / max|torch| on one operand set; WRONG above 4 eps of the "
     "dtype or on a non-finite output.",
+    "- With --rounds R (meta 'rounds') ours and torch are timed R times each, interleaved; the "
+    "times are the medians of the rounds and spread the larger (max - min) / median of the two.",
     "- Times are medians of CUDA-graph replays (calls per graph sized to ~20 ms), per call; "
     "operands rotate through 'L2 copies' sets so that together they exceed 2x the L2 cache.",
 ]
@@ -220,7 +232,7 @@ def main(argv=None):
     meta = common.env_info()
     meta.update({
         "benchmark": "cute_gemm.gemm vs torch.matmul, C = A @ B^T",
-        "dtype": args.dtype, "quick": args.quick,
+        "dtype": args.dtype, "quick": args.quick, "rounds": args.rounds,
         "torch_allow_fp16_reduced_precision_reduction":
             torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
         "torch_allow_bf16_reduced_precision_reduction":
@@ -236,7 +248,7 @@ def main(argv=None):
     t0 = time.time()
     rows = []
     for m, n, k in shapes:
-        row = bench_shape(cute_gemm.gemm, m, n, k, dtype, args.replays)
+        row = bench_shape(cute_gemm.gemm, m, n, k, dtype, args.replays, args.rounds)
         rows.append(row)
         print(f"{m:>6} {n:>6} {k:>6} {row['ours_us']:>10.2f} {row['torch_us']:>10.2f} "
               f"{row['ours_tflops']:>8.1f} {row['torch_tflops']:>8.1f} {row['ratio']:>6.2f} "

@@ -115,6 +115,10 @@ def parse_args(argv=None):
                    help="comma-separated M values; overrides the sweep's M values")
     p.add_argument("--replays", type=int, default=10,
                    help="timed graph replays per measurement; the median is reported")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measurements per kernel, interleaved across the kernels of each case; "
+                        "the median is reported (use 3 or more where the GPU's clocks drift, "
+                        "as at large M under its power limit)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     return p.parse_args(argv)
 
@@ -284,11 +288,30 @@ def derive(row, fp16_us, copy_gbs):
     row["weight_frac_copy_bw"] = (row["weight_gbs"] / copy_gbs
                                   if row["weight_gbs"] is not None and copy_gbs else None)
     row["tflops"] = common.tflops(2.0 * m * n * k, us) if ok else None
+    times = row.get("us_rounds") or []
+    row["rounds_spread"] = (max(times) - min(times)) / us if ok and len(times) > 1 else None
     return row
 
 
+def time_rounds(case, rounds, replays):
+    """Times the kernels of one (shape, M) case, interleaved over `rounds`
+    (common.time_interleaved): row["us"] is the median of the rounds, row["us_rounds"] each
+    round's. case: (row, candidate, fn or None); a kernel that raises while timed is marked as
+    bench_shape marks it."""
+    live = [x for x in case if x[2] is not None]
+    timed = common.time_interleaved([fn for _, _, fn in live], rounds, replays)
+    for (row, c, _), res in zip(live, timed):
+        row["us"], row["us_rounds"], row["calls_per_graph"] = (
+            res["us"], res["us_rounds"] or None, res["calls"])
+        if res["error"] is not None:
+            if c.key in OURS:
+                row["status"], row["check"] = f"ERROR ({_short(res['error'])})", "ERROR"
+            else:
+                row["status"] = f"n/a ({_short(res['error'])})"
+
+
 def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes=None,
-                log=print):
+                log=print, rounds=1):
     """All kernels on one weight shape for every M. Returns (rows, torch_int4_variant)."""
     gen = torch.Generator(device=device).manual_seed(k * 1009 + n)
     w = torch.randn(n, k, device=device, dtype=torch.float32, generator=gen).to(torch.float16)
@@ -302,13 +325,14 @@ def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes
 
     rows = []
     for m in ms:
-        fp16_us = None
+        case = []  # (row, timed function or None)
         for c in cands:
             row = {"k": k, "n": n, "m": m, "kernel": c.key, "us": None,
                    "weight_bytes": c.weight_bytes or None, "rel_err": None,
                    "check": "n/a", "status": "ok", "l2_copies": len(c.copies) or None,
-                   "calls_per_graph": None}
+                   "calls_per_graph": None, "us_rounds": None}
             row["plan"], row["plan_detail"] = kernel_run(cute_gemm, c, m, n, k)
+            fn = None
             if c.na:
                 row["status"] = c.na
                 row["check"] = "ERROR" if c.key in OURS else "n/a"
@@ -319,17 +343,17 @@ def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes
                     row["rel_err"] = rel_err(out, a, c.ref_weight)
                     del out
                     row["check"] = classify(row["rel_err"], c.key in OURS)
-                    copies = c.copies
-                    row["us"], row["calls_per_graph"] = common.time_graph(
-                        lambda i: c.call(a, copies[i % len(copies)]), replays=replays)
+                    fn = (lambda c, a, copies: lambda i: c.call(a, copies[i % len(copies)]))(
+                        c, a, c.copies)
                 except Exception as e:  # noqa: BLE001  (ours: ERROR; baselines: n/a)
                     if c.key in OURS:
                         row["status"], row["check"] = f"ERROR ({_short(e)})", "ERROR"
                     else:
                         row["status"] = f"n/a ({_short(e)})"
-            if c.key == "fp16":
-                fp16_us = row["us"]
-            rows.append(derive(row, fp16_us, copy_gbs))
+            case.append((row, c, fn))
+        time_rounds(case, rounds, replays)
+        fp16_us = next((row["us"] for row, c, _ in case if c.key == "fp16"), None)
+        rows += [derive(row, fp16_us, copy_gbs) for row, _, _ in case]
     del cands, w, a_full, a_bf_full
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -347,7 +371,7 @@ def failures(rows):
 
 COLUMNS = [
     ("k", "K"), ("n", "N"), ("m", "M"), ("kernel", "kernel"), ("plan", "kernel run"),
-    ("us", "us"),
+    ("us", "us"), ("rounds_spread", "spread"),
     ("speedup_vs_fp16", "speedup vs fp16"), ("weight_gbs", "weight GB/s"),
     ("weight_frac_copy_bw", "of copy BW"), ("tflops", "TFLOP/s"), ("rel_err", "rel err"),
     ("check", "check"), ("l2_copies", "L2 copies"), ("status", "status"),
@@ -361,6 +385,8 @@ NOTES = [
     "torch._weight_int4pack_mm, group 128, inner_k_tiles 8, bf16 activations.",
     "- us: median per-call time of CUDA-graph replays; the calls cycle through 'L2 copies' "
     "copies of the weight, together over 2x the L2 cache.",
+    "- With --rounds R (meta 'rounds'), each kernel of a case is timed R times, the kernels "
+    "interleaved; us is the median and spread (max - min) / median of the R times.",
     "- speedup vs fp16: fp16 us / us. weight GB/s: stored weight bytes (packed + scales (+ "
     "zeros); N*K*2 for fp16; packed + scales_and_zeros for torch int4) / time; of copy BW: that "
     "over the device-to-device copy bandwidth (copy_bandwidth_gbs, read + write).",
@@ -521,6 +547,7 @@ def main(argv=None):
                      "F.linear and torch._weight_int4pack_mm",
         "copy_bandwidth_gbs": round(copy_gbs, 1),
         "quick": args.quick,
+        "rounds": args.rounds,
         "shapes_kxn": [f"{k}x{n}" for k, n in shapes],
         "ms": ms,
         "group_size": GROUP_SIZE,
@@ -536,7 +563,8 @@ def main(argv=None):
     rows, variants = [], set()
     for k, n in shapes:
         try:
-            shape_rows, variant = bench_shape(cute_gemm, k, n, ms, args.replays, copy_gbs)
+            shape_rows, variant = bench_shape(cute_gemm, k, n, ms, args.replays, copy_gbs,
+                                                 rounds=args.rounds)
         except Exception as e:  # noqa: BLE001  (e.g. a sticky CUDA error: record, write results)
             print(f"  {k}x{n}: failed: {_short(e)}", file=sys.stderr, flush=True)
             shape_rows, variant = [], None

@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import warnings
@@ -123,6 +124,31 @@ def copy_bandwidth_gbs(nbytes=1 << 30, replays=10):
     del src, dst
     torch.cuda.empty_cache()
     return 2.0 * nbytes / (us * 1e-6) / 1e9
+
+
+def time_interleaved(fns, rounds=1, replays=10):
+    """Times each fn(i) of ``fns`` ``rounds`` times with time_graph, the functions interleaved
+    (forward in even rounds, backward in odd ones), so that a drift of the GPU's clocks during a
+    run (its power limit at large M) reaches them alike. Returns one dict per fn: ``us`` the
+    median of its rounds, ``us_rounds`` each round's median, ``calls`` per graph and ``error``
+    (the exception that stopped it, after which it is not timed again; ``us`` None then)."""
+    results = [{"us": None, "us_rounds": [], "calls": None, "error": None} for _ in fns]
+    order = list(range(len(fns)))
+    for r in range(rounds):
+        for j in (order if r % 2 == 0 else order[::-1]):
+            res = results[j]
+            if res["error"] is not None:
+                continue
+            try:
+                us, res["calls"] = time_graph(fns[j], replays=replays)
+            except Exception as e:  # noqa: BLE001  (the caller reports it)
+                res["error"], res["us"], res["us_rounds"] = e, None, []
+                continue
+            res["us_rounds"].append(us)
+    for res in results:
+        if res["us_rounds"]:
+            res["us"] = statistics.median(res["us_rounds"])
+    return results
 
 
 def tflops(flops, us):
