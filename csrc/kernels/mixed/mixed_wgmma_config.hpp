@@ -89,6 +89,13 @@ struct MixedWgmmaConfig {
                                    : 4;
   static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
   static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
+  // The warp-specialized kernel's consumers free a stage kReleaseLag k blocks after its use: 2
+  // keeps the next block's wgmmas queued behind the previous ones, 1 (waiting for the previous
+  // block's wgmmas before issuing) lets the producer run S - 1 stages ahead instead of S - 2,
+  // which a 3-stage tile needs (INT4 from 192 rows; 1-3% faster there at M = 256-4096 on an H100,
+  // NOTES session 28).
+  static constexpr int kReleaseLag = kStages <= 3 ? 1 : 2;
+  static_assert(!Producer || kStages - kReleaseLag >= 2, "the producer fills two stages ahead");
   // Byte offsets from the aligned base: activation stage s at s * kAStageBytes, weight stage s at
   // kWeightsOffset + s * kStageBytes (its scales kWeightBytes further), then the full and empty
   // mbarrier of each stage (warp-specialized kernel).

@@ -172,21 +172,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     for (int v = 0; v < Cfg::kAccRegs; ++v) acc[r][v] = 0.f;
   }
 
-  // As in the cp.async kernel's rounded loop: block i - 1's wgmmas run while block i is
-  // dequantized, so only block i - 2's must be done (wait_group 1) before its register set is
-  // rewritten; then this warp releases block i - 2's stage to the producer.
+  // Block i - 1's wgmmas run while block i is dequantized (into the other register set). A warp
+  // hands a stage back to the producer once the wgmmas reading it are done, kReleaseLag blocks
+  // after its use (MixedWgmmaConfig):
+  //   - lag 2: at the start of step i, block i - 2's (wait_group 1), so block i - 1's wgmmas are
+  //     still queued when block i's are issued and the tensor cores never wait for a warp; the
+  //     producer fills S - 2 stages ahead;
+  //   - lag 1 (3-stage tiles): after dequantizing block i, block i - 1's (wait_group 0), before
+  //     issuing block i's; the producer fills S - 1 = 2 stages ahead instead of 1.
+  constexpr int kLag = Cfg::kReleaseLag;
   BlockRegs regs[2];
-  int stage = 0, release_stage = S - 2;  // i % S and (i - 2) % S
-  uint32_t phase = 0;                    // of the full barriers: (i / S) % 2
-  auto step = [&](int i, auto set) {
-    BlockRegs& a = regs[decltype(set)::value];
-    wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
-    if (i >= 2) {
+  int stage = 0, release_stage = S - kLag;  // i % S and (i - kLag) % S
+  uint32_t phase = 0;                       // of the full barriers: (i / S) % 2
+  auto release = [&](int i) {
+    wgmma_wait_group<kLag - 1>();  // block i - kLag's wgmmas are done (this warp's view)
+    if (i >= kLag) {
       __syncwarp();
       if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
+  };
+  auto step = [&](int i, auto set) {
+    BlockRegs& a = regs[decltype(set)::value];
+    if constexpr (kLag == 2) release(i);
     mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
     slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+    if constexpr (kLag == 1) release(i);
     wgmma_fence();  // the registers just written feed the wgmmas
     WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
     wgmma_commit_group();
