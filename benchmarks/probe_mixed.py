@@ -356,40 +356,47 @@ def sweep_small_tiles():
 
 def sweep_tile_overhead():
     """Large M: the fixed cost per CTA tile (pipeline fill, epilogue) of the INT4 g128 wgmma
-    kernel. For N = 28672 and 8192, M = 4096 and K = 2048 .. 16384: cuBLAS fp16, our dense GEMM
-    and the default INT4 plan (us, TFLOP/s); then the time per wave of CTA tiles fitted as
-    t0 + c * K over K, so t0 is the part of a tile that does not grow with K."""
+    kernel. For N = 28672 and 8192, M = CUTE_GEMM_OVERHEAD_M (4096) and K in
+    CUTE_GEMM_OVERHEAD_KS (128 256 4096 8192 16384): cuBLAS fp16, our dense GEMM and the INT4
+    kernel with CUTE_GEMM_OVERHEAD_SCHEDULE (the 256-row tile, unsplit) (us, TFLOP/s); then the
+    time per wave of CTA tiles fitted as t0 + c * K over the K >= 4096 points, so t0 is the part of
+    a tile that does not grow with K (the smallest K measure it directly)."""
     torch.manual_seed(0)
     m = int(os.environ.get("CUTE_GEMM_OVERHEAD_M", "4096"))
+    ks = [int(x) for x in
+          os.environ.get("CUTE_GEMM_OVERHEAD_KS", "128 256 4096 8192 16384").split()]
+    schedule = os.environ.get("CUTE_GEMM_OVERHEAD_SCHEDULE", "kernel=wgmma,tile_m=256,splits=1")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{'N':>6} {'K':>6} {'M':>5} | {'fp16':>8} {'dense':>8} {'int4':>8} | "
           f"{'TF fp16':>7} {'TF dense':>8} {'TF int4':>7} | {'x int4':>6} | tiles waves "
           f"us/wave plan")
     for n in (28672, 8192):
         fit = []
-        for k in (2048, 4096, 8192, 16384):
+        for k in ks:
             ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(2)]
             qs = [cute_gemm.quantize(w, bits=4, group_size=128) for w in ws]
             a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-            t16 = time_graph(lambda i: F.linear(a, ws[i % 2]))
-            td = time_graph(lambda i: cute_gemm.gemm(a, ws[i % 2]))
-            t4 = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % 2]))
-            plan = cute_gemm.mixed_plan(m, n, k, 4, 128)
+            t16, td, t4 = (r["us"] for r in common.time_interleaved([
+                lambda i: F.linear(a, ws[i % 2]), lambda i: cute_gemm.gemm(a, ws[i % 2]),
+                lambda i: cute_gemm.mixed_gemm(a, qs[i % 2], schedule=schedule)], rounds=3))
+            plan = cute_gemm.mixed_plan(m, n, k, 4, 128, schedule=schedule)
             tiles = plan.grid[0] * plan.grid[1] * plan.grid[2]
             waves = -(-tiles // (sms * max(1, plan.ctas_per_sm)))
-            fit.append((k, t4 / waves))
+            if k >= 4096:
+                fit.append((k, t4 / waves))
             tf = [2 * m * n * k / t / 1e6 for t in (t16, td, t4)]
             print(f"{n:>6} {k:>6} {m:>5} | {t16:8.1f} {td:8.1f} {t4:8.1f} | {tf[0]:7.0f} "
                   f"{tf[1]:8.0f} {tf[2]:7.0f} | {t16 / t4:6.2f} | {tiles:>5} {waves:>5} "
                   f"{t4 / waves:7.2f} {plan.instance}", flush=True)
             ws = qs = None
             torch.cuda.empty_cache()
-        ks = torch.tensor([f[0] for f in fit], dtype=torch.float64)
-        ts = torch.tensor([f[1] for f in fit], dtype=torch.float64)
-        x = torch.stack([torch.ones_like(ks), ks], 1)
-        t0, c = torch.linalg.lstsq(x, ts[:, None]).solution[:, 0].tolist()
-        print(f"N = {n}: us per wave = {t0:.2f} + {c * 1024:.3f} per 1024 of K "
-              f"(t0 is {t0 / (t0 + c * 4096):.1%} of a K = 4096 wave)", flush=True)
+        if len(fit) >= 2:
+            kk = torch.tensor([f[0] for f in fit], dtype=torch.float64)
+            ts = torch.tensor([f[1] for f in fit], dtype=torch.float64)
+            x = torch.stack([torch.ones_like(kk), kk], 1)
+            t0, c = torch.linalg.lstsq(x, ts[:, None]).solution[:, 0].tolist()
+            print(f"N = {n}: us per wave = {t0:.2f} + {c * 1024:.3f} per 1024 of K "
+                  f"(t0 is {t0 / (t0 + c * 4096):.1%} of a K = 4096 wave)", flush=True)
 
 
 def main():
