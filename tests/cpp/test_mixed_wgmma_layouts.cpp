@@ -11,7 +11,9 @@
 //     their agreement with the wgmma A fragment and the packed format; the accumulator map covers
 //     the (kTileM, kTileN) tile once and is the wgmma C fragment transposed; the cp.async
 //     kernel's activation and scale copies cover their tiles once, 16 contiguous bytes each;
-//   - the TMA boxes of the warp-specialized kernel land exactly where the layouts put the data;
+//   - the TMA boxes of the warp-specialized kernel land exactly where the layouts put the data,
+//     and its output tiles (SmemOut) are the output map's boxes, written once each by the
+//     accumulators without bank conflicts;
 //   - resources: registers within the launch bound, stages as the pipeline needs.
 #include <cstdint>
 #include <cstdio>
@@ -267,6 +269,48 @@ static void check_config(char const* name) {
         // Box element (b, word) at (b * kWBoxWords + word) * 4 bytes: lane word / 4's unit.
         CHECK((long(b) * Cfg::kWBoxWords + word) * 4 == long(sW(word / 4, b)) * 16 + (word % 4) * 4,
               "%s: weight box element (%d, %d)", name, b, word);
+      }
+    // The output tiles: the output map's (kTileM, 64) box with the 128-byte swizzle, 1024-byte
+    // aligned, over the stages; every element written by one consumer thread (the accumulators,
+    // as stage_out places them), and a warp's stores of one value index hit 8 distinct 4-byte
+    // bank words per 16-byte group (no bank conflicts: 4 rows x 16 bytes in 4 bank groups).
+    const auto sO = typename Cfg::SmemOut{};
+    CHECK(Cfg::kOutTileBytes == BM * 128 && Cfg::kOutTileBytes % 1024 == 0 &&
+              NT * Cfg::kWarpGroups * Cfg::kOutTileBytes <= Cfg::kBarrierOffset,
+          "%s: output tiles", name);
+    for (int r = 0; r < BM; ++r)
+      for (int c = 0; c < 64; ++c) {
+        CHECK(long(sO(r, c)) * 2 == sw128_box_byte(r, c), "%s: output tile element (%d, %d)", name,
+              r, c);
+      }
+    std::vector<int> written(size_t(BM) * BN, 0);
+    for (int T = 0; T < CT; ++T)
+      for (int r = 0; r < NT; ++r)
+        for (int v = 0; v < Cfg::kAccRegs; ++v) {
+          const int tile = NT * (T >> 7) + r;
+          const int col =
+              int(typename Cfg::WeightColTV{}(consumer_coord(T), ((v >> 1) & 1) + 2 * r));
+          const int row = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v, r)));
+          CHECK(col / 64 == tile, "%s: thread %d value (%d, %d) outside its output tile", name, T,
+                v, r);
+          ++written[size_t(tile) * BM * 64 + size_t(sO(row, col - 64 * tile))];
+        }
+    for (size_t i = 0; i < written.size(); ++i) {
+      CHECK(written[i] == 1, "%s: output tile element %ld written %d times", name, long(i),
+            written[i]);
+    }
+    for (int warp = 0; warp < CT / 32; ++warp)
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        std::set<long> words;
+        std::set<int> banks;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int T = 32 * warp + lane;
+          const int col = int(typename Cfg::WeightColTV{}(consumer_coord(T), (v >> 1) & 1)) % 64;
+          const int row = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v, 0)));
+          const long word = sw128_box_byte(row, col) / 4;
+          if (words.insert(word).second) banks.insert(int(word % 32));
+        }
+        CHECK(banks.size() == words.size(), "%s: warp %d value %d: bank conflicts", name, warp, v);
       }
     CHECK(Cfg::kScaleBoxCols == BN, "%s: scale box", name);
     for (int z = 0; z < 2; ++z)

@@ -79,6 +79,37 @@ CG_DEVICE void tma_load_2d(void* dst, CUtensorMap const* map, uint64_t* bar, int
 #endif
 }
 
+// Box (x, y) of the 2-D tensor `map` from shared memory at `src` (laid out as the map's box and
+// swizzle say) to global memory; the parts of the box past the tensor's edges are not written.
+// Asynchronous: tma_store_commit() closes the thread's stores so far into a group, and
+// tma_store_wait_read<N>() returns once at most N groups still read shared memory (the source may
+// then be reused, and the CTA may exit). @pre the source was written by the generic proxy and
+// fenced (fence_proxy_async_shared) before a barrier the issuing thread passed.
+CG_DEVICE void tma_store_2d(CUtensorMap const* map, void const* src, int x, int y) {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(detail::smem_addr(src)), "r"(x), "r"(y)
+      : "memory");
+#else
+  detail::arch_unsupported(map, src, x, y);
+#endif
+}
+
+CG_DEVICE void tma_store_commit() {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+CG_DEVICE void tma_store_wait_read() {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // Fetches the tensor map into the TMA unit's descriptor cache ahead of the first copy.
 CG_DEVICE void tma_prefetch_map(CUtensorMap const* map) {
 #if defined(CG_ARCH_SM90_ENABLED)

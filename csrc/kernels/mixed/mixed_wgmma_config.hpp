@@ -104,6 +104,17 @@ struct MixedWgmmaConfig {
   static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
 
+  // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,
+  // 64 columns of N) row-major with the 128-byte swizzle, the box in which the output's TMA map
+  // stores it; tile b = kNTiles wg + r at b * kOutTileBytes from the aligned base, over the
+  // stages (free once every wgmma is done). Consecutive rows' 16-byte units are XOR-swizzled, so
+  // a warp's stores of 4 rows x 8 columns hit 4 different bank groups.
+  // (M, N) -> element
+  using SmemOut = Sw128KMajor<TileM, 64>;
+  static constexpr int kOutTileBytes = TileM * 64 * 2;
+  static_assert(!Producer || NTiles * WarpGroups * kOutTileBytes <= kBarrierOffset,
+                "the output tiles fit over the stages");
+
   // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as
   // (kABoxRows rows, 128-byte line of K) boxes, kARowBoxes per line; the weights of a stage as
   // one (n8 blocks, 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per

@@ -190,6 +190,35 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // The accumulators (+ bias), rounded, into the CTA's output tiles in shared memory (SmemOut;
+  // n64 tile kNTiles wg + r at out_tiles + its kOutTileBytes) for the TMA store: acc[r][v] is
+  // row AccRowTV(thread, (v, r)) of the tile and its column within the n64 tile is lane_col's
+  // less the tile's first (wgmma's C and A fragments share their rows). Rows past M are written
+  // too (the store clips them); columns past N are never read for the bias.
+  CG_DEVICE void stage_out(MixedGemmParams const& p,
+                           float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], char* out_tiles,
+                           int n0) const {
+    constexpr auto sO = typename Cfg::SmemOut{};
+    T const* bias = static_cast<T const*>(p.bias);
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      const int tile = Cfg::kNTiles * wg + r;
+      T* out = reinterpret_cast<T*>(out_tiles + tile * Cfg::kOutTileBytes);
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int col = lane_col[2 * r + h];  // within the CTA tile
+        const float b = bias != nullptr && n0 + col < p.n
+                            ? HalfTraits<T>::to_float(bias[n0 + col]) : 0.f;
+        CG_PRAGMA_UNROLL
+        for (int v = 0; v < Cfg::kAccRegs; ++v) {
+          if (((v >> 1) & 1) != h) continue;
+          const int row = typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
+          out[sO(row, col - 64 * tile)] = HalfTraits<T>::from_float(acc[r][v] + b);
+        }
+      }
+    }
+  }
+
   // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
   // workspace slice): acc[r][v] is element (AccRowTV, AccColTV)(thread, (v, r)) of the tile. Its
   // column is that of the weights of value (h, r) = (v / 2 % 2, r), lane_col[2r + h] (wgmma's C

@@ -33,9 +33,10 @@ cudaError_t prepare_mixed_wgmma() {
 
 // The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps), their boxes the
 // config's shared-memory layouts: each box fills one SmemA line, the whole SmemW, one SmemScales
-// row.
+// row, one SmemOut tile (the output's map only when the sums go to `out`, not the workspace).
 template <class Cfg>
-cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
+cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace,
+                              MixedWgmmaMaps* maps) {
   static_assert(Cfg::kABoxK * 2 == 128, "an activation box is one 128-byte swizzle line of K");
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const uint64_t groups = uint64_t(GroupShape(p).last) + 1;
@@ -54,6 +55,12 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, MixedWgmmaMaps* maps) {
     e = encode_2d_map(&maps->scales, p.scales, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
                       Cfg::kScaleBoxCols, false);
   }
+  if (e == cudaSuccess && !via_workspace) {
+    // The output: ldo % 8 == 0 and 16-byte alignment are the op's contract (N % 8 == 0).
+    e = encode_k_major_sw128_map(&maps->out, p.out, p.dtype == HalfType::kBFloat16,
+                                 uint64_t(p.m), uint64_t(output_columns(p)), uint64_t(p.ldo),
+                                 Cfg::kTileM);
+  }
   if (e == cudaSuccess && p.zeros != nullptr) {
     e = encode_2d_map(&maps->zeros, p.zeros, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
                       Cfg::kScaleBoxCols, false);
@@ -70,7 +77,7 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
   if (prepared != cudaSuccess) return prepared;
   if constexpr (Cfg::kProducer) {
     MixedWgmmaMaps maps{};
-    const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, &maps);
+    const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, plan.via_workspace, &maps);
     if (encoded != cudaSuccess) return encoded;
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, plan,
                                                  Cfg::kTileM, Cfg::kTileN, Cfg::kThreads,

@@ -21,6 +21,7 @@
 // hold the accumulators (128 for a 256-row M tile) and two register sets of a k block.
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
+#include "cute_gemm/arch/named_barrier.hpp"
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
 #include "cute_gemm/arch/tma_sm90.hpp"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
@@ -35,6 +36,8 @@ struct MixedWgmmaMaps {
                        // (kWBoxBlocks, kWBoxWords) boxes
   CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes
   CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
+  CUtensorMap out;     // out [M, N], (kTileM rows, 64 columns) boxes, 128-byte swizzle (SmemOut);
+                       // unused (not encoded) when the sums go to the workspace
 };
 
 // Registers per thread after setmaxnreg: what the producer keeps, and what each consumer takes
@@ -206,7 +209,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   for_blocks_in_pairs<true>(n_kb, step);
   wgmma_wait_group<0>();
   grid_launch_dependents();
-  slice.store(p, acc, m0, n0, to_workspace);
+  if (to_workspace) {
+    slice.store(p, acc, m0, n0, to_workspace);
+    return;
+  }
+  // The output through shared memory and TMA stores: whole 128-byte lines, written while the CTA
+  // retires instead of ~kAccRegs two-byte stores per thread (a CTA tile's epilogue took ~4.5 us
+  // a wave at M = 4096, K = 128 on an H100 with those; NOTES session 28).
+  named_barrier_sync<1, Cfg::kConsumerThreads>();  // every consumer's wgmmas are done: no
+                                                    // stage is read any more
+  slice.stage_out(p, acc, smem, n0);
+  fence_proxy_async_shared();  // the tiles are read by the async proxy (the TMA)
+  named_barrier_sync<1, Cfg::kConsumerThreads>();
+  if (tid == 0) {
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NT * Cfg::kWarpGroups; ++b) {
+      if (n0 + 64 * b < p.n) {
+        tma_store_2d(&maps.out, smem + b * Cfg::kOutTileBytes, n0 + 64 * b, m0);
+      }
+    }
+    tma_store_commit();
+    tma_store_wait_read<0>();  // the tiles stay in shared memory until the TMA has read them
+  }
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
 #endif
