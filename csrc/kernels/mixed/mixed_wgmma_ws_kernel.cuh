@@ -19,6 +19,10 @@
 // Only the producer waits on "empty"; a consumer warp waits only for its data and its own wgmmas.
 // setmaxnreg moves registers from the producer (24) to the consumers (WgmmaRegisterSplit), which
 // hold the accumulators (128 for a 256-row M tile) and two register sets of a k block.
+// The output leaves the same way it came: the consumers round their accumulators into SmemOut
+// tiles laid over the drained stages, and one thread stores each (kTileM, 64) tile with a TMA
+// store of the output's tensor map (split-K and gated plans write fp32 sums to the workspace
+// directly instead).
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/named_barrier.hpp"
