@@ -4,7 +4,8 @@
 # runs benchmarks/bench_mixed_gemm.py on each, alternating, ROUNDS times (each tree's own
 # benchmark script), and collects registers / spills / SASS counts of both builds.
 # Usage: scripts/ab_compare.sh BASELINE.tar.gz OUTDIR [ROUNDS=2]
-# AB_BENCH_ARGS (e.g. "--shapes 14336x4096 --ms 32,64") is passed to every benchmark run;
+# AB_BENCH_ARGS (e.g. "--shapes 14336x4096 --ms 32,64") is passed to every benchmark run
+# (AB_BENCH=gemm: bench_gemm.py instead of bench_mixed_gemm.py);
 # AB_SKIP_BUILD=1 reuses both trees' builds from an earlier run in the same place.
 # Writes OUTDIR/{base,new}_{round}.json|md, OUTDIR/resources_{base,new}.json,
 # OUTDIR/resources_diff.md and OUTDIR/ab.md (ours, per shape and M: the median over rounds of
@@ -34,12 +35,16 @@ done
 [ -f "$OUTDIR/resources_base.json" ] && python3 scripts/kernel_resources.py --compare \
   "$OUTDIR/resources_base.json" "$OUTDIR/resources_new.json" \
   --markdown "$OUTDIR/resources_diff.md" >/dev/null
+# AB_BENCH=gemm: the dense GEMM's benchmark (bench_gemm.py; AB_BENCH_ARGS e.g. "--dtype bf16
+# --shapes 4096x4096x4096,512x28672x4096") instead of the mixed GEMM's.
+bench=bench_mixed_gemm.py
+[ "${AB_BENCH:-mixed}" = gemm ] && bench=bench_gemm.py
 for r in $(seq 1 "$rounds"); do
   for tree in "$BASE" "$NEW"; do
     name=$([ "$tree" = "$NEW" ] && echo new || echo base)
     mkdir -p "$OUTDIR/${name}_$r"
     # shellcheck disable=SC2086  (AB_BENCH_ARGS is a list of words)
-    (cd "$tree" && PYTHONPATH="$tree" python3 benchmarks/bench_mixed_gemm.py --no-plot \
+    (cd "$tree" && PYTHONPATH="$tree" python3 "benchmarks/$bench" --no-plot \
       ${AB_BENCH_ARGS:-} --out "$OUTDIR/${name}_$r" >"$OUTDIR/${name}_$r/log.txt" 2>&1) || {
       echo "[ab] $name round $r FAILED"; tail -n 20 "$OUTDIR/${name}_$r/log.txt"; status=1; }
   done
@@ -52,8 +57,15 @@ def load(name):
     for r in range(1, rounds + 1):
         for path in glob.glob(f"{out}/{name}_{r}/*.json"):
             for row in json.load(open(path))["results"]:
-                if row.get("status") == "ok" and row["kernel"] in ("ours_int4", "ours_int8", "fp16"):
-                    times.setdefault((row["kernel"], row["k"], row["n"], row["m"]), []).append(row["us"])
+                if "ours_us" in row:  # bench_gemm.py: ours and torch on one row
+                    if row.get("check") == "ok":
+                        for kern in ("ours", "torch"):
+                            times.setdefault((kern, row["k"], row["n"], row["m"]),
+                                             []).append(row[kern + "_us"])
+                elif row.get("status") == "ok" and row["kernel"] in ("ours_int4", "ours_int8",
+                                                                      "fp16"):
+                    times.setdefault((row["kernel"], row["k"], row["n"], row["m"]),
+                                     []).append(row["us"])
     return {k: statistics.median(v) for k, v in times.items()}
 base, new = load("base"), load("new")
 lines = ["| kernel | K x N | M | base us | new us | new / base |", "|---|---|---|---|---|---|"]
@@ -61,7 +73,7 @@ worst = 0.0
 for key in sorted(set(base) & set(new)):
     kern, k, n, m = key
     ratio = new[key] / base[key]
-    if kern != "fp16":
+    if kern not in ("fp16", "torch"):
         worst = max(worst, ratio)
     lines.append(f"| {kern} | {k}x{n} | {m} | {base[key]:.2f} | {new[key]:.2f} | {ratio:.3f} |")
 lines.append(f"\nWorst ours new/base: {worst:.3f}")
