@@ -288,26 +288,29 @@ def derive(row, fp16_us, copy_gbs):
     row["weight_frac_copy_bw"] = (row["weight_gbs"] / copy_gbs
                                   if row["weight_gbs"] is not None and copy_gbs else None)
     row["tflops"] = common.tflops(2.0 * m * n * k, us) if ok else None
-    times = row.get("us_rounds") or []
-    row["rounds_spread"] = (max(times) - min(times)) / us if ok and len(times) > 1 else None
     return row
+
+
+def mark_failed(row, key, exc):
+    """A kernel that raised: ours is an ERROR (the run exits 1), a baseline is n/a."""
+    if key in OURS:
+        row["status"], row["check"] = f"ERROR ({_short(exc)})", "ERROR"
+    else:
+        row["status"] = f"n/a ({_short(exc)})"
 
 
 def time_rounds(case, rounds, replays):
     """Times the kernels of one (shape, M) case, interleaved over `rounds`
     (common.time_interleaved): row["us"] is the median of the rounds, row["us_rounds"] each
-    round's. case: (row, candidate, fn or None); a kernel that raises while timed is marked as
-    bench_shape marks it."""
+    round's and row["rounds_spread"] their spread. case: (row, candidate, fn or None); a kernel
+    that raises while timed is marked failed."""
     live = [x for x in case if x[2] is not None]
     timed = common.time_interleaved([fn for _, _, fn in live], rounds, replays)
     for (row, c, _), res in zip(live, timed):
-        row["us"], row["us_rounds"], row["calls_per_graph"] = (
-            res["us"], res["us_rounds"] or None, res["calls"])
+        row["us"], row["us_rounds"], row["rounds_spread"], row["calls_per_graph"] = (
+            res["us"], res["us_rounds"] or None, res["spread"], res["calls"])
         if res["error"] is not None:
-            if c.key in OURS:
-                row["status"], row["check"] = f"ERROR ({_short(res['error'])})", "ERROR"
-            else:
-                row["status"] = f"n/a ({_short(res['error'])})"
+            mark_failed(row, c.key, res["error"])
 
 
 def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes=None,
@@ -330,7 +333,7 @@ def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes
             row = {"k": k, "n": n, "m": m, "kernel": c.key, "us": None,
                    "weight_bytes": c.weight_bytes or None, "rel_err": None,
                    "check": "n/a", "status": "ok", "l2_copies": len(c.copies) or None,
-                   "calls_per_graph": None, "us_rounds": None}
+                   "calls_per_graph": None, "us_rounds": None, "rounds_spread": None}
             row["plan"], row["plan_detail"] = kernel_run(cute_gemm, c, m, n, k)
             fn = None
             if c.na:
@@ -346,10 +349,7 @@ def bench_shape(cute_gemm, k, n, ms, replays, copy_gbs, device="cuda", min_bytes
                     fn = (lambda c, a, copies: lambda i: c.call(a, copies[i % len(copies)]))(
                         c, a, c.copies)
                 except Exception as e:  # noqa: BLE001  (ours: ERROR; baselines: n/a)
-                    if c.key in OURS:
-                        row["status"], row["check"] = f"ERROR ({_short(e)})", "ERROR"
-                    else:
-                        row["status"] = f"n/a ({_short(e)})"
+                    mark_failed(row, c.key, e)
             case.append((row, c, fn))
         time_rounds(case, rounds, replays)
         fp16_us = next((row["us"] for row, c, _ in case if c.key == "fp16"), None)

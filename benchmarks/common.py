@@ -130,9 +130,11 @@ def time_interleaved(fns, rounds=1, replays=10):
     """Times each fn(i) of ``fns`` ``rounds`` times with time_graph, the functions interleaved
     (forward in even rounds, backward in odd ones), so that a drift of the GPU's clocks during a
     run (its power limit at large M) reaches them alike. Returns one dict per fn: ``us`` the
-    median of its rounds, ``us_rounds`` each round's median, ``calls`` per graph and ``error``
-    (the exception that stopped it, after which it is not timed again; ``us`` None then)."""
-    results = [{"us": None, "us_rounds": [], "calls": None, "error": None} for _ in fns]
+    median of its rounds, ``us_rounds`` each round's median, ``spread`` (max - min) / ``us`` over
+    the rounds (None below two), ``calls`` per graph and ``error`` (the exception that stopped it,
+    after which it is not timed again; ``us`` None then)."""
+    results = [{"us": None, "us_rounds": [], "spread": None, "calls": None, "error": None}
+               for _ in fns]
     order = list(range(len(fns)))
     for r in range(rounds):
         for j in (order if r % 2 == 0 else order[::-1]):
@@ -146,8 +148,11 @@ def time_interleaved(fns, rounds=1, replays=10):
                 continue
             res["us_rounds"].append(us)
     for res in results:
-        if res["us_rounds"]:
-            res["us"] = statistics.median(res["us_rounds"])
+        times = res["us_rounds"]
+        if times:
+            res["us"] = statistics.median(times)
+        if len(times) > 1:
+            res["spread"] = (max(times) - min(times)) / res["us"]
     return results
 
 
