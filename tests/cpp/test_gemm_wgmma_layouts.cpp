@@ -10,6 +10,8 @@
 //   - the accumulators' map covers the (64, N) tile once, values 2i, 2i + 1 are columns n, n + 1
 //     of one row (the epilogue's pair stores), and it has the closed form the epilogue's quad
 //     transpose relies on;
+//   - the output tile SmemC is C's TMA boxes, covered once by the epilogue's column pairs with no
+//     bank conflicts;
 //   - shared memory: stages and barriers inside kSmemBytes, stages on 1024 bytes; the register
 //     split gives the consumers at least the launch registers and fits the register file.
 #include <cstdio>
@@ -86,6 +88,43 @@ void check(char const* name) {
                           (16 * w + g + 8 * h) + 64L * (8 * i + 2 * t + e),
                       "%s: accumulator (w %d, g %d, t %d, i %d, h %d, e %d)", name, w, g, t, i, h,
                       e);
+  }
+  // ---- the output through shared memory (SmemC): (kBM, 64) slabs with the 128-byte swizzle,
+  // slab j at byte j * kBM * 128 (one box of C's map each); the epilogue's column pairs cover the
+  // (kBM, kBN) tile once, each pair one aligned 4-byte word, and a warp's 32 words of one value
+  // pair fall in 32 distinct banks.
+  {
+    const auto sC = typename Cfg::SmemC{};
+    for (int j = 0; j < BN / 64; ++j)
+      for (int r = 0; r < BM; ++r)
+        for (int c = 0; c < 64; ++c)
+          CHECK(2L * long(sC(r, 64 * j + c)) == 128L * BM * j + tma_sw128_byte(r, c),
+                "%s: SmemC(%d, %d)", name, r, 64 * j + c);
+    std::vector<long> words;
+    for (int tid = 0; tid < Cfg::kConsumerThreads; ++tid)
+      for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+        const long idx = long(typename Cfg::AccLayout{}(tid % 128, v));
+        const int row = 64 * (tid / 128) + int(idx % 64), col = int(idx / 64);
+        const long at = long(sC(row, col));
+        CHECK(col % 2 == 0 && at % 2 == 0 && long(sC(row, col + 1)) == at + 1,
+              "%s: thread %d pair %d is not one aligned word of SmemC", name, tid, v);
+        words.push_back(at / 2);
+      }
+    CHECK(bijective(words, long(BM) * BN / 2), "%s: the pairs do not cover SmemC once", name);
+    for (int warp = 0; warp < Cfg::kConsumerThreads / 32; ++warp)
+      for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+        std::vector<int> bank_used(32, 0);
+        for (int lane = 0; lane < 32; ++lane) {
+          const int tid = 32 * warp + lane;
+          const long idx = long(typename Cfg::AccLayout{}(tid % 128, v));
+          const int row = 64 * (tid / 128) + int(idx % 64), col = int(idx / 64);
+          ++bank_used[int(long(sC(row, col)) / 2 % 32)];
+        }
+        for (int b = 0; b < 32; ++b)
+          CHECK(bank_used[b] == 1, "%s: warp %d pair %d: bank %d taken %d times", name, warp, v,
+                b, bank_used[b]);
+      }
+    CHECK(long(BM) * BN * 2 <= Cfg::kBarrierOffset, "%s: SmemC over the stages", name);
   }
   // ---- shared memory and registers
   CHECK(Cfg::kStageBytes % 1024 == 0 && Cfg::kBarrierOffset % 8 == 0 &&

@@ -23,6 +23,7 @@
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
+#include "cute_gemm/arch/named_barrier.hpp"
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
 #include "cute_gemm/arch/tma_sm90.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
@@ -35,6 +36,8 @@ namespace cute_gemm {
 struct GemmWgmmaMaps {
   CUtensorMap a;  // A [M, K], (kBM rows, 64 k) boxes, 128-byte swizzle
   CUtensorMap b;  // B [N, K], (kBN rows, 64 k) boxes, 128-byte swizzle
+  CUtensorMap c;  // C [M, N], (kBM rows, 64 columns) boxes, 128-byte swizzle (SmemC's slabs);
+                  // encoded only when c_by_tma
 };
 
 // The epilogue of a warpgroup's whole-width (64, kBN) tile into C rows of 16-byte-aligned
@@ -109,7 +112,7 @@ CG_DEVICE void for_each_acc_pair(int tid, int row0, int n0, int m, int n, Fn&& f
 // consumer warpgroups, then the producer warpgroup).
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
-    gemm_wgmma_kernel(GemmParams p, int tiles_per_split,
+    gemm_wgmma_kernel(GemmParams p, int tiles_per_split, bool c_by_tma,
                       const __grid_constant__ GemmWgmmaMaps maps) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
@@ -219,6 +222,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   T* c = static_cast<T*>(p.c);
   T const* bias = static_cast<T const*>(p.bias);
+  if (c_by_tma) {
+    // Through shared memory: whole 128-byte lines stored by the TMA while the CTA retires,
+    // instead of a wave of CTAs storing from registers at once (as the mixed kernel's
+    // warp-specialized tiles do; NOTES session 28).
+    named_barrier_sync<1, Cfg::kConsumerThreads>();  // every consumer's wgmmas are done
+    constexpr auto sC = typename Cfg::SmemC{};
+    T* tile = reinterpret_cast<T*>(smem);
+    T const* tile_bias = bias == nullptr ? nullptr : bias + n0;
+    const int cols = p.n - n0;  // of the tile inside C
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+      const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+      const int row = 64 * wg + idx % 64, col = idx / 64;  // within the tile; col even
+      float x0 = acc[v], x1 = acc[v + 1];
+      if (tile_bias != nullptr && col < cols) {  // N % 2 == 0 here: col + 1 < N too
+        x0 += HalfTraits<T>::to_float(tile_bias[col]);
+        x1 += HalfTraits<T>::to_float(tile_bias[col + 1]);
+      }
+      T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
+      *reinterpret_cast<uint32_t*>(tile + sC(row, col)) = *reinterpret_cast<uint32_t*>(pair);
+    }
+    fence_proxy_async_shared();  // the tile is read by the async proxy (the TMA)
+    named_barrier_sync<1, Cfg::kConsumerThreads>();
+    if (tid == 0) {
+      CG_PRAGMA_UNROLL
+      for (int j = 0; j < BN / 64; ++j) {
+        if (n0 + 64 * j < p.n) tma_store_2d(&maps.c, tile + sC(0, 64 * j), n0 + 64 * j, m0);
+      }
+      tma_store_commit();
+      tma_store_wait_read<0>();  // the tile stays in shared memory until the TMA has read it
+    }
+    return;
+  }
   if (n0 + BN <= p.n && p.ldc % 8 == 0) {
     gemm_wgmma_store_rows<Cfg>(acc, c + int64_t(m0 + 64 * wg) * p.ldc + n0, p.ldc,
                                p.m - (m0 + 64 * wg), bias == nullptr ? nullptr : bias + n0);
@@ -242,7 +278,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     }
   });
 #else
-  (void)p, (void)maps;
+  (void)p, (void)tiles_per_split, (void)c_by_tma, (void)maps;
 #endif
 }
 
@@ -263,16 +299,29 @@ __global__ void gemm_split_k_reduce_kernel(GemmParams p, int splits) {
   }
 }
 
+// Whether a launch stores C through shared memory and TMA (SmemC): one split (no workspace), and
+// C's address and row stride what a tensor map takes (16-byte aligned; N even, so that the
+// epilogue's column pairs never straddle N).
+inline bool gemm_c_by_tma(GemmParams const& p, int splits) {
+  return splits == 1 && p.ldc % 8 == 0 && p.n % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
+}
+
 // Encodes the launch's tensor maps: A and B as K-major matrices read in boxes of (kBM, 64) and
-// (kBN, 64) elements, each box one SmemA / SmemB tile.
+// (kBN, 64) elements, each box one SmemA / SmemB tile; with c_by_tma, C written in (kBM, 64)
+// boxes, each one slab of SmemC.
 template <class Cfg>
-cudaError_t encode_gemm_wgmma_maps(GemmParams const& p, GemmWgmmaMaps* maps) {
+cudaError_t encode_gemm_wgmma_maps(GemmParams const& p, bool c_by_tma, GemmWgmmaMaps* maps) {
   const bool bf16 = p.dtype == HalfType::kBFloat16;
   cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, bf16, uint64_t(p.m), uint64_t(p.k),
                                            uint64_t(p.lda), Cfg::kBM);
   if (e == cudaSuccess) {
     e = encode_k_major_sw128_map(&maps->b, p.b, bf16, uint64_t(p.n), uint64_t(p.k),
                                  uint64_t(p.ldb), Cfg::kBN);
+  }
+  if (e == cudaSuccess && c_by_tma) {
+    e = encode_k_major_sw128_map(&maps->c, p.c, bf16, uint64_t(p.m), uint64_t(p.n),
+                                 uint64_t(p.ldc), Cfg::kBM);
   }
   return e;
 }
@@ -286,7 +335,8 @@ cudaError_t launch_gemm_wgmma(GemmParams const& p, int splits, cudaStream_t stre
   if (prepared != cudaSuccess) return prepared;
   if (splits < 1 || (splits > 1 && p.workspace == nullptr)) return cudaErrorInvalidValue;
   GemmWgmmaMaps maps{};
-  const cudaError_t encoded = encode_gemm_wgmma_maps<Cfg>(p, &maps);
+  const bool c_by_tma = gemm_c_by_tma(p, splits);
+  const cudaError_t encoded = encode_gemm_wgmma_maps<Cfg>(p, c_by_tma, &maps);
   if (encoded != cudaSuccess) return encoded;
   const int tiles = ((p.m + Cfg::kBM - 1) / Cfg::kBM) * ((p.n + Cfg::kBN - 1) / Cfg::kBN);
   const int k_tiles = (p.k + Cfg::kBK - 1) / Cfg::kBK;
@@ -294,7 +344,7 @@ cudaError_t launch_gemm_wgmma(GemmParams const& p, int splits, cudaStream_t stre
   // splits must leave none empty (gemm_dispatch.cu's wgmma_splits makes sure).
   if ((k_tiles + per_split - 1) / per_split != splits) return cudaErrorInvalidValue;
   gemm_wgmma_kernel<Cfg><<<dim3(tiles, splits), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-      p, per_split, maps);
+      p, per_split, c_by_tma, maps);
   if (splits == 1) return cudaGetLastError();
   const int64_t total = int64_t(p.m) * p.n;
   const int threads = 256;
