@@ -98,7 +98,7 @@ void check(char const* name) {
     for (int j = 0; j < BN / 64; ++j)
       for (int r = 0; r < BM; ++r)
         for (int c = 0; c < 64; ++c)
-          CHECK(2L * long(sC(r, 64 * j + c)) == 128L * BM * j + tma_sw128_byte(r, c),
+          CHECK(2L * long(sC(r, 64 * j + c)) == long(Cfg::kCSlabBytes) * j + tma_sw128_byte(r, c),
                 "%s: SmemC(%d, %d)", name, r, 64 * j + c);
     std::vector<long> words;
     for (int tid = 0; tid < Cfg::kConsumerThreads; ++tid)

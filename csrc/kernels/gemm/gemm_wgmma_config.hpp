@@ -71,6 +71,7 @@ struct GemmWgmmaConfig {
   // (x = n0 + 64 j, y = m0). A warp's pairs of columns (4 bytes, 8 rows x 4 lanes) land in 32
   // distinct banks: the rows' 16-byte units are XOR-swizzled by row % 8.
   using SmemC = Sw128KMajor<kBM, kBN>;  // (M, N) -> element
+  static constexpr int kCSlabBytes = kBM * 64 * 2;  // slab j at j * kCSlabBytes
   static_assert(kBN % 64 == 0, "whole 64-column slabs");
   static_assert(kBM * kBN * 2 <= kBarrierOffset, "the C tile fits over the stages");
 

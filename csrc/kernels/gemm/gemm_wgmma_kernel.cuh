@@ -29,6 +29,7 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/gemm/gemm_wgmma_config.hpp"
 #include "kernels/tma_map.hpp"
+#include "kernels/tma_store_tile.cuh"
 
 namespace cute_gemm {
 
@@ -243,16 +244,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
       *reinterpret_cast<uint32_t*>(tile + sC(row, col)) = *reinterpret_cast<uint32_t*>(pair);
     }
-    fence_proxy_async_shared();  // the tile is read by the async proxy (the TMA)
-    named_barrier_sync<1, Cfg::kConsumerThreads>();
-    if (tid == 0) {
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < BN / 64; ++j) {
-        if (n0 + 64 * j < p.n) tma_store_2d(&maps.c, tile + sC(0, 64 * j), n0 + 64 * j, m0);
-      }
-      tma_store_commit();
-      tma_store_wait_read<0>();  // the tile stays in shared memory until the TMA has read it
-    }
+    tma_store_tile_slabs<Cfg::kConsumerThreads, BN / 64>(tid, &maps.c, smem, Cfg::kCSlabBytes,
+                                                         n0, m0, p.n);
     return;
   }
   if (n0 + BN <= p.n && p.ldc % 8 == 0) {

@@ -29,6 +29,7 @@
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
 #include "cute_gemm/arch/tma_sm90.hpp"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
+#include "kernels/tma_store_tile.cuh"
 
 namespace cute_gemm {
 namespace mixed {
@@ -223,18 +224,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   named_barrier_sync<1, Cfg::kConsumerThreads>();  // every consumer's wgmmas are done: no
                                                     // stage is read any more
   slice.stage_out(p, acc, smem, n0);
-  fence_proxy_async_shared();  // the tiles are read by the async proxy (the TMA)
-  named_barrier_sync<1, Cfg::kConsumerThreads>();
-  if (tid == 0) {
-    CG_PRAGMA_UNROLL
-    for (int b = 0; b < NT * Cfg::kWarpGroups; ++b) {
-      if (n0 + 64 * b < p.n) {
-        tma_store_2d(&maps.out, smem + b * Cfg::kOutTileBytes, n0 + 64 * b, m0);
-      }
-    }
-    tma_store_commit();
-    tma_store_wait_read<0>();  // the tiles stay in shared memory until the TMA has read them
-  }
+  tma_store_tile_slabs<Cfg::kConsumerThreads, NT * Cfg::kWarpGroups>(
+      tid, &maps.out, smem, Cfg::kOutTileBytes, n0, m0, p.n);
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
 #endif
