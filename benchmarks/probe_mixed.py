@@ -21,6 +21,9 @@
     python3 benchmarks/probe_mixed.py --tile-overhead
                                                   large M: a CTA tile's cost that does not grow
                                                   with K (INT4 wgmma vs dense vs cuBLAS)
+    python3 benchmarks/probe_mixed.py --raster [--steady]
+                                                  large M: the warp-specialized kernel's tile
+                                                  order (raster_m) vs fp16
     python3 benchmarks/probe_mixed.py --small-tiles
                                                   M = 9..32: mma.sync vs the 16- and 32-row
                                                   wgmma tiles (exact scales / rounded weights)
@@ -29,7 +32,9 @@ Every variant is a schedule passed to cute_gemm.mixed_gemm (schedule=...); cute_
 with the same schedule says what ran.
 """
 import os
+import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -399,7 +404,70 @@ def sweep_tile_overhead():
                   f"(t0 is {t0 / (t0 + c * 4096):.1%} of a K = 4096 wave)", flush=True)
 
 
+def steady_us(fn, seconds=1.5):
+    """fn(i) run back to back for `seconds`, then timed (time_graph, us)."""
+    end, i = time.time() + seconds, 0
+    while time.time() < end:
+        for _ in range(20):
+            fn(i)
+            i += 1
+        torch.cuda.synchronize()
+    return time_graph(fn)
+
+
+def sweep_raster():
+    """Large M: the warp-specialized wgmma kernel's tile order (schedule raster_m: M tiles per
+    group, walked column by column; 1 = row-major) on the decoder shapes plus Llama-3's fused
+    gate/up (4096x28672) and head (4096x128256 at M <= 1024), INT4 g128 and INT8 per-channel, M
+    in CUTE_GEMM_KERNEL_MS (512 1024 4096): fp16 F.linear and each raster_m of 1, 2, 4, 8, 16
+    that the grid has M tiles for, timed interleaved over 3 rounds (us, median); the default
+    plan's raster_m is marked *. With --steady each variant first runs alone for 1.5 s before it
+    is timed, so the clocks settle to its own power draw (interleaved timing at ~10 ms grain
+    averages the clocks of the variants: a raster group's lower DRAM traffic shows up as a higher
+    SM clock only in steady state)."""
+    torch.manual_seed(0)
+    rasters = (1, 2, 4, 8, 16)
+    print(f"{'K x N':>12} {'b':>1} {'M':>5} {'fp16':>8} | " +
+          " ".join(f"{'r' + str(r):>9}" for r in rasters) + " | best  default x fp16")
+    shapes = list(SHAPES_KN) + [(4096, 128256)]
+    for k, n in shapes:
+        copies = max(2, int(3 * 60e6 // (n * k * 2)) + 1)
+        ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.02 for _ in range(copies)]
+        for bits, group in ((4, 128), (8, -1)):
+            qs = [cute_gemm.quantize(w, bits=bits, group_size=group) for w in ws]
+            for m in kernel_ms("512 1024 4096"):
+                if n > 100000 and m > 1024:
+                    continue
+                a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+                plan = cute_gemm.mixed_plan(m, n, k, bits, group)
+                if not plan.producer:
+                    continue
+                fns, labels = [lambda i: F.linear(a, ws[i % copies])], ["fp16"]
+                for r in rasters:
+                    if r > plan.grid[1]:
+                        break
+                    fns.append(lambda i, r=r: cute_gemm.mixed_gemm(
+                        a, qs[i % copies], schedule=f"raster_m={r}"))
+                    labels.append(r)
+                if "--steady" in sys.argv:
+                    res = [statistics.median(steady_us(fn) for _ in range(3)) for fn in fns]
+                else:
+                    res = [x["us"] for x in common.time_interleaved(fns, rounds=3)]
+                cells = {lab: t for lab, t in zip(labels[1:], res[1:])}
+                best = min(cells, key=cells.get)
+                print(f"{k:>5}x{n:<6} {bits:>1} {m:>5} {res[0]:8.1f} | " + " ".join(
+                    (f"{cells[r]:8.1f}" + ("*" if r == plan.raster_m else " ")) if r in cells
+                    else f"{'-':>9}" for r in rasters) +
+                    f" | r{best:<3} {cells[best] / cells[plan.raster_m]:5.3f} "
+                    f"{res[0] / cells[plan.raster_m]:5.2f}", flush=True)
+            qs = None
+        ws = None
+        torch.cuda.empty_cache()
+
+
 def main():
+    if "--raster" in sys.argv:
+        return sweep_raster()
     if "--tile-overhead" in sys.argv:
         return sweep_tile_overhead()
     if "--small-tiles" in sys.argv:

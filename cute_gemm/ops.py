@@ -309,7 +309,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             Keys: ``kernel`` (``decode``, ``mma``, ``wgmma``, ``dense``), ``tile_m`` (wgmma:
             16 (INT4), 32, 64, 128, 160, 192, 256), ``scales`` (wgmma: ``rounded``, the default, or
             ``exact``, which the 32-row tile has), ``splits`` (1..64), ``warps`` (decode:
-            1..16), ``col_warps`` (decode: 1, 2, 4). A choice the device or problem cannot run
+            1..16), ``col_warps`` (decode: 1, 2, 4), ``raster_m`` (the warp-specialized wgmma
+            kernel: M tiles per group of its tile order, 1..64; 1 is row-major). A choice the
+            device or problem cannot run
             raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
             ``act_fn(gate_proj(x)) * up_proj(x)`` with SiLU): ``qw``'s rows are the gate

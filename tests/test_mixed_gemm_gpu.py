@@ -652,6 +652,32 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
             assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
 
 
+@pytest.mark.parametrize("bits,group,symmetric", [(4, 128, True), (8, -1, False)])
+@pytest.mark.parametrize("raster_m", [1, 2, 3, 8, 64])
+def test_wgmma_raster_orders(bits, group, symmetric, raster_m):
+    # The warp-specialized kernel's tile order (schedule raster_m): every order computes every
+    # tile once, including a last group with fewer M tiles than raster_m and N and M tiles cut
+    # at the edges; split-K too. Poisoned output, accurate, bit-identical to row-major.
+    if not _wgmma():
+        pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
+    for i, (m, n, k, tile_m, splits) in enumerate([(1300, 1416, 1024, 256, 1),
+                                                    (700, 2056, 640, 128, 1),
+                                                    (530, 904, 2048, 160, 2)]):
+        qw = _qweight(n, k, bits, group, symmetric, torch.float16, seed=300 + i)
+        a = _randn(m, k, seed=310 + i)
+        bias = _randn(n, seed=320 + i)
+        base = f"kernel=wgmma,tile_m={tile_m},splits={splits}"
+        schedule = f"{base},raster_m={raster_m}"
+        plan = _plan(m, qw, schedule)
+        assert plan.producer and plan.raster_m == raster_m and plan.splits == splits
+        torch.cuda.synchronize()
+        ptrs = poison_allocator(m * n, dtype=torch.float16)
+        out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
+        assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+        assert_accurate(out, _reference(a, qw, bias, schedule), torch.float16, k)
+        assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=f"{base},raster_m=1"))
+
+
 @pytest.mark.parametrize("m", [1, 3, 8])
 @pytest.mark.parametrize("warps,col_warps", [(1, 1), (7, 1), (16, 1), (2, 2), (6, 2), (12, 2),
                                              (4, 4), (8, 4), (12, 4)])

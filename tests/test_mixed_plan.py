@@ -26,6 +26,8 @@ SHAPES = [(4096, 4096), (28672, 8192), (4096, 14336), (512, 8192), (136, 4224)]
 # (bits, group_size)
 QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
 MAX_SPLITS = 64
+RASTER_BYTES_SHARE = 0.7  # kRasterBytesShare: a raster group replaces row-major where it cuts a
+                         # wave's modelled DRAM bytes to this share
 SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a wide tile whose K slices are this short -> 128
 ROWS_SHARE = 0.8  # kWgmmaRowsShare: a smaller wide tile computing this share of the rows per SM
 WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgmma's 16-row tile
@@ -35,7 +37,7 @@ FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
-               "via_workspace"}
+               "via_workspace", "raster_m"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -376,6 +378,57 @@ def test_wide_wgmma_tile_fits_the_grid(device):
     assert plan(512, 28672, 4096, device=device).tile_m == 256
 
 
+def raster_bytes(m, n, k, bits, group, p, device, g):
+    """mixed_plan.cpp's raster_rows model: the DRAM bytes of plan p's grid when a wave of resident
+    CTAs in groups of g M tiles (g = 1: row-major) reads each operand tile it covers once."""
+    tiles_n, tiles_m = p.grid[0], p.grid[1]
+    wave = p.ctas_per_sm * cute_gemm.device_spec(device).sm_count
+    group = k if group == -1 else group
+    weight = n * k * bits / 8 + n * -(-k // group) * 2
+    act = m * k * 2
+    rows, cols = (wave / tiles_n, wave) if g == 1 else (g, wave / g)
+    rows, cols = min(max(rows, 1.0), tiles_m), min(max(cols, 1.0), tiles_n)
+    return weight * tiles_m / rows + act * tiles_n / cols
+
+
+@pytest.mark.parametrize("device", HOPPER)
+def test_raster_group_cuts_dram_bytes(device):
+    # The warp-specialized kernel takes its tiles in groups of raster_m M tiles where that models
+    # at most RASTER_BYTES_SHARE of row-major's DRAM bytes: the smallest of 2, 4, 8, 16 (no more
+    # than the M tiles) with the fewest. Other kernels and one-M-tile grids: row-major (1).
+    outcomes = set()
+    for m, (n, k), (bits, group) in itertools.product(
+            [16, 64, 200, 256, 320, 512, 640, 1024, 2048, 4096, 8192],
+            SHAPES + [(28672, 4096), (14336, 4096), (128256, 4096), (8192, 8192), (4096, 14336)],
+            QUANTS):
+        p = plan(m, n, k, bits, group, device=device)
+        if p.kernel != "wgmma" or not p.producer or p.grid[1] < 2:
+            assert p.raster_m == 1, (m, n, k, bits)
+            continue
+        row_major = raster_bytes(m, n, k, bits, group, p, device, 1)
+        want, best = 1, row_major
+        for g in (2, 4, 8, 16):
+            if g <= p.grid[1] and raster_bytes(m, n, k, bits, group, p, device, g) < best:
+                want, best = g, raster_bytes(m, n, k, bits, group, p, device, g)
+        if best > RASTER_BYTES_SHARE * row_major:
+            want = 1
+        assert p.raster_m == want, (m, n, k, bits, group)
+        outcomes.add(want)
+        # The order changes nothing else in the plan.
+        forced = plan(m, n, k, bits, group, device=device, schedule="raster_m=1")
+        assert {**forced.as_dict(), "raster_m": p.raster_m} == p.as_dict()
+    assert 1 in outcomes and len(outcomes) >= 3  # both sides of the rule, several group sizes
+    # Llama-3's fused gate/up (N = 28672 in 224 tiles of 128, more than a wave of 132): the
+    # weights would stream from DRAM once per M tile.
+    assert plan(4096, 28672, 4096, 8, -1, device=device).raster_m == 8
+    assert plan(512, 28672, 4096, 4, 128, device=device).raster_m == 2
+    # 4096²: two M tiles' worth of N tiles per wave already share the weights.
+    assert plan(4096, 4096, 4096, 4, 128, device=device).raster_m == 1
+    # A schedule's raster_m is kept as given, even past the grid's M tiles.
+    assert plan(4096, 4096, 4096, device=device, schedule="raster_m=64").raster_m == 64
+    assert "in groups of 8 M tiles" in str(plan(4096, 28672, 4096, 8, -1, device=device))
+
+
 def test_fewer_sms_fewer_splits():
     # A custom spec: the same GPU with fewer SMs has a smaller wave, so no more splits, and with
     # more SMs no fewer; a decode-sized problem with a small grid gets more splits on more SMs.
@@ -552,6 +605,7 @@ def test_bf16_and_dtype():
     ("tile_m=16", "tile_m=16"), ("scales=exact,tile_m=32", "tile_m=32,scales=exact"),
     ("scales=rounded", "scales=rounded"),
     ("warps=16,col_warps=4", "warps=16,col_warps=4"),
+    ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
 ])
 def test_schedule_canonical_form(text, canonical):
     assert _C._mixed_schedule(text) == canonical
@@ -567,6 +621,7 @@ def test_schedule_canonical_form(text, canonical):
     ("splits=2.5", "splits"), ("splits=two", "splits"),
     ("warps=0", "warps"), ("warps=17", "warps"), ("warps=x", "warps"),
     ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
+    ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
     ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
@@ -597,6 +652,14 @@ def test_schedule_tile_m_is_a_built_token_tile():
     ("h100", 1, "kernel=dense,splits=2", r"splits applies to the fused kernels; this plan runs "
                                          r"dense"),
     ("a100", 300, "splits=2", r"splits applies to the fused kernels; this plan runs dense"),
+    ("h100", 16, "raster_m=2", r"raster_m applies to the warp-specialized wgmma tiles.*this "
+                               r"plan runs wgmma mixed_wgmma_f16_int4_m16"),
+    ("h100", 4096, "kernel=mma,raster_m=2", r"raster_m applies to the wgmma kernel; this plan "
+                                            r"runs mma"),
+    ("h100", 1, "raster_m=2", r"raster_m applies to the wgmma kernel; this plan runs decode"),
+    ("h100", 4096, "kernel=dense,raster_m=2", r"raster_m applies to the wgmma kernel; this plan "
+                                              r"runs dense"),
+    ("a100", 4096, "raster_m=2", r"raster_m applies to the wgmma kernel; this plan runs dense"),
     ("a100", 64, "kernel=wgmma", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
     ("a100", 1, "tile_m=32", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
 ])

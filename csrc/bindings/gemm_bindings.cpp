@@ -140,6 +140,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["gated"] = p.gated;
   d["ctas_per_sm"] = p.ctas_per_sm;
   d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
+  d["raster_m"] = p.raster_m;
   d["via_workspace"] = p.via_workspace;
   d["workspace_bytes"] = p.workspace_bytes;
   return d;
@@ -217,6 +218,7 @@ void bind_gemm(py::module_& m) {
                              [](MixedPlan const& p) {
                                return py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
                              })
+      .def_readonly("raster_m", &MixedPlan::raster_m)
       .def_readonly("via_workspace", &MixedPlan::via_workspace)
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
       .def("describe", &MixedPlan::describe)

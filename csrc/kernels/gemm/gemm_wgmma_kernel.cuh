@@ -29,6 +29,7 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/gemm/gemm_wgmma_config.hpp"
 #include "kernels/tma_map.hpp"
+#include "kernels/tile_raster.hpp"
 #include "kernels/tma_store_tile.cuh"
 
 namespace cute_gemm {
@@ -127,13 +128,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   uint64_t* const empty = full + S;
 
   // The CTA's tile: groups of kRasterM tile rows, walked column by column.
-  const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
-  const int per_group = Cfg::kRasterM * tiles_n;
-  const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
-  const int first_m = group * Cfg::kRasterM;
-  const int rows_in_group = min(tiles_m - first_m, Cfg::kRasterM);
-  const int m0 = (first_m + in_group % rows_in_group) * BM;
-  const int n0 = (in_group / rows_in_group) * BN;
+  const TileCoord tile_mn =
+      raster_tile(blockIdx.x, (p.m + BM - 1) / BM, (p.n + BN - 1) / BN, Cfg::kRasterM);
+  const int m0 = tile_mn.m * BM, n0 = tile_mn.n * BN;
   const int kt_begin = blockIdx.y * tiles_per_split;
   const int k_tiles = min((p.k + BK - 1) / BK - kt_begin, tiles_per_split);  // this split's
 

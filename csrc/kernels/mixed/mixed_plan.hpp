@@ -73,10 +73,11 @@ struct MixedSchedule {
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
+  int raster_m = 0;   // warp-specialized wgmma: M tiles per raster group (1 .. 64)
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
-  // warps, col_warps.
+  // warps, col_warps, raster_m.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -101,6 +102,10 @@ struct MixedPlan {
                               // the weight is rounded to the activation dtype first
   int ctas_per_sm = 0;        // resident CTAs per SM (the occupancy model)
   int64_t grid[3] = {0, 0, 0};
+  // Warp-specialized wgmma: the CTAs take the (M tile, N tile) grid in groups of raster_m M
+  // tiles, column by column (kernels/tile_raster.hpp); 1 is row-major (each M tile's N tiles in
+  // turn). Every other kernel: 1, row-major.
+  int raster_m = 1;
   // Gated: the decode kernel gates in registers; every other kernel writes its fp32 sums to the
   // workspace (one slice without split-K) and split_k_reduce_kernel gates them.
   bool gated = false;

@@ -81,7 +81,8 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
     if (encoded != cudaSuccess) return encoded;
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, plan,
                                                  Cfg::kTileM, Cfg::kTileN, Cfg::kThreads,
-                                                 Cfg::kSmemBytes, true, stream, maps);
+                                                 Cfg::kSmemBytes, true, stream, plan.raster_m,
+                                                 maps);
   } else {
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, plan, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,

@@ -29,6 +29,7 @@
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
 #include "cute_gemm/arch/tma_sm90.hpp"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
+#include "kernels/tile_raster.hpp"
 #include "kernels/tma_store_tile.cuh"
 
 namespace cute_gemm {
@@ -67,7 +68,7 @@ struct WgmmaRegisterSplit {
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_ws_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
-                          const __grid_constant__ MixedWgmmaMaps maps) {
+                          int raster_m, const __grid_constant__ MixedWgmmaMaps maps) {
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
@@ -85,8 +86,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   uint64_t* const empty = full + S;
 
   const int tid = threadIdx.x;
-  const int m0 = blockIdx.y * BM;
-  const int n0 = blockIdx.x * Cfg::kTileN;
+  // The CTA's tile: the grid's (x, y) = (N tile, M tile) taken in groups of raster_m M tiles,
+  // column by column (tile_raster.hpp; the plan's choice, MixedPlan::raster_m).
+  const TileCoord tile_mn =
+      raster_tile(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, raster_m);
+  const int m0 = tile_mn.m * BM;
+  const int n0 = tile_mn.n * Cfg::kTileN;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
@@ -227,7 +232,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   tma_store_tile_slabs<Cfg::kConsumerThreads, NT * Cfg::kWarpGroups>(
       tid, &maps.out, smem, Cfg::kOutTileBytes, n0, m0, p.n);
 #else
-  (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
+  (void)p, (void)blocks_per_split, (void)to_workspace, (void)raster_m, (void)maps;
 #endif
 }
 
