@@ -82,7 +82,8 @@ K_MAX = 8192
 # ":exact" suffix the tile with exact scales), "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
-# for M <= 8). The splits always meet in the workspace (fp32 partial sums, then the reduce
+# for M <= 8), "raster:R" (joined to a warp-specialized wgmma tile: its tiles in groups of R M
+# tiles; sanitizer_probe.py only). The splits always meet in the workspace (fp32 partial sums, then the reduce
 # kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "decode"]
@@ -288,6 +289,8 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         return f"kernel=mma,splits={int(args[0])}"
     if kind == "decode":
         return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
+    if kind == "raster":  # only joined to a warp-specialized wgmma tile ("wgmma:128+raster:3")
+        return f"raster_m={int(args[0])}"
     raise ValueError(f"unknown force {part!r}")
 
 

@@ -20,7 +20,7 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
     wgmma        the cp.async wgmma kernel (Hopper): INT4's 16-row tiles, 32-row tiles (rounded
                  weights, and exact scales by schedule), INT4's 64-row tiles
     wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128-, 160-, 192- and 256-row
-                 tiles, INT8's 64-row tiles
+                 tiles, INT8's 64-row tiles, a raster order of 3 M tiles
     splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
                  the splits' partial sums added by the reduce kernel from the workspace
     gated        activation="silu_mul" (N = gate and up halves, 16-column multiples): the decode
@@ -150,6 +150,9 @@ def launches():
                kernel="wgmma", tile_m=256, warp_groups=2),
         _mixed("wgmma_ws", 200, 136, 640, 4, 128, True, "fp16", False, "wgmma:192", quick=True,
                kernel="wgmma", tile_m=192, warp_groups=2),
+        # tiles in raster groups of 3 M tiles (6 M tiles x 12 N tiles, the last N tile cut)
+        _mixed("wgmma_ws", 700, 1416, 640, 4, 128, True, "fp16", True, "wgmma:128+raster:3",
+               quick=True, kernel="wgmma", tile_m=128, warp_groups=2, raster_m=3),
         _mixed("wgmma_ws", 450, 264, 1408, 8, -1, False, "bf16", True, "wgmma:192",
                kernel="wgmma", tile_m=192, warp_groups=2),
         _mixed("wgmma_ws", 170, 136, 640, 4, 64, False, "bf16", True, "wgmma:160", quick=True,
