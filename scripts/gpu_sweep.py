@@ -83,12 +83,12 @@ K_MAX = 8192
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
 # for M <= 8), "raster:R" (joined to a warp-specialized wgmma tile: its tiles in groups of R M
-# tiles; sanitizer_probe.py only). The splits always meet in the workspace (fp32 partial sums, then the reduce
+# tiles; in WGMMA_FORCES joined to 128- and 256-row tiles). The splits always meet in the workspace (fp32 partial sums, then the reduce
 # kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "decode"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:160",
-                "wgmma:192", "wgmma:256"]
+                "wgmma:192", "wgmma:256", "wgmma:128+raster:3", "wgmma:256+raster:2"]
 FORCED_FRACTION = 0.35
 LAYER_FRACTION = 0.2
 # Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).
@@ -290,7 +290,7 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
     if kind == "decode":
         return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
     if kind == "raster":  # only joined to a warp-specialized wgmma tile ("wgmma:128+raster:3")
-        return f"raster_m={int(args[0])}"
+        return f"raster_m={int(args[0])}" if spec.wgmma else ""  # mma.sync runs row-major
     raise ValueError(f"unknown force {part!r}")
 
 
@@ -302,7 +302,8 @@ def schedule_for(force, m, n, k, bits, group, dtype, spec):
         return None
     items = {}
     for part in force.split("+"):
-        for item in _schedule_part(part, m, n, k, bits, group, dtype, spec).split(","):
+        for item in filter(None, _schedule_part(part, m, n, k, bits, group, dtype,
+                                                spec).split(",")):
             key, value = item.split("=")
             items[key] = value
     return cute_gemm._C._mixed_schedule(",".join(f"{k}={v}" for k, v in items.items()))

@@ -202,10 +202,13 @@ def test_generated_schedules_run_on_h100_and_a100(seed):
             if kind in ("mma", "mma-splits") or (kind == "wgmma" and not spec.wgmma):
                 assert plan.kernel == "mma"
             elif kind == "wgmma":
-                _, tile, *exact = c.force.split(":")
+                tile_part, *raster = c.force.split("+")  # "wgmma:128+raster:3"
+                _, tile, *exact = tile_part.split(":")
                 tile = 32 if tile == "16" and c.bits != 4 else int(tile)  # INT4's 16-row tile
                 assert (plan.kernel, plan.tile_m, plan.exact_scales) == ("wgmma", tile,
                                                                          exact == ["exact"])
+                if raster:
+                    assert plan.producer and plan.raster_m == int(raster[0].split(":")[1])
             elif kind in ("dense", "decode"):
                 assert plan.kernel == kind
             if kind in ("splits", "mma-splits"):
