@@ -68,6 +68,9 @@ VARIANTS = {
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
 MODES = ("graph", "compile")
+# Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's
+# decode kernel ("cute_gemm"), set on every variant's model alike.
+ATTENTIONS = ("sdpa", "cute_gemm")
 
 
 def parse_args(argv=None):
@@ -85,6 +88,10 @@ def parse_args(argv=None):
                    help="comma-separated subset of graph,compile (default both)")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma-separated subset of " + ", ".join(VARIANTS))
+    p.add_argument("--attention", default="sdpa",
+                   help="attention implementations, comma-separated, each run on every variant: "
+                        "sdpa (transformers') and/or cute_gemm (cute_gemm.attention's decode "
+                        "kernel); default sdpa")
     p.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
                    help="model dtype (default bfloat16; torch-int4 needs bfloat16)")
     p.add_argument("--deadline-s", type=float, default=0,
@@ -109,6 +116,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.variants = common.choice_list(p, args.variants, "--variants", list(VARIANTS))
     args.modes = common.choice_list(p, args.modes, "--modes", list(MODES))
+    args.attention = common.choice_list(p, args.attention, "--attention", list(ATTENTIONS))
     for name in ("layers", "prompt", "steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1; got {getattr(args, name)}")
@@ -212,6 +220,7 @@ KERNEL_KINDS = (
                               "split_k_reduce")),
     ("cute_gemm dequantize / dense", ("dequantize_weight", "cute_gemm::gemm_kernel")),
     ("torch int4 GEMM", ("tinygemm", "int4pack", "int4_mm")),
+    ("cute_gemm decode attention", ("decode_attention_kernel",)),
     ("dense GEMM (cuBLAS)", ("nvjet", "gemm", "cutlass", "xmma", "gemv")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "softmax")),
     ("collectives (NCCL)", ("nccl",)),
@@ -299,24 +308,39 @@ def profile_rows(transformers, model, name, mode, batch, args, device, step_mode
         dec.prefill()
     kinds, kernels = profile_steps(dec, args.profile)
     del dec
-    tag = {"variant": name, "mode": mode, "batch": batch}
+    tag = {"variant": name, "mode": mode, "batch": batch,
+           "attention": model.config._attn_implementation}
     return ([dict(tag, kind=kind, ms_per_step=ms, kernels_per_step=count)
              for kind, (ms, count) in sorted(kinds.items(), key=lambda kv: -kv[1][0])],
             [dict(tag, **k) for k in kernels])
 
 
+def set_attention(cute_gemm, model, attention):
+    """The model's attention implementation: transformers' sdpa or cute_gemm's decode kernel."""
+    if attention == "cute_gemm":
+        cute_gemm.attention.use_decode_attention(model)
+    else:
+        model.set_attn_implementation(attention)
+    if model.config._attn_implementation != attention:
+        raise RuntimeError(f"the model reports attention '{model.config._attn_implementation}' "
+                           f"after switching to '{attention}'")
+
+
 def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
-                profiles=None, kernels=None):
-    """The rows of one variant in one mode, a row per batch size."""
+                profiles=None, kernels=None, attention="sdpa"):
+    """The rows of one variant in one mode with one attention implementation, a row per batch
+    size."""
     kind, settings = VARIANTS[name]
     t0 = time.perf_counter()
     try:
         model, note = make_variant(cute_gemm, base, kind, settings, copy_module)
+        set_attention(cute_gemm, model, attention)
     except Exception as e:  # noqa: BLE001  (recorded; the other variants still run)
         print(f"  {name}: could not build: {type(e).__name__}: {e}", flush=True)
-        return [{"variant": name, "mode": mode, "batch": b,
+        return [{"variant": name, "mode": mode, "batch": b, "attention": attention,
                  "status": f"ERROR {type(e).__name__}: {e}"[:200]} for b in args.batch]
-    print(f"  {name}: {note} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    print(f"  {name} [{attention} attention]: {note} ({time.perf_counter() - t0:.1f} s)",
+          flush=True)
     step_model = compiled_step_model(model) if mode == "compile" else None
     rows = []
     for batch in args.batch:
@@ -330,14 +354,16 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
             if device.type == "cuda":
                 torch.cuda.synchronize()
         row.update(variant=name, step_mode=row.get("mode"), mode=mode, batch=batch, note=note,
-                   wall_s=round(time.perf_counter() - t0, 1))
+                   attention=attention, wall_s=round(time.perf_counter() - t0, 1))
         rows.append(row)
         if row["status"] == "ok":
-            print(f"  {name:<17} {mode:<8} B={batch:<3} {row['ms_per_step']:8.3f} ms/step "
+            print(f"  {name:<17} {mode:<8} {attention:<9} B={batch:<3} "
+                  f"{row['ms_per_step']:8.3f} ms/step "
                   f"{row['tokens_per_s']:9.1f} tok/s  agree {row['agree']:.3f}  "
                   f"[{row['step_mode']}, {row['wall_s']} s]", flush=True)
         else:
-            print(f"  {name:<17} {mode:<8} B={batch:<3} {row['status']}", flush=True)
+            print(f"  {name:<17} {mode:<8} {attention:<9} B={batch:<3} {row['status']}",
+                  flush=True)
         if profiles is not None and args.profile and device.type == "cuda":
             try:
                 prow, krows = profile_rows(transformers, model, name, mode, batch, args,
@@ -360,6 +386,24 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
 
 
 # ------------------------------------------------------------------------------------ main
+
+
+def add_ratios(rows):
+    """Each ok row's speedup (the 16-bit model's ms/step over the row's, same mode, batch and
+    attention), vs_unfused (the unfused variant of the same weights over the row's) and vs_sdpa
+    (the same variant with transformers' sdpa attention over the row's)."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    by = {(r["variant"], r["mode"], r["batch"], r.get("attention", "sdpa")): r["ms_per_step"]
+          for r in ok}
+    for r in ok:
+        attention = r.get("attention", "sdpa")
+        dense = by.get(("bf16", r["mode"], r["batch"], attention))
+        r["speedup"] = dense / r["ms_per_step"] if dense else None
+        plain = r["variant"].replace("-fused-head8", "").replace("-fused", "")
+        ref = by.get((plain, r["mode"], r["batch"], attention))
+        r["vs_unfused"] = ref / r["ms_per_step"] if ref and plain != r["variant"] else None
+        sdpa = by.get((r["variant"], r["mode"], r["batch"], "sdpa"))
+        r["vs_sdpa"] = sdpa / r["ms_per_step"] if sdpa and attention != "sdpa" else None
 
 
 def _meta(args, transformers, device, dims):
@@ -420,33 +464,23 @@ def main(argv=None):
     # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
     # any gets the second's (each variant's model is built once per mode).
     for mode in args.modes:
-        for name in args.variants:
-            if args.deadline_s and time.perf_counter() - started > args.deadline_s:
-                rows += [{"variant": name, "mode": mode, "batch": b,
-                          "status": f"skipped (--deadline-s {args.deadline_s:g} passed)"}
-                         for b in args.batch]
-                continue
-            rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
-                                device, copy.deepcopy, profiles, kernels)
-
-    dense = {(r["mode"], r["batch"]): r["ms_per_step"] for r in rows
-             if r.get("variant") == "bf16" and r.get("status") == "ok"}
-    unfused = {(r["variant"], r["mode"], r["batch"]): r["ms_per_step"] for r in rows
-               if r.get("status") == "ok"}
-    for r in rows:
-        if r.get("status") != "ok":
-            continue
-        key = (r["mode"], r["batch"])
-        r["speedup"] = dense[key] / r["ms_per_step"] if key in dense else None
-        plain = r["variant"].replace("-fused-head8", "").replace("-fused", "")
-        ref = unfused.get((plain, r["mode"], r["batch"]))
-        r["vs_unfused"] = (ref / r["ms_per_step"] if ref and plain != r["variant"] else None)
+        for attention in args.attention:
+            for name in args.variants:
+                if args.deadline_s and time.perf_counter() - started > args.deadline_s:
+                    rows += [{"variant": name, "mode": mode, "batch": b, "attention": attention,
+                              "status": f"skipped (--deadline-s {args.deadline_s:g} passed)"}
+                             for b in args.batch]
+                    continue
+                rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
+                                    device, copy.deepcopy, profiles, kernels, attention)
+    add_ratios(rows)
 
     stem = "model_cpu-smoke" if args.cpu_smoke else "model_" + common.slug(meta["gpu_name"])
     stem += f"_{args.tag}" if args.tag else ""
-    columns = [("variant", "weights"), ("mode", "mode"), ("batch", "batch"),
-               ("ms_per_step", "ms/step"), ("tokens_per_s", "tokens/s"),
-               ("speedup", "vs 16-bit"), ("vs_unfused", "vs unfused"), ("agree", "agree"),
+    columns = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
+               ("batch", "batch"), ("ms_per_step", "ms/step"), ("tokens_per_s", "tokens/s"),
+               ("speedup", "vs 16-bit"), ("vs_unfused", "vs unfused"),
+               ("vs_sdpa", "vs sdpa attention"), ("agree", "agree"),
                ("status", "status"), ("note", "model")]
     notes = [
         f"- Greedy decode, one token per sequence per step, static KV cache; ms/step is the "
@@ -457,8 +491,11 @@ def main(argv=None):
         (" Inductor's Triton kernels launched as programmatic dependents "
          "(torch._inductor.config.triton.enable_pdl, --inductor-pdl)." if args.inductor_pdl
          else ""),
-        "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode and batch, same run; "
-        "vs unfused: the unfused variant of the same weights over this row's.",
+        "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode, batch and attention, "
+        "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
+        "attention: the same variant with transformers' sdpa attention over this row's.",
+        "- attention: transformers' sdpa, or cute_gemm (cute_gemm.attention.use_decode_attention: "
+        "decode steps on cute_gemm.decode_attention, the prefill on sdpa).",
         "- agree: generated tokens equal to a cache-free forward's argmax (random weights: "
         "near-ties may flip a few).",
     ]
@@ -466,8 +503,8 @@ def main(argv=None):
     json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
     print(f"\nwrote {json_path}\nwrote {md_path}")
     if profiles:
-        pcols = [("variant", "weights"), ("mode", "mode"), ("batch", "batch"),
-                 ("kind", "kernel kind"), ("ms_per_step", "GPU ms/step"),
+        pcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
+                 ("batch", "batch"), ("kind", "kernel kind"), ("ms_per_step", "GPU ms/step"),
                  ("kernels_per_step", "kernels/step")]
         pnotes = [f"- torch.profiler over {args.profile} decode steps without a CUDA graph (eager, "
                   "or the compiled step in compile mode); GPU time of the kernels by kind (name "
@@ -478,8 +515,9 @@ def main(argv=None):
                                       pnotes)
         print(f"wrote {pj}\nwrote {pm}")
     if kernels:
-        kcols = [("variant", "weights"), ("mode", "mode"), ("batch", "batch"),
-                 ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"), ("block", "block"),
+        kcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
+                 ("batch", "batch"), ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"),
+                 ("block", "block"),
                  ("calls_per_step", "calls/step"), ("us_per_call", "us/call"),
                  ("ms_per_step", "GPU ms/step")]
         knotes = [f"- The same profile ({args.profile} steps) by launch: kernel name, grid and "
@@ -494,17 +532,17 @@ def main(argv=None):
                                                           if r.get("status") == "ok"], title)
         if png:
             print(f"wrote {png}")
-    print(f"\n{'weights':<18}{'mode':<9}{'batch':>6}{'ms/step':>10}{'tokens/s':>11}"
-          f"{'vs 16-bit':>11}{'vs unfused':>12}")
+    print(f"\n{'weights':<18}{'mode':<9}{'attention':<10}{'batch':>6}{'ms/step':>10}"
+          f"{'tokens/s':>11}{'vs 16-bit':>11}{'vs unfused':>12}{'vs sdpa':>9}")
     for r in rows:
         if r.get("status") != "ok":
-            print(f"{r['variant']:<18}{r.get('mode', '-'):<9}{r.get('batch', '-'):>6}  "
-                  f"{r['status']}")
+            print(f"{r['variant']:<18}{r.get('mode', '-'):<9}{r.get('attention', '-'):<10}"
+                  f"{r.get('batch', '-'):>6}  {r['status']}")
             continue
-        sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
-        vu = "-" if r["vs_unfused"] is None else f"{r['vs_unfused']:.2f}x"
-        print(f"{r['variant']:<18}{r['mode']:<9}{r['batch']:>6}{r['ms_per_step']:>10.3f}"
-              f"{r['tokens_per_s']:>11.1f}{sp:>11}{vu:>12}")
+        sp, vu, va = ("-" if r[key] is None else f"{r[key]:.2f}x"
+                      for key in ("speedup", "vs_unfused", "vs_sdpa"))
+        print(f"{r['variant']:<18}{r['mode']:<9}{r['attention']:<10}{r['batch']:>6}"
+              f"{r['ms_per_step']:>10.3f}{r['tokens_per_s']:>11.1f}{sp:>11}{vu:>12}{va:>9}")
     return 0 if all(r.get("status") == "ok" for r in rows) else 1
 
 

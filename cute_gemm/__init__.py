@@ -19,7 +19,7 @@ except ImportError as e:
 
 from . import layout  # noqa: E402
 from .ops import (  # noqa: E402
-    DeviceSpec, MixedPlan, device_spec, gemm, mixed_gemm, mixed_plan)
+    DeviceSpec, MixedPlan, decode_attention, device_spec, gemm, mixed_gemm, mixed_plan)
 from .quant import (  # noqa: E402
     QuantizedWeight, dequantize, pack_weight, quantize, unpack_weight)
 from . import nn  # noqa: E402
@@ -32,6 +32,7 @@ from . import checkpoints  # noqa: E402
 from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
     load_gptq_model)
+from . import attention  # noqa: E402
 from . import _hf_hook  # noqa: E402
 
 # cute_gemm.hf imports transformers (~1.5 s, more than the rest of cute_gemm), so it is imported
@@ -59,9 +60,10 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-__all__ = ["__version__", "awq_linear", "awq_to_quantized", "checkpoints", "CuteGemmConfig",
-           "dequantize", "device_spec", "DeviceSpec", "fuse", "gemm", "gptq_linear",
-           "gptq_to_quantized", "hf", "layout", "load_awq_model", "load_awq_pretrained",
-           "load_gptq_model", "load_gptq_pretrained", "load_quantized", "mixed_gemm", "mixed_plan",
-           "MixedPlan", "nn", "pack_weight", "ProjectionSlice", "QuantizationSummary", "quantize",
-           "quantize_model", "QuantizedWeight", "QuantLinear", "save_quantized", "unpack_weight"]
+__all__ = ["__version__", "attention", "awq_linear", "awq_to_quantized", "checkpoints",
+           "CuteGemmConfig", "decode_attention", "dequantize", "device_spec", "DeviceSpec", "fuse",
+           "gemm", "gptq_linear", "gptq_to_quantized", "hf", "layout", "load_awq_model",
+           "load_awq_pretrained", "load_gptq_model", "load_gptq_pretrained", "load_quantized",
+           "mixed_gemm", "mixed_plan", "MixedPlan", "nn", "pack_weight", "ProjectionSlice",
+           "QuantizationSummary", "quantize", "quantize_model", "QuantizedWeight", "QuantLinear",
+           "save_quantized", "unpack_weight"]

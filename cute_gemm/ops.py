@@ -5,6 +5,7 @@ library names this module (``set_python_module``), so torch imports it whenever 
 kernel.
 """
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -15,7 +16,8 @@ from .quant import QuantizedWeight
 DeviceSpec = _C.DeviceSpec
 MixedPlan = _C.MixedPlan
 
-__all__ = ["gemm", "mixed_gemm", "mixed_plan", "device_spec", "DeviceSpec", "MixedPlan"]
+__all__ = ["gemm", "mixed_gemm", "mixed_plan", "device_spec", "decode_attention", "DeviceSpec",
+           "MixedPlan"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -350,3 +352,84 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
                                                   qw.group_size, k, bias,
                                                   _schedule_text(schedule), activation)
     return out.reshape(*lead, out.shape[-1])
+
+
+_ATTN = "cute_gemm.decode_attention: "
+_MASK_DTYPES = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
+
+
+def _check_attention_shapes(q, k, v, mask, scale):
+    """The checks of csrc/ops/attention_op.cpp that need no data (same messages), for the fake
+    kernel; the k / v row layout and alignment checks need real memory and stay in C++."""
+    torch._check(q.dim() == 4, lambda: f"{_ATTN}q must be a 4-D tensor [B, H, Lq, D]; got "
+                 f"{q.dim()}-D with shape {list(q.shape)}")
+    torch._check(k.dim() == 4, lambda: f"{_ATTN}k must be a 4-D tensor [B, Hkv, L, D]; got "
+                 f"{k.dim()}-D with shape {list(k.shape)}")
+    torch._check(v.shape == k.shape, lambda: f"{_ATTN}v must have k's shape {list(k.shape)} "
+                 f"[B, Hkv, L, D]; got {list(v.shape)}")
+    torch._check(q.dtype in _HALF_DTYPES, lambda: f"{_ATTN}q must have dtype torch.float16 or "
+                 f"torch.bfloat16; got {q.dtype}")
+    torch._check(k.dtype == q.dtype and v.dtype == q.dtype, lambda: f"{_ATTN}k and v must have "
+                 f"q's dtype ({q.dtype}); got k {k.dtype} and v {v.dtype}")
+    torch._check(k.device == q.device and v.device == q.device, lambda: f"{_ATTN}q, k and v must "
+                 f"be on one device; got q on {q.device}, k on {k.device} and v on {v.device}")
+    b, h, lq, d = q.shape
+    hkv, length = k.shape[1], k.shape[2]
+    torch._check(k.shape[0] == b and k.shape[3] == d, lambda: f"{_ATTN}k must be [B, Hkv, L, D] "
+                 f"with q's B={b} and D={d}; got q {list(q.shape)} and k {list(k.shape)}")
+    torch._check(hkv > 0 and h % hkv == 0, lambda: f"{_ATTN}q's heads must be a multiple of k's "
+                 f"(grouped-query attention); got q with {h} heads and k with {hkv}")
+    if not (d % 8 == 0 and 0 < d <= 256):
+        raise ValueError(f"{_ATTN}the head dim D (q.size(3)) must be a multiple of 8 in [8, 256]; "
+                         f"got {d}")
+    if scale is not None and not math.isfinite(scale):
+        raise ValueError(f"{_ATTN}scale must be finite; got {scale}")
+    if mask is not None:
+        torch._check(mask.dtype in _MASK_DTYPES, lambda: f"{_ATTN}mask must have dtype torch.bool "
+                     "(True takes part) or an additive torch.float16, torch.bfloat16 or "
+                     f"torch.float32; got {mask.dtype}")
+        torch._check(mask.device == q.device, lambda: f"{_ATTN}mask must be on q's device "
+                     f"({q.device}); got {mask.device}")
+        full = (b, h, lq, length)
+        torch._check(mask.dim() == 4 and all(mask.shape[i] in (full[i], 1) for i in range(4)),
+                     lambda: f"{_ATTN}mask must be 4-D and broadcast to [B, H, Lq, L] = "
+                     f"{list(full)} (each dim that size or 1); got shape {list(mask.shape)}")
+    return b, lq, h, d
+
+
+@torch.library.register_fake("cute_gemm::decode_attention")
+def _decode_attention_fake(q, k, v, mask=None, scale=None):
+    return q.new_empty(_check_attention_shapes(q, k, v, mask, scale))
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     mask: torch.Tensor | None = None, *, scale: float | None = None
+                     ) -> torch.Tensor:
+    """Attention of a few query positions against a key/value cache, for decode.
+
+    ``out[b, i, h] = softmax_j(scale * q[b, h, i] . k[b, h // G, j] + mask[b, h, i, j]) @
+    v[b, h // G]`` with ``G = H // Hkv`` query heads per key/value head (grouped-query attention).
+    The keys and values are read where they lie (e.g. a transformers static cache): nothing is
+    expanded to the query heads, and each key and value row is read once per CTA for all the
+    query heads of its group.
+
+    Args:
+        q: ``[B, H, Lq, D]`` fp16 or bf16, any strides.
+        k, v: ``[B, Hkv, L, D]``, q's dtype; on CUDA each row contiguous and 16-byte aligned
+            (strides multiples of 8 elements), as a contiguous cache is.
+        mask: None (every position takes part), ``torch.bool`` (True takes part, as in
+            ``scaled_dot_product_attention``) or additive (fp16, bf16 or fp32; ``-inf``
+            excludes); 4-D, each dim the size of ``[B, H, Lq, L]`` or 1.
+        scale: the factor of ``q . k``; None for ``1 / sqrt(D)``.
+
+    Returns:
+        ``[B, Lq, H, D]``, q's dtype, contiguous: the layout a transformers attention function
+        returns. A query row that no position takes part in (all excluded, or ``L = 0``) is 0.
+
+    D must be a multiple of 8 up to 256. fp32 scores, softmax and sums, rounded once. Built for
+    small ``Lq`` (decode, speculative verification): every query position is a CTA of its own, so
+    a long prefill is correct but slow; use ``scaled_dot_product_attention`` there
+    (``cute_gemm.attention`` does). Inference only (no autograd). On CPU it computes the
+    reference (fp32 matmuls, the keys and values repeated to the query heads).
+    """
+    return torch.ops.cute_gemm.decode_attention.default(q, k, v, mask, scale)

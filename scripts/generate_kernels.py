@@ -12,6 +12,7 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "csrc", "kernels", "gemm", "generated")
 MIXED_OUT = os.path.join(ROOT, "csrc", "kernels", "mixed", "generated")
+ATTENTION_OUT = os.path.join(ROOT, "csrc", "kernels", "attention", "generated")
 
 DTYPES = {"f16": "__half", "bf16": "__nv_bfloat16"}
 # (BM, BN, BK, stages, warps_m, warps_n): large tiles for large problems, small ones so that
@@ -200,6 +201,22 @@ def main_mixed():
                 "".join(r + "\n" for r in rows))
 
 
+def main_attention():
+    """The decode attention kernel, one TU per element type (its head dim is a run-time value)."""
+    os.makedirs(ATTENTION_OUT, exist_ok=True)
+    for dtype, ctype in DTYPES.items():
+        n = f"decode_attention_{dtype}"
+        write_tu(ATTENTION_OUT, n, ["kernels/attention/decode_attention_kernel.cuh",
+                                    "kernels/attention/decode_attention_launch.hpp"],
+                 "namespace attention {\n\n"
+                 f"cudaError_t {n}(DecodeAttentionParams const& p, bool pdl, "
+                 "cudaStream_t stream) {\n"
+                 f"  return launch_decode_attention<{ctype}>(p, pdl, stream);\n}}\n\n"
+                 f"bool {n}_clusters() {{ return decode_attention_has_clusters<{ctype}>(); }}\n"
+                 "\n}  // namespace attention\n")
+
+
 if __name__ == "__main__":
     main()
     main_mixed()
+    main_attention()

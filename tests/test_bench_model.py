@@ -31,6 +31,34 @@ def test_cpu_smoke_writes_every_variant(tmp_path):
     assert by["int4-fused"]["vs_unfused"] is not None and by["int4"]["vs_unfused"] is None
 
 
+def test_cpu_smoke_both_attentions(tmp_path):
+    # Every variant with each attention implementation; ratios to 16-bit within one attention.
+    status = bench_model.main(["--cpu-smoke", "--variants", "bf16,int4-fused", "--modes", "graph",
+                               "--attention", "sdpa,cute_gemm", "--no-plot", "--out",
+                               str(tmp_path)])
+    assert status == 0
+    rows = json.load(open(tmp_path / "model_cpu-smoke.json"))["results"]
+    assert [(r["variant"], r["attention"]) for r in rows] == [
+        ("bf16", "sdpa"), ("int4-fused", "sdpa"), ("bf16", "cute_gemm"),
+        ("int4-fused", "cute_gemm")]
+    by = {(r["variant"], r["attention"]): r for r in rows}
+    assert all(r["status"] == "ok" and r["speedup"] is not None for r in rows)
+    assert by[("bf16", "cute_gemm")]["speedup"] == 1.0
+    assert by[("int4-fused", "cute_gemm")]["vs_sdpa"] is not None
+    assert by[("int4-fused", "sdpa")]["vs_sdpa"] is None
+
+
+def test_add_ratios_pairs_rows_of_one_attention():
+    rows = [dict(variant=v, mode="compile", batch=1, attention=a, status="ok", ms_per_step=ms)
+            for v, a, ms in (("bf16", "sdpa", 8.0), ("int4", "sdpa", 4.0),
+                             ("bf16", "cute_gemm", 6.0), ("int4", "cute_gemm", 2.0),
+                             ("int4-fused", "cute_gemm", 1.5))]
+    bench_model.add_ratios(rows)
+    assert [r["speedup"] for r in rows] == [1.0, 2.0, 1.0, 3.0, 4.0]
+    assert [r["vs_sdpa"] for r in rows] == [None, None, 8.0 / 6.0, 2.0, None]
+    assert rows[4]["vs_unfused"] == 2.0 / 1.5 and rows[3]["vs_unfused"] is None
+
+
 def test_inductor_pdl_option(monkeypatch, capsys):
     # --inductor-pdl sets torch's inductor option for the run (recorded in the results); a torch
     # without it is refused by name.
@@ -53,7 +81,8 @@ def test_inductor_pdl_option(monkeypatch, capsys):
 
 
 def test_bad_arguments_are_refused():
-    for argv in (["--variants", "int3"], ["--modes", "fast"], ["--batch", "0"], ["--steps", "0"]):
+    for argv in (["--variants", "int3"], ["--modes", "fast"], ["--batch", "0"], ["--steps", "0"],
+                 ["--attention", "flash"]):
         with pytest.raises(SystemExit):
             bench_model.parse_args(argv)
 
@@ -64,6 +93,8 @@ def test_bad_arguments_are_refused():
     ("nvjet_hsh_64x8_64x16_2x1_v_bz_splitK_TNT", "dense GEMM (cuBLAS)"),
     ("void at::native::tinygemm_m16n8k16_chunk_kernel<...>", "torch int4 GEMM"),
     ("void pytorch_flash::flash_fwd_kernel<...>", "attention"),
+    ("void cute_gemm::attention::decode_attention_kernel<__nv_bfloat16>(...)",
+     "cute_gemm decode attention"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
      bench_model.OTHER_KIND),
     ("triton_red_fused__to_copy_add_mean_mixed_gemm_mul_pow_rsqrt_view_15", bench_model.OTHER_KIND),

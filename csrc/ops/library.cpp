@@ -21,4 +21,11 @@ TORCH_LIBRARY(cute_gemm, m) {
   m.def("mixed_gemm(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
         "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None) "
         "-> Tensor");
+
+  // out[B, Lq, H, D]: attention of q[B, H, Lq, D] against k, v [B, Hkv, L, D] read in place
+  // (H a multiple of Hkv: grouped-query heads), scale * q.k + mask, softmax over L. mask: None,
+  // bool (True takes part) or additive, 4-D and broadcast to [B, H, Lq, L]; scale None is
+  // 1/sqrt(D). Built for decode (small Lq, long L); see csrc/ops/attention_op.cpp.
+  m.def("decode_attention(Tensor q, Tensor k, Tensor v, Tensor? mask=None, float? scale=None) "
+        "-> Tensor");
 }

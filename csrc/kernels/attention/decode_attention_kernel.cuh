@@ -1,0 +1,327 @@
+#pragma once
+// Attention for decode: a few query positions against a long key/value cache, grouped-query heads,
+// an optional boolean or additive mask (decode_attention_config.hpp states the contract).
+//   - A CTA serves one (batch b, query position i, key/value head, chunk of up to kMaxHeads of its
+//     query heads) and a share of the positions. It reads each key and value row once for all its
+//     query heads: the cache is never expanded to the query heads (transformers' repeat_kv copies
+//     it, G times its size, at every layer).
+//   - Positions go by tiles of kTile with an online softmax (running max and sum per head, the
+//     sums rescaled when the max grows). Rows whose mask excludes every head of the CTA are not
+//     read: the unfilled tail of a static cache costs its mask bytes only.
+//   - Scores: a team of lanes holds one key row (kVec elements each, one 16-byte load) and the
+//     scaled query heads in shared memory; shuffles within the team add the dot products.
+//     Sums: the same thread map over value rows; the slices' partial sums meet in shared memory.
+//   - On sm_90 the positions of one (b, i, head chunk) are split over a thread block cluster of
+//     `splits` CTAs; their partial results (max, sum, unnormalized output) meet through
+//     distributed shared memory, so a small batch fills the GPU without a workspace or a second
+//     kernel. Elsewhere splits is 1.
+//   - fp32 scores, softmax and sums; the output is rounded once. Programmatic dependent launch:
+//     the kernel waits for the previous kernel before its first read and lets the next one (the
+//     output projection's GEMM, which streams its weights before its own wait) start at once.
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cute_gemm/arch/config_arch.hpp"
+#include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "kernels/attention/decode_attention_config.hpp"
+
+namespace cute_gemm {
+namespace attention {
+
+template <class T>
+CG_DEVICE float to_float(T x);
+template <>
+CG_DEVICE float to_float<__half>(__half x) { return __half2float(x); }
+template <>
+CG_DEVICE float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class T>
+CG_DEVICE T from_float(float x);
+template <>
+CG_DEVICE __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+CG_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// The kVec elements of a 16-byte load as floats.
+template <class T>
+CG_DEVICE void unpack_row_chunk(uint4 raw, float (&x)[DecodeAttentionConfig::kVec]) {
+  T const* e = reinterpret_cast<T const*>(&raw);
+  CG_PRAGMA_UNROLL
+  for (int v = 0; v < DecodeAttentionConfig::kVec; ++v) x[v] = to_float<T>(e[v]);
+}
+
+// The mask's contribution to a score, in log2 units: 0 (takes part), -inf (excluded) or an
+// additive value times log2(e).
+CG_DEVICE float mask_log2(DecodeAttentionParams const& p, int b, int h, int i, int j) {
+  if (p.mask_kind == MaskKind::kNone) return 0.f;
+  int64_t const at = b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2] +
+                     j * p.mask_stride[3];
+  constexpr float kLog2e = 1.4426950408889634f;
+  switch (p.mask_kind) {
+    case MaskKind::kBool:
+      return static_cast<uint8_t const*>(p.mask)[at] ? 0.f : -INFINITY;
+    case MaskKind::kFloat16:
+      return __half2float(static_cast<__half const*>(p.mask)[at]) * kLog2e;
+    case MaskKind::kBFloat16:
+      return __bfloat162float(static_cast<__nv_bfloat16 const*>(p.mask)[at]) * kLog2e;
+    default:
+      return static_cast<float const*>(p.mask)[at] * kLog2e;
+  }
+}
+
+// grid: (splits, kv_heads * head_chunks(G), B * Lq), 128 threads; with splits > 1 launched as
+// clusters of (splits, 1, 1).
+template <class T>
+__global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
+    decode_attention_kernel(DecodeAttentionParams p) {
+  using Cfg = DecodeAttentionConfig;
+  constexpr int kVec = Cfg::kVec, kMaxHeads = Cfg::kMaxHeads, kTile = Cfg::kTile;
+
+  __shared__ float q_s[kMaxHeads][Cfg::kMaxHeadDim];  // query heads * scale * log2(e)
+  __shared__ float p_s[kMaxHeads][kTile];             // a tile's scores, then probabilities
+  __shared__ float max_s[kMaxHeads], sum_s[kMaxHeads], rescale_s[kMaxHeads];
+  __shared__ float reduce_s[Cfg::kReduceFloats];      // the slices' sums; then the CTA's
+
+  int const tid = threadIdx.x;
+  int const dim = p.head_dim, group = p.heads / p.kv_heads, chunks = Cfg::head_chunks(group);
+  int const kv_head = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
+  int const b = blockIdx.z / p.q_len, i = blockIdx.z % p.q_len;
+  int const head0 = kv_head * group + chunk * kMaxHeads;  // the CTA's first query head
+  int const heads = min(kMaxHeads, group - chunk * kMaxHeads);
+  int const split = blockIdx.x, per_split = Cfg::split_rows(p.kv_len, p.splits);
+  int const row_begin = split * per_split, row_end = min(p.kv_len, row_begin + per_split);
+
+  int const team = Cfg::team_lanes(dim), slices = Cfg::slices(dim);
+  int const lane_chunk = Cfg::thread_chunk(tid, dim), slice = Cfg::thread_slice(tid, dim);
+  bool const holds = lane_chunk * kVec < dim;  // lanes past D / kVec hold no elements
+
+  grid_dependency_wait();  // q, the cache and the mask come from the kernels before
+  grid_launch_dependents();
+
+  for (int e = tid; e < kMaxHeads * dim; e += Cfg::kThreads) {
+    int const g = e / dim, d = e % dim;
+    float x = 0.f;
+    if (g < heads) {
+      T const* q = static_cast<T const*>(p.q) + b * p.q_stride[0] + (head0 + g) * p.q_stride[1] +
+                   i * p.q_stride[2];
+      x = to_float<T>(q[d]) * p.scale_log2;
+    }
+    q_s[g][d] = x;
+  }
+  if (tid < kMaxHeads) {
+    max_s[tid] = -INFINITY;
+    sum_s[tid] = 0.f;
+  }
+  __syncthreads();
+
+  T const* k_rows = static_cast<T const*>(p.k) + b * p.k_stride[0] + kv_head * p.k_stride[1];
+  T const* v_rows = static_cast<T const*>(p.v) + b * p.v_stride[0] + kv_head * p.v_stride[1];
+  float acc[kMaxHeads][kVec] = {};  // this thread's elements of sum_j p_j v_j, per head
+
+  for (int tile = row_begin; tile < row_end; tile += kTile) {
+    int const rows = min(kTile, row_end - tile);
+    // Scores. Every lane of a team runs the same iterations (the shuffles need the whole warp).
+    for (int r0 = 0; r0 < kTile; r0 += slices) {
+      int const r = r0 + slice;
+      bool const in_tile = r < rows;
+      float bias[kMaxHeads];
+      bool any = false;
+      CG_PRAGMA_UNROLL
+      for (int g = 0; g < kMaxHeads; ++g) {
+        bias[g] = -INFINITY;
+        if (in_tile && g < heads) bias[g] = mask_log2(p, b, head0 + g, i, tile + r);
+        any |= bias[g] != -INFINITY;
+      }
+      float dot[kMaxHeads] = {};
+      if (any && holds) {
+        float k[kVec];
+        T const* row = k_rows + (tile + r) * p.k_stride[2] + lane_chunk * kVec;
+        unpack_row_chunk<T>(*reinterpret_cast<uint4 const*>(row), k);
+        CG_PRAGMA_UNROLL
+        for (int g = 0; g < kMaxHeads; ++g) {
+          CG_PRAGMA_UNROLL
+          for (int v = 0; v < kVec; ++v) dot[g] += q_s[g][lane_chunk * kVec + v] * k[v];
+        }
+      }
+      CG_PRAGMA_UNROLL
+      for (int g = 0; g < kMaxHeads; ++g) {
+        for (int offset = team / 2; offset > 0; offset /= 2)
+          dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], offset);
+      }
+      if (lane_chunk == 0 && in_tile) {
+        CG_PRAGMA_UNROLL
+        for (int g = 0; g < kMaxHeads; ++g) p_s[g][r] = dot[g] + bias[g];  // -inf if excluded
+      }
+    }
+    __syncthreads();
+
+    // Online softmax, one warp per head (4 warps, 8 heads): the tile's max, the rescale of the
+    // sums so far, the probabilities in place of the scores.
+    int const warp = tid / 32, lane = tid % 32;
+    for (int g = warp; g < heads; g += Cfg::kThreads / 32) {
+      float tile_max = -INFINITY;
+      for (int r = lane; r < rows; r += 32) tile_max = fmaxf(tile_max, p_s[g][r]);
+      for (int offset = 16; offset > 0; offset /= 2)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      float const old_max = max_s[g], new_max = fmaxf(old_max, tile_max);
+      // Nothing taken part yet (new_max == -inf): no rescale, and every probability is 0.
+      float const rescale = new_max == -INFINITY ? 1.f : exp2f(old_max - new_max);
+      float sum = 0.f;
+      for (int r = lane; r < rows; r += 32) {
+        float const s = p_s[g][r];
+        float const prob = s == -INFINITY ? 0.f : exp2f(s - new_max);
+        p_s[g][r] = prob;
+        sum += prob;
+      }
+      for (int offset = 16; offset > 0; offset /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (lane == 0) {
+        max_s[g] = new_max;
+        sum_s[g] = sum_s[g] * rescale + sum;
+        rescale_s[g] = rescale;
+      }
+    }
+    __syncthreads();
+
+    // Sums: acc += p_j * v_j over the thread's rows of the tile.
+    CG_PRAGMA_UNROLL
+    for (int g = 0; g < kMaxHeads; ++g) {
+      float const rescale = g < heads ? rescale_s[g] : 1.f;
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < kVec; ++v) acc[g][v] *= rescale;
+    }
+    if (holds) {
+      for (int r = slice; r < rows; r += slices) {
+        float prob[kMaxHeads];
+        bool any = false;
+        CG_PRAGMA_UNROLL
+        for (int g = 0; g < kMaxHeads; ++g) {
+          prob[g] = g < heads ? p_s[g][r] : 0.f;
+          any |= prob[g] != 0.f;
+        }
+        if (!any) continue;
+        float v[kVec];
+        T const* row = v_rows + (tile + r) * p.v_stride[2] + lane_chunk * kVec;
+        unpack_row_chunk<T>(*reinterpret_cast<uint4 const*>(row), v);
+        CG_PRAGMA_UNROLL
+        for (int g = 0; g < kMaxHeads; ++g) {
+          CG_PRAGMA_UNROLL
+          for (int e = 0; e < kVec; ++e) acc[g][e] += prob[g] * v[e];
+        }
+      }
+    }
+    __syncthreads();  // p_s is the next tile's
+  }
+
+  // The slices' sums meet: slice 0's row of each head ends with the CTA's unnormalized output.
+  if (holds) {
+    CG_PRAGMA_UNROLL
+    for (int g = 0; g < kMaxHeads; ++g) {
+      CG_PRAGMA_UNROLL
+      for (int e = 0; e < kVec; ++e)
+        reduce_s[Cfg::reduce_index(slice, g, lane_chunk * kVec + e, dim)] = acc[g][e];
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < heads * dim; e += Cfg::kThreads) {
+    int const g = e / dim, d = e % dim;
+    float total = 0.f;
+    for (int s = 0; s < slices; ++s) total += reduce_s[Cfg::reduce_index(s, g, d, dim)];
+    reduce_s[Cfg::reduce_index(0, g, d, dim)] = total;  // only this thread reads (0, g, d)
+  }
+
+  T* out = static_cast<T*>(p.out) + ((int64_t(b) * p.q_len + i) * p.heads + head0) * dim;
+  if (p.splits == 1) {
+    __syncthreads();
+    for (int e = tid; e < heads * dim; e += Cfg::kThreads) {
+      int const g = e / dim, d = e % dim;
+      float const sum = sum_s[g];  // 0: every position excluded, the output is 0
+      float const o = sum > 0.f ? reduce_s[Cfg::reduce_index(0, g, d, dim)] / sum : 0.f;
+      out[int64_t(g) * dim + d] = from_float<T>(o);
+    }
+    return;
+  }
+#if defined(CG_ARCH_SM90_ENABLED)
+  // The cluster's CTAs combine their results: each takes every splits-th element of the heads'
+  // outputs and reads the others' max, sum and output through distributed shared memory.
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every CTA's results are in its shared memory
+  int const rank = int(cluster.block_rank());
+  for (int e = rank * Cfg::kThreads + tid; e < heads * dim; e += p.splits * Cfg::kThreads) {
+    int const g = e / dim, d = e % dim;
+    float top = -INFINITY;
+    for (int s = 0; s < p.splits; ++s) top = fmaxf(top, *cluster.map_shared_rank(&max_s[g], s));
+    float o = 0.f, sum = 0.f;
+    if (top != -INFINITY) {
+      for (int s = 0; s < p.splits; ++s) {
+        float const weight = exp2f(*cluster.map_shared_rank(&max_s[g], s) - top);
+        sum += weight * *cluster.map_shared_rank(&sum_s[g], s);
+        o += weight * *cluster.map_shared_rank(&reduce_s[Cfg::reduce_index(0, g, d, dim)], s);
+      }
+    }
+    out[int64_t(g) * dim + d] = from_float<T>(sum > 0.f ? o / sum : 0.f);
+  }
+  cluster.sync();  // no CTA leaves while another reads its shared memory
+#else
+  __trap();  // the launcher splits only where there are clusters
+#endif
+}
+
+// Launches the kernel for p (p.splits CTAs per cluster) on `stream` as a programmatic dependent
+// of the kernel before it when `pdl`.
+template <class T>
+cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
+                                    cudaStream_t stream) {
+  using Cfg = DecodeAttentionConfig;
+  int const group = p.heads / p.kv_heads;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (p.splits > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = unsigned(p.splits);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(p.splits), unsigned(p.kv_heads * Cfg::head_chunks(group)),
+                        unsigned(p.batch * p.q_len));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = n;
+  return cudaLaunchKernelEx(&config, decode_attention_kernel<T>, p);
+}
+
+// Whether this build's kernel for T can run in clusters on the current device (its code there is
+// sm_90 or later); asked once per device.
+template <class T>
+bool decode_attention_has_clusters() {
+  static int cached[64] = {};  // 1 + the answer; 0 = not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  if (cached[device] == 0) {
+    cudaFuncAttributes attr{};
+    bool const ok = cudaFuncGetAttributes(&attr, decode_attention_kernel<T>) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    cached[device] = 1 + (ok && attr.binaryVersion >= 90);
+  }
+  return cached[device] == 2;
+}
+
+}  // namespace attention
+}  // namespace cute_gemm
