@@ -64,7 +64,8 @@ import cute_gemm  # noqa: E402
 from gpu_sweep import (  # noqa: E402
     check_accurate, exact_weight, plan_label, schedule_for)
 
-FAMILIES = ["decode", "mma", "wgmma", "wgmma_ws", "splitk", "gated", "dense", "gemm"]
+FAMILIES = ["decode", "mma", "wgmma", "wgmma_ws", "splitk", "gated", "dense", "gemm",
+            "attention"]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -211,6 +212,16 @@ def launches():
         if name.startswith("wgmma_"):  # the Hopper kernel's split-K path: 10 splits + reduce
             L.append(dict(op="gemm", family="gemm", m=200, n=1000, k=3000, dtype="bf16",
                           bias=True, config=name, quick=False, expect={}))
+    # cute_gemm.decode_attention: one CTA per head chunk (a group of 12: two), clusters of 2 and 8
+    # splits, teams of 4 and 32 lanes, each mask kind, a static cache's unread tail
+    for batch, heads, kv_heads, q_len, length, dim, dtype, mask, quick in (
+            (1, 32, 8, 1, 229, 128, "bf16", "prefix", True),
+            (2, 12, 1, 2, 700, 64, "fp16", "add", True),
+            (3, 8, 8, 1, 130, 256, "bf16", None, False),
+            (1, 4, 2, 3, 4096, 32, "fp16", "head", False)):
+        L.append(dict(op="attention", family="attention", batch=batch, heads=heads,
+                      kv_heads=kv_heads, q_len=q_len, length=length, dim=dim, dtype=dtype,
+                      mask=mask, quick=quick, expect={}))
     return L
 
 
@@ -220,6 +231,10 @@ def _randn(*shape, dtype, seed):
 
 
 def _describe(spec):
+    if spec["op"] == "attention":
+        return (f"{spec['family']:<9} B={spec['batch']} H={spec['heads']}/{spec['kv_heads']} "
+                f"Lq={spec['q_len']} L={spec['length']} D={spec['dim']} {spec['dtype']} "
+                f"mask={spec['mask']}")
     text = f"{spec['family']:<9} M={spec['m']:<4d} N={spec['n']:<4d} K={spec['k']:<5d}"
     if spec["op"] == "mixed":
         g = "pc" if spec["group"] == -1 else f"g{spec['group']}"
@@ -295,6 +310,38 @@ def run_mixed(spec, seed):
     return msg, label, max_err
 
 
+def run_attention(spec, seed):
+    """decode_attention against an fp32 reference on the CPU (max abs error <= 2e-2)."""
+    dtype = DTYPES[spec["dtype"]]
+    b, h, hkv, lq, length, d = (spec[k] for k in ("batch", "heads", "kv_heads", "q_len",
+                                                   "length", "dim"))
+    q = _randn(b, h, lq, d, dtype=dtype, seed=seed)
+    k = _randn(b, hkv, length, d, dtype=dtype, seed=seed + 1)
+    v = _randn(b, hkv, length, d, dtype=dtype, seed=seed + 2)
+    g = torch.Generator().manual_seed(seed + 3)
+    mask = None
+    if spec["mask"] == "prefix":
+        mask = (torch.arange(length) < length - 37).view(1, 1, 1, length).expand(b, 1, lq, length)
+    elif spec["mask"] == "add":
+        mask = torch.randn(b, 1, lq, length, generator=g)
+        mask[:, :, :, 1::3] = float("-inf")
+    elif spec["mask"] == "head":
+        mask = torch.rand(b, h, lq, length, generator=g) > 0.5
+        mask[..., 0] = True
+    out = cute_gemm.decode_attention(q.cuda(), k.cuda(), v.cuda(),
+                                     None if mask is None else mask.cuda())
+    torch.cuda.synchronize()
+    group = h // hkv
+    scores = q.float() @ k.float().repeat_interleave(group, 1).transpose(-1, -2) / d ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool \
+            else scores + mask
+    ref = (scores.softmax(-1) @ v.float().repeat_interleave(group, 1)).transpose(1, 2)
+    max_err = (out.cpu().float() - ref).abs().max().item()
+    msg = None if max_err <= 2e-2 else f"max abs error {max_err:.3e} > 2e-2"
+    return msg, f"{length} positions", max_err
+
+
 def run_gemm(spec, seed):
     dtype = DTYPES[spec["dtype"]]
     m, n, k = spec["m"], spec["n"], spec["k"]
@@ -360,7 +407,7 @@ def main(argv=None):
             skipped += 1
             continue
         try:
-            run = run_mixed if spec["op"] == "mixed" else run_gemm
+            run = {"mixed": run_mixed, "gemm": run_gemm, "attention": run_attention}[spec["op"]]
             msg, label, max_err = run(spec, seed=1000 + 17 * i)
         except Exception:  # noqa: BLE001 -- a launch error or CUDA fault fails this launch
             msg, label, max_err = "exception:\n" + traceback.format_exc(), "?", None

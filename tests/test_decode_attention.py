@@ -223,7 +223,7 @@ def _decode_logits(model, prompt, steps, device, dtype, step_fn=None):
     """Logits of a prefill and `steps` greedy decode steps through a static cache."""
     batch, n = prompt.shape
     cache = _static_cache(model, batch, n + steps + 3, device, dtype)
-    forward = step_fn or model
+    forward = model if step_fn is None else step_fn
     with torch.no_grad():
         pos = torch.arange(n, device=device)
         logits = model(input_ids=prompt, position_ids=pos.expand(batch, n), cache_position=pos,

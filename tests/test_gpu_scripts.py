@@ -72,6 +72,9 @@ def test_probe_covers_every_family():
         specs = sanitizer_probe.select(quick)
         assert {s["family"] for s in specs} == set(sanitizer_probe.FAMILIES)
     specs = sanitizer_probe.select()
+    attention = [s for s in specs if s["op"] == "attention"]
+    assert {s["mask"] for s in attention} == {None, "prefix", "add", "head"}
+    assert any(s["heads"] // s["kv_heads"] > 8 for s in attention)  # two CTAs per group
     mixed = [s for s in specs if s["op"] == "mixed"]
     assert {(s["bits"], s["dtype"], s["sym"]) for s in mixed} == \
         {(b, d, sym) for b in (4, 8) for d in ("fp16", "bf16") for sym in (True, False)}

@@ -1,7 +1,8 @@
 // Host checks of the decode attention kernel's maps and split rule
 // (kernels/attention/decode_attention_config.hpp), for every head dim the op takes (8..256):
 //   - a team is a power of two of lanes that divides the warp (its shuffles stay in the warp) and
-//     holds the row: team * kVec >= D, and no narrower power of two would;
+//     holds the row: team * kVec >= D, and no narrower power of two of at least kMinTeam would;
+//     a tile is kRowsPerThread rows per slice and its scores fit kMaxTile;
 //   - thread -> (chunk, slice) is a bijection onto team x slices, and the teams are whole
 //     lane groups of one warp;
 //   - the reduce buffer gives each (slice, head, element) its own float within kReduceFloats;
@@ -20,8 +21,12 @@ using Cfg = DecodeAttentionConfig;
 int main() {
   for (int dim = 8; dim <= Cfg::kMaxHeadDim; dim += 8) {
     const int team = Cfg::team_lanes(dim), slices = Cfg::slices(dim);
-    CHECK(team >= 2 && team <= 32 && 32 % team == 0, "D=%d: team of %d lanes", dim, team);
-    CHECK(team * Cfg::kVec >= dim && (team == 2 || team / 2 * Cfg::kVec < dim),
+    CHECK(team >= Cfg::kMinTeam && team <= 32 && 32 % team == 0, "D=%d: team of %d lanes", dim,
+          team);
+    CHECK(Cfg::tile_rows(dim) == Cfg::kRowsPerThread * slices &&
+              Cfg::tile_rows(dim) <= Cfg::kMaxTile,
+          "D=%d: tile of %d rows", dim, Cfg::tile_rows(dim));
+    CHECK(team * Cfg::kVec >= dim && (team == Cfg::kMinTeam || team / 2 * Cfg::kVec < dim),
           "D=%d: team of %d lanes is not the narrowest that holds the row", dim, team);
     CHECK(team * slices == Cfg::kThreads, "D=%d: %d slices of %d lanes", dim, slices, team);
     std::vector<long> cells;
@@ -34,7 +39,7 @@ int main() {
     CHECK(bijective(cells, Cfg::kThreads), "D=%d: thread map not a bijection", dim);
     std::vector<long> reduce;
     for (int s = 0; s < slices; ++s)
-      for (int g = 0; g < Cfg::kMaxHeads; ++g)
+      for (int g = 0; g < Cfg::kReduceHeads; ++g)
         for (int d = 0; d < team * Cfg::kVec; ++d)
           reduce.push_back(Cfg::reduce_index(s, g, d, dim));
     CHECK(bijective(reduce, Cfg::kReduceFloats), "D=%d: reduce buffer not a bijection", dim);

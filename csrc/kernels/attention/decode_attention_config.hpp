@@ -48,21 +48,23 @@ struct DecodeAttentionParams {
 };
 
 struct DecodeAttentionConfig {
-  static constexpr int kThreads = 128;
+  static constexpr int kThreads = 256;
   static constexpr int kVec = 8;             // elements per 16-byte load of a row
   static constexpr int kMaxHeadDim = 256;    // 32 lanes x kVec: a team is at most a warp
+  static constexpr int kMinTeam = 4;         // narrower teams would make tiles past kMaxTile
   static constexpr int kMaxHeads = 8;        // query heads per CTA; a larger group takes chunks
-  static constexpr int kTile = 64;           // positions per step of the online softmax
+  static constexpr int kRowsPerThread = 4;   // rows a thread holds per tile (and prefetches)
   static constexpr int kMaxSplits = 8;       // the portable cluster size
   static constexpr int kMinSplitRows = 64;   // no more splits than pieces of this many positions
-  // The partial sums of the slices meet in shared memory: kThreads * kVec per head, whatever the
-  // team width (slices * team == kThreads).
-  static constexpr int kReduceFloats = kThreads * kVec * kMaxHeads;
+  // The slices' sums meet in shared memory kReduceHeads heads at a time: kThreads * kVec floats
+  // per head whatever the team width (slices * team == kThreads).
+  static constexpr int kReduceHeads = 4;
+  static constexpr int kReduceFloats = kThreads * kVec * kReduceHeads;
 
-  // Lanes per row: the power of two >= D / kVec (2..32), so that a team's shuffles stay in its
-  // warp; lanes past D / kVec hold no elements.
+  // Lanes per row: the power of two >= D / kVec (kMinTeam..32), so that a team's shuffles stay
+  // in its warp; lanes past D / kVec hold no elements.
   CG_HOST_DEVICE static constexpr int team_lanes(int head_dim) {
-    int lanes = 2;
+    int lanes = kMinTeam;
     while (lanes * kVec < head_dim) lanes *= 2;
     return lanes;
   }
@@ -70,25 +72,30 @@ struct DecodeAttentionConfig {
   CG_HOST_DEVICE static constexpr int slices(int head_dim) {
     return kThreads / team_lanes(head_dim);
   }
+  // Positions per tile of the online softmax: kRowsPerThread rows per slice (64 at D = 128).
+  CG_HOST_DEVICE static constexpr int tile_rows(int head_dim) {
+    return kRowsPerThread * slices(head_dim);
+  }
+  static constexpr int kMaxTile = kRowsPerThread * kThreads / kMinTeam;
   // Thread t -> (chunk, slice): its kVec elements [chunk * kVec, chunk * kVec + kVec) of the rows
-  // slice, slice + slices, ... of a tile; (T128) -> (team lane T % team, slice T / team), the same
-  // map for the scores (q . k) and the sums (p @ v).
+  // slice + r * slices (r < kRowsPerThread) of a tile; (T256) -> (team lane T % team, slice
+  // T / team), the same map for the keys (q . k) and the values (p @ v).
   CG_HOST_DEVICE static constexpr int thread_chunk(int t, int head_dim) {
     return t % team_lanes(head_dim);
   }
   CG_HOST_DEVICE static constexpr int thread_slice(int t, int head_dim) {
     return t / team_lanes(head_dim);
   }
-  // Where the partial sum of (slice, head, element d) lies in the reduce buffer: a row of
-  // team * kVec >= D elements per (slice, head).
+  // Where the partial sum of (slice, head h of a reduce pass, element d) lies in the reduce
+  // buffer: a row of team * kVec >= D elements per (slice, head).
   CG_HOST_DEVICE static constexpr int reduce_index(int slice, int head, int d, int head_dim) {
-    return (slice * kMaxHeads + head) * (team_lanes(head_dim) * kVec) + d;
+    return (slice * kReduceHeads + head) * (team_lanes(head_dim) * kVec) + d;
   }
   // Query-head chunks per key/value head: a CTA serves at most kMaxHeads of a group.
   CG_HOST_DEVICE static constexpr int head_chunks(int group) {
     return (group + kMaxHeads - 1) / kMaxHeads;
   }
-  // Positions [split_begin, split_end) of a split.
+  // Positions [split * split_rows, min(L, (split + 1) * split_rows)) of a split.
   CG_HOST_DEVICE static constexpr int split_rows(int kv_len, int splits) {
     return (kv_len + splits - 1) / splits;
   }
