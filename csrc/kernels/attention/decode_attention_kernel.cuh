@@ -255,6 +255,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
       }
       for (int offset = 16; offset > 0; offset /= 2)
         sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      __syncwarp();  // every lane has read max_s[g] before lane 0 writes it
       if (lane == 0) {
         max_s[g] = new_max;
         sum_s[g] = sum_s[g] * rescale + sum;
