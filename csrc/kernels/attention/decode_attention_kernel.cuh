@@ -7,7 +7,8 @@
 //     it, G times its size, at every layer).
 //   - Positions go by tiles (64 rows at D = 128) with an online softmax (running max and sum per
 //     head, the sums rescaled when the max grows). Rows whose mask excludes every head of the CTA
-//     are not read: the unfilled tail of a static cache costs its mask bytes only.
+//     are not read, and tiles of such rows are not computed: the unfilled tail of a static cache
+//     costs its mask bytes only.
 //   - Each thread holds kRowsPerThread key and value rows of a tile in registers (kVec elements
 //     of each, one 16-byte load), and loads the next tile's while it computes this one: every
 //     load of a tile is in flight at once, and the loads overlap the arithmetic. The mask of a
@@ -191,6 +192,11 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
       load_rows(tile + tile_rows, bias, k_next, v_next);
       load_bias(tile + 2 * tile_rows, bias_next);
     }
+    // A tile that no head takes a row of (a static cache's unfilled tail) adds nothing.
+    bool any_row = false;
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < kRows; ++j) any_row |= bias_now[j] != -INFINITY;
+    if (!__syncthreads_or(any_row)) continue;
 
     // Scores of the thread's rows for every head (a head's query chunk read once per tile); the
     // team's shuffles add the chunks, all the thread's sums side by side at each step.
