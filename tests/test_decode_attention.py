@@ -12,12 +12,17 @@ fp32, per head, broadcast), a static cache's excluded tail, and fully excluded r
 """
 
 import math
+import os
+import sys
 
 import pytest
 import torch
 
 import cute_gemm
 import cute_gemm.attention as cga
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+import bench_decode  # noqa: E402  (its static cache, for whichever transformers is installed)
 
 gpu = pytest.mark.gpu
 try:
@@ -210,19 +215,11 @@ def _llama(dtype, device):
     return transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
 
 
-def _static_cache(model, batch, max_len, device, dtype):
-    import inspect
-    cls = transformers.StaticCache
-    params = inspect.signature(cls.__init__).parameters
-    wanted = {"config": model.config, "max_cache_len": max_len, "max_batch_size": batch,
-              "batch_size": batch, "device": device, "dtype": dtype}
-    return cls(**{k: v for k, v in wanted.items() if k in params})
-
-
 def _decode_logits(model, prompt, steps, device, dtype, step_fn=None):
     """Logits of a prefill and `steps` greedy decode steps through a static cache."""
     batch, n = prompt.shape
-    cache = _static_cache(model, batch, n + steps + 3, device, dtype)
+    cache = bench_decode.make_static_cache(transformers, model, batch, n + steps + 3, device,
+                                           dtype)
     forward = model if step_fn is None else step_fn
     with torch.no_grad():
         pos = torch.arange(n, device=device)

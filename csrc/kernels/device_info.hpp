@@ -6,23 +6,33 @@
 
 namespace cute_gemm {
 
-// The current device's value of `Attr`, queried once per device; `fallback` when there is no
+// query(device) (a non-negative int, or -1 when it fails) for the current device, asked once per
+// device and kept in `cache` (one slot per device, 0 = not asked yet); `fallback` when there is no
 // usable device or the query fails.
-template <cudaDeviceAttr Attr>
-int cached_device_attribute(int fallback) {
-  static int cached[64] = {};  // the value + 1; 0 = not queried yet
+template <class Query>
+int cached_per_device(int (&cache)[64], int fallback, Query query) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
     cudaGetLastError();  // no usable device: clear the error for the caller's next check
     return fallback;
   }
-  if (cached[device] == 0) {
-    int v = 0;
-    const bool ok = cudaDeviceGetAttribute(&v, Attr, device) == cudaSuccess && v >= 0;
-    if (!ok) cudaGetLastError();
-    cached[device] = (ok ? v : fallback) + 1;
+  if (cache[device] == 0) {
+    const int v = query(device);
+    if (v < 0) cudaGetLastError();
+    cache[device] = (v < 0 ? fallback : v) + 1;
   }
-  return cached[device] - 1;
+  return cache[device] - 1;
+}
+
+// The current device's value of `Attr`, queried once per device; `fallback` when there is no
+// usable device or the query fails.
+template <cudaDeviceAttr Attr>
+int cached_device_attribute(int fallback) {
+  static int cached[64] = {};
+  return cached_per_device(cached, fallback, [](int device) {
+    int v = 0;
+    return cudaDeviceGetAttribute(&v, Attr, device) == cudaSuccess && v >= 0 ? v : -1;
+  });
 }
 
 inline int current_sm_count() {

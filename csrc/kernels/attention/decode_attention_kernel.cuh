@@ -34,30 +34,18 @@
 #include "cute_gemm/arch/config_arch.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "kernels/attention/decode_attention_config.hpp"
+#include "kernels/device_info.hpp"
+#include "kernels/half_traits.cuh"
 
 namespace cute_gemm {
 namespace attention {
-
-template <class T>
-CG_DEVICE float to_float(T x);
-template <>
-CG_DEVICE float to_float<__half>(__half x) { return __half2float(x); }
-template <>
-CG_DEVICE float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <class T>
-CG_DEVICE T from_float(float x);
-template <>
-CG_DEVICE __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-CG_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 // The kVec elements of a 16-byte load as floats.
 template <class T>
 CG_DEVICE void unpack_row_chunk(uint4 raw, float (&x)[DecodeAttentionConfig::kVec]) {
   T const* e = reinterpret_cast<T const*>(&raw);
   CG_PRAGMA_UNROLL
-  for (int v = 0; v < DecodeAttentionConfig::kVec; ++v) x[v] = to_float<T>(e[v]);
+  for (int v = 0; v < DecodeAttentionConfig::kVec; ++v) x[v] = HalfTraits<T>::to_float(e[v]);
 }
 
 // The mask's contribution to a score, in log2 units: 0 (takes part), -inf (excluded) or an
@@ -163,7 +151,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
     if (g < heads) {
       T const* q = static_cast<T const*>(p.q) + b * p.q_stride[0] + (head0 + g) * p.q_stride[1] +
                    i * p.q_stride[2];
-      x = to_float<T>(q[d]) * p.scale_log2;
+      x = HalfTraits<T>::to_float(q[d]) * p.scale_log2;
     }
     q_s[g][d] = x;
   }
@@ -325,7 +313,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
     for (int e = tid; e < heads * dim; e += Cfg::kThreads) {
       int const g = e / dim, d = e % dim;
       float const sum = sum_s[g];  // 0: every position excluded, the output is 0
-      out[int64_t(g) * dim + d] = from_float<T>(sum > 0.f ? q_s[g][d] / sum : 0.f);
+      out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? q_s[g][d] / sum : 0.f);
     }
     return;
   }
@@ -348,7 +336,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
         o += weight * *cluster.map_shared_rank(&q_s[g][d], s);
       }
     }
-    out[int64_t(g) * dim + d] = from_float<T>(sum > 0.f ? o / sum : 0.f);
+    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? o / sum : 0.f);
   }
   cluster.sync();  // no CTA leaves while another reads its shared memory
 #else
@@ -391,19 +379,12 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
 // sm_90 or later); asked once per device.
 template <class T>
 bool decode_attention_has_clusters() {
-  static int cached[64] = {};  // 1 + the answer; 0 = not asked yet
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
-    cudaGetLastError();
-    return false;
-  }
-  if (cached[device] == 0) {
+  static int cached[64] = {};
+  return cached_per_device(cached, 0, [](int) {
     cudaFuncAttributes attr{};
-    bool const ok = cudaFuncGetAttributes(&attr, decode_attention_kernel<T>) == cudaSuccess;
-    if (!ok) cudaGetLastError();
-    cached[device] = 1 + (ok && attr.binaryVersion >= 90);
-  }
-  return cached[device] == 2;
+    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T>) != cudaSuccess) return -1;
+    return attr.binaryVersion >= 90 ? 1 : 0;
+  }) == 1;
 }
 
 }  // namespace attention

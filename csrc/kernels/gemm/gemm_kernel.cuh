@@ -16,23 +16,9 @@
 
 #include "kernels/gemm/gemm_config.hpp"
 #include "kernels/gemm/gemm_launch.hpp"
+#include "kernels/half_traits.cuh"
 
 namespace cute_gemm {
-
-template <class T>
-struct HalfTraits;
-template <>
-struct HalfTraits<__half> {
-  using MmaOp = SM80_16x8x16_F32F16F16F32_TN;
-  CG_DEVICE static __half from_float(float x) { return __float2half_rn(x); }
-  CG_DEVICE static float to_float(__half x) { return __half2float(x); }
-};
-template <>
-struct HalfTraits<__nv_bfloat16> {
-  using MmaOp = SM80_16x8x16_F32BF16BF16F32_TN;
-  CG_DEVICE static __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
-  CG_DEVICE static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-};
 
 template <class Element, int BM, int BN, int BK, int Stages, int WarpsM, int WarpsN>
 using GemmKernelConfig = GemmConfig<Element, typename HalfTraits<Element>::MmaOp, BM, BN, BK,

@@ -1,0 +1,28 @@
+#pragma once
+// What the kernels need to know of a 16-bit element type: its m16n8k16 mma (fp32 accumulators)
+// and its conversions to and from fp32 (round to nearest even). One place for the GEMM, mixed
+// GEMM and attention kernels.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cute_gemm/arch/mma_sm80.hpp"
+
+namespace cute_gemm {
+
+template <class T>
+struct HalfTraits;
+template <>
+struct HalfTraits<__half> {
+  using MmaOp = SM80_16x8x16_F32F16F16F32_TN;
+  CG_DEVICE static __half from_float(float x) { return __float2half_rn(x); }
+  CG_DEVICE static float to_float(__half x) { return __half2float(x); }
+};
+template <>
+struct HalfTraits<__nv_bfloat16> {
+  using MmaOp = SM80_16x8x16_F32BF16BF16F32_TN;
+  CG_DEVICE static __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+  CG_DEVICE static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+};
+
+}  // namespace cute_gemm
