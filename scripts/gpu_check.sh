@@ -136,7 +136,7 @@ if [ "${CUTE_GEMM_SANITIZER:-1}" != 0 ]; then
     status=1
   else
     sanitize memcheck memcheck
-    sanitize racecheck racecheck --only decode,mma,wgmma,wgmma_ws,splitk,gated,gemm
+    sanitize racecheck racecheck --only decode,mma,wgmma,wgmma_ws,splitk,gated,gemm,attention
     SANITIZE_CUBLAS_RACES_ONLY=1 sanitize racecheck racecheck_dense --only dense
     sanitize synccheck synccheck
   fi

@@ -266,6 +266,23 @@ def test_use_decode_attention_refuses_other_objects():
         cga.use_decode_attention(torch.nn.Linear(4, 4))
 
 
+@needs_transformers
+def test_use_decode_attention_refuses_a_model_without_the_interface(monkeypatch):
+    # A model whose attention modules keep their own code: refused, left on its implementation.
+    model = _llama(torch.float32, "cpu")
+    before = model.config._attn_implementation
+    monkeypatch.setattr(model, "_can_set_attn_implementation", lambda: False)
+    with pytest.raises(ValueError, match="AttentionInterface"):
+        cga.use_decode_attention(model)
+    assert model.config._attn_implementation == before
+    # One that reports another implementation after the switch: switched back, refused.
+    monkeypatch.setattr(model, "_can_set_attn_implementation", lambda: True)
+    monkeypatch.setattr(model, "set_attn_implementation", lambda name: None)
+    with pytest.raises(ValueError, match="did not switch"):
+        cga.use_decode_attention(model)
+    assert model.config._attn_implementation == before
+
+
 # ---------------------------------------------------------------------------------------------
 # GPU: the kernel.
 
@@ -338,6 +355,14 @@ def test_gpu_layout_errors():
     shifted = base[1:].view(1, 2, 16, 64)
     with pytest.raises(RuntimeError, match="v must start at a 16-byte aligned"):
         cute_gemm.decode_attention(q, k.contiguous(), shifted)
+
+
+@gpu
+def test_gpu_grid_limit_is_refused():
+    q = torch.zeros(65536, 1, 1, 8, dtype=torch.float16, device="cuda")
+    k = torch.zeros(65536, 1, 1, 8, dtype=torch.float16, device="cuda")
+    with pytest.raises(RuntimeError, match="B \\* Lq and the key/value heads' CTAs"):
+        cute_gemm.decode_attention(q, k, k)
 
 
 @gpu
