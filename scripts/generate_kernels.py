@@ -7,6 +7,7 @@ only instantiates them.
 Run after changing CONFIGS; the outputs are committed so a build needs no generation step.
     python3 scripts/generate_kernels.py
 """
+import glob
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -15,6 +16,8 @@ MIXED_OUT = os.path.join(ROOT, "csrc", "kernels", "mixed", "generated")
 ATTENTION_OUT = os.path.join(ROOT, "csrc", "kernels", "attention", "generated")
 
 DTYPES = {"f16": "__half", "bf16": "__nv_bfloat16"}
+# The decode attention kernel's head-dim classes (DecodeAttentionConfig::head_dim_class).
+ATTENTION_HEAD_DIMS = (64, 128, 256)
 # (BM, BN, BK, stages, warps_m, warps_n): large tiles for large problems, small ones so that
 # small problems still fill the GPU's SMs. The heuristic in gemm_dispatch.cu picks between them
 # (the measurements behind the list: benchmarks/results/NOTES.md).
@@ -202,18 +205,30 @@ def main_mixed():
 
 
 def main_attention():
-    """The decode attention kernel, one TU per element type (its head dim is a run-time value)."""
+    """The decode attention kernel, one TU per (element type, head-dim class), and the list of
+    them (decode_attention_instances.inc, expanded by decode_attention_launch.hpp)."""
     os.makedirs(ATTENTION_OUT, exist_ok=True)
+    for stale in glob.glob(os.path.join(ATTENTION_OUT, "decode_attention_*.cu")):
+        os.remove(stale)
+    rows = []
     for dtype, ctype in DTYPES.items():
-        n = f"decode_attention_{dtype}"
-        write_tu(ATTENTION_OUT, n, ["kernels/attention/decode_attention_kernel.cuh",
-                                    "kernels/attention/decode_attention_launch.hpp"],
-                 "namespace attention {\n\n"
-                 f"cudaError_t {n}(DecodeAttentionParams const& p, bool pdl, "
-                 "cudaStream_t stream) {\n"
-                 f"  return launch_decode_attention<{ctype}>(p, pdl, stream);\n}}\n\n"
-                 f"bool {n}_clusters() {{ return decode_attention_has_clusters<{ctype}>(); }}\n"
-                 "\n}  // namespace attention\n")
+        for dim in ATTENTION_HEAD_DIMS:
+            n = f"decode_attention_{dtype}_d{dim}"
+            write_tu(ATTENTION_OUT, n, ["kernels/attention/decode_attention_kernel.cuh",
+                                        "kernels/attention/decode_attention_launch.hpp"],
+                     "namespace attention {\n\n"
+                     f"cudaError_t {n}(DecodeAttentionParams const& p, bool pdl, "
+                     "cudaStream_t stream) {\n"
+                     f"  return launch_decode_attention<{ctype}, {dim}>(p, pdl, stream);\n}}\n\n"
+                     f"bool {n}_clusters() {{\n"
+                     f"  return decode_attention_has_clusters<{ctype}, {dim}>();\n}}\n"
+                     "\n}  // namespace attention\n")
+            rows.append(f"CG_DECODE_ATTENTION({n}, {cxx_bool(dtype == 'bf16')}, {dim})")
+    with open(os.path.join(ATTENTION_OUT, "decode_attention_instances.inc"), "w") as f:
+        f.write(HEADER + "// The decode attention kernel's instances, one generated TU each; the "
+                "row macro is\n// defined where the list is expanded "
+                "(kernels/attention/decode_attention_launch.hpp).\n" +
+                "".join(r + "\n" for r in rows))
 
 
 if __name__ == "__main__":

@@ -299,10 +299,11 @@ GPU_CASES = [
     (16, 32, 8, 1, 300, 128),
     (1, 32, 8, 1, 4096, 128),  # long: the full cluster of 8
     (3, 28, 4, 1, 517, 128),   # Qwen2.5-7B's group of 7
-    (2, 12, 1, 2, 130, 64),    # group of 12: two CTAs per group; several query positions
-    (1, 8, 8, 4, 65, 256),     # teams of 32 lanes
-    (2, 4, 2, 1, 64, 8),       # teams of 2 lanes (one holding elements)
-    (1, 4, 1, 3, 63, 96),      # a team of 16 lanes, 12 holding elements
+    (2, 12, 1, 2, 130, 64),    # group of 12 in one CTA; several query positions
+    (2, 40, 2, 1, 333, 72),    # group of 20: two CTAs (16 + 4 heads); D = 72: half a k-step
+    (1, 8, 8, 4, 65, 256),     # the 256 instance
+    (2, 4, 2, 1, 64, 8),       # D = 8 in the 64 instance: one half k-step
+    (1, 4, 1, 3, 63, 96),      # D = 96 in the 128 instance
     (1, 16, 2, 1, 1, 128),
     (5, 8, 2, 16, 200, 128),   # speculative verification
 ]

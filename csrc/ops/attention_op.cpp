@@ -197,15 +197,15 @@ at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::T
   }
   params.scale_log2 = float(p.scale * 1.4426950408889634);
 
-  bool const bf16 = q.scalar_type() == at::kBFloat16;
-  bool const clusters = bf16 ? attention::decode_attention_bf16_clusters()
-                             : attention::decode_attention_f16_clusters();
+  attention::DecodeAttentionInstance const* const kernel =
+      attention::find_decode_attention(q.scalar_type() == at::kBFloat16, int(p.head_dim));
+  TORCH_CHECK(kernel != nullptr, kOp, "no kernel instance for ", q.scalar_type(),
+              " and head dim ", p.head_dim);
   params.splits = attention::decode_attention_splits(p.batch * p.q_len * head_ctas, params.kv_len,
-                                                      current_sm_count(), clusters);
+                                                      current_sm_count(), kernel->clusters());
   bool const pdl = current_cc_major() >= 9;
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
-  cudaError_t const err = bf16 ? attention::decode_attention_bf16(params, pdl, stream)
-                               : attention::decode_attention_f16(params, pdl, stream);
+  cudaError_t const err = kernel->launch(params, pdl, stream);
   TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed (", params.splits,
               " CTAs per cluster): ", cudaGetErrorString(err));
   return out;

@@ -1,11 +1,13 @@
-// Host checks of the decode attention kernel's maps and split rule
-// (kernels/attention/decode_attention_config.hpp), for every head dim the op takes (8..256):
-//   - a team is a power of two of lanes that divides the warp (its shuffles stay in the warp) and
-//     holds the row: team * kVec >= D, and no narrower power of two of at least kMinTeam would;
-//     a tile is kRowsPerThread rows per slice and its scores fit kMaxTile;
-//   - thread -> (chunk, slice) is a bijection onto team x slices, and the teams are whole
-//     lane groups of one warp;
-//   - the reduce buffer gives each (slice, head, element) its own float within kReduceFloats;
+// Host checks of the decode attention kernel's layouts, lane maps and split rule
+// (kernels/attention/decode_attention_config.hpp), for each head-dim class (64, 128, 256):
+//   - the swizzled 16-row block (SmemRows) is a bijection onto [0, 16 * D) that keeps each 16-byte
+//     chunk contiguous, and the lanes' cp.async chunks cover a tile once;
+//   - ldmatrix, simulated on that block from the kernel's lane maps, hands every lane exactly the
+//     mma.sync m16n8k16 operand elements the atom's traits say it holds: Q as A, K as B (plain),
+//     V as B (.trans), and no ldmatrix phase has a bank conflict;
+//   - P's A fragment is S's accumulators in the kernel's register order;
+//   - the mask lanes cover 16 rows x 16 heads once, the warps' tiles cover a split once, the
+//     partial outputs fit the rings;
 //   - the split rule's shares of positions cover [0, L) once, none is empty, there are no more
 //     splits than kMinSplitRows pieces of L, a cluster never exceeds kMaxSplits, and no split is
 //     made where the grid already fills the SMs.
@@ -15,38 +17,174 @@
 #include "host_check.hpp"
 #include "kernels/attention/decode_attention_config.hpp"
 
+using namespace cute_gemm;
 using namespace cute_gemm::attention;
 using Cfg = DecodeAttentionConfig;
+using Traits = MMA_Traits_16x8x16_Layouts;
 
-int main() {
-  for (int dim = 8; dim <= Cfg::kMaxHeadDim; dim += 8) {
-    const int team = Cfg::team_lanes(dim), slices = Cfg::slices(dim);
-    CHECK(team >= Cfg::kMinTeam && team <= 32 && 32 % team == 0, "D=%d: team of %d lanes", dim,
-          team);
-    CHECK(Cfg::tile_rows(dim) == Cfg::kRowsPerThread * slices &&
-              Cfg::tile_rows(dim) <= Cfg::kMaxTile,
-          "D=%d: tile of %d rows", dim, Cfg::tile_rows(dim));
-    CHECK(team * Cfg::kVec >= dim && (team == Cfg::kMinTeam || team / 2 * Cfg::kVec < dim),
-          "D=%d: team of %d lanes is not the narrowest that holds the row", dim, team);
-    CHECK(team * slices == Cfg::kThreads, "D=%d: %d slices of %d lanes", dim, slices, team);
-    std::vector<long> cells;
-    for (int t = 0; t < Cfg::kThreads; ++t) {
-      const int chunk = Cfg::thread_chunk(t, dim), slice = Cfg::thread_slice(t, dim);
-      cells.push_back(long(slice) * team + chunk);
-      CHECK((t - chunk) / 32 == (t - chunk + team - 1) / 32,
-            "D=%d: thread %d's team crosses a warp", dim, t);
+// An element's identity in the simulated block: its (row, d).
+static long id_of(int row, int d) { return long(row) * 1000 + d; }
+
+// ldmatrix.x4 on a block holding id_of(row, d) at SmemRows(row, d): lanes 8m .. 8m + 7 give the
+// rows of matrix m (the element offsets in addr); lane L receives, for register m, two elements:
+// plain, row L / 4 of matrix m at columns 2 (L % 4), + 1; .trans, column L / 4 at rows 2 (L % 4),
+// + 1. Returns [lane][register][half].
+template <int kDim>
+std::vector<long> ldmatrix(std::vector<long> const& block, std::vector<long> const& addr,
+                           bool trans) {
+  std::vector<long> regs(32 * 4 * 2);
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int m = 0; m < 4; ++m) {
+      for (int e = 0; e < 2; ++e) {
+        const long at = trans ? addr[8 * m + 2 * (lane % 4) + e] + lane / 4
+                              : addr[8 * m + lane / 4] + 2 * (lane % 4) + e;
+        regs[(lane * 4 + m) * 2 + e] = block[at];
+      }
     }
-    CHECK(bijective(cells, Cfg::kThreads), "D=%d: thread map not a bijection", dim);
-    std::vector<long> reduce;
-    for (int s = 0; s < slices; ++s)
-      for (int g = 0; g < Cfg::kReduceHeads; ++g)
-        for (int d = 0; d < team * Cfg::kVec; ++d)
-          reduce.push_back(Cfg::reduce_index(s, g, d, dim));
-    CHECK(bijective(reduce, Cfg::kReduceFloats), "D=%d: reduce buffer not a bijection", dim);
+  }
+  return regs;
+}
+
+template <int kDim>
+void check_tile(char const* name) {
+  using Tile = DecodeAttentionTile<kDim>;
+  const typename Tile::SmemRows rows{};
+  const int R = Cfg::kTileRows;
+
+  // The block: a bijection, chunks contiguous.
+  std::vector<long> offsets, block(R * kDim, -1);
+  bool chunks_whole = true;
+  for (int r = 0; r < R; ++r) {
+    for (int d = 0; d < kDim; ++d) {
+      const long o = long(rows(r, d));
+      offsets.push_back(o);
+      if (o >= 0 && o < R * kDim) block[o] = id_of(r, d);
+      if (d % Cfg::kVec != 0) chunks_whole &= o == long(rows(r, d - d % Cfg::kVec)) + d % 8;
+    }
+  }
+  CHECK(bijective(offsets, R * kDim), "%s: SmemRows is not a bijection onto the block", name);
+  CHECK(chunks_whole, "%s: a 16-byte chunk is not contiguous in SmemRows", name);
+  CHECK(Tile::kSmemBytes <= 227 * 1024, "%s: %d bytes of shared memory", name, Tile::kSmemBytes);
+
+  // cp.async: lane + 32 c -> (row, chunk) covers the tile once.
+  std::vector<long> copied;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int c = 0; c < Tile::kCopiesPerLane; ++c) {
+      const int idx = lane + 32 * c;
+      copied.push_back(long(idx / Tile::kChunks) * Tile::kChunks + idx % Tile::kChunks);
+    }
+  CHECK(bijective(copied, R * Tile::kChunks), "%s: the copies do not cover a tile once", name);
+
+  for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+    std::vector<long> q_addr(32), k_addr(32);
+    for (int lane = 0; lane < 32; ++lane) {
+      q_addr[lane] = long(rows(Cfg::ldsm_rows_first_row(lane),
+                               (2 * ks + Cfg::ldsm_rows_first_chunk(lane)) * 8));
+      k_addr[lane] = long(rows(Cfg::ldsm_chunks_first_row(lane),
+                               (2 * ks + Cfg::ldsm_chunks_first_chunk(lane)) * 8));
+    }
+    std::vector<long> q_bytes, k_bytes;
+    for (int lane = 0; lane < 32; ++lane) {
+      q_bytes.push_back(2 * q_addr[lane]);
+      k_bytes.push_back(2 * k_addr[lane]);
+    }
+    CHECK(conflict_free_16B(q_bytes), "%s ks=%d: bank conflict in the rows-first ldmatrix", name,
+          ks);
+    CHECK(conflict_free_16B(k_bytes), "%s ks=%d: bank conflict in the chunks-first ldmatrix",
+          name, ks);
+
+    // Q as A: register m, half e is A value 2m + e: (head, d) = (idx % 16, 16 ks + idx / 16).
+    const std::vector<long> qa = ldmatrix<kDim>(block, q_addr, false);
+    // K as B of S = Q K^T: n8 tile n gets registers 2n, 2n + 1; B value v = 2 (m % 2) + e is
+    // (position n8 index idx % 8, d = idx / 8) of that tile.
+    const std::vector<long> kb = ldmatrix<kDim>(block, k_addr, false);
+    // V as B of O = P V (.trans, rows-first map, the kernel's column block j = ks): d tile n gets
+    // registers 2n, 2n + 1; B value v is (d = 16 ks + 8 n + idx % 8, position idx / 8).
+    const std::vector<long> vb = ldmatrix<kDim>(block, q_addr, true);
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int m = 0; m < 4; ++m) {
+        for (int e = 0; e < 2; ++e) {
+          const long a_idx = long(Traits::ALayout{}(lane, 2 * m + e));
+          CHECK(qa[(lane * 4 + m) * 2 + e] == id_of(a_idx % 16, 16 * ks + a_idx / 16),
+                "%s ks=%d lane %d: Q register %d.%d", name, ks, lane, m, e);
+          const int n = m / 2, v = 2 * (m % 2) + e;
+          const long b_idx = long(Traits::BLayout{}(lane, v));
+          CHECK(kb[(lane * 4 + m) * 2 + e] == id_of(8 * n + b_idx % 8, 16 * ks + b_idx / 8),
+                "%s ks=%d lane %d: K register %d.%d", name, ks, lane, m, e);
+          CHECK(vb[(lane * 4 + m) * 2 + e] == id_of(b_idx / 8, 16 * ks + 8 * n + b_idx % 8),
+                "%s ks=%d lane %d: V register %d.%d", name, ks, lane, m, e);
+        }
+      }
+    }
   }
 
-  CHECK(Cfg::head_chunks(1) == 1 && Cfg::head_chunks(8) == 1 && Cfg::head_chunks(9) == 2 &&
-            Cfg::head_chunks(16) == 2 && Cfg::head_chunks(17) == 3,
+  // The partial outputs: one float per (warp, head, d < D), inside the rings.
+  std::vector<long> partial;
+  for (int w = 0; w < Cfg::kWarps; ++w)
+    for (int h = 0; h < Cfg::kMaxHeads; ++h)
+      for (int d = 0; d < kDim; ++d) partial.push_back(Tile::partial_index(w, h, d));
+  std::vector<int> hit(Tile::kRingBytes / 4, 0);
+  bool inside = true, once = true;
+  for (long x : partial) {
+    inside &= x >= 0 && x < long(hit.size());
+    if (x >= 0 && x < long(hit.size())) once &= hit[x]++ == 0;
+  }
+  CHECK(inside && once, "%s: the partial outputs overlap or leave the rings", name);
+}
+
+int main() {
+  check_tile<64>("D64");
+  check_tile<128>("D128");
+  check_tile<256>("D256");
+
+  for (int d = 8; d <= Cfg::kMaxHeadDim; d += 8) {
+    const int c = Cfg::head_dim_class(d);
+    CHECK(c >= d && (c == 64 || c / 2 < d), "D=%d: class %d", d, c);
+  }
+
+  // P = S's accumulators as the A operand: A value v of a lane is S value (n8 tile v / 4,
+  // register v % 4) of the same lane, at (head, position) = (AccHead, 8 n + AccCol).
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int v = 0; v < 8; ++v) {
+      const long a_idx = long(Traits::ALayout{}(lane, v));
+      const int c = v % 4, n = v / 4;
+      CHECK(a_idx % 16 == long(AccHeadTV{}(lane, c)) &&
+                a_idx / 16 == 8 * n + long(AccColTV{}(lane, c)),
+            "lane %d: P's A value %d is not S's accumulator", lane, v);
+    }
+    // The lane's two heads: registers 0, 1 share one, 2, 3 the one 8 below.
+    CHECK(AccHeadTV{}(lane, 1) == AccHeadTV{}(lane, 0) &&
+              AccHeadTV{}(lane, 2) == AccHeadTV{}(lane, 0) + 8 &&
+              AccHeadTV{}(lane, 3) == AccHeadTV{}(lane, 2),
+          "lane %d: accumulator heads", lane);
+    CHECK(AccColTV{}(lane, 1) == AccColTV{}(lane, 0) + 1, "lane %d: accumulator pairs", lane);
+  }
+
+  // Mask lanes: (row, head) over 16 x 16 once.
+  std::vector<long> bias_cells;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int h = 0; h < Cfg::kBiasHeadsPerLane; ++h)
+      bias_cells.push_back(long(Cfg::bias_head(lane, h)) * Cfg::kTileRows + Cfg::bias_row(lane));
+  CHECK(bijective(bias_cells, Cfg::kMaxHeads * Cfg::kTileRows), "mask lanes: not a bijection");
+
+  // The warps' tiles cover the split's rows once.
+  for (int n = 0; n <= 300; ++n) {
+    std::vector<int> hits(n, 0);
+    for (int w = 0; w < Cfg::kWarps; ++w)
+      for (int t = 0; t < Cfg::warp_tiles(n, w); ++t)
+        for (int r = 0; r < Cfg::kTileRows; ++r) {
+          const int row = (w + t * Cfg::kWarps) * Cfg::kTileRows + r;
+          if (row < n) hits[row]++;
+          CHECK(row < n + Cfg::kTileRows - 1, "rows=%d: warp %d tile %d starts past the end", n,
+                w, t);
+        }
+    bool once = true;
+    for (int h : hits) once = once && h == 1;
+    CHECK(once, "rows=%d: the warps' tiles do not cover the rows once", n);
+  }
+
+  CHECK(Cfg::head_chunks(1) == 1 && Cfg::head_chunks(16) == 1 && Cfg::head_chunks(17) == 2 &&
+            Cfg::head_chunks(32) == 2 && Cfg::head_chunks(33) == 3,
         "head chunks of a group");
 
   const int lengths[] = {1, 2, 63, 64, 65, 127, 128, 129, 229, 511, 512, 513, 4096, 100000};

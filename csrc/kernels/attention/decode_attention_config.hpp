@@ -1,8 +1,8 @@
 #pragma once
 // Configuration of the decode attention kernel (decode_attention_kernel.cuh): its parameters, the
-// thread maps it indexes through and the split rule, in a header free of CUDA, so that the op
-// (plain C++) sizes launches with it and tests/cpp/test_decode_attention_maps.cpp checks the maps
-// on the host.
+// layouts and lane maps it indexes through and the split rule, in a header free of CUDA, so that
+// the op (plain C++) sizes launches with it and tests/cpp/test_decode_attention_maps.cpp checks
+// the maps on the host.
 //
 //   out[b, i, h, :] = softmax_j(scale * q[b, h, i, :] . k[b, h / G, j, :] + mask[b, h, i, j])
 //                     @ v[b, h / G, :, :]
@@ -12,12 +12,21 @@
 // expands them to the query heads, and a CTA reads each key and value row once for all the query
 // heads of its group that it serves.
 //
-// Words: a row is one key or value position (a D-element vector); a team is the lanes of a warp
-// that share one row, each holding kVec of its elements; a slice is the rows one team walks.
+// Words: a row is one key or value position (a D-element vector); a tile is the kTileRows rows a
+// warp takes at once; a chunk is 16 bytes (kVec elements) of a row.
+//
+// Tensor cores (mma.sync m16n8k16, fp32 accumulators), the heads as the mma's M:
+//   S[heads, rows] = Q[heads, D] K[rows, D]^T     A = Q (ldmatrix), B = K (ldmatrix)
+//   O[heads, D]   += P[heads, rows] V[rows, D]     A = P (S's accumulators), B = V (ldmatrix.trans)
+// S's accumulators of two n8 tiles are P's A fragment in register order (the host test checks
+// it), so the probabilities never leave the registers.
 
 #include <cstdint>
 
+#include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/config.hpp"
+#include "cute_gemm/mma_traits_sm80.hpp"
+#include "cute_gemm/tv_coords.hpp"
 
 namespace cute_gemm {
 namespace attention {
@@ -48,48 +57,21 @@ struct DecodeAttentionParams {
 };
 
 struct DecodeAttentionConfig {
-  static constexpr int kThreads = 256;
-  static constexpr int kVec = 8;             // elements per 16-byte load of a row
-  static constexpr int kMaxHeadDim = 256;    // 32 lanes x kVec: a team is at most a warp
-  static constexpr int kMinTeam = 4;         // narrower teams would make tiles past kMaxTile
-  static constexpr int kMaxHeads = 8;        // query heads per CTA; a larger group takes chunks
-  static constexpr int kRowsPerThread = 4;   // rows a thread holds per tile (and prefetches)
-  static constexpr int kMaxSplits = 8;       // the portable cluster size
-  static constexpr int kMinSplitRows = 64;   // no more splits than pieces of this many positions
-  // The slices' sums meet in shared memory kReduceHeads heads at a time: kThreads * kVec floats
-  // per head whatever the team width (slices * team == kThreads).
-  static constexpr int kReduceHeads = 4;
-  static constexpr int kReduceFloats = kThreads * kVec * kReduceHeads;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kVec = 8;           // 16-bit elements per 16-byte chunk of a row
+  static constexpr int kMaxHeadDim = 256;  // the largest instance
+  static constexpr int kMaxHeads = 16;     // query heads per CTA: the mma's M
+  static constexpr int kTileRows = 16;     // rows per tile: S's two n8 tiles, P V's k16
+  // Tiles in a warp's cp.async ring: two in flight while the warp computes the third.
+  static constexpr int kStages = 3;
+  static constexpr int kMaxSplits = 8;                      // the portable cluster size
+  static constexpr int kMinSplitRows = kWarps * kTileRows;  // no split shorter than a tile a warp
 
-  // Lanes per row: the power of two >= D / kVec (kMinTeam..32), so that a team's shuffles stay
-  // in its warp; lanes past D / kVec hold no elements.
-  CG_HOST_DEVICE static constexpr int team_lanes(int head_dim) {
-    int lanes = kMinTeam;
-    while (lanes * kVec < head_dim) lanes *= 2;
-    return lanes;
-  }
-  // Rows the CTA works on at once: one per team.
-  CG_HOST_DEVICE static constexpr int slices(int head_dim) {
-    return kThreads / team_lanes(head_dim);
-  }
-  // Positions per tile of the online softmax: kRowsPerThread rows per slice (64 at D = 128).
-  CG_HOST_DEVICE static constexpr int tile_rows(int head_dim) {
-    return kRowsPerThread * slices(head_dim);
-  }
-  static constexpr int kMaxTile = kRowsPerThread * kThreads / kMinTeam;
-  // Thread t -> (chunk, slice): its kVec elements [chunk * kVec, chunk * kVec + kVec) of the rows
-  // slice + r * slices (r < kRowsPerThread) of a tile; (T256) -> (team lane T % team, slice
-  // T / team), the same map for the keys (q . k) and the values (p @ v).
-  CG_HOST_DEVICE static constexpr int thread_chunk(int t, int head_dim) {
-    return t % team_lanes(head_dim);
-  }
-  CG_HOST_DEVICE static constexpr int thread_slice(int t, int head_dim) {
-    return t / team_lanes(head_dim);
-  }
-  // Where the partial sum of (slice, head h of a reduce pass, element d) lies in the reduce
-  // buffer: a row of team * kVec >= D elements per (slice, head).
-  CG_HOST_DEVICE static constexpr int reduce_index(int slice, int head, int d, int head_dim) {
-    return (slice * kReduceHeads + head) * (team_lanes(head_dim) * kVec) + d;
+  // The instance for a head dim (a multiple of 8 up to 256): the smallest of 64, 128 and 256 that
+  // holds it. Chunks and k-steps past D are zero in shared memory and skipped where whole.
+  CG_HOST_DEVICE static constexpr int head_dim_class(int head_dim) {
+    return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
   }
   // Query-head chunks per key/value head: a CTA serves at most kMaxHeads of a group.
   CG_HOST_DEVICE static constexpr int head_chunks(int group) {
@@ -99,11 +81,78 @@ struct DecodeAttentionConfig {
   CG_HOST_DEVICE static constexpr int split_rows(int kv_len, int splits) {
     return (kv_len + splits - 1) / splits;
   }
+  // Tiles of a split of `rows` positions that warp w takes: w, w + kWarps, ...
+  CG_HOST_DEVICE static constexpr int warp_tiles(int rows, int warp) {
+    const int tiles = (rows + kTileRows - 1) / kTileRows;
+    return tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
+  }
+
+  // The mask values a lane reads for a tile before its rows are copied: row lane % 16 of the
+  // tile; with a mask per head, heads lane / 16 + 2 h for h < kBiasHeadsPerLane (the 16 heads
+  // over the two half-warps); with one mask for every head, one value (h = 0).
+  static constexpr int kBiasHeadsPerLane = kMaxHeads / 2;
+  CG_HOST_DEVICE static constexpr int bias_row(int lane) { return lane % kTileRows; }
+  CG_HOST_DEVICE static constexpr int bias_head(int lane, int h) { return lane / 16 + 2 * h; }
+
+  // ldmatrix.x4 row addresses over a 16 x 16 block of 16-bit elements, lane -> (row, chunk);
+  // lanes 8m .. 8m + 7 address matrix m, whose registers land in the lane's register m.
+  //   A operand (Q: rows = heads, chunks = d) and B operand from rows (V through .trans:
+  //   rows = positions, chunks = d): matrices (rows 0-7, c0), (8-15, c0), (0-7, c1), (8-15, c1).
+  CG_HOST_DEVICE static constexpr int ldsm_rows_first_row(int lane) { return lane % 16; }
+  CG_HOST_DEVICE static constexpr int ldsm_rows_first_chunk(int lane) { return lane / 16; }
+  //   B operand from columns (K: rows = positions as n, chunks = d as k): matrices
+  //   (rows 0-7, c0), (0-7, c1), (8-15, c0), (8-15, c1): n8 tile 0's b0 b1, then n8 tile 1's.
+  CG_HOST_DEVICE static constexpr int ldsm_chunks_first_row(int lane) {
+    return lane % 8 + 8 * (lane / 16);
+  }
+  CG_HOST_DEVICE static constexpr int ldsm_chunks_first_chunk(int lane) { return lane / 8 % 2; }
 };
+
+// The layouts of one head-dim instance.
+template <int kDim>
+struct DecodeAttentionTile {
+  using Cfg = DecodeAttentionConfig;
+  static_assert(kDim == 64 || kDim == 128 || kDim == 256, "head dim classes 64, 128, 256");
+  static constexpr int kChunks = kDim / Cfg::kVec;        // chunks per row
+  static constexpr int kKSteps = kDim / 16;               // k16 steps of Q K^T over D
+  static constexpr int kDTiles = kDim / 8;                // n8 tiles of P V over D
+  static constexpr int kTileElems = Cfg::kTileRows * kDim;
+  static constexpr int kCopiesPerLane = kTileElems / Cfg::kVec / 32;  // per tile, keys or values
+  static_assert(Cfg::kMaxHeads == Cfg::kTileRows, "Q's block has a tile's shape");
+
+  // (row, d) -> element of a 16-row block in shared memory (a warp's key or value tile, and the
+  // CTA's queries): d contiguous, the chunk index XORed with row % 8, so the 8 rows one ldmatrix
+  // matrix reads (one logical chunk) lie in 8 different 16-byte bank groups.
+  static constexpr int kLog2Dim = kDim == 64 ? 6 : kDim == 128 ? 7 : 8;
+  using SmemRows = decltype(composition(
+      Swizzle<3, 3, kLog2Dim - 3>{},
+      make_layout(make_shape(Int<Cfg::kTileRows>{}, Int<kDim>{}), make_stride(Int<kDim>{}, _1{}))));
+
+  // A warp's stage: its key tile, then its value tile.
+  static constexpr int kStageElems = 2 * kTileElems;
+  // Dynamic shared memory: the queries, then each warp's ring of kStages stages.
+  static constexpr int kQueryBytes = kTileElems * 2;
+  static constexpr int kRingBytes = Cfg::kWarps * Cfg::kStages * kStageElems * 2;
+  static constexpr int kSmemBytes = kQueryBytes + kRingBytes;
+
+  // After the positions, each warp's unnormalized output [warp][head][d] in fp32 takes the rings'
+  // place; a row of kDim + 4 floats, so the 8 heads of one accumulator register land in 8 banks.
+  static constexpr int kPartialRow = kDim + 4;
+  CG_HOST_DEVICE static constexpr int partial_index(int warp, int head, int d) {
+    return (warp * Cfg::kMaxHeads + head) * kPartialRow + d;
+  }
+  static_assert(Cfg::kWarps * Cfg::kMaxHeads * kPartialRow * 4 <= kRingBytes,
+                "the partial outputs fit the rings");
+};
+
+// The m16n8k16 accumulator of one n8 tile: (T32, V4) -> head (M) and column (N). For S the column
+// is a position of the tile's n8 half, for O an element of the n8 slice of D.
+using AccHeadTV = decltype(tile_row_layout<16>(MMA_Traits_16x8x16_Layouts::CLayout{}));
+using AccColTV = decltype(tile_col_layout<16>(MMA_Traits_16x8x16_Layouts::CLayout{}));
 
 // CTAs per (b, i, head chunk): enough to give every SM a CTA where the grid is small (batch 1
 // decode has kv_heads CTAs), at most a cluster's kMaxSplits, and no more than the pieces of
-// kMinSplitRows positions (one tile each) that L makes: a split's latency is its tiles, and a
+// kMinSplitRows positions (a tile per warp) that L makes: a split's latency is its tiles, and a
 // split of a few rows would cost its share of the combine for nothing. 1 where the device or the
 // build has no thread block clusters (sm_80).
 inline int decode_attention_splits(int64_t ctas, int kv_len, int sm_count, bool clusters) {

@@ -1,28 +1,30 @@
 #pragma once
 // Attention for decode: a few query positions against a long key/value cache, grouped-query heads,
-// an optional boolean or additive mask (decode_attention_config.hpp states the contract).
-//   - A CTA serves one (batch b, query position i, key/value head, chunk of up to kMaxHeads of its
-//     query heads) and a share of the positions. It reads each key and value row once for all its
-//     query heads: the cache is never expanded to the query heads (transformers' repeat_kv copies
-//     it, G times its size, at every layer).
-//   - Positions go by tiles (64 rows at D = 128) with an online softmax (running max and sum per
-//     head, the sums rescaled when the max grows). Rows whose mask excludes every head of the CTA
-//     are not read, and tiles of such rows are not computed: the unfilled tail of a static cache
-//     costs its mask bytes only.
-//   - Each thread holds kRowsPerThread key and value rows of a tile in registers (kVec elements
-//     of each, one 16-byte load), and loads the next tile's while it computes this one: every
-//     load of a tile is in flight at once, and the loads overlap the arithmetic. The mask of a
-//     tile is read one tile earlier still, since it decides which rows are loaded.
-//   - Scores: a team of lanes holds a row; shuffles within the team add the dot products with the
-//     scaled query heads (shared memory). Sums: the same thread map over the value rows; the
-//     slices' partial sums meet in shared memory.
-//   - On sm_90 the positions of one (b, i, head chunk) are split over a thread block cluster of
-//     `splits` CTAs; their partial results (max, sum, unnormalized output) meet through
-//     distributed shared memory, so a small batch fills the GPU without a workspace or a second
-//     kernel. Elsewhere splits is 1.
-//   - fp32 scores, softmax and sums; the output is rounded once. Programmatic dependent launch:
-//     the kernel waits for the previous kernel before its first read and lets the next one (the
-//     output projection's GEMM, which streams its weights before its own wait) start at once.
+// an optional boolean or additive mask (decode_attention_config.hpp states the contract and the
+// mma shapes).
+//   - A CTA serves one (batch b, query position i, key/value head, chunk of up to 16 of its query
+//     heads: the mma's M) and a share of the positions. It reads each key and value row once for
+//     all its query heads: the cache is never expanded to the query heads (transformers' repeat_kv
+//     copies it, G times its size, at every layer).
+//   - Its 4 warps work apart: warp w takes tiles w, w + 4, ... of 16 positions through a ring of
+//     kStages tiles of shared memory filled by cp.async, and keeps its own online softmax (running
+//     max and sum per head, fp32). No CTA barrier inside the loop; the warps' results meet once,
+//     at the end, like the splits' do.
+//   - The mask decides which rows are copied: a tile's mask values are read one tile before its
+//     copies are issued, rows that no head of the CTA takes are zero-filled instead of read, and a
+//     tile with no such row is neither copied nor computed (the unfilled tail of a static cache
+//     costs its mask bytes only).
+//   - Per tile: S = Q K^T (ldmatrix, mma.sync m16n8k16), scaled and masked in registers; P = the
+//     exponentials, S's accumulators reused as the A operand of O += P V (V by ldmatrix.trans).
+//   - The warps' partial results (max, sum, unnormalized output) meet in shared memory. On sm_90
+//     the positions of one (b, i, head chunk) are split over a thread block cluster of `splits`
+//     CTAs, whose results meet through distributed shared memory, each CTA writing its share of
+//     the output: a small batch fills the GPU without a workspace or a second kernel. Elsewhere
+//     splits is 1.
+//   - fp32 scores, softmax and sums; P is rounded to the 16-bit type for the mma, the output once.
+//     Programmatic dependent launch: the kernel waits for the previous kernel before its first
+//     read and lets the next one (the output projection's GEMM, which streams its weights before
+//     its own wait) start at once.
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -32,6 +34,8 @@
 #include <cstdint>
 
 #include "cute_gemm/arch/config_arch.hpp"
+#include "cute_gemm/arch/copy_sm75.hpp"
+#include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "kernels/attention/decode_attention_config.hpp"
 #include "kernels/device_info.hpp"
@@ -39,14 +43,6 @@
 
 namespace cute_gemm {
 namespace attention {
-
-// The kVec elements of a 16-byte load as floats.
-template <class T>
-CG_DEVICE void unpack_row_chunk(uint4 raw, float (&x)[DecodeAttentionConfig::kVec]) {
-  T const* e = reinterpret_cast<T const*>(&raw);
-  CG_PRAGMA_UNROLL
-  for (int v = 0; v < DecodeAttentionConfig::kVec; ++v) x[v] = HalfTraits<T>::to_float(e[v]);
-}
 
 // The mask's contribution to a score, in log2 units: 0 (takes part), -inf (excluded) or an
 // additive value times log2(e).
@@ -67,276 +63,349 @@ CG_DEVICE float mask_log2(DecodeAttentionParams const& p, int b, int h, int i, i
   }
 }
 
-// The mask's contribution to row r for the CTA: per row when the mask is the same for its heads;
-// with a mask per head, the largest over them (-inf: no head takes the row, which is not read).
-CG_DEVICE float row_bias(DecodeAttentionParams const& p, bool per_head, int b, int head0,
-                         int heads, int i, int r) {
-  if (!per_head) return mask_log2(p, b, head0, i, r);
-  float best = -INFINITY;
-  for (int g = 0; g < heads; ++g) best = fmaxf(best, mask_log2(p, b, head0 + g, i, r));
-  return best;
+template <class T>
+CG_DEVICE uint128_t const& as_chunk(T const* p) {
+  return *reinterpret_cast<uint128_t const*>(p);
+}
+template <class T>
+CG_DEVICE uint128_t& as_chunk(T* p) {
+  return *reinterpret_cast<uint128_t*>(p);
 }
 
-// grid: (splits, kv_heads * head_chunks(G), B * Lq), 256 threads; with splits > 1 launched as
-// clusters of (splits, 1, 1).
-template <class T>
-__global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
+// grid: (splits, kv_heads * head_chunks(G), B * Lq), 128 threads, Tile::kSmemBytes of dynamic
+// shared memory; with splits > 1 launched as clusters of (splits, 1, 1).
+template <class T, int kDim>
+__global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     decode_attention_kernel(DecodeAttentionParams p) {
   using Cfg = DecodeAttentionConfig;
-  constexpr int kVec = Cfg::kVec, kMaxHeads = Cfg::kMaxHeads, kRows = Cfg::kRowsPerThread;
-  constexpr int kMaxTile = Cfg::kMaxTile;
-  static_assert(kMaxHeads * kMaxTile <= Cfg::kReduceFloats, "the scores fit the reduce buffer");
-  static_assert(kMaxHeads <= Cfg::kThreads / 32, "a warp per head in the softmax");
+  using Tile = DecodeAttentionTile<kDim>;
+  using Mma = typename HalfTraits<T>::MmaOp;
+  constexpr int kWarps = Cfg::kWarps, kStages = Cfg::kStages, kRows = Cfg::kTileRows;
+  constexpr int kHeads = Cfg::kMaxHeads, kBiasHeads = Cfg::kBiasHeadsPerLane;
+  constexpr unsigned kFull = 0xffffffffu;
+  typename Tile::SmemRows const smem_rows{};
 
-  // The query heads times scale * log2(e); after the positions, the CTA's unnormalized output.
-  __shared__ __align__(16) float q_s[kMaxHeads][Cfg::kMaxHeadDim];
-  // A tile's scores, then probabilities ([head][kMaxTile]); after the positions, the slices'
-  // sums (reduce_index).
-  __shared__ __align__(16) float work_s[Cfg::kReduceFloats];
-  __shared__ float max_s[kMaxHeads], sum_s[kMaxHeads], rescale_s[kMaxHeads];
-  float* const p_s = work_s;
+  // The queries (16 heads x kDim, zero past the CTA's heads and D), then each warp's ring.
+  extern __shared__ uint128_t smem_raw[];
+  T* const q_s = reinterpret_cast<T*>(smem_raw);
+  T* const rings = q_s + Tile::kTileElems;
+  // Per warp and stage: the mask's contribution of each row (one for every head, or 0 / -inf
+  // with a mask per head: whether any head takes the row) and the rows copied (a bit each).
+  __shared__ float row_bias_s[kWarps][kStages][kRows];
+  __shared__ uint32_t rows_copied_s[kWarps][kStages];
+  // After the positions: each warp's running max and sum per head.
+  __shared__ float max_s[kWarps][kHeads], sum_s[kWarps][kHeads];
 
-  int const tid = threadIdx.x;
+  int const tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int const dim = p.head_dim, group = p.heads / p.kv_heads, chunks = Cfg::head_chunks(group);
   int const kv_head = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
   int const b = blockIdx.z / p.q_len, i = blockIdx.z % p.q_len;
-  int const head0 = kv_head * group + chunk * kMaxHeads;  // the CTA's first query head
-  int const heads = min(kMaxHeads, group - chunk * kMaxHeads);
+  int const head0 = kv_head * group + chunk * kHeads;  // the CTA's first query head
+  int const heads = min(kHeads, group - chunk * kHeads);
   int const per_split = Cfg::split_rows(p.kv_len, p.splits);
   int const row_begin = blockIdx.x * per_split, row_end = min(p.kv_len, row_begin + per_split);
-
-  int const team = Cfg::team_lanes(dim), slices = Cfg::slices(dim);
-  int const tile_rows = Cfg::tile_rows(dim);
-  int const lane_chunk = Cfg::thread_chunk(tid, dim), slice = Cfg::thread_slice(tid, dim);
-  bool const holds = lane_chunk * kVec < dim;  // lanes past D / kVec hold no elements
+  int const tiles = Cfg::warp_tiles(max(0, row_end - row_begin), warp);
   bool const per_head = p.mask_kind != MaskKind::kNone && p.mask_stride[1] != 0;
 
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
   grid_launch_dependents();
 
-  T const* k_rows = static_cast<T const*>(p.k) + b * p.k_stride[0] + kv_head * p.k_stride[1] +
-                    lane_chunk * kVec;
-  T const* v_rows = static_cast<T const*>(p.v) + b * p.v_stride[0] + kv_head * p.v_stride[1] +
-                    lane_chunk * kVec;
-  // The thread's rows of a tile: tile + slice + j * slices, j < kRows. Each tile's rows are
-  // loaded while the tile before is computed, and each tile's mask one tile earlier still (the
-  // mask decides which rows are read).
-  auto load_bias = [&](int tile, float (&bias)[kRows]) {
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kRows; ++j) {
-      int const r = tile + slice + j * slices;
-      bias[j] = r < row_end ? row_bias(p, per_head, b, head0, heads, i, r) : -INFINITY;
+  for (int e = tid; e < kHeads * kDim; e += Cfg::kThreads) {
+    int const g = e / kDim, d = e % kDim;
+    T x = HalfTraits<T>::from_float(0.f);
+    if (g < heads && d < dim) {
+      x = static_cast<T const*>(p.q)[b * p.q_stride[0] + (head0 + g) * p.q_stride[1] +
+                                     i * p.q_stride[2] + d];
     }
-  };
-  auto load_rows = [&](int tile, float const (&bias)[kRows], uint4 (&k)[kRows],
-                       uint4 (&v)[kRows]) {
+    q_s[smem_rows(g, d)] = x;
+  }
+
+  // ---- the warp's tiles: tile t covers rows [tile_row(t), tile_row(t) + 16) of the split.
+  auto tile_row = [&](int t) { return row_begin + (warp + t * kWarps) * kRows; };
+  T* const ring = rings + warp * kStages * Tile::kStageElems;
+  T const* const k_rows = static_cast<T const*>(p.k) + b * p.k_stride[0] +
+                          kv_head * p.k_stride[1];
+  T const* const v_rows = static_cast<T const*>(p.v) + b * p.v_stride[0] +
+                          kv_head * p.v_stride[1];
+
+  // The lane's mask values of tile t (Cfg::bias_row / bias_head; -inf past the split or the
+  // warp's tiles, 0 without a mask).
+  auto read_bias = [&](int t, float (&bias)[kBiasHeads]) {
+    int const r = t < tiles ? tile_row(t) + Cfg::bias_row(lane) : row_end;
     CG_PRAGMA_UNROLL
-    for (int j = 0; j < kRows; ++j) {
-      k[j] = v[j] = make_uint4(0, 0, 0, 0);
-      if (holds && bias[j] != -INFINITY) {
-        int64_t const r = tile + slice + j * slices;
-        k[j] = *reinterpret_cast<uint4 const*>(k_rows + r * p.k_stride[2]);
-        v[j] = *reinterpret_cast<uint4 const*>(v_rows + r * p.v_stride[2]);
+    for (int h = 0; h < kBiasHeads; ++h) {
+      int const head = Cfg::bias_head(lane, h);
+      bias[h] = -INFINITY;
+      if (r < row_end && (per_head ? head < heads : h == 0)) {
+        bias[h] = mask_log2(p, b, head0 + head, i, r);
       }
     }
   };
-
-  // The first tile's mask and the queries are read side by side, then the first tile's rows.
-  float bias[kRows], bias_next[kRows];
-  uint4 k_next[kRows], v_next[kRows];
-  load_bias(row_begin, bias);
-  for (int e = tid; e < kMaxHeads * dim; e += Cfg::kThreads) {
-    int const g = e / dim, d = e % dim;
-    float x = 0.f;
-    if (g < heads) {
-      T const* q = static_cast<T const*>(p.q) + b * p.q_stride[0] + (head0 + g) * p.q_stride[1] +
-                   i * p.q_stride[2];
-      x = HalfTraits<T>::to_float(q[d]) * p.scale_log2;
+  // Issues tile t's copies into its stage (one cp.async group, empty past the warp's tiles) from
+  // its mask values: rows no head takes are zero-filled, not read.
+  auto issue = [&](int t, float const (&bias)[kBiasHeads]) {
+    int const stage = t % kStages;
+    bool taken = false;
+    CG_PRAGMA_UNROLL
+    for (int h = 0; h < kBiasHeads; ++h) taken |= bias[h] != -INFINITY;
+    taken |= __shfl_xor_sync(kFull, taken, 16);  // the row's other half-warp of heads
+    uint32_t const rows = __ballot_sync(kFull, taken) & ((1u << kRows) - 1);
+    if (lane < kRows) row_bias_s[warp][stage][lane] = per_head ? (taken ? 0.f : -INFINITY) : bias[0];
+    if (lane == 0) rows_copied_s[warp][stage] = rows;
+    if (rows != 0) {
+      T* const k_dst = ring + stage * Tile::kStageElems;
+      T* const v_dst = k_dst + Tile::kTileElems;
+      int const row0 = tile_row(t);
+      CG_PRAGMA_UNROLL
+      for (int c = 0; c < Tile::kCopiesPerLane; ++c) {
+        int const idx = lane + 32 * c, row = idx / Tile::kChunks, d = idx % Tile::kChunks * 8;
+        bool const read = (rows >> row & 1u) && d < dim;
+        int64_t const r = read ? row0 + row : row0;  // a valid address where nothing is read
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(k_rows + r * p.k_stride[2] + d),
+                                              as_chunk(k_dst + smem_rows(row, d)), read);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(v_rows + r * p.v_stride[2] + d),
+                                              as_chunk(v_dst + smem_rows(row, d)), read);
+      }
     }
-    q_s[g][d] = x;
-  }
-  if (tid < kMaxHeads) {
-    max_s[tid] = -INFINITY;
-    sum_s[tid] = 0.f;
-  }
+    cp_async_fence();
+  };
 
-  load_rows(row_begin, bias, k_next, v_next);
-  load_bias(row_begin + tile_rows, bias_next);
+  float bias[kBiasHeads];
+  read_bias(0, bias);
+  CG_PRAGMA_UNROLL
+  for (int t = 0; t < kStages - 1; ++t) {
+    issue(t, bias);
+    read_bias(t + 1, bias);
+  }
   __syncthreads();  // q_s
 
-  float acc[kMaxHeads][kVec] = {};  // this thread's elements of sum_j p_j v_j, per head
-  for (int tile = row_begin; tile < row_end; tile += tile_rows) {
-    int const rows = min(tile_rows, row_end - tile);
-    float bias_now[kRows];
-    uint4 k_now[kRows], v_now[kRows];
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kRows; ++j) {
-      bias_now[j] = bias[j];
-      k_now[j] = k_next[j];
-      v_now[j] = v_next[j];
-      bias[j] = bias_next[j];
-    }
-    if (tile + tile_rows < row_end) {
-      load_rows(tile + tile_rows, bias, k_next, v_next);
-      load_bias(tile + 2 * tile_rows, bias_next);
-    }
-    // A tile that no head takes a row of (a static cache's unfilled tail) adds nothing.
-    bool any_row = false;
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kRows; ++j) any_row |= bias_now[j] != -INFINITY;
-    if (!__syncthreads_or(any_row)) continue;
-
-    // Scores of the thread's rows for every head (a head's query chunk read once per tile); the
-    // team's shuffles add the chunks, all the thread's sums side by side at each step.
-    float k[kRows][kVec];
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kRows; ++j) unpack_row_chunk<T>(k_now[j], k[j]);
-    float dot[kMaxHeads][kRows] = {};
-    CG_PRAGMA_UNROLL
-    for (int g = 0; g < kMaxHeads; ++g) {
-      if (g >= heads) break;  // the same for the whole CTA
-      float4 const qa = *reinterpret_cast<float4 const*>(&q_s[g][lane_chunk * kVec]);
-      float4 const qb = *reinterpret_cast<float4 const*>(&q_s[g][lane_chunk * kVec + 4]);
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < kRows; ++j) {
-        dot[g][j] = qa.x * k[j][0] + qa.y * k[j][1] + qa.z * k[j][2] + qa.w * k[j][3] +
-                    qb.x * k[j][4] + qb.y * k[j][5] + qb.z * k[j][6] + qb.w * k[j][7];
-      }
-    }
-    for (int offset = team / 2; offset > 0; offset /= 2) {
-      CG_PRAGMA_UNROLL
-      for (int g = 0; g < kMaxHeads; ++g) {
-        if (g >= heads) break;
-        CG_PRAGMA_UNROLL
-        for (int j = 0; j < kRows; ++j)
-          dot[g][j] += __shfl_xor_sync(0xffffffffu, dot[g][j], offset);
-      }
-    }
-    if (lane_chunk == 0) {
-      CG_PRAGMA_UNROLL
-      for (int j = 0; j < kRows; ++j) {
-        int const r = slice + j * slices;
-        CG_PRAGMA_UNROLL
-        for (int g = 0; g < kMaxHeads; ++g) {
-          float bias_g = bias_now[j];
-          if (per_head && bias_g != -INFINITY) {
-            bias_g = g < heads ? mask_log2(p, b, head0 + g, i, tile + r) : -INFINITY;
-          }
-          p_s[g * kMaxTile + r] = dot[g][j] + bias_g;  // -inf where excluded
-        }
-      }
-    }
-    __syncthreads();
-
-    // Online softmax, a warp per head: the tile's max, the rescale of the sums so far, the
-    // probabilities in place of the scores.
-    int const warp = tid / 32, lane = tid % 32;
-    if (warp < heads) {
-      int const g = warp;
-      float tile_max = -INFINITY;
-      for (int r = lane; r < rows; r += 32) tile_max = fmaxf(tile_max, p_s[g * kMaxTile + r]);
-      for (int offset = 16; offset > 0; offset /= 2)
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
-      float const old_max = max_s[g], new_max = fmaxf(old_max, tile_max);
-      // Nothing taken part yet (new_max == -inf): no rescale, and every probability is 0.
-      float const rescale = new_max == -INFINITY ? 1.f : exp2f(old_max - new_max);
-      float sum = 0.f;
-      for (int r = lane; r < tile_rows; r += 32) {
-        float const s = r < rows ? p_s[g * kMaxTile + r] : -INFINITY;
-        float const prob = s == -INFINITY ? 0.f : exp2f(s - new_max);
-        p_s[g * kMaxTile + r] = prob;
-        sum += prob;
-      }
-      for (int offset = 16; offset > 0; offset /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-      __syncwarp();  // every lane has read max_s[g] before lane 0 writes it
-      if (lane == 0) {
-        max_s[g] = new_max;
-        sum_s[g] = sum_s[g] * rescale + sum;
-        rescale_s[g] = rescale;
-      }
-    }
-    __syncthreads();
-
-    // Sums: acc += p_j * v_j over the thread's rows of the tile.
-    CG_PRAGMA_UNROLL
-    for (int g = 0; g < kMaxHeads; ++g) {
-      if (g >= heads) break;
-      float const rescale = rescale_s[g];
-      CG_PRAGMA_UNROLL
-      for (int e = 0; e < kVec; ++e) acc[g][e] *= rescale;
-    }
-    CG_PRAGMA_UNROLL
-    for (int j = 0; j < kRows; ++j) {
-      if (bias_now[j] == -INFINITY) continue;  // no head takes the row (and v_now is 0)
-      int const r = slice + j * slices;
-      float v[kVec];
-      unpack_row_chunk<T>(v_now[j], v);
-      CG_PRAGMA_UNROLL
-      for (int g = 0; g < kMaxHeads; ++g) {
-        if (g >= heads) break;
-        float const prob = p_s[g * kMaxTile + r];
-        CG_PRAGMA_UNROLL
-        for (int e = 0; e < kVec; ++e) acc[g][e] += prob * v[e];
-      }
-    }
-    __syncthreads();  // p_s is the next tile's
-  }
-
-  // The slices' sums meet, kReduceHeads heads at a time; the CTA's unnormalized output goes to
-  // q_s (the queries are no longer needed).
+  // The lane's accumulator coordinates: value c of an n8 tile is head acc_head[c], column
+  // acc_col[c] (AccHeadTV / AccColTV); heads acc_head[0] and acc_head[2] are the lane's two.
+  int acc_head[4], acc_col[4];
   CG_PRAGMA_UNROLL
-  for (int pass = 0; pass < kMaxHeads; pass += Cfg::kReduceHeads) {
-    if (pass < heads) {  // the same for the whole CTA
-      if (holds) {
-        CG_PRAGMA_UNROLL
-        for (int h = 0; h < Cfg::kReduceHeads; ++h) {
-          CG_PRAGMA_UNROLL
-          for (int e = 0; e < kVec; ++e)
-            work_s[Cfg::reduce_index(slice, h, lane_chunk * kVec + e, dim)] = acc[pass + h][e];
-        }
-      }
-      __syncthreads();
-      int const count = min(Cfg::kReduceHeads, heads - pass);
-      for (int e = tid; e < count * dim; e += Cfg::kThreads) {
-        int const h = e / dim, d = e % dim;
-        float total = 0.f;
-        for (int s = 0; s < slices; ++s) total += work_s[Cfg::reduce_index(s, h, d, dim)];
-        q_s[pass + h][d] = total;
-      }
-      __syncthreads();
+  for (int c = 0; c < 4; ++c) {
+    acc_head[c] = AccHeadTV{}(lane, c);
+    acc_col[c] = AccColTV{}(lane, c);
+  }
+  int const q_ld_row = Cfg::ldsm_rows_first_row(lane), q_ld_chunk = Cfg::ldsm_rows_first_chunk(lane);
+  int const k_ld_row = Cfg::ldsm_chunks_first_row(lane);
+  int const k_ld_chunk = Cfg::ldsm_chunks_first_chunk(lane);
+  // Up to D = 128 the queries' A fragments stay in registers for every tile (32 registers);
+  // the 256 instance reads them from shared memory at each k-step instead.
+  constexpr bool kQInRegisters = kDim <= 128;
+  constexpr int kQSteps = kQInRegisters ? Tile::kKSteps : 1;
+  uint32_t q_frag[kQSteps][4] = {};
+  if constexpr (kQInRegisters) {
+    CG_PRAGMA_UNROLL
+    for (int ks = 0; ks < kQSteps; ++ks) {
+      SM75_U32x4_LDSM_N::copy(as_chunk(q_s + smem_rows(q_ld_row, (2 * ks + q_ld_chunk) * 8)),
+                              q_frag[ks][0], q_frag[ks][1], q_frag[ks][2], q_frag[ks][3]);
     }
   }
 
-  T* out = static_cast<T*>(p.out) + ((int64_t(b) * p.q_len + i) * p.heads + head0) * dim;
-  if (p.splits == 1) {
-    for (int e = tid; e < heads * dim; e += Cfg::kThreads) {
-      int const g = e / dim, d = e % dim;
-      float const sum = sum_s[g];  // 0: every position excluded, the output is 0
-      out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? q_s[g][d] / sum : 0.f);
+  float o[Tile::kDTiles][4] = {};  // O[heads, D] per n8 slice of D
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // heads acc_head[0, 2]
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<kStages - 2>();  // tile t has landed (this lane's copies) ...
+    __syncwarp();                  // ... and every lane's; the stage of tile t - 1 is free
+    issue(t + kStages - 1, bias);
+    read_bias(t + kStages, bias);
+
+    int const stage = t % kStages;
+    uint32_t const rows = rows_copied_s[warp][stage];
+    if (rows == 0) continue;  // no head takes a row of the tile
+    T const* const k_tile = ring + stage * Tile::kStageElems;
+    T const* const v_tile = k_tile + Tile::kTileElems;
+
+    // S = Q K^T over D: n8 tile n covers the tile's rows 8n .. 8n + 7; even and odd k-steps
+    // accumulate apart, two chains of mma for each n8 tile instead of one twice as long.
+    float s[2][4] = {}, s_odd[2][4] = {};
+    CG_PRAGMA_UNROLL
+    for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+      if (ks * 16 >= dim) break;
+      uint32_t a_loaded[4], kb[4];
+      if constexpr (!kQInRegisters) {
+        SM75_U32x4_LDSM_N::copy(as_chunk(q_s + smem_rows(q_ld_row, (2 * ks + q_ld_chunk) * 8)),
+                                a_loaded[0], a_loaded[1], a_loaded[2], a_loaded[3]);
+      }
+      uint32_t const(&a)[4] = kQInRegisters ? q_frag[ks % kQSteps] : a_loaded;
+      SM75_U32x4_LDSM_N::copy(as_chunk(k_tile + smem_rows(k_ld_row, (2 * ks + k_ld_chunk) * 8)),
+                              kb[0], kb[1], kb[2], kb[3]);
+      CG_PRAGMA_UNROLL
+      for (int n = 0; n < 2; ++n) {
+        float(&acc)[4] = ks % 2 == 0 ? s[n] : s_odd[n];
+        Mma::fma(acc[0], acc[1], acc[2], acc[3], a[0], a[1], a[2], a[3], kb[2 * n],
+                 kb[2 * n + 1], acc[0], acc[1], acc[2], acc[3]);
+      }
     }
-    return;
+    CG_PRAGMA_UNROLL
+    for (int n = 0; n < 2; ++n) {
+      CG_PRAGMA_UNROLL
+      for (int c = 0; c < 4; ++c) s[n][c] += s_odd[n][c];
+    }
+
+    // Scale and mask (log2 units); -inf where a row is not taken by the head.
+    int const row0 = tile_row(t);
+    CG_PRAGMA_UNROLL
+    for (int n = 0; n < 2; ++n) {
+      CG_PRAGMA_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        int const row = 8 * n + acc_col[c], head = acc_head[c];
+        float bias_rc = row_bias_s[warp][stage][row];
+        if (per_head && bias_rc != -INFINITY) {
+          bias_rc = head < heads ? mask_log2(p, b, head0 + head, i, row0 + row) : -INFINITY;
+        }
+        s[n][c] = bias_rc == -INFINITY ? -INFINITY : s[n][c] * p.scale_log2 + bias_rc;
+      }
+    }
+
+    // Online softmax per head: the tile's max over the 4 lanes that share the head, the rescale
+    // of what came before, the probabilities in place of the scores.
+    float rescale[2];
+    CG_PRAGMA_UNROLL
+    for (int hh = 0; hh < 2; ++hh) {
+      float top = fmaxf(fmaxf(s[0][2 * hh], s[0][2 * hh + 1]), fmaxf(s[1][2 * hh], s[1][2 * hh + 1]));
+      top = fmaxf(top, __shfl_xor_sync(kFull, top, 1));
+      top = fmaxf(top, __shfl_xor_sync(kFull, top, 2));
+      float const new_max = fmaxf(row_max[hh], top);
+      // Nothing taken part yet (new_max == -inf): no rescale, and every probability is 0.
+      rescale[hh] = new_max == -INFINITY ? 1.f : exp2f(row_max[hh] - new_max);
+      float sum = 0.f;
+      CG_PRAGMA_UNROLL
+      for (int n = 0; n < 2; ++n) {
+        CG_PRAGMA_UNROLL
+        for (int c = 2 * hh; c < 2 * hh + 2; ++c) {
+          s[n][c] = s[n][c] == -INFINITY ? 0.f : exp2f(s[n][c] - new_max);
+          sum += s[n][c];
+        }
+      }
+      row_sum[hh] = row_sum[hh] * rescale[hh] + sum;  // the lane's share; the 4 lanes add at the end
+      row_max[hh] = new_max;
+    }
+    if (__any_sync(kFull, rescale[0] != 1.f || rescale[1] != 1.f)) {
+      CG_PRAGMA_UNROLL
+      for (int nd = 0; nd < Tile::kDTiles; ++nd) {
+        CG_PRAGMA_UNROLL
+        for (int c = 0; c < 4; ++c) o[nd][c] *= rescale[c / 2];
+      }
+    }
+
+    // O += P V: P's A fragment is S's accumulators in order (n8 tile, value pair).
+    uint32_t const pa[4] = {HalfTraits<T>::pack2(s[0][0], s[0][1]),
+                            HalfTraits<T>::pack2(s[0][2], s[0][3]),
+                            HalfTraits<T>::pack2(s[1][0], s[1][1]),
+                            HalfTraits<T>::pack2(s[1][2], s[1][3])};
+    CG_PRAGMA_UNROLL
+    for (int j = 0; j < Tile::kKSteps; ++j) {
+      if (j * 16 >= dim) break;
+      uint32_t vb[4];
+      SM75_U16x8_LDSM_T::copy(as_chunk(v_tile + smem_rows(q_ld_row, (2 * j + q_ld_chunk) * 8)),
+                              vb[0], vb[1], vb[2], vb[3]);
+      CG_PRAGMA_UNROLL
+      for (int n = 0; n < 2; ++n) {
+        float(&acc)[4] = o[2 * j + n];
+        Mma::fma(acc[0], acc[1], acc[2], acc[3], pa[0], pa[1], pa[2], pa[3], vb[2 * n],
+                 vb[2 * n + 1], acc[0], acc[1], acc[2], acc[3]);
+      }
+    }
   }
+
+  // ---- the warps' partial results: max and sum per head, the unnormalized output (in the rings'
+  // place once every copy has landed and every warp is done with its ring).
+  CG_PRAGMA_UNROLL
+  for (int hh = 0; hh < 2; ++hh) {
+    row_sum[hh] += __shfl_xor_sync(kFull, row_sum[hh], 1);
+    row_sum[hh] += __shfl_xor_sync(kFull, row_sum[hh], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  float* const partial = reinterpret_cast<float*>(rings);
+  CG_PRAGMA_UNROLL
+  for (int nd = 0; nd < Tile::kDTiles; ++nd) {
+    if (nd * 8 >= dim) break;
+    CG_PRAGMA_UNROLL
+    for (int c = 0; c < 4; c += 2) {
+      *reinterpret_cast<float2*>(
+          &partial[Tile::partial_index(warp, acc_head[c], nd * 8 + acc_col[c])]) =
+          make_float2(o[nd][c], o[nd][c + 1]);
+    }
+  }
+  if (lane % 4 == 0) {
+    CG_PRAGMA_UNROLL
+    for (int hh = 0; hh < 2; ++hh) {
+      max_s[warp][acc_head[2 * hh]] = row_max[hh];
+      sum_s[warp][acc_head[2 * hh]] = row_sum[hh];
+    }
+  }
+
+  __syncthreads();
+
+  // ---- the warps' results meet in the CTA: per element, the warps' outputs rescaled to their
+  // common max. One split: that is the output. Several: the CTA's output (unnormalized) goes to
+  // warp 0's partial row in place, its max and sum per head to cta_max_s / cta_sum_s.
+  __shared__ float cta_max_s[kHeads], cta_sum_s[kHeads];
+  T* const out = static_cast<T*>(p.out) + ((int64_t(b) * p.q_len + i) * p.heads + head0) * dim;
+  for (int e = tid; e < heads * dim; e += Cfg::kThreads) {
+    int const g = e / dim, d = e % dim;
+    float top = -INFINITY;
+    CG_PRAGMA_UNROLL
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, max_s[w][g]);
+    float acc = 0.f, sum = 0.f;
+    if (top != -INFINITY) {
+      CG_PRAGMA_UNROLL
+      for (int w = 0; w < kWarps; ++w) {
+        float const weight = exp2f(max_s[w][g] - top);  // 0 where the warp took nothing
+        sum += weight * sum_s[w][g];
+        acc += weight * partial[Tile::partial_index(w, g, d)];
+      }
+    }
+    if (p.splits == 1) {
+      // sum 0: every position excluded, the output is 0.
+      out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
+    } else {
+      partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
+      if (d == 0) {
+        cta_max_s[g] = top;
+        cta_sum_s[g] = sum;
+      }
+    }
+  }
+  if (p.splits == 1) return;
+
+  // ---- the splits' results meet: the CTA of rank r writes elements r * 128 + tid, stepping by
+  // splits * 128, of the heads' outputs, reading every split's through distributed shared memory.
 #if defined(CG_ARCH_SM90_ENABLED)
-  // The cluster's CTAs combine their results: each takes every splits-th element of the heads'
-  // outputs and reads the others' max, sum and output through distributed shared memory.
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every CTA's results are in its shared memory
+  cluster.sync();  // every CTA's result is in its shared memory
   int const rank = int(cluster.block_rank());
   for (int e = rank * Cfg::kThreads + tid; e < heads * dim; e += p.splits * Cfg::kThreads) {
     int const g = e / dim, d = e % dim;
-    float top = -INFINITY;
-    for (int s = 0; s < p.splits; ++s) top = fmaxf(top, *cluster.map_shared_rank(&max_s[g], s));
-    float o = 0.f, sum = 0.f;
-    if (top != -INFINITY) {
-      for (int s = 0; s < p.splits; ++s) {
-        float const weight = exp2f(*cluster.map_shared_rank(&max_s[g], s) - top);
-        sum += weight * *cluster.map_shared_rank(&sum_s[g], s);
-        o += weight * *cluster.map_shared_rank(&q_s[g][d], s);
+    // Every split's values are loaded before any is used, so the remote reads overlap.
+    float split_max[Cfg::kMaxSplits], split_sum[Cfg::kMaxSplits], split_out[Cfg::kMaxSplits];
+    CG_PRAGMA_UNROLL
+    for (int s = 0; s < Cfg::kMaxSplits; ++s) {
+      split_max[s] = -INFINITY;
+      split_sum[s] = split_out[s] = 0.f;
+      if (s < p.splits) {
+        split_max[s] = *cluster.map_shared_rank(&cta_max_s[g], s);
+        split_sum[s] = *cluster.map_shared_rank(&cta_sum_s[g], s);
+        split_out[s] = *cluster.map_shared_rank(&partial[Tile::partial_index(0, g, d)], s);
       }
     }
-    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? o / sum : 0.f);
+    float top = -INFINITY;
+    CG_PRAGMA_UNROLL
+    for (int s = 0; s < Cfg::kMaxSplits; ++s) top = fmaxf(top, split_max[s]);
+    float acc = 0.f, sum = 0.f;
+    if (top != -INFINITY) {
+      CG_PRAGMA_UNROLL
+      for (int s = 0; s < Cfg::kMaxSplits; ++s) {
+        float const weight = exp2f(split_max[s] - top);  // 0 where the split took nothing
+        sum += weight * split_sum[s];
+        acc += weight * split_out[s];
+      }
+    }
+    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
   }
   cluster.sync();  // no CTA leaves while another reads its shared memory
 #else
@@ -346,10 +415,18 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads, 1)
 
 // Launches the kernel for p (p.splits CTAs per cluster) on `stream` as a programmatic dependent
 // of the kernel before it when `pdl`.
-template <class T>
+template <class T, int kDim>
 cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
                                     cudaStream_t stream) {
   using Cfg = DecodeAttentionConfig;
+  using Tile = DecodeAttentionTile<kDim>;
+  static int prepared[64] = {};  // the shared memory attribute, set once per device
+  int const set = cached_per_device(prepared, 0, [](int) {
+    return cudaFuncSetAttribute(decode_attention_kernel<T, kDim>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                Tile::kSmemBytes) == cudaSuccess ? 1 : -1;
+  });
+  if (set != 1) return cudaErrorInvalidValue;
   int const group = p.heads / p.kv_heads;
   cudaLaunchAttribute attr[2];
   int n = 0;
@@ -369,20 +446,21 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
   config.gridDim = dim3(unsigned(p.splits), unsigned(p.kv_heads * Cfg::head_chunks(group)),
                         unsigned(p.batch * p.q_len));
   config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Tile::kSmemBytes;
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = n;
-  return cudaLaunchKernelEx(&config, decode_attention_kernel<T>, p);
+  return cudaLaunchKernelEx(&config, decode_attention_kernel<T, kDim>, p);
 }
 
-// Whether this build's kernel for T can run in clusters on the current device (its code there is
-// sm_90 or later); asked once per device.
-template <class T>
+// Whether this build's kernel for (T, kDim) can run in clusters on the current device (its code
+// there is sm_90 or later); asked once per device.
+template <class T, int kDim>
 bool decode_attention_has_clusters() {
   static int cached[64] = {};
   return cached_per_device(cached, 0, [](int) {
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T>) != cudaSuccess) return -1;
+    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T, kDim>) != cudaSuccess) return -1;
     return attr.binaryVersion >= 90 ? 1 : 0;
   }) == 1;
 }

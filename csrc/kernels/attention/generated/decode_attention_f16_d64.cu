@@ -6,11 +6,13 @@ namespace cute_gemm {
 
 namespace attention {
 
-cudaError_t decode_attention_bf16(DecodeAttentionParams const& p, bool pdl, cudaStream_t stream) {
-  return launch_decode_attention<__nv_bfloat16>(p, pdl, stream);
+cudaError_t decode_attention_f16_d64(DecodeAttentionParams const& p, bool pdl, cudaStream_t stream) {
+  return launch_decode_attention<__half, 64>(p, pdl, stream);
 }
 
-bool decode_attention_bf16_clusters() { return decode_attention_has_clusters<__nv_bfloat16>(); }
+bool decode_attention_f16_d64_clusters() {
+  return decode_attention_has_clusters<__half, 64>();
+}
 
 }  // namespace attention
 
