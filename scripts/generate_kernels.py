@@ -64,6 +64,12 @@ def write_tu(out_dir, name, includes, body):
                 "namespace cute_gemm {\n\n" + body + "\n}  // namespace cute_gemm\n")
 
 
+def write_instance_list(path, comment, rows):
+    """A generated .inc: `comment`, then one instance row (a macro call) per line."""
+    with open(path, "w") as f:
+        f.write(HEADER + comment + "".join(r + "\n" for r in rows))
+
+
 def write_instances_header(path, launch_header, decls, table):
     """The header declaring the generated functions, then `table` (instance struct and array)."""
     with open(path, "w") as f:
@@ -197,11 +203,11 @@ def main_mixed():
                 f"mixed::WgmmaInstance<{ctype}, {bf16}, {args}>",
                 "launch_mixed_wgmma<{cfg}>(p, plan, stream)", "mixed_wgmma_occupancy")
             rows.append(f"CG_MIXED_WGMMA({n}, {bf16}, {args})")
-    with open(os.path.join(MIXED_OUT, "mixed_instances.inc"), "w") as f:
-        f.write(HEADER + "// The mixed GEMM's instances, one generated TU each (defining `name`, "
-                "the launcher, and\n// `name`_occupancy); the row macros are defined where the "
-                "table is expanded\n// (kernels/mixed/mixed_instances.hpp).\n" +
-                "".join(r + "\n" for r in rows))
+    write_instance_list(os.path.join(MIXED_OUT, "mixed_instances.inc"),
+                        "// The mixed GEMM's instances, one generated TU each (defining `name`, "
+                        "the launcher, and\n// `name`_occupancy); the row macros are defined "
+                        "where the table is expanded\n// (kernels/mixed/mixed_instances.hpp).\n",
+                        rows)
 
 
 def main_attention():
@@ -224,11 +230,10 @@ def main_attention():
                      f"  return decode_attention_has_clusters<{ctype}, {dim}>();\n}}\n"
                      "\n}  // namespace attention\n")
             rows.append(f"CG_DECODE_ATTENTION({n}, {cxx_bool(dtype == 'bf16')}, {dim})")
-    with open(os.path.join(ATTENTION_OUT, "decode_attention_instances.inc"), "w") as f:
-        f.write(HEADER + "// The decode attention kernel's instances, one generated TU each; the "
-                "row macro is\n// defined where the list is expanded "
-                "(kernels/attention/decode_attention_launch.hpp).\n" +
-                "".join(r + "\n" for r in rows))
+    write_instance_list(os.path.join(ATTENTION_OUT, "decode_attention_instances.inc"),
+                        "// The decode attention kernel's instances, one generated TU each; the "
+                        "row macro is\n// defined where the list is expanded "
+                        "(kernels/attention/decode_attention_launch.hpp).\n", rows)
 
 
 if __name__ == "__main__":
