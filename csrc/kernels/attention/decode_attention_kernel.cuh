@@ -13,7 +13,7 @@
 //   - The mask decides which rows are copied: a tile's mask values are read one tile before its
 //     copies are issued, rows that no head of the CTA takes are zero-filled instead of read, and a
 //     tile with no such row is neither copied nor computed (the unfilled tail of a static cache
-//     costs its mask bytes only).
+//     costs its mask reads only, a warp iteration per tile).
 //   - Per tile: S = Q K^T (ldmatrix, mma.sync m16n8k16), scaled and masked in registers; P = the
 //     exponentials, S's accumulators reused as the A operand of O += P V (V by ldmatrix.trans).
 //   - The warps' partial results (max, sum, unnormalized output) meet in shared memory. On sm_90
@@ -150,7 +150,9 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     for (int h = 0; h < kBiasHeads; ++h) taken |= bias[h] != -INFINITY;
     taken |= __shfl_xor_sync(kFull, taken, 16);  // the row's other half-warp of heads
     uint32_t const rows = __ballot_sync(kFull, taken) & ((1u << kRows) - 1);
-    if (lane < kRows) row_bias_s[warp][stage][lane] = per_head ? (taken ? 0.f : -INFINITY) : bias[0];
+    if (lane < kRows) {
+      row_bias_s[warp][stage][lane] = per_head ? (taken ? 0.f : -INFINITY) : bias[0];
+    }
     if (lane == 0) rows_copied_s[warp][stage] = rows;
     if (rows != 0) {
       T* const k_dst = ring + stage * Tile::kStageElems;
@@ -187,7 +189,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     acc_head[c] = AccHeadTV{}(lane, c);
     acc_col[c] = AccColTV{}(lane, c);
   }
-  int const q_ld_row = Cfg::ldsm_rows_first_row(lane), q_ld_chunk = Cfg::ldsm_rows_first_chunk(lane);
+  int const q_ld_row = Cfg::ldsm_rows_first_row(lane);
+  int const q_ld_chunk = Cfg::ldsm_rows_first_chunk(lane);
   int const k_ld_row = Cfg::ldsm_chunks_first_row(lane);
   int const k_ld_chunk = Cfg::ldsm_chunks_first_chunk(lane);
   // Up to D = 128 the queries' A fragments stay in registers for every tile (32 registers);
@@ -264,7 +267,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     float rescale[2];
     CG_PRAGMA_UNROLL
     for (int hh = 0; hh < 2; ++hh) {
-      float top = fmaxf(fmaxf(s[0][2 * hh], s[0][2 * hh + 1]), fmaxf(s[1][2 * hh], s[1][2 * hh + 1]));
+      float top = fmaxf(fmaxf(s[0][2 * hh], s[0][2 * hh + 1]),
+                        fmaxf(s[1][2 * hh], s[1][2 * hh + 1]));
       top = fmaxf(top, __shfl_xor_sync(kFull, top, 1));
       top = fmaxf(top, __shfl_xor_sync(kFull, top, 2));
       float const new_max = fmaxf(row_max[hh], top);
@@ -279,7 +283,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
           sum += s[n][c];
         }
       }
-      row_sum[hh] = row_sum[hh] * rescale[hh] + sum;  // the lane's share; the 4 lanes add at the end
+      // The lane's share of the sum; the head's 4 lanes add theirs at the end.
+      row_sum[hh] = row_sum[hh] * rescale[hh] + sum;
       row_max[hh] = new_max;
     }
     if (__any_sync(kFull, rescale[0] != 1.f || rescale[1] != 1.f)) {
