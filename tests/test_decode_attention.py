@@ -5,10 +5,11 @@ Every result is compared with an fp32 reference written here (scores, mask, soft
 over the keys and values repeated to the query heads), not with the op's own CPU kernel: the CPU
 kernel is checked against it too. Fresh random inputs per case; GPU outputs land in memory that
 was filled with NaN just before (the caching allocator hands the block back), so a row the kernel
-does not write fails. The GPU sweep covers head dims 8-256 (teams of 2-32 lanes), groups of 1-12
-query heads (two CTAs per group above 8), one and several query positions, lengths around the
-64-row tile and long enough for every cluster size, each mask kind (bool, additive fp16, bf16,
-fp32, per head, broadcast), a static cache's excluded tail, and fully excluded rows.
+does not write fails. The GPU sweep covers head dims 8-256 (each instance: 64, 128, 256, and
+dims with half a k-step), groups of 1-20 query heads (two CTAs per group above 16), one and
+several query positions, lengths around the 16-row warp tile and long enough for every cluster
+size, each mask kind (bool, additive fp16, bf16, fp32, per head, broadcast), a static cache's
+excluded tail, and fully excluded rows.
 """
 
 import math
