@@ -27,6 +27,7 @@
 #include "cute_gemm/config.hpp"
 #include "cute_gemm/mma_traits_sm80.hpp"
 #include "cute_gemm/tv_coords.hpp"
+#include "kernels/gemm/gemm_config.hpp"  // log2_of
 
 namespace cute_gemm {
 namespace attention {
@@ -123,9 +124,8 @@ struct DecodeAttentionTile {
   // (row, d) -> element of a 16-row block in shared memory (a warp's key or value tile, and the
   // CTA's queries): d contiguous, the chunk index XORed with row % 8, so the 8 rows one ldmatrix
   // matrix reads (one logical chunk) lie in 8 different 16-byte bank groups.
-  static constexpr int kLog2Dim = kDim == 64 ? 6 : kDim == 128 ? 7 : 8;
   using SmemRows = decltype(composition(
-      Swizzle<3, 3, kLog2Dim - 3>{},
+      Swizzle<3, 3, log2_of(kDim) - 3>{},
       make_layout(make_shape(Int<Cfg::kTileRows>{}, Int<kDim>{}), make_stride(Int<kDim>{}, _1{}))));
 
   // A warp's stage: its key tile, then its value tile.
