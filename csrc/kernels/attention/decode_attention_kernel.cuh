@@ -425,13 +425,17 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
                                     cudaStream_t stream) {
   using Cfg = DecodeAttentionConfig;
   using Tile = DecodeAttentionTile<kDim>;
-  static int prepared[64] = {};  // the shared memory attribute, set once per device
-  int const set = cached_per_device(prepared, 0, [](int) {
-    return cudaFuncSetAttribute(decode_attention_kernel<T, kDim>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Tile::kSmemBytes) == cudaSuccess ? 1 : -1;
-  });
-  if (set != 1) return cudaErrorInvalidValue;
+  // The shared memory attribute, set once per device; its error (if any) is what the launch
+  // returns, every time.
+  static int prepared[64] = {};
+  cudaError_t const set = cudaError_t(cached_per_device(prepared, int(cudaErrorNoDevice), [](int) {
+    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               Tile::kSmemBytes);
+    cudaGetLastError();  // returned below; not left for the caller's next check
+    return int(e);
+  }));
+  if (set != cudaSuccess) return set;
   int const group = p.heads / p.kv_heads;
   cudaLaunchAttribute attr[2];
   int n = 0;
