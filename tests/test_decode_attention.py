@@ -355,8 +355,34 @@ def test_gpu_layout_errors():
         cute_gemm.decode_attention(q, k, k.contiguous())
     base = torch.zeros(1 * 2 * 16 * 64 + 1, dtype=torch.float16, device="cuda")
     shifted = base[1:].view(1, 2, 16, 64)
-    with pytest.raises(RuntimeError, match="v must start at a 16-byte aligned"):
+    with pytest.raises(RuntimeError, match="v must have contiguous rows.*16-byte aligned start"):
         cute_gemm.decode_attention(q, k.contiguous(), shifted)
+
+
+@gpu
+@pytest.mark.parametrize("layout", ["d_strided", "unaligned", "odd_strides"])
+def test_gpu_q_of_any_layout(layout):
+    """q of any strides and start (the op copies q where its rows are not 16-byte chunks): d not
+    contiguous, a start off 16 bytes, head strides not multiples of 8."""
+    gen = torch.Generator().manual_seed(9)
+    batch, heads, kv_heads, q_len, length, dim = 2, 12, 4, 2, 77, 72
+    _, k, v = make_inputs(batch, heads, kv_heads, q_len, length, dim, torch.float16, "cuda", gen)
+    values = torch.randn(batch, heads, q_len, dim, generator=gen).half().cuda()
+    if layout == "d_strided":  # stride(3) == q_len
+        q = values.transpose(2, 3).contiguous().transpose(2, 3)
+    elif layout == "unaligned":  # one element past an aligned start
+        base = torch.empty(values.numel() + 1, dtype=torch.float16, device="cuda")
+        q = base[1:].view_as(values)
+        q.copy_(values)
+    else:  # rows padded to 73 elements
+        q = torch.empty(batch, heads, q_len, dim + 1, dtype=torch.float16, device="cuda")
+        q = q[..., :dim]
+        q.copy_(values)
+    assert not q.is_contiguous() or q.data_ptr() % 16 != 0
+    mask = torch.rand(batch, 1, q_len, length, generator=gen).cuda() > 0.3
+    out = cute_gemm.decode_attention(q, k, v, mask)
+    ref = reference(values.cpu(), k.cpu(), v.cpu(), mask.cpu())
+    torch.testing.assert_close(out.float().cpu(), ref, **tolerance(torch.float16))
 
 
 @gpu

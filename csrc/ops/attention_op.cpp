@@ -142,17 +142,23 @@ at::Tensor decode_attention_cpu(at::Tensor const& q, at::Tensor const& k, at::Te
 }
 
 #ifndef CUTE_GEMM_NO_CUDA
-// The row layout the kernel's 16-byte loads need of k and v: d contiguous, the other strides
-// multiples of 8 elements, a 16-byte aligned start.
-void check_rows_layout(at::Tensor const& t, char const* name) {
+// The row layout the kernel's 16-byte loads need: d contiguous, the other strides multiples of 8
+// elements, a 16-byte aligned start.
+bool rows_are_chunks(at::Tensor const& t) {
   bool ok = t.stride(3) == 1 || t.size(3) == 1;
   for (int d = 0; ok && d < 3; ++d) {
     ok = t.size(d) == 1 || t.stride(d) % DecodeAttentionConfig::kVec == 0;
   }
-  TORCH_CHECK(ok, kOp, name, " must have contiguous rows (", name, ".stride(3) == 1) and its ",
-              "other strides multiples of 8 elements (16 bytes); got strides ", t.strides(),
-              " for shape ", t.sizes(), "; call ", name, ".contiguous()");
-  ops::check_aligned(kOp, t, name);
+  return ok && reinterpret_cast<std::uintptr_t>(t.data_ptr()) % ops::kAlignBytes == 0;
+}
+
+// k and v are read where they lie (a copy of the cache would cost more than the attention).
+void check_rows_layout(at::Tensor const& t, char const* name) {
+  TORCH_CHECK(rows_are_chunks(t), kOp, name, " must have contiguous rows (", name,
+              ".stride(3) == 1), its other strides multiples of 8 elements (16 bytes) and a ",
+              "16-byte aligned start; got strides ", t.strides(), " for shape ", t.sizes(),
+              " at data_ptr % 16 == ", reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16,
+              "; call ", name, ".contiguous()");
 }
 
 at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
@@ -166,6 +172,8 @@ at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::T
   }
   check_rows_layout(k, "k");
   check_rows_layout(v, "v");
+  // q (any strides, any start) is small: copied where its rows are not 16-byte chunks.
+  at::Tensor const q_rows = rows_are_chunks(q) ? q : q.clone(at::MemoryFormat::Contiguous);
   int64_t const group = p.heads / p.kv_heads;
   int64_t const head_ctas = p.kv_heads * Cfg::head_chunks(int(group));
   TORCH_CHECK(p.batch * p.q_len <= 65535 && head_ctas <= 65535, kOp,
@@ -175,7 +183,7 @@ at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::T
 
   at::Tensor out = at::empty({p.batch, p.q_len, p.heads, p.head_dim}, q.options());
   attention::DecodeAttentionParams params;
-  params.q = q.data_ptr();
+  params.q = q_rows.data_ptr();
   params.k = k.data_ptr();
   params.v = v.data_ptr();
   params.out = out.data_ptr();
@@ -186,7 +194,7 @@ at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::T
   params.kv_heads = int(p.kv_heads);
   params.head_dim = int(p.head_dim);
   for (int d = 0; d < 3; ++d) {
-    params.q_stride[d] = q.stride(d);
+    params.q_stride[d] = q_rows.stride(d);
     params.k_stride[d] = k.stride(d);
     params.v_stride[d] = v.stride(d);
   }

@@ -44,22 +44,40 @@
 namespace cute_gemm {
 namespace attention {
 
-// The mask's contribution to a score, in log2 units: 0 (takes part), -inf (excluded) or an
-// additive value times log2(e).
-CG_DEVICE float mask_log2(DecodeAttentionParams const& p, int b, int h, int i, int j) {
-  if (p.mask_kind == MaskKind::kNone) return 0.f;
-  int64_t const at = b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2] +
-                     j * p.mask_stride[3];
-  constexpr float kLog2e = 1.4426950408889634f;
+// mask[b, h, i, j]'s element offset.
+CG_DEVICE int64_t mask_at(DecodeAttentionParams const& p, int b, int h, int i, int j) {
+  return b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2] + j * p.mask_stride[3];
+}
+
+// The bits of mask element `at` (a mask is present). Loaded apart from their conversion
+// (mask_log2), so that a warp issues several loads before it waits for any.
+CG_DEVICE uint32_t mask_bits(DecodeAttentionParams const& p, int64_t at) {
   switch (p.mask_kind) {
     case MaskKind::kBool:
-      return static_cast<uint8_t const*>(p.mask)[at] ? 0.f : -INFINITY;
+      return static_cast<uint8_t const*>(p.mask)[at];
     case MaskKind::kFloat16:
-      return __half2float(static_cast<__half const*>(p.mask)[at]) * kLog2e;
     case MaskKind::kBFloat16:
-      return __bfloat162float(static_cast<__nv_bfloat16 const*>(p.mask)[at]) * kLog2e;
+      return static_cast<uint16_t const*>(p.mask)[at];
     default:
-      return static_cast<float const*>(p.mask)[at] * kLog2e;
+      return static_cast<uint32_t const*>(p.mask)[at];
+  }
+}
+
+// A mask element's contribution to a score, in log2 units: 0 (takes part), -inf (excluded) or
+// an additive value times log2(e).
+CG_DEVICE float mask_log2(MaskKind kind, uint32_t bits) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  switch (kind) {
+    case MaskKind::kNone:
+      return 0.f;
+    case MaskKind::kBool:
+      return bits != 0 ? 0.f : -INFINITY;
+    case MaskKind::kFloat16:
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(bits))) * kLog2e;
+    case MaskKind::kBFloat16:
+      return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits))) * kLog2e;
+    default:
+      return __uint_as_float(bits) * kLog2e;
   }
 }
 
@@ -107,19 +125,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   int const tiles = Cfg::warp_tiles(max(0, row_end - row_begin), warp);
   bool const per_head = p.mask_kind != MaskKind::kNone && p.mask_stride[1] != 0;
 
-  grid_dependency_wait();  // q, the cache and the mask come from the kernels before
-  grid_launch_dependents();
-
-  for (int e = tid; e < kHeads * kDim; e += Cfg::kThreads) {
-    int const g = e / kDim, d = e % kDim;
-    T x = HalfTraits<T>::from_float(0.f);
-    if (g < heads && d < dim) {
-      x = static_cast<T const*>(p.q)[b * p.q_stride[0] + (head0 + g) * p.q_stride[1] +
-                                     i * p.q_stride[2] + d];
-    }
-    q_s[smem_rows(g, d)] = x;
-  }
-
   // ---- the warp's tiles: tile t covers rows [tile_row(t), tile_row(t) + 16) of the split.
   auto tile_row = [&](int t) { return row_begin + (warp + t * kWarps) * kRows; };
   T* const ring = rings + warp * kStages * Tile::kStageElems;
@@ -128,26 +133,36 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   T const* const v_rows = static_cast<T const*>(p.v) + b * p.v_stride[0] +
                           kv_head * p.v_stride[1];
 
-  // The lane's mask values of tile t (Cfg::bias_row / bias_head; -inf past the split or the
-  // warp's tiles, 0 without a mask).
-  auto read_bias = [&](int t, float (&bias)[kBiasHeads]) {
-    int const r = t < tiles ? tile_row(t) + Cfg::bias_row(lane) : row_end;
+  // The lane's mask values of tile t: row Cfg::bias_row of the tile, heads Cfg::bias_head (one
+  // value, h = 0, with a mask for every head). A value takes part where the row is in the split
+  // and the warp's tiles and the head is the CTA's; the others are -inf. load_bias issues the
+  // loads (bits 0 where none), bias_of converts them once they are needed: a tile ahead.
+  auto bias_row_of = [&](int t) { return t < tiles ? tile_row(t) + Cfg::bias_row(lane) : row_end; };
+  auto bias_taken = [&](int r, int h) {
+    return r < row_end && (per_head ? Cfg::bias_head(lane, h) < heads : h == 0);
+  };
+  auto load_bias = [&](int t, uint32_t (&bits)[kBiasHeads]) {
+    int const r = bias_row_of(t);
     CG_PRAGMA_UNROLL
     for (int h = 0; h < kBiasHeads; ++h) {
-      int const head = Cfg::bias_head(lane, h);
-      bias[h] = -INFINITY;
-      if (r < row_end && (per_head ? head < heads : h == 0)) {
-        bias[h] = mask_log2(p, b, head0 + head, i, r);
+      bits[h] = 0;
+      if (p.mask_kind != MaskKind::kNone && bias_taken(r, h)) {
+        bits[h] = mask_bits(p, mask_at(p, b, head0 + Cfg::bias_head(lane, h), i, r));
       }
     }
   };
   // Issues tile t's copies into its stage (one cp.async group, empty past the warp's tiles) from
   // its mask values: rows no head takes are zero-filled, not read.
-  auto issue = [&](int t, float const (&bias)[kBiasHeads]) {
+  auto issue = [&](int t, uint32_t const (&bits)[kBiasHeads]) {
     int const stage = t % kStages;
+    int const r = bias_row_of(t);
+    float bias[kBiasHeads];
     bool taken = false;
     CG_PRAGMA_UNROLL
-    for (int h = 0; h < kBiasHeads; ++h) taken |= bias[h] != -INFINITY;
+    for (int h = 0; h < kBiasHeads; ++h) {
+      bias[h] = bias_taken(r, h) ? mask_log2(p.mask_kind, bits[h]) : -INFINITY;
+      taken |= bias[h] != -INFINITY;
+    }
     taken |= __shfl_xor_sync(kFull, taken, 16);  // the row's other half-warp of heads
     uint32_t const rows = __ballot_sync(kFull, taken) & ((1u << kRows) - 1);
     if (lane < kRows) {
@@ -172,14 +187,37 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     cp_async_fence();
   };
 
-  float bias[kBiasHeads];
-  read_bias(0, bias);
+  grid_dependency_wait();  // q, the cache and the mask come from the kernels before
+  grid_launch_dependents();
+
+  // The prologue is a chain of memory latencies at a small batch (a warp has a tile or two): the
+  // mask values of every prologue tile are loaded at once, the queries copied while they come.
+  uint32_t prologue_bits[kStages][kBiasHeads];
   CG_PRAGMA_UNROLL
-  for (int t = 0; t < kStages - 1; ++t) {
-    issue(t, bias);
-    read_bias(t + 1, bias);
+  for (int t = 0; t < kStages; ++t) load_bias(t, prologue_bits[t]);
+  // The queries: chunk (g, d) of q_s for g < 16, heads past the CTA's and d past D zero-filled
+  // (the op passes q with 16-byte aligned rows, strides multiples of 8). The first cp.async group.
+  constexpr int kQCopies = kHeads * Tile::kChunks / Cfg::kThreads;
+  static_assert(kHeads * Tile::kChunks % Cfg::kThreads == 0, "whole Q copies per thread");
+  CG_PRAGMA_UNROLL
+  for (int c = 0; c < kQCopies; ++c) {
+    int const idx = tid + Cfg::kThreads * c, g = idx / Tile::kChunks;
+    int const d = idx % Tile::kChunks * Cfg::kVec;
+    bool const read = g < heads && d < dim;
+    int64_t const at = read ? b * p.q_stride[0] + (head0 + g) * p.q_stride[1] +
+                                  i * p.q_stride[2] + d
+                            : 0;
+    SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(static_cast<T const*>(p.q) + at),
+                                          as_chunk(q_s + smem_rows(g, d)), read);
   }
-  __syncthreads();  // q_s
+  cp_async_fence();
+  CG_PRAGMA_UNROLL
+  for (int t = 0; t < kStages - 1; ++t) issue(t, prologue_bits[t]);
+  uint32_t bits[kBiasHeads];  // the mask values of the next tile to issue
+  CG_PRAGMA_UNROLL
+  for (int h = 0; h < kBiasHeads; ++h) bits[h] = prologue_bits[kStages - 1][h];
+  cp_async_wait<kStages - 1>();  // this thread's queries (the tiles' groups may be pending) ...
+  __syncthreads();               // ... and every thread's
 
   // The lane's accumulator coordinates: value c of an n8 tile is head acc_head[c], column
   // acc_col[c] (AccHeadTV / AccColTV); heads acc_head[0] and acc_head[2] are the lane's two.
@@ -211,8 +249,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<kStages - 2>();  // tile t has landed (this lane's copies) ...
     __syncwarp();                  // ... and every lane's; the stage of tile t - 1 is free
-    issue(t + kStages - 1, bias);
-    read_bias(t + kStages, bias);
+    issue(t + kStages - 1, bits);
+    load_bias(t + kStages, bits);  // converted at the next iteration's issue
 
     int const stage = t % kStages;
     uint32_t const rows = rows_copied_s[warp][stage];
@@ -247,18 +285,42 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       for (int c = 0; c < 4; ++c) s[n][c] += s_odd[n][c];
     }
 
-    // Scale and mask (log2 units); -inf where a row is not taken by the head.
+    // Scale and mask (log2 units); -inf where a row is not taken by the head. A mask per head
+    // is read here: every value's load issued before any is converted.
     int const row0 = tile_row(t);
+    float bias_s[2][4];
+    CG_PRAGMA_UNROLL
+    for (int n = 0; n < 2; ++n) {
+      CG_PRAGMA_UNROLL
+      for (int c = 0; c < 4; ++c) bias_s[n][c] = row_bias_s[warp][stage][8 * n + acc_col[c]];
+    }
+    if (per_head) {
+      uint32_t head_bits[2][4];
+      CG_PRAGMA_UNROLL
+      for (int n = 0; n < 2; ++n) {
+        CG_PRAGMA_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          head_bits[n][c] = 0;
+          if (bias_s[n][c] != -INFINITY && acc_head[c] < heads) {
+            head_bits[n][c] =
+                mask_bits(p, mask_at(p, b, head0 + acc_head[c], i, row0 + 8 * n + acc_col[c]));
+          }
+        }
+      }
+      CG_PRAGMA_UNROLL
+      for (int n = 0; n < 2; ++n) {
+        CG_PRAGMA_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          if (bias_s[n][c] == -INFINITY) continue;
+          bias_s[n][c] = acc_head[c] < heads ? mask_log2(p.mask_kind, head_bits[n][c]) : -INFINITY;
+        }
+      }
+    }
     CG_PRAGMA_UNROLL
     for (int n = 0; n < 2; ++n) {
       CG_PRAGMA_UNROLL
       for (int c = 0; c < 4; ++c) {
-        int const row = 8 * n + acc_col[c], head = acc_head[c];
-        float bias_rc = row_bias_s[warp][stage][row];
-        if (per_head && bias_rc != -INFINITY) {
-          bias_rc = head < heads ? mask_log2(p, b, head0 + head, i, row0 + row) : -INFINITY;
-        }
-        s[n][c] = bias_rc == -INFINITY ? -INFINITY : s[n][c] * p.scale_log2 + bias_rc;
+        s[n][c] = bias_s[n][c] == -INFINITY ? -INFINITY : s[n][c] * p.scale_log2 + bias_s[n][c];
       }
     }
 
