@@ -214,13 +214,14 @@ def launches():
                           bias=True, config=name, quick=False, expect={}))
     # cute_gemm.decode_attention: each head-dim instance (64, 128, 256; D = 72 with half a k-step),
     # a group of 20 over two CTAs, clusters of 2 and 8 splits, each mask kind, a static cache's
-    # unread tail
+    # unread tail (tile by tile, and found by the long splits' scan)
     for batch, heads, kv_heads, q_len, length, dim, dtype, mask, quick in (
             (1, 32, 8, 1, 229, 128, "bf16", "prefix", True),
             (2, 12, 1, 2, 700, 64, "fp16", "add", True),
             (3, 8, 8, 1, 130, 256, "bf16", None, False),
             (1, 4, 2, 3, 4096, 32, "fp16", "head", False),
-            (1, 40, 2, 1, 300, 72, "bf16", "head", False)):
+            (1, 40, 2, 1, 300, 72, "bf16", "head", False),
+            (1, 8, 8, 1, 4096, 128, "bf16", "tail", False)):
         L.append(dict(op="attention", family="attention", batch=batch, heads=heads,
                       kv_heads=kv_heads, q_len=q_len, length=length, dim=dim, dtype=dtype,
                       mask=mask, quick=quick, expect={}))
@@ -324,6 +325,8 @@ def run_attention(spec, seed):
     mask = None
     if spec["mask"] == "prefix":
         mask = (torch.arange(length) < length - 37).view(1, 1, 1, length).expand(b, 1, lq, length)
+    elif spec["mask"] == "tail":  # splits of 512 positions: one full, one partial, six empty
+        mask = (torch.arange(length) < 700).view(1, 1, 1, length).expand(b, 1, lq, length)
     elif spec["mask"] == "add":
         mask = torch.randn(b, 1, lq, length, generator=g)
         mask[:, :, :, 1::3] = float("-inf")

@@ -348,6 +348,32 @@ def test_gpu_rows_without_positions_are_zero():
 
 
 @gpu
+@pytest.mark.parametrize("valid", [1, 700, 1040, 4095])
+@pytest.mark.parametrize("kind", ["bool", "add-f16"])
+def test_gpu_static_cache_tail(valid, kind):
+    """A static cache's unfilled tail at batch 1: long splits (8 of 512 positions) find their
+    last position that takes part before the loop and skip the rest. Positions after a hole, one
+    on a split's last row and one alone in a split are not lost; NaN in every position that takes
+    no part is never read."""
+    gen = torch.Generator().manual_seed(valid)
+    length = 4096
+    q, k, v = make_inputs(1, 32, 8, 1, length, 128, torch.float16, "cuda", gen)
+    keep = torch.arange(length) < valid
+    keep[min(valid + 300, length - 1)] = True  # alone after a hole
+    keep[1023] = True                          # split 1's last row
+    keep[2600] = True                          # alone in split 5
+    if kind == "bool":
+        mask = keep.view(1, 1, 1, length).cuda()
+    else:
+        add = torch.randn(length, generator=gen) * 2
+        mask = torch.where(keep, add, float("-inf")).half().view(1, 1, 1, length).cuda()
+    ref = reference(q.cpu(), k.cpu(), v.cpu(), mask.cpu())
+    k[:, :, ~keep.cuda()], v[:, :, ~keep.cuda()] = float("nan"), float("nan")
+    out = cute_gemm.decode_attention(q, k, v, mask)
+    torch.testing.assert_close(out.float().cpu(), ref, **tolerance(torch.float16))
+
+
+@gpu
 def test_gpu_layout_errors():
     q = torch.zeros(1, 8, 1, 64, dtype=torch.float16, device="cuda")
     k = torch.zeros(1, 2, 16, 68, dtype=torch.float16, device="cuda")[..., :64]

@@ -83,7 +83,11 @@ def test_probe_covers_every_family():
         assert {s["family"] for s in specs} == set(sanitizer_probe.FAMILIES)
     specs = sanitizer_probe.select()
     attention = [s for s in specs if s["op"] == "attention"]
-    assert {s["mask"] for s in attention} == {None, "prefix", "add", "head"}
+    assert {s["mask"] for s in attention} == {None, "prefix", "add", "head", "tail"}
+    # The long splits' scan of a static cache's tail: 8 head CTAs at L = 4096 make 8 splits of
+    # 512 positions (the config's kScanMinRows).
+    assert any(s["mask"] == "tail" and s["batch"] * s["q_len"] * s["kv_heads"] == 8 and
+               s["length"] == 4096 for s in attention)
     assert any(s["heads"] // s["kv_heads"] > 8 for s in attention)  # two CTAs per group
     mixed = [s for s in specs if s["op"] == "mixed"]
     assert {(s["bits"], s["dtype"], s["sym"]) for s in mixed} == \

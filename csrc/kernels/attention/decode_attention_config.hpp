@@ -68,6 +68,11 @@ struct DecodeAttentionConfig {
   static constexpr int kStages = 3;
   static constexpr int kMaxSplits = 8;                      // the portable cluster size
   static constexpr int kMinSplitRows = kWarps * kTileRows;  // no split shorter than a tile a warp
+  // A split at least this long under one mask for every head first finds its last row that takes
+  // part (the CTA reads the split's mask values at once) and skips the tiles past it. Shorter
+  // splits (under 8 tiles a warp) skip tile by tile: the scan's memory latency would cost about
+  // what it saves.
+  static constexpr int kScanMinRows = 8 * kWarps * kTileRows;
 
   // The instance for a head dim (a multiple of 8 up to 256): the smallest of 64, 128 and 256 that
   // holds it. Chunks and k-steps past D are zero in shared memory and skipped where whole.

@@ -12,8 +12,9 @@
 //     at the end, like the splits' do.
 //   - The mask decides which rows are copied: a tile's mask values are read one tile before its
 //     copies are issued, rows that no head of the CTA takes are zero-filled instead of read, and a
-//     tile with no such row is neither copied nor computed (the unfilled tail of a static cache
-//     costs its mask reads only, a warp iteration per tile).
+//     tile with no such row is neither copied nor computed. A long split under one mask for
+//     every head first finds its last row that takes part, so a static cache's unfilled tail
+//     costs one read of its mask values, not a warp iteration per tile.
 //   - Per tile: S = Q K^T (ldmatrix, mma.sync m16n8k16), scaled and masked in registers; P = the
 //     exponentials, S's accumulators reused as the A operand of O += P V (V by ldmatrix.trans).
 //   - The warps' partial results (max, sum, unnormalized output) meet in shared memory. On sm_90
@@ -122,7 +123,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   int const heads = min(kHeads, group - chunk * kHeads);
   int const per_split = Cfg::split_rows(p.kv_len, p.splits);
   int const row_begin = blockIdx.x * per_split, row_end = min(p.kv_len, row_begin + per_split);
-  int const tiles = Cfg::warp_tiles(max(0, row_end - row_begin), warp);
+  int tiles = Cfg::warp_tiles(max(0, row_end - row_begin), warp);  // after the scan: see there
   bool const per_head = p.mask_kind != MaskKind::kNone && p.mask_stride[1] != 0;
 
   // ---- the warp's tiles: tile t covers rows [tile_row(t), tile_row(t) + 16) of the split.
@@ -190,6 +191,35 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
   grid_launch_dependents();
 
+  // A long split under one mask for every head (a static cache's unfilled tail): the CTA finds
+  // the last row that takes part first, and the warps' tiles end there; the rows after it cost
+  // neither a copy nor a mask read per tile. The threads read kScanLoads values each before
+  // they convert any (one memory latency per kScanLoads * 128 rows).
+  if (p.mask_kind != MaskKind::kNone && !per_head && row_end - row_begin >= Cfg::kScanMinRows) {
+    constexpr int kScanLoads = 8;
+    __shared__ int last_row_s;
+    if (tid == 0) last_row_s = row_begin - 1;
+    __syncthreads();
+    int last = row_begin - 1;
+    for (int r0 = row_begin + tid; r0 < row_end; r0 += kScanLoads * Cfg::kThreads) {
+      uint32_t scan_bits[kScanLoads];
+      CG_PRAGMA_UNROLL
+      for (int u = 0; u < kScanLoads; ++u) {
+        int const r = r0 + u * Cfg::kThreads;
+        scan_bits[u] = r < row_end ? mask_bits(p, mask_at(p, b, head0, i, r)) : 0;
+      }
+      CG_PRAGMA_UNROLL
+      for (int u = 0; u < kScanLoads; ++u) {
+        int const r = r0 + u * Cfg::kThreads;
+        if (r < row_end && mask_log2(p.mask_kind, scan_bits[u]) != -INFINITY) last = r;
+      }
+    }
+    last = __reduce_max_sync(kFull, last);
+    if (lane == 0) atomicMax(&last_row_s, last);
+    __syncthreads();
+    tiles = Cfg::warp_tiles(last_row_s + 1 - row_begin, warp);
+  }
+
   // The prologue is a chain of memory latencies at a small batch (a warp has a tile or two): the
   // mask values of every prologue tile are loaded at once, the queries copied while they come.
   uint32_t prologue_bits[kStages][kBiasHeads];
@@ -231,19 +261,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   int const q_ld_chunk = Cfg::ldsm_rows_first_chunk(lane);
   int const k_ld_row = Cfg::ldsm_chunks_first_row(lane);
   int const k_ld_chunk = Cfg::ldsm_chunks_first_chunk(lane);
-  // Up to D = 128 the queries' A fragments stay in registers for every tile (32 registers);
-  // the 256 instance reads them from shared memory at each k-step instead.
-  constexpr bool kQInRegisters = kDim <= 128;
-  constexpr int kQSteps = kQInRegisters ? Tile::kKSteps : 1;
-  uint32_t q_frag[kQSteps][4] = {};
-  if constexpr (kQInRegisters) {
-    CG_PRAGMA_UNROLL
-    for (int ks = 0; ks < kQSteps; ++ks) {
-      SM75_U32x4_LDSM_N::copy(as_chunk(q_s + smem_rows(q_ld_row, (2 * ks + q_ld_chunk) * 8)),
-                              q_frag[ks][0], q_frag[ks][1], q_frag[ks][2], q_frag[ks][3]);
-    }
-  }
-
   float o[Tile::kDTiles][4] = {};  // O[heads, D] per n8 slice of D
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // heads acc_head[0, 2]
   for (int t = 0; t < tiles; ++t) {
@@ -258,31 +275,21 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     T const* const k_tile = ring + stage * Tile::kStageElems;
     T const* const v_tile = k_tile + Tile::kTileElems;
 
-    // S = Q K^T over D: n8 tile n covers the tile's rows 8n .. 8n + 7; even and odd k-steps
-    // accumulate apart, two chains of mma for each n8 tile instead of one twice as long.
-    float s[2][4] = {}, s_odd[2][4] = {};
+    // S = Q K^T over D: n8 tile n covers the tile's rows 8n .. 8n + 7.
+    float s[2][4] = {};
     CG_PRAGMA_UNROLL
     for (int ks = 0; ks < Tile::kKSteps; ++ks) {
       if (ks * 16 >= dim) break;
-      uint32_t a_loaded[4], kb[4];
-      if constexpr (!kQInRegisters) {
-        SM75_U32x4_LDSM_N::copy(as_chunk(q_s + smem_rows(q_ld_row, (2 * ks + q_ld_chunk) * 8)),
-                                a_loaded[0], a_loaded[1], a_loaded[2], a_loaded[3]);
-      }
-      uint32_t const(&a)[4] = kQInRegisters ? q_frag[ks % kQSteps] : a_loaded;
+      uint32_t a[4], kb[4];
+      SM75_U32x4_LDSM_N::copy(as_chunk(q_s + smem_rows(q_ld_row, (2 * ks + q_ld_chunk) * 8)),
+                              a[0], a[1], a[2], a[3]);
       SM75_U32x4_LDSM_N::copy(as_chunk(k_tile + smem_rows(k_ld_row, (2 * ks + k_ld_chunk) * 8)),
                               kb[0], kb[1], kb[2], kb[3]);
       CG_PRAGMA_UNROLL
       for (int n = 0; n < 2; ++n) {
-        float(&acc)[4] = ks % 2 == 0 ? s[n] : s_odd[n];
-        Mma::fma(acc[0], acc[1], acc[2], acc[3], a[0], a[1], a[2], a[3], kb[2 * n],
-                 kb[2 * n + 1], acc[0], acc[1], acc[2], acc[3]);
+        Mma::fma(s[n][0], s[n][1], s[n][2], s[n][3], a[0], a[1], a[2], a[3], kb[2 * n],
+                 kb[2 * n + 1], s[n][0], s[n][1], s[n][2], s[n][3]);
       }
-    }
-    CG_PRAGMA_UNROLL
-    for (int n = 0; n < 2; ++n) {
-      CG_PRAGMA_UNROLL
-      for (int c = 0; c < 4; ++c) s[n][c] += s_odd[n][c];
     }
 
     // Scale and mask (log2 units); -inf where a row is not taken by the head. A mask per head
