@@ -414,7 +414,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     query heads of its group.
 
     Args:
-        q: ``[B, H, Lq, D]`` fp16 or bf16, any strides.
+        q: ``[B, H, Lq, D]`` fp16 or bf16, any strides (copied first where its rows are not
+            16-byte aligned runs of d).
         k, v: ``[B, Hkv, L, D]``, q's dtype; on CUDA each row contiguous and 16-byte aligned
             (strides multiples of 8 elements), as a contiguous cache is.
         mask: None (every position takes part), ``torch.bool`` (True takes part, as in
