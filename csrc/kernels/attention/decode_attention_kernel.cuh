@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   // The lane's mask values of tile t: row Cfg::bias_row of the tile, heads Cfg::bias_head (one
   // value, h = 0, with a mask for every head). A value takes part where the row is in the split
   // and the warp's tiles and the head is the CTA's; the others are -inf. load_bias issues the
-  // loads (bits 0 where none), bias_of converts them once they are needed: a tile ahead.
+  // loads (bits 0 where none); issue converts them, a tile later.
   auto bias_row_of = [&](int t) { return t < tiles ? tile_row(t) + Cfg::bias_row(lane) : row_end; };
   auto bias_taken = [&](int r, int h) {
     return r < row_end && (per_head ? Cfg::bias_head(lane, h) < heads : h == 0);
@@ -176,12 +176,13 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       int const row0 = tile_row(t);
       CG_PRAGMA_UNROLL
       for (int c = 0; c < Tile::kCopiesPerLane; ++c) {
-        int const idx = lane + 32 * c, row = idx / Tile::kChunks, d = idx % Tile::kChunks * 8;
+        int const idx = lane + 32 * c, row = idx / Tile::kChunks;
+        int const d = idx % Tile::kChunks * Cfg::kVec;
         bool const read = (rows >> row & 1u) && d < dim;
-        int64_t const r = read ? row0 + row : row0;  // a valid address where nothing is read
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(k_rows + r * p.k_stride[2] + d),
+        int64_t const src = read ? row0 + row : row0;  // a valid address where nothing is read
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(k_rows + src * p.k_stride[2] + d),
                                               as_chunk(k_dst + smem_rows(row, d)), read);
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(v_rows + r * p.v_stride[2] + d),
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(v_rows + src * p.v_stride[2] + d),
                                               as_chunk(v_dst + smem_rows(row, d)), read);
       }
     }
@@ -222,9 +223,11 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
   // The prologue is a chain of memory latencies at a small batch (a warp has a tile or two): the
   // mask values of every prologue tile are loaded at once, the queries copied while they come.
-  uint32_t prologue_bits[kStages][kBiasHeads];
+  uint32_t prologue_bits[kStages - 1][kBiasHeads];
   CG_PRAGMA_UNROLL
-  for (int t = 0; t < kStages; ++t) load_bias(t, prologue_bits[t]);
+  for (int t = 0; t < kStages - 1; ++t) load_bias(t, prologue_bits[t]);
+  uint32_t bits[kBiasHeads];  // the mask values of the next tile to issue
+  load_bias(kStages - 1, bits);
   // The queries: chunk (g, d) of q_s for g < 16, heads past the CTA's and d past D zero-filled
   // (the op passes q with 16-byte aligned rows, strides multiples of 8). The first cp.async group.
   constexpr int kQCopies = kHeads * Tile::kChunks / Cfg::kThreads;
@@ -243,9 +246,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   cp_async_fence();
   CG_PRAGMA_UNROLL
   for (int t = 0; t < kStages - 1; ++t) issue(t, prologue_bits[t]);
-  uint32_t bits[kBiasHeads];  // the mask values of the next tile to issue
-  CG_PRAGMA_UNROLL
-  for (int h = 0; h < kBiasHeads; ++h) bits[h] = prologue_bits[kStages - 1][h];
   cp_async_wait<kStages - 1>();  // this thread's queries (the tiles' groups may be pending) ...
   __syncthreads();               // ... and every thread's
 
