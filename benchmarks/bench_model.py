@@ -99,9 +99,11 @@ def parse_args(argv=None):
                         "many seconds (0: none), so that a time-limited run still writes its "
                         "results")
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                   help="also profile STEPS decode steps per variant and batch (torch.profiler; "
-                        "eager steps, or the compiled step in compile mode, without a CUDA graph "
-                        "so that each kernel is seen) and report GPU time per step by kernel kind")
+                   help="also profile STEPS decode steps per variant and batch (torch.profiler "
+                        "over CUDA-graph replays of the step, as timed) and report GPU time per "
+                        "step by kernel kind and by launch: busy (durations) and exposed (what "
+                        "each kernel adds past the ones before it, which under programmatic "
+                        "dependent launch overlap)")
     p.add_argument("--inductor-pdl", action="store_true",
                    help="compile mode: torch._inductor.config.triton.enable_pdl = True, so that "
                         "inductor's Triton kernels launch as programmatic dependents and let the "
@@ -241,77 +243,112 @@ def kernel_kind(name):
     return OTHER_KIND
 
 
-def kernel_table(trace_events, steps, top=16):
-    """The ``top`` kernels by GPU time from a chrome trace's events (``traceEvents`` of
-    torch.profiler's export): one entry per (name, grid, block) with its kind, calls and GPU ms
-    per step and mean us per call. The grid tells apart the launches of one kernel on different
-    layer shapes."""
-    by_launch = {}
-    for e in trace_events:
-        if e.get("cat") != "kernel" or "dur" not in e:
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def exposed_times(trace_events):
+    """The GPU events of a chrome trace (kernels, copies, memsets) in start order, each with its
+    exposed time: its end minus the latest end of the events before it (0 if it ends inside
+    them). Under programmatic dependent launch a kernel starts before the one ahead of it ends,
+    so durations overlap and add up to more than the step; exposed times add up to the span
+    that ends with the last event. Returns [(event, exposed us, lead us)]: lead is the start
+    minus that latest end (negative: started early, positive: an idle gap before it)."""
+    gpu = sorted((e for e in trace_events if e.get("cat") in _GPU_CATS and "dur" in e),
+                 key=lambda e: float(e.get("ts", 0.0)))
+    out, latest = [], None
+    for e in gpu:
+        start, dur = float(e.get("ts", 0.0)), float(e["dur"])
+        end = start + dur
+        if latest is None:
+            out.append((e, dur, 0.0))
+            latest = end
             continue
+        out.append((e, max(0.0, end - latest), start - latest))
+        latest = max(latest, end)
+    return out
+
+
+def kernel_table(trace_events, steps, top=16):
+    """The ``top`` GPU events by exposed time (exposed_times) from a chrome trace's events
+    (``traceEvents`` of torch.profiler's export): one entry per (name, grid, block) with its
+    kind, calls, GPU ms per step (busy: the sum of durations; exposed) and mean us per call.
+    The grid tells apart the launches of one kernel on different layer shapes."""
+    by_launch = {}
+    for e, exposed, lead in exposed_times(trace_events):
         args = e.get("args", {})
         key = (e["name"], tuple(args.get("grid", ())), tuple(args.get("block", ())))
-        us, calls = by_launch.get(key, (0.0, 0))
-        by_launch[key] = (us + float(e["dur"]), calls + 1)
+        us, exp, ahead, calls = by_launch.get(key, (0.0, 0.0, 0.0, 0))
+        by_launch[key] = (us + float(e["dur"]), exp + exposed, ahead + lead, calls + 1)
     rows = []
-    for (name, grid, block), (us, calls) in by_launch.items():
+    for (name, grid, block), (us, exp, ahead, calls) in by_launch.items():
         rows.append({"kernel": name if len(name) <= 90 else name[:87] + "...",
                      "kind": kernel_kind(name), "grid": "x".join(map(str, grid)),
                      "block": "x".join(map(str, block)), "calls_per_step": calls / steps,
-                     "ms_per_step": us / 1e3 / steps, "us_per_call": us / calls})
-    rows.sort(key=lambda r: -r["ms_per_step"])
+                     "ms_per_step": us / 1e3 / steps, "exposed_ms_per_step": exp / 1e3 / steps,
+                     "us_per_call": us / calls, "exposed_us_per_call": exp / calls,
+                     "lead_us": ahead / calls})
+    rows.sort(key=lambda r: -r["exposed_ms_per_step"])
     return rows[:top]
 
 
+def kind_table(trace_events, steps):
+    """{kind: (busy ms, exposed ms, events)} per step, plus "total" (exposed: the steps' span)."""
+    kinds = {}
+    for e, exposed, _ in exposed_times(trace_events):
+        kind = kernel_kind(e["name"])
+        busy, exp, count = kinds.get(kind, (0.0, 0.0, 0))
+        kinds[kind] = (busy + float(e["dur"]) / 1e3 / steps, exp + exposed / 1e3 / steps,
+                       count + 1 / steps)
+    kinds["total"] = tuple(sum(v[i] for v in kinds.values()) for i in range(3))
+    return kinds
+
+
 def profile_steps(dec, steps):
-    """GPU time per decode step by kernel kind over ``steps`` uncaptured steps of ``dec``:
-    ({kind: (ms per step, kernels per step)} plus the total, kernel_table's rows). Needs CUDA."""
+    """Where ``steps`` decode steps of ``dec`` spend GPU time, by kernel kind (kind_table) and by
+    launch (kernel_table), and whether the steps were CUDA-graph replays (as timed) or, where
+    capture failed, uncaptured calls. Needs CUDA."""
     import json
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
-        dec.step()  # warm
+        try:
+            dec.capture()
+            replayed = True
+        except Exception:  # noqa: BLE001  (bench_variant falls back the same way)
+            dec.graph = None
+            replayed = False
+        dec.run(2)  # warm
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                dec.step()
+            dec.run(steps)
             torch.cuda.synchronize()
-    kinds = {}
-    for evt in prof.key_averages():
-        us = getattr(evt, "device_time_total", None)
-        if us is None:
-            us = getattr(evt, "cuda_time_total", 0)
-        if not us:
-            continue
-        kind = kernel_kind(evt.key)
-        ms, count = kinds.get(kind, (0.0, 0))
-        kinds[kind] = (ms + us / 1e3 / steps, count + evt.count / steps)
-    kinds["total"] = (sum(v[0] for v in kinds.values()), sum(v[1] for v in kinds.values()))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f).get("traceEvents", [])
-    return kinds, kernel_table(events, steps)
+    return kind_table(events, steps), kernel_table(events, steps), replayed
 
 
 def profile_rows(transformers, model, name, mode, batch, args, device, step_model):
     """One row per kernel kind (see profile_steps) for a variant, mode and batch, and the rows
     of its top kernels (kernel_table)."""
-    total = 3 + args.profile
+    # The capture's two warm-up steps, two more before profiling, the profiled ones, a spare.
+    total = 5 + args.profile
     dec = bench_decode.Decoder(transformers, model, batch, args.prompt, total, device,
                                step_model=step_model)
     with torch.no_grad():
         dec.prefill()
-    kinds, kernels = profile_steps(dec, args.profile)
+    kinds, kernels, replayed = profile_steps(dec, args.profile)
     del dec
     tag = {"variant": name, "mode": mode, "batch": batch,
-           "attention": model.config._attn_implementation}
-    return ([dict(tag, kind=kind, ms_per_step=ms, kernels_per_step=count)
-             for kind, (ms, count) in sorted(kinds.items(), key=lambda kv: -kv[1][0])],
+           "attention": model.config._attn_implementation,
+           "steps": "graph replays" if replayed else "uncaptured (capture failed)"}
+    return ([dict(tag, kind=kind, ms_per_step=busy, exposed_ms_per_step=exposed,
+                  kernels_per_step=count)
+             for kind, (busy, exposed, count) in sorted(kinds.items(), key=lambda kv: -kv[1][1])],
             [dict(tag, **k) for k in kernels])
 
 
@@ -371,8 +408,8 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                 profiles += prow
                 if kernels is not None:
                     kernels += krows
-                print("    profile: " + "; ".join(
-                    f"{r['kind']} {r['ms_per_step']:.3f} ms ({r['kernels_per_step']:.0f})"
+                print("    profile (exposed ms per step): " + "; ".join(
+                    f"{r['kind']} {r['exposed_ms_per_step']:.3f} ms ({r['kernels_per_step']:.0f})"
                     for r in prow), flush=True)
             except Exception as e:  # noqa: BLE001  (the timing rows stand without it)
                 print(f"    profile failed: {type(e).__name__}: {e}", flush=True)
@@ -504,12 +541,18 @@ def main(argv=None):
     print(f"\nwrote {json_path}\nwrote {md_path}")
     if profiles:
         pcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
-                 ("batch", "batch"), ("kind", "kernel kind"), ("ms_per_step", "GPU ms/step"),
+                 ("batch", "batch"), ("steps", "profiled"), ("kind", "kernel kind"),
+                 ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step"),
                  ("kernels_per_step", "kernels/step")]
-        pnotes = [f"- torch.profiler over {args.profile} decode steps without a CUDA graph (eager, "
-                  "or the compiled step in compile mode); GPU time of the kernels by kind (name "
-                  "patterns in bench_model.KERNEL_KINDS), per step. Gaps between kernels are not "
-                  "counted: a graph replay's step time minus the total is launch/idle time."]
+        pnotes = [f"- torch.profiler over {args.profile} decode steps, each a replay of the CUDA "
+                  "graph the timing replays (uncaptured calls where capture failed: 'profiled' "
+                  "says which); GPU time of the kernels, copies and memsets by kind (name "
+                  "patterns in bench_model.KERNEL_KINDS), per step.",
+                  "- busy: the sum of the kernels' durations. exposed: each kernel's end minus "
+                  "the latest end of the kernels before it (0 if inside them). Under "
+                  "programmatic dependent launch a kernel starts before the one ahead of it "
+                  "ends (a GEMM streams its weights meanwhile), so busy times overlap; exposed "
+                  "times add up to the profiled span (total), idle gaps included."]
         pj, pm = common.write_results(out_dir, stem + "_profile", meta, pcols, profiles,
                                       f"Where a decode step's GPU time goes ({meta['gpu_name']})",
                                       pnotes)
@@ -518,11 +561,14 @@ def main(argv=None):
         kcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
                  ("batch", "batch"), ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"),
                  ("block", "block"),
-                 ("calls_per_step", "calls/step"), ("us_per_call", "us/call"),
-                 ("ms_per_step", "GPU ms/step")]
+                 ("calls_per_step", "calls/step"), ("exposed_us_per_call", "exposed us/call"),
+                 ("us_per_call", "busy us/call"), ("lead_us", "lead us"),
+                 ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step")]
         knotes = [f"- The same profile ({args.profile} steps) by launch: kernel name, grid and "
                   "block (one kernel on different layer shapes has different grids); the 16 "
-                  "largest per variant, mode and batch."]
+                  "largest by exposed time per variant, mode and batch. lead: the mean start "
+                  "minus the latest end of the kernels before it (negative: launched early, "
+                  "under PDL)."]
         kj, km = common.write_results(out_dir, stem + "_kernels", meta, kcols, kernels,
                                       f"The largest kernels of a decode step ({meta['gpu_name']})",
                                       knotes)

@@ -128,3 +128,24 @@ def test_kernel_table_groups_launches_by_grid():
     assert small["us_per_call"] == pytest.approx(5.0) and small["calls_per_step"] == 1.0
     assert small["kind"] == "cute_gemm mixed GEMM" and small["block"] == "512x1x1"
     assert len(bench_model.kernel_table(events, steps=1)[2]["kernel"]) == 90
+
+
+def test_exposed_times_under_overlap():
+    # A: 0-10; B starts early (PDL) at 4, ends at 13: exposed 3, lead -6; C inside B: exposed 0;
+    # D after an idle gap of 2: exposed its duration and the gap, lead +2. Exposed times add up
+    # to the span (0-20).
+    def ev(name, ts, dur, cat="kernel"):
+        return {"cat": cat, "name": name, "ts": ts, "dur": dur, "args": {"grid": [1, 1, 1]}}
+    events = [ev("D_gemv", 15.0, 5.0), ev("A_gemm", 0.0, 10.0), ev("B_flash", 4.0, 9.0),
+              ev("C_memcpy", 6.0, 1.0, cat="gpu_memcpy"), ev("aten::mm", 0.0, 50.0, cat="cpu_op")]
+    got = [(e["name"], exposed, lead) for e, exposed, lead in bench_model.exposed_times(events)]
+    assert got == [("A_gemm", 10.0, 0.0), ("B_flash", 3.0, -6.0), ("C_memcpy", 0.0, -7.0),
+                   ("D_gemv", 7.0, 2.0)]
+    kinds = bench_model.kind_table(events, steps=1)
+    assert kinds["total"][1] * 1e3 == pytest.approx(20.0)  # exposed: the span
+    assert kinds["total"][0] * 1e3 == pytest.approx(25.0)  # busy: the durations
+    assert kinds["attention"][1] * 1e3 == pytest.approx(3.0)
+    assert kinds["copies / memset"][2] == 1
+    rows = bench_model.kernel_table(events, steps=1)
+    assert [r["kernel"] for r in rows] == ["A_gemm", "D_gemv", "B_flash", "C_memcpy"]
+    assert rows[2]["lead_us"] == -6.0 and rows[2]["exposed_us_per_call"] == 3.0
