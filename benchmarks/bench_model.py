@@ -255,16 +255,12 @@ def exposed_times(trace_events):
     minus that latest end (negative: started early, positive: an idle gap before it)."""
     gpu = sorted((e for e in trace_events if e.get("cat") in _GPU_CATS and "dur" in e),
                  key=lambda e: float(e.get("ts", 0.0)))
-    out, latest = [], None
+    out = []
+    latest = float(gpu[0].get("ts", 0.0)) if gpu else 0.0  # the first event: exposed = duration
     for e in gpu:
         start, dur = float(e.get("ts", 0.0)), float(e["dur"])
-        end = start + dur
-        if latest is None:
-            out.append((e, dur, 0.0))
-            latest = end
-            continue
-        out.append((e, max(0.0, end - latest), start - latest))
-        latest = max(latest, end)
+        out.append((e, max(0.0, start + dur - latest), start - latest))
+        latest = max(latest, start + dur)
     return out
 
 
