@@ -368,7 +368,7 @@ def test_gpu_append_layout_of_new_rows_and_errors():
                                             torch.tensor(9, device="cuda"), cos=cos, sin=sin)
     torch.testing.assert_close(out.float().cpu(), ref, **tolerance(torch.float16))
     assert torch.equal(k_cache.cpu(), k_ref)
-    strided = torch.zeros(2, 2, 50, 72, dtype=torch.float16, device="cuda")[..., :64]
+    strided = torch.zeros(2, 2, 50, 68, dtype=torch.float16, device="cuda")[..., :64]
     with pytest.raises(RuntimeError, match="decode_attention_append: k_cache must have "
                                            "contiguous rows"):
         cute_gemm.decode_attention_append(q, k_new, v_new, strided, v_cache,

@@ -303,7 +303,8 @@ at::Tensor launch_attention(at::Tensor const& q, at::Tensor const& k, at::Tensor
   extra(params);
 
   attention::DecodeAttentionInstance const* const kernel =
-      attention::find_decode_attention(q.scalar_type() == at::kBFloat16, int(p.head_dim));
+      attention::find_decode_attention(q.scalar_type() == at::kBFloat16, int(p.head_dim),
+                                       params.append.k_new != nullptr);
   TORCH_CHECK(kernel != nullptr, op, "no kernel instance for ", q.scalar_type(), " and head dim ",
               p.head_dim);
   params.splits = attention::decode_attention_splits(p.batch * p.q_len * head_ctas, params.kv_len,

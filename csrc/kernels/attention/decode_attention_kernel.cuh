@@ -105,8 +105,10 @@ CG_DEVICE uint128_t& as_chunk(T* p) {
 }
 
 // grid: (splits, kv_heads * head_chunks(G), B * Lq), 128 threads, Tile::kSmemBytes of dynamic
-// shared memory; with splits > 1 launched as clusters of (splits, 1, 1).
-template <class T, int kDim>
+// shared memory; with splits > 1 launched as clusters of (splits, 1, 1). kAppend: the kernel of
+// decode_attention_append (p.append set, Lq = 1), compiled apart so that the plain kernel carries
+// none of its code or registers.
+template <class T, int kDim, bool kAppend>
 __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     decode_attention_kernel(DecodeAttentionParams p) {
   using Cfg = DecodeAttentionConfig;
@@ -144,15 +146,15 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   // holds row `fresh_row` copies them instead of the cache's row (which one CTA of the key/value
   // head writes, while others may read it), so no CTA depends on another's write.
   DecodeAttentionAppend const& append = p.append;
-  bool const appending = append.k_new != nullptr, rotary = append.cos != nullptr;
-  T const* const k_new_row = appending ? static_cast<T const*>(append.k_new) +
-                                             b * append.k_new_stride[0] +
-                                             kv_head * append.k_new_stride[1]
-                                       : nullptr;
-  T const* const v_new_row = appending ? static_cast<T const*>(append.v_new) +
-                                             b * append.v_new_stride[0] +
-                                             kv_head * append.v_new_stride[1]
-                                       : nullptr;
+  bool const rotary = kAppend && append.cos != nullptr;
+  T const* const k_new_row = kAppend ? static_cast<T const*>(append.k_new) +
+                                           b * append.k_new_stride[0] +
+                                           kv_head * append.k_new_stride[1]
+                                     : nullptr;
+  T const* const v_new_row = kAppend ? static_cast<T const*>(append.v_new) +
+                                           b * append.v_new_stride[0] +
+                                           kv_head * append.v_new_stride[1]
+                                     : nullptr;
   int fresh_row = -1;  // set after the dependency wait; -1 matches no row
 
   // ---- the warp's tiles: tile t covers rows [tile_row(t), tile_row(t) + 16) of the split.
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
         int const d = idx % Tile::kChunks * Cfg::kVec;
         bool const read = (rows >> row & 1u) && d < dim;
         int64_t const src = read ? row0 + row : row0;  // a valid address where nothing is read
-        bool const fresh = row0 + row == fresh_row;
+        bool const fresh = kAppend && row0 + row == fresh_row;
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             as_chunk(fresh ? k_new_row + d : k_rows + src * p.k_stride[2] + d),
             as_chunk(k_dst + smem_rows(row, d)), read);
@@ -223,16 +225,27 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
   grid_launch_dependents();
-  if (appending) {
-    int64_t const position = *append.position;
-    if (position < 0 || position >= p.kv_len) {
-      if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
-        printf("cute_gemm.decode_attention_append: position %lld is outside the cache's %d rows\n",
-               static_cast<long long>(position), p.kv_len);
+  // Appending: the position, and the writer CTA's new rows, loaded now beside the mask values (a
+  // branch on the position here would wait for it before any other load; the writer checks it).
+  int64_t const position = kAppend ? *append.position : -1;
+  bool const position_ok = position >= 0 && position < p.kv_len;
+  fresh_row = position_ok ? int(position) : -1;
+  int const half = dim / 2;
+  bool const writer = kAppend && blockIdx.x == 0 && chunk == 0;  // one per (b, kv head)
+  static_assert(kDim / 2 <= Cfg::kThreads && kDim / Cfg::kVec <= Cfg::kThreads,
+                "a pair and a chunk of a new row per thread");
+  T k_lo{}, k_hi{};                      // rotary: the pair (tid, tid + D/2) of the new key
+  uint128_t k_chunk{}, v_chunk{};        // otherwise chunk tid of the new key; of the new value
+  if (writer) {
+    if (rotary) {
+      if (tid < half) {
+        k_lo = k_new_row[tid];
+        k_hi = k_new_row[tid + half];
       }
-      __trap();
+    } else if (tid * Cfg::kVec < dim) {
+      k_chunk = as_chunk(k_new_row + tid * Cfg::kVec);
     }
-    fresh_row = int(position);
+    if (tid * Cfg::kVec < dim) v_chunk = as_chunk(v_new_row + tid * Cfg::kVec);
   }
 
   // A long split under one mask for every head (a static cache's unfilled tail): the CTA finds
@@ -298,37 +311,36 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   for (int t = 0; t < kStages - 1; ++t) issue(t, prologue_bits[t]);
   cp_async_wait<kStages - 1>();  // this thread's queries (the tiles' groups may be pending) ...
   __syncthreads();               // ... and every thread's
-  int const half = dim / 2;
-  if (appending) {
-    if (rotary) {  // the queries' rotary embedding, in place
-      for (int e = tid; e < heads * half; e += Cfg::kThreads) {
-        int const g = e / half, d = e % half;
-        T& lo = q_s[smem_rows(g, d)];
-        T& hi = q_s[smem_rows(g, d + half)];
-        rotate_pair(HalfTraits<T>::to_float(lo), HalfTraits<T>::to_float(hi), rotary_s[0],
-                    rotary_s[1], d, half, lo, hi);
+  if (writer) {  // the new rows into the cache
+    if (!position_ok) {
+      if (tid == 0) {
+        printf("cute_gemm.decode_attention_append: position %lld is outside the cache's %d rows\n",
+               static_cast<long long>(position), p.kv_len);
       }
+      __assert_fail("cute_gemm.decode_attention_append: position outside the cache's rows",
+                    __FILE__, __LINE__, __func__);
     }
-    // One CTA per (b, key/value head) writes the new rows into the cache.
-    if (blockIdx.x == 0 && chunk == 0) {
-      T* const k_dst = static_cast<T*>(p.k) + b * p.k_stride[0] + kv_head * p.k_stride[1] +
-                       fresh_row * p.k_stride[2];
-      T* const v_dst = static_cast<T*>(p.v) + b * p.v_stride[0] + kv_head * p.v_stride[1] +
-                       fresh_row * p.v_stride[2];
-      if (rotary) {
-        for (int d = tid; d < half; d += Cfg::kThreads) {
-          rotate_pair(HalfTraits<T>::to_float(k_new_row[d]),
-                      HalfTraits<T>::to_float(k_new_row[d + half]), rotary_s[0], rotary_s[1], d,
-                      half, k_dst[d], k_dst[d + half]);
-        }
-      } else {
-        for (int d = tid * Cfg::kVec; d < dim; d += Cfg::kThreads * Cfg::kVec) {
-          as_chunk(k_dst + d) = as_chunk(k_new_row + d);
-        }
+    T* const k_dst = static_cast<T*>(p.k) + b * p.k_stride[0] + kv_head * p.k_stride[1] +
+                     fresh_row * p.k_stride[2];
+    T* const v_dst = static_cast<T*>(p.v) + b * p.v_stride[0] + kv_head * p.v_stride[1] +
+                     fresh_row * p.v_stride[2];
+    if (rotary) {
+      if (tid < half) {
+        rotate_pair(HalfTraits<T>::to_float(k_lo), HalfTraits<T>::to_float(k_hi), rotary_s[0],
+                    rotary_s[1], tid, half, k_dst[tid], k_dst[tid + half]);
       }
-      for (int d = tid * Cfg::kVec; d < dim; d += Cfg::kThreads * Cfg::kVec) {
-        as_chunk(v_dst + d) = as_chunk(v_new_row + d);
-      }
+    } else if (tid * Cfg::kVec < dim) {
+      as_chunk(k_dst + tid * Cfg::kVec) = k_chunk;
+    }
+    if (tid * Cfg::kVec < dim) as_chunk(v_dst + tid * Cfg::kVec) = v_chunk;
+  }
+  if (rotary) {  // the queries' rotary embedding, in place, before any warp reads them
+    for (int e = tid; e < heads * half; e += Cfg::kThreads) {
+      int const g = e / half, d = e % half;
+      T& lo = q_s[smem_rows(g, d)];
+      T& hi = q_s[smem_rows(g, d + half)];
+      rotate_pair(HalfTraits<T>::to_float(lo), HalfTraits<T>::to_float(hi), rotary_s[0],
+                  rotary_s[1], d, half, lo, hi);
     }
     __syncthreads();
   }
@@ -356,19 +368,19 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     int const stage = t % kStages;
     uint32_t const rows = rows_copied_s[warp][stage];
     if (rows == 0) continue;  // no head takes a row of the tile
-    int const row0 = tile_row(t);
-    if (rotary && fresh_row >= row0 && fresh_row < row0 + kRows &&
-        (rows >> (fresh_row - row0) & 1u)) {
-      // The new key, copied from k_new: its rotary embedding, as the cache's copy got it.
-      T* const fresh = ring + stage * Tile::kStageElems;
-      int const r = fresh_row - row0;
-      for (int d = lane; d < half; d += 32) {
-        T& lo = fresh[smem_rows(r, d)];
-        T& hi = fresh[smem_rows(r, d + half)];
-        rotate_pair(HalfTraits<T>::to_float(lo), HalfTraits<T>::to_float(hi), rotary_s[0],
-                    rotary_s[1], d, half, lo, hi);
+    if (rotary) {
+      int const r = fresh_row - tile_row(t);
+      if (r >= 0 && r < kRows && (rows >> r & 1u)) {
+        // The new key, copied from k_new: its rotary embedding, as the cache's copy got it.
+        T* const fresh = ring + stage * Tile::kStageElems;
+        for (int d = lane; d < half; d += 32) {
+          T& lo = fresh[smem_rows(r, d)];
+          T& hi = fresh[smem_rows(r, d + half)];
+          rotate_pair(HalfTraits<T>::to_float(lo), HalfTraits<T>::to_float(hi), rotary_s[0],
+                      rotary_s[1], d, half, lo, hi);
+        }
+        __syncwarp();
       }
-      __syncwarp();
     }
     T const* const k_tile = ring + stage * Tile::kStageElems;
     T const* const v_tile = k_tile + Tile::kTileElems;
@@ -392,6 +404,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
     // Scale and mask (log2 units); -inf where a row is not taken by the head. A mask per head
     // is read here: every value's load issued before any is converted.
+    int const row0 = tile_row(t);
     float bias_s[2][4];
     CG_PRAGMA_UNROLL
     for (int n = 0; n < 2; ++n) {
@@ -586,7 +599,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
 // Launches the kernel for p (p.splits CTAs per cluster) on `stream` as a programmatic dependent
 // of the kernel before it when `pdl`.
-template <class T, int kDim>
+template <class T, int kDim, bool kAppend>
 cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
                                     cudaStream_t stream) {
   using Cfg = DecodeAttentionConfig;
@@ -595,7 +608,7 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
   // returns, every time.
   static int prepared[64] = {};
   cudaError_t const set = cudaError_t(cached_per_device(prepared, int(cudaErrorNoDevice), [](int) {
-    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim>,
+    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim, kAppend>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                Tile::kSmemBytes);
     cudaGetLastError();  // returned below; not left for the caller's next check
@@ -625,17 +638,19 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = n;
-  return cudaLaunchKernelEx(&config, decode_attention_kernel<T, kDim>, p);
+  return cudaLaunchKernelEx(&config, decode_attention_kernel<T, kDim, kAppend>, p);
 }
 
-// Whether this build's kernel for (T, kDim) can run in clusters on the current device (its code
-// there is sm_90 or later); asked once per device.
-template <class T, int kDim>
+// Whether this build's kernel for (T, kDim, kAppend) can run in clusters on the current device
+// (its code there is sm_90 or later); asked once per device.
+template <class T, int kDim, bool kAppend>
 bool decode_attention_has_clusters() {
   static int cached[64] = {};
   return cached_per_device(cached, 0, [](int) {
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T, kDim>) != cudaSuccess) return -1;
+    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T, kDim, kAppend>) != cudaSuccess) {
+      return -1;
+    }
     return attr.binaryVersion >= 90 ? 1 : 0;
   }) == 1;
 }
