@@ -69,9 +69,8 @@ VARIANTS = {
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
 MODES = ("graph", "compile")
 # Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's
-# decode kernel with a decode step's rotary embedding and cache update in it ("cute_gemm") or apart
-# ("cute_gemm-apart": transformers' code, inductor's kernels), set on every variant's model alike.
-ATTENTIONS = ("sdpa", "cute_gemm", "cute_gemm-apart")
+# decode kernel ("cute_gemm"), set on every variant's model alike.
+ATTENTIONS = ("sdpa", "cute_gemm")
 
 
 def parse_args(argv=None):
@@ -91,9 +90,8 @@ def parse_args(argv=None):
                    help="comma-separated subset of " + ", ".join(VARIANTS))
     p.add_argument("--attention", default="sdpa",
                    help="attention implementations, comma-separated, each run on every variant: "
-                        "sdpa (transformers'), cute_gemm (cute_gemm.attention's decode kernel, "
-                        "the rotary embedding and cache update in it), cute_gemm-apart (the same "
-                        "kernel, those apart); default sdpa")
+                        "sdpa (transformers') and/or cute_gemm (cute_gemm.attention's decode "
+                        "kernel); default sdpa")
     p.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16",
                    help="model dtype (default bfloat16; torch-int4 needs bfloat16)")
     p.add_argument("--deadline-s", type=float, default=0,
@@ -352,9 +350,8 @@ def profile_rows(transformers, model, name, mode, batch, args, device, step_mode
 
 def set_attention(cute_gemm, model, attention):
     """The model's attention implementation: transformers' sdpa or cute_gemm's decode kernel."""
-    if attention.startswith("cute_gemm"):
-        cute_gemm.attention.use_decode_attention(model, append=attention == "cute_gemm")
-        attention = cute_gemm.attention.NAME
+    if attention == "cute_gemm":
+        cute_gemm.attention.use_decode_attention(model)
     else:
         model.set_attn_implementation(attention)
     if model.config._attn_implementation != attention:
@@ -531,9 +528,7 @@ def main(argv=None):
         "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
         "attention: the same variant with transformers' sdpa attention over this row's.",
         "- attention: transformers' sdpa, or cute_gemm (cute_gemm.attention.use_decode_attention: "
-        "decode steps on cute_gemm.decode_attention_append, the rotary embedding and the static "
-        "cache's update in the kernel; the prefill on sdpa), or cute_gemm-apart (decode steps on "
-        "cute_gemm.decode_attention, transformers' rotary embedding and cache update).",
+        "decode steps on cute_gemm.decode_attention, the prefill on sdpa).",
         "- agree: generated tokens equal to a cache-free forward's argmax (random weights: "
         "near-ties may flip a few).",
     ]

@@ -19,8 +19,7 @@ except ImportError as e:
 
 from . import layout  # noqa: E402
 from .ops import (  # noqa: E402
-    DeviceSpec, MixedPlan, decode_attention, decode_attention_append, device_spec, gemm,
-    mixed_gemm, mixed_plan)
+    DeviceSpec, MixedPlan, decode_attention, device_spec, gemm, mixed_gemm, mixed_plan)
 from .quant import (  # noqa: E402
     QuantizedWeight, dequantize, pack_weight, quantize, unpack_weight)
 from . import nn  # noqa: E402
@@ -62,9 +61,8 @@ def __dir__():
 
 
 __all__ = ["__version__", "attention", "awq_linear", "awq_to_quantized", "checkpoints",
-           "CuteGemmConfig", "decode_attention", "decode_attention_append", "dequantize",
-           "device_spec", "DeviceSpec", "fuse", "gemm", "gptq_linear", "gptq_to_quantized", "hf",
-           "layout", "load_awq_model",
+           "CuteGemmConfig", "decode_attention", "dequantize", "device_spec", "DeviceSpec", "fuse",
+           "gemm", "gptq_linear", "gptq_to_quantized", "hf", "layout", "load_awq_model",
            "load_awq_pretrained", "load_gptq_model", "load_gptq_pretrained", "load_quantized",
            "mixed_gemm", "mixed_plan", "MixedPlan", "nn", "pack_weight", "ProjectionSlice",
            "QuantizationSummary", "quantize", "quantize_model", "QuantizedWeight", "QuantLinear",

@@ -16,8 +16,8 @@ from .quant import QuantizedWeight
 DeviceSpec = _C.DeviceSpec
 MixedPlan = _C.MixedPlan
 
-__all__ = ["gemm", "mixed_gemm", "mixed_plan", "device_spec", "decode_attention",
-           "decode_attention_append", "DeviceSpec", "MixedPlan"]
+__all__ = ["gemm", "mixed_gemm", "mixed_plan", "device_spec", "decode_attention", "DeviceSpec",
+           "MixedPlan"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -358,41 +358,41 @@ _ATTN = "cute_gemm.decode_attention: "
 _MASK_DTYPES = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
 
 
-def _check_attention_shapes(q, k, v, mask, scale, op=_ATTN):
+def _check_attention_shapes(q, k, v, mask, scale):
     """The checks of csrc/ops/attention_op.cpp that need no data (same messages), for the fake
     kernel; the k / v row layout and alignment checks need real memory and stay in C++."""
-    torch._check(q.dim() == 4, lambda: f"{op}q must be a 4-D tensor [B, H, Lq, D]; got "
+    torch._check(q.dim() == 4, lambda: f"{_ATTN}q must be a 4-D tensor [B, H, Lq, D]; got "
                  f"{q.dim()}-D with shape {list(q.shape)}")
-    torch._check(k.dim() == 4, lambda: f"{op}k must be a 4-D tensor [B, Hkv, L, D]; got "
+    torch._check(k.dim() == 4, lambda: f"{_ATTN}k must be a 4-D tensor [B, Hkv, L, D]; got "
                  f"{k.dim()}-D with shape {list(k.shape)}")
-    torch._check(v.shape == k.shape, lambda: f"{op}v must have k's shape {list(k.shape)} "
+    torch._check(v.shape == k.shape, lambda: f"{_ATTN}v must have k's shape {list(k.shape)} "
                  f"[B, Hkv, L, D]; got {list(v.shape)}")
-    torch._check(q.dtype in _HALF_DTYPES, lambda: f"{op}q must have dtype torch.float16 or "
+    torch._check(q.dtype in _HALF_DTYPES, lambda: f"{_ATTN}q must have dtype torch.float16 or "
                  f"torch.bfloat16; got {q.dtype}")
-    torch._check(k.dtype == q.dtype and v.dtype == q.dtype, lambda: f"{op}k and v must have "
+    torch._check(k.dtype == q.dtype and v.dtype == q.dtype, lambda: f"{_ATTN}k and v must have "
                  f"q's dtype ({q.dtype}); got k {k.dtype} and v {v.dtype}")
-    torch._check(k.device == q.device and v.device == q.device, lambda: f"{op}q, k and v must "
+    torch._check(k.device == q.device and v.device == q.device, lambda: f"{_ATTN}q, k and v must "
                  f"be on one device; got q on {q.device}, k on {k.device} and v on {v.device}")
     b, h, lq, d = q.shape
     hkv, length = k.shape[1], k.shape[2]
-    torch._check(k.shape[0] == b and k.shape[3] == d, lambda: f"{op}k must be [B, Hkv, L, D] "
+    torch._check(k.shape[0] == b and k.shape[3] == d, lambda: f"{_ATTN}k must be [B, Hkv, L, D] "
                  f"with q's B={b} and D={d}; got q {list(q.shape)} and k {list(k.shape)}")
-    torch._check(hkv > 0 and h % hkv == 0, lambda: f"{op}q's heads must be a multiple of k's "
+    torch._check(hkv > 0 and h % hkv == 0, lambda: f"{_ATTN}q's heads must be a multiple of k's "
                  f"(grouped-query attention); got q with {h} heads and k with {hkv}")
     if not (d % 8 == 0 and 0 < d <= 256):
-        raise ValueError(f"{op}the head dim D (q.size(3)) must be a multiple of 8 in [8, 256]; "
+        raise ValueError(f"{_ATTN}the head dim D (q.size(3)) must be a multiple of 8 in [8, 256]; "
                          f"got {d}")
     if scale is not None and not math.isfinite(scale):
-        raise ValueError(f"{op}scale must be finite; got {scale}")
+        raise ValueError(f"{_ATTN}scale must be finite; got {scale}")
     if mask is not None:
-        torch._check(mask.dtype in _MASK_DTYPES, lambda: f"{op}mask must have dtype torch.bool "
+        torch._check(mask.dtype in _MASK_DTYPES, lambda: f"{_ATTN}mask must have dtype torch.bool "
                      "(True takes part) or an additive torch.float16, torch.bfloat16 or "
                      f"torch.float32; got {mask.dtype}")
-        torch._check(mask.device == q.device, lambda: f"{op}mask must be on q's device "
+        torch._check(mask.device == q.device, lambda: f"{_ATTN}mask must be on q's device "
                      f"({q.device}); got {mask.device}")
         full = (b, h, lq, length)
         torch._check(mask.dim() == 4 and all(mask.shape[i] in (full[i], 1) for i in range(4)),
-                     lambda: f"{op}mask must be 4-D and broadcast to [B, H, Lq, L] = "
+                     lambda: f"{_ATTN}mask must be 4-D and broadcast to [B, H, Lq, L] = "
                      f"{list(full)} (each dim that size or 1); got shape {list(mask.shape)}")
     return b, lq, h, d
 
@@ -400,64 +400,6 @@ def _check_attention_shapes(q, k, v, mask, scale, op=_ATTN):
 @torch.library.register_fake("cute_gemm::decode_attention")
 def _decode_attention_fake(q, k, v, mask=None, scale=None):
     return q.new_empty(_check_attention_shapes(q, k, v, mask, scale))
-
-
-_APPEND = "cute_gemm.decode_attention_append: "
-
-
-def _check_like_q(t, name, q):
-    torch._check(t.dtype == q.dtype, lambda: f"{_APPEND}{name} must have q's dtype ({q.dtype}); "
-                 f"got {t.dtype}")
-    torch._check(t.device == q.device, lambda: f"{_APPEND}{name} must be on q's device "
-                 f"({q.device}); got {t.device}")
-
-
-def _check_append_shapes(q, k_new, v_new, cos, sin, k_cache, v_cache, position, mask, scale):
-    """csrc/ops/attention_op.cpp's check_append_args without data (same messages), for the fake
-    kernel."""
-    torch._check(k_cache.dim() == 4, lambda: f"{_APPEND}k_cache must be a 4-D tensor "
-                 f"[B, Hkv, L, D]; got {k_cache.dim()}-D with shape {list(k_cache.shape)}")
-    torch._check(v_cache.shape == k_cache.shape, lambda: f"{_APPEND}v_cache must have k_cache's "
-                 f"shape {list(k_cache.shape)}; got {list(v_cache.shape)}")
-    torch._check(q.dim() == 4 and k_cache.shape[0] == q.shape[0]
-                 and k_cache.shape[3] == q.shape[3] and k_cache.shape[1] > 0
-                 and q.shape[1] % k_cache.shape[1] == 0,
-                 lambda: f"{_APPEND}k_cache must be [B, Hkv, L, D] with q's B and D and Hkv "
-                 f"dividing q's heads (q [B, H, 1, D]); got q {list(q.shape)} and k_cache "
-                 f"{list(k_cache.shape)}")
-    _check_like_q(k_cache, "k_cache", q)
-    _check_like_q(v_cache, "v_cache", q)
-    b, lq, h, d = _check_attention_shapes(q, k_cache, v_cache, mask, scale, op=_APPEND)
-    if lq != 1:
-        raise ValueError(f"{_APPEND}q must hold one query position ([B, H, 1, D]); got shape "
-                         f"{list(q.shape)}")
-    new_shape = [b, k_cache.shape[1], 1, d]
-    for t, name in ((k_new, "k_new"), (v_new, "v_new")):
-        torch._check(list(t.shape) == new_shape, lambda: f"{_APPEND}{name} must be [B, Hkv, 1, D] "
-                     f"= {new_shape} (q's B and D, the cache's Hkv); got {list(t.shape)}")
-        _check_like_q(t, name, q)
-    torch._check((cos is None) == (sin is None), lambda: f"{_APPEND}cos and sin must be given "
-                 "together (the rotary embedding) or both be None; got "
-                 f"{'cos without sin' if sin is None else 'sin without cos'}")
-    if cos is not None:
-        for t, name in ((cos, "cos"), (sin, "sin")):
-            torch._check(t.dim() == 3 and t.shape[0] in (b, 1) and t.shape[1] == 1
-                         and t.shape[2] == d, lambda: f"{_APPEND}{name} must be [B, 1, D] or "
-                         f"[1, 1, D] with B={b} and D={d}; got shape {list(t.shape)}")
-            _check_like_q(t, name, q)
-    torch._check(position.dtype == torch.int64 and position.numel() == 1,
-                 lambda: f"{_APPEND}position must be one torch.int64 element (the cache row of "
-                 f"the new key and value); got {position.dtype} with shape {list(position.shape)}")
-    torch._check(position.device == q.device, lambda: f"{_APPEND}position must be on q's device "
-                 f"({q.device}); got {position.device}")
-    return b, lq, h, d
-
-
-@torch.library.register_fake("cute_gemm::decode_attention_append")
-def _decode_attention_append_fake(q, k_new, v_new, cos, sin, k_cache, v_cache, position,
-                                  mask=None, scale=None):
-    return q.new_empty(_check_append_shapes(q, k_new, v_new, cos, sin, k_cache, v_cache,
-                                            position, mask, scale))
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -492,37 +434,3 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     reference (fp32 matmuls, the keys and values repeated to the query heads).
     """
     return torch.ops.cute_gemm.decode_attention.default(q, k, v, mask, scale)
-
-
-def decode_attention_append(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
-                            k_cache: torch.Tensor, v_cache: torch.Tensor, position: torch.Tensor,
-                            mask: torch.Tensor | None = None, *, cos: torch.Tensor | None = None,
-                            sin: torch.Tensor | None = None, scale: float | None = None
-                            ) -> torch.Tensor:
-    """A decode step's rotary embedding, cache update and attention in one kernel.
-
-    With ``cos`` and ``sin``, ``q`` and ``k_new`` first get the rotary embedding in transformers'
-    ``rotate_half`` form (``x * cos + rotate_half(x) * sin``, fp32, rounded once). Then
-    ``k_cache[:, :, position] = k_new`` and ``v_cache[:, :, position] = v_new`` (in place), and
-    the result is ``decode_attention(q, k_cache, v_cache, mask, scale=scale)``, with the new row
-    taken from ``k_new`` / ``v_new`` directly. What transformers' attention forward does for one
-    new position of a static cache (``cute_gemm.attention`` calls it there).
-
-    Args:
-        q: ``[B, H, 1, D]`` fp16 or bf16 (one query position), any strides.
-        k_new, v_new: ``[B, Hkv, 1, D]``, q's dtype: the new position's key and value.
-        k_cache, v_cache: ``[B, Hkv, L, D]``, as ``decode_attention``'s k and v; modified.
-        position: one ``torch.int64`` element on q's device: the cache row to write, in
-            ``[0, L)``. It is read on the device (no host synchronization); on CUDA a row out of
-            range stops the kernel with a device-side error (as ``index_copy_``'s), on CPU it
-            raises IndexError.
-        mask: as ``decode_attention``'s (``[B, H or 1, 1, L]``).
-        cos, sin: None, or both ``[B, 1, D]`` / ``[1, 1, D]`` in q's dtype (transformers'
-            ``position_embeddings`` for the new position).
-        scale: the factor of ``q . k``; None for ``1 / sqrt(D)``.
-
-    Returns:
-        ``[B, 1, H, D]``, contiguous, as ``decode_attention``.
-    """
-    return torch.ops.cute_gemm.decode_attention_append.default(
-        q, k_new, v_new, cos, sin, k_cache, v_cache, position, mask, scale)

@@ -211,29 +211,25 @@ def main_mixed():
 
 
 def main_attention():
-    """The decode attention kernel, one TU per (element type, head-dim class, plain or append),
-    and the list of them (decode_attention_instances.inc, expanded by
-    decode_attention_launch.hpp)."""
+    """The decode attention kernel, one TU per (element type, head-dim class), and the list of
+    them (decode_attention_instances.inc, expanded by decode_attention_launch.hpp)."""
     os.makedirs(ATTENTION_OUT, exist_ok=True)
     for stale in glob.glob(os.path.join(ATTENTION_OUT, "decode_attention_*.cu")):
         os.remove(stale)
     rows = []
-    for append in (False, True):
-        for dtype, ctype in DTYPES.items():
-            for dim in ATTENTION_HEAD_DIMS:
-                n = f"decode_attention_{'append_' if append else ''}{dtype}_d{dim}"
-                args = f"{ctype}, {dim}, {cxx_bool(append)}"
-                write_tu(ATTENTION_OUT, n, ["kernels/attention/decode_attention_kernel.cuh",
-                                            "kernels/attention/decode_attention_launch.hpp"],
-                         "namespace attention {\n\n"
-                         f"cudaError_t {n}(DecodeAttentionParams const& p, bool pdl, "
-                         "cudaStream_t stream) {\n"
-                         f"  return launch_decode_attention<{args}>(p, pdl, stream);\n}}\n\n"
-                         f"bool {n}_clusters() {{\n"
-                         f"  return decode_attention_has_clusters<{args}>();\n}}\n"
-                         "\n}  // namespace attention\n")
-                rows.append(f"CG_DECODE_ATTENTION({n}, {cxx_bool(dtype == 'bf16')}, {dim}, "
-                            f"{cxx_bool(append)})")
+    for dtype, ctype in DTYPES.items():
+        for dim in ATTENTION_HEAD_DIMS:
+            n = f"decode_attention_{dtype}_d{dim}"
+            write_tu(ATTENTION_OUT, n, ["kernels/attention/decode_attention_kernel.cuh",
+                                        "kernels/attention/decode_attention_launch.hpp"],
+                     "namespace attention {\n\n"
+                     f"cudaError_t {n}(DecodeAttentionParams const& p, bool pdl, "
+                     "cudaStream_t stream) {\n"
+                     f"  return launch_decode_attention<{ctype}, {dim}>(p, pdl, stream);\n}}\n\n"
+                     f"bool {n}_clusters() {{\n"
+                     f"  return decode_attention_has_clusters<{ctype}, {dim}>();\n}}\n"
+                     "\n}  // namespace attention\n")
+            rows.append(f"CG_DECODE_ATTENTION({n}, {cxx_bool(dtype == 'bf16')}, {dim})")
     write_instance_list(os.path.join(ATTENTION_OUT, "decode_attention_instances.inc"),
                         "// The decode attention kernel's instances, one generated TU each; the "
                         "row macro is\n// defined where the list is expanded "

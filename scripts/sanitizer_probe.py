@@ -214,22 +214,17 @@ def launches():
                           bias=True, config=name, quick=False, expect={}))
     # cute_gemm.decode_attention: each head-dim instance (64, 128, 256; D = 72 with half a k-step),
     # a group of 20 over two CTAs, clusters of 2 and 8 splits, each mask kind, a static cache's
-    # unread tail (tile by tile, and found by the long splits' scan); decode_attention_append
-    # (append: the rotary embedding or none) on the kernel's append instances
-    for batch, heads, kv_heads, q_len, length, dim, dtype, mask, quick, append in (
-            (1, 32, 8, 1, 229, 128, "bf16", "prefix", True, None),
-            (2, 12, 1, 2, 700, 64, "fp16", "add", True, None),
-            (3, 8, 8, 1, 130, 256, "bf16", None, False, None),
-            (1, 4, 2, 3, 4096, 32, "fp16", "head", False, None),
-            (1, 40, 2, 1, 300, 72, "bf16", "head", False, None),
-            (1, 8, 8, 1, 4096, 128, "bf16", "tail", False, None),
-            (1, 32, 8, 1, 229, 128, "bf16", "prefix", True, "rotary"),
-            (2, 8, 8, 1, 130, 256, "fp16", None, False, "rotary"),
-            (1, 40, 2, 1, 300, 72, "bf16", "head", False, "plain"),
-            (1, 8, 8, 1, 4096, 128, "bf16", "tail", False, "rotary")):
+    # unread tail (tile by tile, and found by the long splits' scan)
+    for batch, heads, kv_heads, q_len, length, dim, dtype, mask, quick in (
+            (1, 32, 8, 1, 229, 128, "bf16", "prefix", True),
+            (2, 12, 1, 2, 700, 64, "fp16", "add", True),
+            (3, 8, 8, 1, 130, 256, "bf16", None, False),
+            (1, 4, 2, 3, 4096, 32, "fp16", "head", False),
+            (1, 40, 2, 1, 300, 72, "bf16", "head", False),
+            (1, 8, 8, 1, 4096, 128, "bf16", "tail", False)):
         L.append(dict(op="attention", family="attention", batch=batch, heads=heads,
                       kv_heads=kv_heads, q_len=q_len, length=length, dim=dim, dtype=dtype,
-                      mask=mask, quick=quick, append=append, expect={}))
+                      mask=mask, quick=quick, expect={}))
     return L
 
 
@@ -242,7 +237,7 @@ def _describe(spec):
     if spec["op"] == "attention":
         return (f"{spec['family']:<9} B={spec['batch']} H={spec['heads']}/{spec['kv_heads']} "
                 f"Lq={spec['q_len']} L={spec['length']} D={spec['dim']} {spec['dtype']} "
-                f"mask={spec['mask']}" + (f" append={spec['append']}" if spec["append"] else ""))
+                f"mask={spec['mask']}")
     text = f"{spec['family']:<9} M={spec['m']:<4d} N={spec['n']:<4d} K={spec['k']:<5d}"
     if spec["op"] == "mixed":
         g = "pc" if spec["group"] == -1 else f"g{spec['group']}"
@@ -338,41 +333,15 @@ def run_attention(spec, seed):
     elif spec["mask"] == "head":
         mask = torch.rand(b, h, lq, length, generator=g) > 0.5
         mask[..., 0] = True
-    if spec["append"] is None:
-        out = cute_gemm.decode_attention(q.cuda(), k.cuda(), v.cuda(),
-                                         None if mask is None else mask.cuda())
-        torch.cuda.synchronize()
-        # The op's CPU kernel is the reference (fp32, rounded once; tests/test_decode_attention.py
-        # checks it against an independent fp32 formula).
-        ref = cute_gemm.decode_attention(q, k, v, mask).float()
-        max_err = (out.cpu().float() - ref).abs().max().item()
-        msg = None if max_err <= 2e-2 else f"max abs error {max_err:.3e} > 2e-2"
-        return msg, f"{length} positions", max_err
-    # decode_attention_append at a row the mask takes: the new rows must land in the caches
-    # exactly as the CPU kernel writes them.
-    k_new = _randn(b, hkv, 1, d, dtype=dtype, seed=seed + 4)
-    v_new = _randn(b, hkv, 1, d, dtype=dtype, seed=seed + 5)
-    cos = sin = None
-    if spec["append"] == "rotary":
-        angle = torch.rand(b, 1, d, generator=g) * 30
-        cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
-    row = length // 3 if mask is None or spec["mask"] in ("add", "head") else 17
-    if mask is not None and mask.dtype == torch.bool:
-        mask = mask.clone()
-        mask[..., row] = True
-    k_gpu, v_gpu = k.cuda(), v.cuda()
-    out = cute_gemm.decode_attention_append(
-        q.cuda(), k_new.cuda(), v_new.cuda(), k_gpu, v_gpu, torch.tensor(row, device="cuda"),
-        None if mask is None else mask.cuda(), cos=None if cos is None else cos.cuda(),
-        sin=None if sin is None else sin.cuda())
+    out = cute_gemm.decode_attention(q.cuda(), k.cuda(), v.cuda(),
+                                     None if mask is None else mask.cuda())
     torch.cuda.synchronize()
-    ref = cute_gemm.decode_attention_append(q, k_new, v_new, k, v, torch.tensor(row), mask,
-                                            cos=cos, sin=sin).float()
+    # The op's CPU kernel is the reference (fp32, rounded once; tests/test_decode_attention.py
+    # checks it against an independent fp32 formula).
+    ref = cute_gemm.decode_attention(q, k, v, mask).float()
     max_err = (out.cpu().float() - ref).abs().max().item()
     msg = None if max_err <= 2e-2 else f"max abs error {max_err:.3e} > 2e-2"
-    if not (torch.equal(k_gpu.cpu(), k) and torch.equal(v_gpu.cpu(), v)):
-        msg = "the caches differ from the CPU kernel's after the append"
-    return msg, f"{length} positions, row {row}", max_err
+    return msg, f"{length} positions", max_err
 
 
 def run_gemm(spec, seed):

@@ -253,7 +253,7 @@ def test_transformers_decode_matches_sdpa_cpu(monkeypatch):
     prompt = torch.randint(0, 500, (2, 9), generator=torch.Generator().manual_seed(6))
     ref = _decode_logits(model, prompt, 4, "cpu", torch.bfloat16)
     calls = _counting(monkeypatch)
-    assert cga.use_decode_attention(model, append=False) is model
+    assert cga.use_decode_attention(model) is model
     assert model.config._attn_implementation == cga.NAME
     got = _decode_logits(model, prompt, 4, "cpu", torch.bfloat16)
     # The prefill went to sdpa; each decode step's two layers to the kernel.
@@ -458,7 +458,7 @@ def test_gpu_transformers_decode_matches_sdpa(monkeypatch, compiled):
     ref = _decode_logits(model, prompt, 6, "cuda", torch.bfloat16)
     # (Counting calls through a wrapper would be a side effect inside the compiled graph.)
     calls = [] if compiled else _counting(monkeypatch)
-    cga.use_decode_attention(model, append=False)
+    cga.use_decode_attention(model)
     step = torch.compile(model, fullgraph=True) if compiled else None
     got = _decode_logits(model, prompt, 6, "cuda", torch.bfloat16, step_fn=step)
     assert compiled or len(calls) == 6 * 2

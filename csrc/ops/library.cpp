@@ -28,12 +28,4 @@ TORCH_LIBRARY(cute_gemm, m) {
   // 1/sqrt(D). Built for decode (small Lq, long L); see csrc/ops/attention_op.cpp.
   m.def("decode_attention(Tensor q, Tensor k, Tensor v, Tensor? mask=None, float? scale=None) "
         "-> Tensor");
-
-  // decode_attention for one query position (q [B, H, 1, D]) whose key and value are new:
-  // k_new, v_new [B, Hkv, 1, D] are written into k_cache, v_cache at row `position` (one int64
-  // element), after the rotary embedding of q and k_new by cos, sin [B or 1, 1, D] where given
-  // (transformers' rotate_half form); then the attention over the caches.
-  m.def("decode_attention_append(Tensor q, Tensor k_new, Tensor v_new, Tensor? cos, "
-        "Tensor? sin, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor position, "
-        "Tensor? mask=None, float? scale=None) -> Tensor");
 }

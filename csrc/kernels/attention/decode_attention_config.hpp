@@ -41,28 +41,10 @@ enum class MaskKind : int {
   kFloat32 = 4,   // additive
 };
 
-// A decode step's new key and value (decode_attention_append): the kernel writes them into the
-// cache at row `position` and uses them there; with cos and sin it first applies the rotary
-// embedding to them and to the queries. Only with one query position (Lq = 1). For d < D/2
-// (transformers' rotate_half), with fp32 products and sum, rounded once:
-//   x'[d] = x[d] cos[d] - x[d + D/2] sin[d]
-//   x'[d + D/2] = x[d + D/2] cos[d + D/2] + x[d] sin[d + D/2]
-struct DecodeAttentionAppend {
-  void const* k_new = nullptr;  // [B, kv_heads, D] rows, d stride 1; nullptr: nothing appended
-  void const* v_new = nullptr;  // as k_new
-  int64_t k_new_stride[2] = {};  // b, h
-  int64_t v_new_stride[2] = {};
-  void const* cos = nullptr;  // [B, D] rows, d stride 1 (b stride 0: one for every b), or nullptr
-  void const* sin = nullptr;  // as cos
-  int64_t cos_stride = 0, sin_stride = 0;  // b
-  int64_t const* position = nullptr;  // the cache row of the new key and value, for every b
-};
-
 struct DecodeAttentionParams {
-  void const* q = nullptr;  // [B, heads, Lq, D], any strides, elements of the dtype
-  void* k = nullptr;        // [B, kv_heads, L, D], rows 16-byte aligned, d stride 1; written at
-                            // append.position only
-  void* v = nullptr;        // as k
+  void const* q = nullptr;     // [B, heads, Lq, D], any strides, elements of the dtype
+  void const* k = nullptr;     // [B, kv_heads, L, D], rows 16-byte aligned, d stride 1
+  void const* v = nullptr;     // as k
   void const* mask = nullptr;  // [B, heads, Lq, L] as strides (0 where broadcast), or nullptr
   void* out = nullptr;         // [B, Lq, heads, D], contiguous
   int batch = 0, q_len = 0, kv_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
@@ -73,7 +55,6 @@ struct DecodeAttentionParams {
   MaskKind mask_kind = MaskKind::kNone;
   float scale_log2 = 0.f;  // the softmax scale times log2(e): the kernel's exponentials are exp2
   int splits = 1;          // CTAs that share one (b, i, head chunk)'s positions: the cluster size
-  DecodeAttentionAppend append;
 };
 
 struct DecodeAttentionConfig {

@@ -82,19 +82,6 @@ CG_DEVICE float mask_log2(MaskKind kind, uint32_t bits) {
   }
 }
 
-// The rotary embedding of one pair (x1 at d < D/2, x2 at d + D/2; DecodeAttentionAppend): fp32
-// products and sum (no fused multiply-add: the op's CPU reference rounds the same way), rounded
-// once.
-template <class T>
-CG_DEVICE void rotate_pair(float x1, float x2, T const* cos_s, T const* sin_s, int d, int half,
-                           T& lo, T& hi) {
-  using H = HalfTraits<T>;
-  lo = H::from_float(__fadd_rn(__fmul_rn(x1, H::to_float(cos_s[d])),
-                               __fmul_rn(-x2, H::to_float(sin_s[d]))));
-  hi = H::from_float(__fadd_rn(__fmul_rn(x2, H::to_float(cos_s[d + half])),
-                               __fmul_rn(x1, H::to_float(sin_s[d + half]))));
-}
-
 template <class T>
 CG_DEVICE uint128_t const& as_chunk(T const* p) {
   return *reinterpret_cast<uint128_t const*>(p);
@@ -105,10 +92,8 @@ CG_DEVICE uint128_t& as_chunk(T* p) {
 }
 
 // grid: (splits, kv_heads * head_chunks(G), B * Lq), 128 threads, Tile::kSmemBytes of dynamic
-// shared memory; with splits > 1 launched as clusters of (splits, 1, 1). kAppend: the kernel of
-// decode_attention_append (p.append set, Lq = 1), compiled apart so that the plain kernel carries
-// none of its code or registers.
-template <class T, int kDim, bool kAppend>
+// shared memory; with splits > 1 launched as clusters of (splits, 1, 1).
+template <class T, int kDim>
 __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     decode_attention_kernel(DecodeAttentionParams p) {
   using Cfg = DecodeAttentionConfig;
@@ -129,8 +114,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   __shared__ uint32_t rows_copied_s[kWarps][kStages];
   // After the positions: each warp's running max and sum per head.
   __shared__ float max_s[kWarps][kHeads], sum_s[kWarps][kHeads];
-  // Appending with the rotary embedding: its cos and sin rows.
-  __shared__ alignas(16) T rotary_s[2][kDim];
 
   int const tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int const dim = p.head_dim, group = p.heads / p.kv_heads, chunks = Cfg::head_chunks(group);
@@ -142,20 +125,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   int const row_begin = blockIdx.x * per_split, row_end = min(p.kv_len, row_begin + per_split);
   int tiles = Cfg::warp_tiles(max(0, row_end - row_begin), warp);  // after the scan: see there
   bool const per_head = p.mask_kind != MaskKind::kNone && p.mask_stride[1] != 0;
-  // Appending (Lq = 1): the new key and value rows of the CTA's key/value head. The tile that
-  // holds row `fresh_row` copies them instead of the cache's row (which one CTA of the key/value
-  // head writes, while others may read it), so no CTA depends on another's write.
-  DecodeAttentionAppend const& append = p.append;
-  bool const rotary = kAppend && append.cos != nullptr;
-  T const* const k_new_row = kAppend ? static_cast<T const*>(append.k_new) +
-                                           b * append.k_new_stride[0] +
-                                           kv_head * append.k_new_stride[1]
-                                     : nullptr;
-  T const* const v_new_row = kAppend ? static_cast<T const*>(append.v_new) +
-                                           b * append.v_new_stride[0] +
-                                           kv_head * append.v_new_stride[1]
-                                     : nullptr;
-  int fresh_row = -1;  // set after the dependency wait; -1 matches no row
 
   // ---- the warp's tiles: tile t covers rows [tile_row(t), tile_row(t) + 16) of the split.
   auto tile_row = [&](int t) { return row_begin + (warp + t * kWarps) * kRows; };
@@ -211,13 +180,10 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
         int const d = idx % Tile::kChunks * Cfg::kVec;
         bool const read = (rows >> row & 1u) && d < dim;
         int64_t const src = read ? row0 + row : row0;  // a valid address where nothing is read
-        bool const fresh = kAppend && row0 + row == fresh_row;
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-            as_chunk(fresh ? k_new_row + d : k_rows + src * p.k_stride[2] + d),
-            as_chunk(k_dst + smem_rows(row, d)), read);
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-            as_chunk(fresh ? v_new_row + d : v_rows + src * p.v_stride[2] + d),
-            as_chunk(v_dst + smem_rows(row, d)), read);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(k_rows + src * p.k_stride[2] + d),
+                                              as_chunk(k_dst + smem_rows(row, d)), read);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(v_rows + src * p.v_stride[2] + d),
+                                              as_chunk(v_dst + smem_rows(row, d)), read);
       }
     }
     cp_async_fence();
@@ -225,28 +191,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
   grid_launch_dependents();
-  // Appending: the position, and the writer CTA's new rows, loaded now beside the mask values (a
-  // branch on the position here would wait for it before any other load; the writer checks it).
-  int64_t const position = kAppend ? *append.position : -1;
-  bool const position_ok = position >= 0 && position < p.kv_len;
-  fresh_row = position_ok ? int(position) : -1;
-  int const half = dim / 2;
-  bool const writer = kAppend && blockIdx.x == 0 && chunk == 0;  // one per (b, kv head)
-  static_assert(kDim / 2 <= Cfg::kThreads && kDim / Cfg::kVec <= Cfg::kThreads,
-                "a pair and a chunk of a new row per thread");
-  T k_lo{}, k_hi{};                      // rotary: the pair (tid, tid + D/2) of the new key
-  uint128_t k_chunk{}, v_chunk{};        // otherwise chunk tid of the new key; of the new value
-  if (writer) {
-    if (rotary) {
-      if (tid < half) {
-        k_lo = k_new_row[tid];
-        k_hi = k_new_row[tid + half];
-      }
-    } else if (tid * Cfg::kVec < dim) {
-      k_chunk = as_chunk(k_new_row + tid * Cfg::kVec);
-    }
-    if (tid * Cfg::kVec < dim) v_chunk = as_chunk(v_new_row + tid * Cfg::kVec);
-  }
 
   // A long split under one mask for every head (a static cache's unfilled tail): the CTA finds
   // the last row that takes part first, and the warps' tiles end there; the rows after it cost
@@ -299,51 +243,11 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(static_cast<T const*>(p.q) + at),
                                           as_chunk(q_s + smem_rows(g, d)), read);
   }
-  if (rotary && tid < 2 * Tile::kChunks) {  // the cos and sin rows, with the queries
-    int const which = tid / Tile::kChunks, d = tid % Tile::kChunks * Cfg::kVec;
-    T const* const row = which == 0 ? static_cast<T const*>(append.cos) + b * append.cos_stride
-                                    : static_cast<T const*>(append.sin) + b * append.sin_stride;
-    SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(row + (d < dim ? d : 0)),
-                                          as_chunk(&rotary_s[which][d]), d < dim);
-  }
   cp_async_fence();
   CG_PRAGMA_UNROLL
   for (int t = 0; t < kStages - 1; ++t) issue(t, prologue_bits[t]);
   cp_async_wait<kStages - 1>();  // this thread's queries (the tiles' groups may be pending) ...
   __syncthreads();               // ... and every thread's
-  if (writer) {  // the new rows into the cache
-    if (!position_ok) {
-      if (tid == 0) {
-        printf("cute_gemm.decode_attention_append: position %lld is outside the cache's %d rows\n",
-               static_cast<long long>(position), p.kv_len);
-      }
-      __assert_fail("cute_gemm.decode_attention_append: position outside the cache's rows",
-                    __FILE__, __LINE__, __func__);
-    }
-    T* const k_dst = static_cast<T*>(p.k) + b * p.k_stride[0] + kv_head * p.k_stride[1] +
-                     fresh_row * p.k_stride[2];
-    T* const v_dst = static_cast<T*>(p.v) + b * p.v_stride[0] + kv_head * p.v_stride[1] +
-                     fresh_row * p.v_stride[2];
-    if (rotary) {
-      if (tid < half) {
-        rotate_pair(HalfTraits<T>::to_float(k_lo), HalfTraits<T>::to_float(k_hi), rotary_s[0],
-                    rotary_s[1], tid, half, k_dst[tid], k_dst[tid + half]);
-      }
-    } else if (tid * Cfg::kVec < dim) {
-      as_chunk(k_dst + tid * Cfg::kVec) = k_chunk;
-    }
-    if (tid * Cfg::kVec < dim) as_chunk(v_dst + tid * Cfg::kVec) = v_chunk;
-  }
-  if (rotary) {  // the queries' rotary embedding, in place, before any warp reads them
-    for (int e = tid; e < heads * half; e += Cfg::kThreads) {
-      int const g = e / half, d = e % half;
-      T& lo = q_s[smem_rows(g, d)];
-      T& hi = q_s[smem_rows(g, d + half)];
-      rotate_pair(HalfTraits<T>::to_float(lo), HalfTraits<T>::to_float(hi), rotary_s[0],
-                  rotary_s[1], d, half, lo, hi);
-    }
-    __syncthreads();
-  }
 
   // The lane's accumulator coordinates: value c of an n8 tile is head acc_head[c], column
   // acc_col[c] (AccHeadTV / AccColTV); heads acc_head[0] and acc_head[2] are the lane's two.
@@ -368,20 +272,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     int const stage = t % kStages;
     uint32_t const rows = rows_copied_s[warp][stage];
     if (rows == 0) continue;  // no head takes a row of the tile
-    if (rotary) {
-      int const r = fresh_row - tile_row(t);
-      if (r >= 0 && r < kRows && (rows >> r & 1u)) {
-        // The new key, copied from k_new: its rotary embedding, as the cache's copy got it.
-        T* const fresh = ring + stage * Tile::kStageElems;
-        for (int d = lane; d < half; d += 32) {
-          T& lo = fresh[smem_rows(r, d)];
-          T& hi = fresh[smem_rows(r, d + half)];
-          rotate_pair(HalfTraits<T>::to_float(lo), HalfTraits<T>::to_float(hi), rotary_s[0],
-                      rotary_s[1], d, half, lo, hi);
-        }
-        __syncwarp();
-      }
-    }
     T const* const k_tile = ring + stage * Tile::kStageElems;
     T const* const v_tile = k_tile + Tile::kTileElems;
 
@@ -599,7 +489,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
 // Launches the kernel for p (p.splits CTAs per cluster) on `stream` as a programmatic dependent
 // of the kernel before it when `pdl`.
-template <class T, int kDim, bool kAppend>
+template <class T, int kDim>
 cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
                                     cudaStream_t stream) {
   using Cfg = DecodeAttentionConfig;
@@ -608,7 +498,7 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
   // returns, every time.
   static int prepared[64] = {};
   cudaError_t const set = cudaError_t(cached_per_device(prepared, int(cudaErrorNoDevice), [](int) {
-    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim, kAppend>,
+    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                Tile::kSmemBytes);
     cudaGetLastError();  // returned below; not left for the caller's next check
@@ -638,19 +528,17 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = n;
-  return cudaLaunchKernelEx(&config, decode_attention_kernel<T, kDim, kAppend>, p);
+  return cudaLaunchKernelEx(&config, decode_attention_kernel<T, kDim>, p);
 }
 
-// Whether this build's kernel for (T, kDim, kAppend) can run in clusters on the current device
-// (its code there is sm_90 or later); asked once per device.
-template <class T, int kDim, bool kAppend>
+// Whether this build's kernel for (T, kDim) can run in clusters on the current device (its code
+// there is sm_90 or later); asked once per device.
+template <class T, int kDim>
 bool decode_attention_has_clusters() {
   static int cached[64] = {};
   return cached_per_device(cached, 0, [](int) {
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T, kDim, kAppend>) != cudaSuccess) {
-      return -1;
-    }
+    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T, kDim>) != cudaSuccess) return -1;
     return attr.binaryVersion >= 90 ? 1 : 0;
   }) == 1;
 }

@@ -7,11 +7,11 @@ namespace cute_gemm {
 namespace attention {
 
 cudaError_t decode_attention_f16_d128(DecodeAttentionParams const& p, bool pdl, cudaStream_t stream) {
-  return launch_decode_attention<__half, 128, false>(p, pdl, stream);
+  return launch_decode_attention<__half, 128>(p, pdl, stream);
 }
 
 bool decode_attention_f16_d128_clusters() {
-  return decode_attention_has_clusters<__half, 128, false>();
+  return decode_attention_has_clusters<__half, 128>();
 }
 
 }  // namespace attention

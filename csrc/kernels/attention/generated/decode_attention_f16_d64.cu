@@ -7,11 +7,11 @@ namespace cute_gemm {
 namespace attention {
 
 cudaError_t decode_attention_f16_d64(DecodeAttentionParams const& p, bool pdl, cudaStream_t stream) {
-  return launch_decode_attention<__half, 64, false>(p, pdl, stream);
+  return launch_decode_attention<__half, 64>(p, pdl, stream);
 }
 
 bool decode_attention_f16_d64_clusters() {
-  return decode_attention_has_clusters<__half, 64, false>();
+  return decode_attention_has_clusters<__half, 64>();
 }
 
 }  // namespace attention
