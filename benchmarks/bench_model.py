@@ -310,10 +310,9 @@ def profile_steps(dec, steps):
 
     with torch.no_grad():
         try:
-            dec.capture()
+            dec.capture()  # sets dec.graph only once the capture succeeded
             replayed = True
-        except Exception:  # noqa: BLE001  (bench_variant falls back the same way)
-            dec.graph = None
+        except Exception:  # noqa: BLE001  (any capture failure: profile uncaptured steps)
             replayed = False
         dec.run(2)  # warm
         torch.cuda.synchronize()
