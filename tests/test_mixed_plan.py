@@ -516,6 +516,26 @@ def test_decode_many_waves_takes_4_warp_ctas(device):
             assert plan(m, n, 4096, bits, group, device=device).warps > 1
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_int4_slices_keep_8_k_blocks_past_one_cta_per_sm(device):
+    # INT4 at M <= 2: a grid of more 1-warp-slice CTAs than SMs gives each slice >= 8 k blocks
+    # (q/k/v 4096x6144: 4 warps, not the busiest wave's 8); INT8, M >= 3 and grids of at most one
+    # CTA per SM keep the busiest wave's choice.
+    spec = cute_gemm.device_spec(device)
+    sms = spec.sm_count
+    shapes = ((6144, 4096), (5120, 5120), (8192, 8192), (28672, 4096), (8192, 28672),
+              (4096, 4096), (4096, 14336), (32 * sms, 4096), (32 * sms + 32, 4096))
+    for (n, k), m in itertools.product(shapes, (1, 2, 3)):
+        p4 = plan(m, n, k, 4, 128, device=device)
+        assert (p4.kernel, p4.col_warps) == ("decode", 1), (m, n, k, p4)
+        if m <= 2 and -(-n // 32) > sms:
+            assert p4.k_slices <= max(1, k_blocks(k, 4) // 8), (m, n, k, p4)
+    assert plan(1, 6144, 4096, 4, 128, device=device).warps == 4
+    assert plan(1, 32 * sms, 4096, 4, 128, device=device).warps > 4  # one CTA per SM
+    assert plan(3, 6144, 4096, 4, 128, device=device).warps > 4
+    assert plan(1, 6144, 4096, 8, -1, device=device).warps > 4
+
+
 def test_decode_schedules():
     # Scheduled warps are rounded down to whole k slices: 6 warps in slices of 4 -> 4.
     p = plan(1, schedule="warps=6,col_warps=4")

@@ -55,6 +55,16 @@ constexpr int kColWarpChoices[] = {1, 2, 4};
 // epilogue) are paid once per 4 warps, not per warp. More waves then, as many warps busy.
 constexpr int kManyWavesSlices = 4;
 constexpr int kManyWavesSliceBlocks = 4;
+// Decode, INT4 at M <= kMinSliceMaxM: a grid of 1-warp k slices with more CTAs than SMs gives
+// each slice at least kMinSliceBlocks k blocks, where the busiest wave would cut them shorter.
+// On an H100 (bf16, M = 1, 1-warp slices) the fastest CTAs of such grids had slices of ~8 blocks:
+// 4096x6144 (192 CTAs) 4 warps 7.9 us, the busiest wave's 8 warps 8.5; 8192² (256) 8 warps;
+// 4096x28672 (896) 4 warps 22.4, 2 warps 23.0; 128256x4096 4 warps. In the compiled
+// Llama-3-8B decode step the q/k/v layers in 4 warps took 1.5% off the step (NOTES.md, session
+// 36). Not INT8 (4096x6144 fastest at 16 blocks a slice, 8192² at 9 warps), nor M >= 4, where
+// shared memory bounds the CTAs per SM (8192² at M = 4: 6 warps 13.3 us, 8 warps 16.6).
+constexpr int kMinSliceBlocks = 8;
+constexpr int kMinSliceMaxM = 2;
 // Warp-specialized wgmma grids of more than one M tile: the raster group (raster_rows) replaces
 // the row-major order where it cuts a wave's modelled DRAM bytes to at most this share. Cuts of
 // 33-65% ran INT8 at M = 1024-4096 1-3.5% faster on an H100 (less DRAM traffic, higher clocks
@@ -283,7 +293,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // plan takes, in order: a split-K grid only where it is cheap (kDecodeMinSplitK), the most warps
 // busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
 // preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM); 1-warp slices of a
-// grid of several waves come kManyWavesSlices to a CTA. Scheduled splits get as
+// grid of several waves come kManyWavesSlices to a CTA, INT4 slices of a grid of more CTAs than
+// SMs keep kMinSliceBlocks k blocks at M <= 2. Scheduled splits get as
 // many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
@@ -309,6 +320,9 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       s.warps == 0 && s.splits == 0 && tried(1) &&
       ceil_div(p.n, 32) * m_tiles >
           int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated)) * sms;
+  // INT4 at M <= 2 with more 1-warp-slice CTAs than SMs: slices of >= kMinSliceBlocks.
+  const bool long_slices = !many_waves && s.warps == 0 && s.splits == 0 && p.bits == 4 &&
+                           p.m <= kMinSliceMaxM && ceil_div(p.n, 32) * m_tiles > sms;
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
   bool best_cheap = false;
   int64_t best_busy = -1;
@@ -330,6 +344,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       lo = hi = std::max(1, std::min({kManyWavesSlices, k_blocks / kManyWavesSliceBlocks,
                                       max_slices}));
     }
+    if (long_slices && cw == 1) hi = std::max(1, std::min(k_blocks / kMinSliceBlocks, hi));
     for (int slices = lo; slices <= hi; ++slices) {
       const int w = slices * cw;
       const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw, p.gated);
