@@ -517,23 +517,26 @@ def test_decode_many_waves_takes_4_warp_ctas(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_decode_int4_slices_keep_8_k_blocks_past_one_cta_per_sm(device):
-    # INT4 at M <= 2: a grid of more 1-warp-slice CTAs than SMs gives each slice >= 8 k blocks
-    # (q/k/v 4096x6144: 4 warps, not the busiest wave's 8); INT8, M >= 3 and grids of at most one
-    # CTA per SM keep the busiest wave's choice.
+def test_decode_int4_short_slices_lengthened_past_one_cta_per_sm(device):
+    # INT4 at M <= 2 in a grid of more 1-warp-slice CTAs than SMs: where the busiest wave would
+    # cut the k slices shorter than 5 k blocks, they get 8 (q/k/v 4096x6144 on an H100: 4 warps,
+    # not 8). INT8, M >= 3 and grids of at most one CTA per SM keep the busiest wave's choice.
     spec = cute_gemm.device_spec(device)
     sms = spec.sm_count
-    shapes = ((6144, 4096), (5120, 5120), (8192, 8192), (28672, 4096), (8192, 28672),
-              (4096, 4096), (4096, 14336), (32 * sms, 4096), (32 * sms + 32, 4096))
-    for (n, k), m in itertools.product(shapes, (1, 2, 3)):
-        p4 = plan(m, n, k, 4, 128, device=device)
-        assert (p4.kernel, p4.col_warps) == ("decode", 1), (m, n, k, p4)
-        if m <= 2 and -(-n // 32) > sms:
-            assert p4.k_slices <= max(1, k_blocks(k, 4) // 8), (m, n, k, p4)
-    assert plan(1, 6144, 4096, 4, 128, device=device).warps == 4
+    shapes = ((6144, 4096), (5120, 5120), (8192, 8192), (12288, 4096), (28672, 4096),
+              (8192, 28672), (32 * sms + 32, 4096), (64 * sms, 8192))
+    for (n, k), m in itertools.product(shapes, (1, 2)):
+        p = plan(m, n, k, 4, 128, device=device)
+        assert p.kernel == "decode" and -(-n // 32) > sms, (m, n, k, p)
+        if p.col_warps == 1 and p.splits == 1:
+            assert k_blocks(k, 4) >= 5 * p.k_slices, (m, n, k, p)
+    if device == "h100":
+        assert plan(1, 6144, 4096, 4, 128, device=device).warps == 4
+        assert plan(2, 6144, 4096, 4, 128, device=device).warps == 4
+        assert plan(3, 6144, 4096, 4, 128, device=device).warps > 4
+        assert plan(1, 6144, 4096, 8, -1, device=device).warps > 4
+        assert plan(1, 12288, 4096, 4, 128, device=device).warps == 5  # 6.4 blocks: kept
     assert plan(1, 32 * sms, 4096, 4, 128, device=device).warps > 4  # one CTA per SM
-    assert plan(3, 6144, 4096, 4, 128, device=device).warps > 4
-    assert plan(1, 6144, 4096, 8, -1, device=device).warps > 4
 
 
 def test_decode_schedules():

@@ -55,14 +55,14 @@ constexpr int kColWarpChoices[] = {1, 2, 4};
 // epilogue) are paid once per 4 warps, not per warp. More waves then, as many warps busy.
 constexpr int kManyWavesSlices = 4;
 constexpr int kManyWavesSliceBlocks = 4;
-// Decode, INT4 at M <= kMinSliceMaxM: a grid of 1-warp k slices with more CTAs than SMs gives
-// each slice at least kMinSliceBlocks k blocks, where the busiest wave would cut them shorter.
-// On an H100 (bf16, M = 1, 1-warp slices) the fastest CTAs of such grids had slices of ~8 blocks:
-// 4096x6144 (192 CTAs) 4 warps 7.9 us, the busiest wave's 8 warps 8.5; 8192² (256) 8 warps;
-// 4096x28672 (896) 4 warps 22.4, 2 warps 23.0; 128256x4096 4 warps. In the compiled
-// Llama-3-8B decode step the q/k/v layers in 4 warps took 1.5% off the step (NOTES.md, session
-// 36). Not INT8 (4096x6144 fastest at 16 blocks a slice, 8192² at 9 warps), nor M >= 4, where
-// shared memory bounds the CTAs per SM (8192² at M = 4: 6 warps 13.3 us, 8 warps 16.6).
+// Decode, INT4 at M <= kMinSliceMaxM, a grid of more 1-warp-slice CTAs than SMs: where the
+// busiest wave cuts the k slices shorter than kShortSliceBlocks k blocks, the plan takes slices of
+// at least kMinSliceBlocks. On an H100 (bf16, M = 1, 1-warp slices, us): 4096x6144 (192 CTAs)
+// 8 warps (4 blocks a slice, the busiest wave) 8.55, 4 warps 7.91; the compiled Llama-3-8B
+// decode step with its q/k/v so 1.3% faster (NOTES.md, session 36). Slices of 5-6 blocks stay:
+// 4096x12288 (384 CTAs) 5 warps 11.1, 4 warps 12.2; 5120x5120 8 warps 9.2, 5 warps 9.0. Not INT8
+// (4096x6144 fastest at 16 blocks a slice), nor M >= 3 (shared memory bounds the CTAs per SM).
+constexpr int kShortSliceBlocks = 5;
 constexpr int kMinSliceBlocks = 8;
 constexpr int kMinSliceMaxM = 2;
 // Warp-specialized wgmma grids of more than one M tile: the raster group (raster_rows) replaces
@@ -293,8 +293,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // plan takes, in order: a split-K grid only where it is cheap (kDecodeMinSplitK), the most warps
 // busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
 // preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM); 1-warp slices of a
-// grid of several waves come kManyWavesSlices to a CTA, INT4 slices of a grid of more CTAs than
-// SMs keep kMinSliceBlocks k blocks at M <= 2. Scheduled splits get as
+// grid of several waves come kManyWavesSlices to a CTA, and short INT4 slices of a grid of more
+// CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks). Scheduled splits get as
 // many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
@@ -320,64 +320,75 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       s.warps == 0 && s.splits == 0 && tried(1) &&
       ceil_div(p.n, 32) * m_tiles >
           int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated)) * sms;
-  // INT4 at M <= 2 with more 1-warp-slice CTAs than SMs: slices of >= kMinSliceBlocks.
-  const bool long_slices = !many_waves && s.warps == 0 && s.splits == 0 && p.bits == 4 &&
-                           p.m <= kMinSliceMaxM && ceil_div(p.n, 32) * m_tiles > sms;
-  // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order.
+  // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order;
+  // 1-warp-wide CTAs take at most `slice_cap` k slices.
   bool best_cheap = false;
   int64_t best_busy = -1;
   int best_rank = 0;
-  plan.splits = 1;
-  for (int cw : kColWarpChoices) {
-    if (!tried(cw)) continue;
-    int max_slices = decode_max_warps(d, inst, rows, cw) / cw;
-    if (k_blocks / 2 < max_slices) max_slices = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
-    const int64_t base = ceil_div(p.n, 32 * cw) * m_tiles;
-    const int rank = col_warps_rank(cw);
-    int lo = 1, hi = max_slices;
-    if (s.splits > 0) {
-      const int per_split = (k_blocks + s.splits - 1) / s.splits;
-      lo = hi = std::max(1, std::min(per_split, max_slices));
-    }
-    if (s.warps > 0) lo = hi = std::max(1, std::min(s.warps / cw, max_slices));
-    if (many_waves && cw == 1) {
-      lo = hi = std::max(1, std::min({kManyWavesSlices, k_blocks / kManyWavesSliceBlocks,
-                                      max_slices}));
-    }
-    if (long_slices && cw == 1) hi = std::max(1, std::min(k_blocks / kMinSliceBlocks, hi));
-    for (int slices = lo; slices <= hi; ++slices) {
-      const int w = slices * cw;
-      const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw, p.gated);
-      const int64_t resident = int64_t(per_sm) * sms;
-      if (slices > lo && base > resident) continue;  // more than one wave
-      const int filling =
-          non_empty_splits(wave_splits(d, base, per_sm, k_blocks / slices, kMaxSplits), k_blocks);
-      // No split, or the wave-filling splits; scheduled splits: no cost model, the ranked
-      // col_warps decide.
-      const int options[2] = {1, s.splits > 0 ? non_empty_splits(s.splits, k_blocks) : filling};
-      for (int i = s.splits > 0 ? 1 : 0; i < 2; ++i) {
-        const int splits = options[i];
-        const int64_t ctas = base * splits;
-        const bool cheap = s.splits > 0 || splits == 1 || !unsplit_fills ||
-                           p.k >= int64_t(kDecodeMinSplitK) * splits;
-        const int64_t busy = s.splits > 0 ? 0 : std::min(ctas, resident) * w;
-        const bool better =
-            best_busy < 0 || cheap > best_cheap ||
-            (cheap == best_cheap &&
-             (busy > best_busy ||
-              (busy == best_busy &&
-               (splits < plan.splits || (splits == plan.splits && rank < best_rank)))));
-        if (better) {
-          best_cheap = cheap;
-          best_busy = busy;
-          best_rank = rank;
-          plan.warps = w;
-          plan.col_warps = cw;
-          plan.splits = splits;
-          plan.ctas_per_sm = per_sm;
+  auto choose = [&](int slice_cap) {
+    best_cheap = false;
+    best_busy = -1;
+    best_rank = 0;
+    plan.splits = 1;
+    for (int cw : kColWarpChoices) {
+      if (!tried(cw)) continue;
+      int max_slices = decode_max_warps(d, inst, rows, cw) / cw;
+      if (k_blocks / 2 < max_slices) max_slices = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
+      const int64_t base = ceil_div(p.n, 32 * cw) * m_tiles;
+      const int rank = col_warps_rank(cw);
+      int lo = 1, hi = max_slices;
+      if (s.splits > 0) {
+        const int per_split = (k_blocks + s.splits - 1) / s.splits;
+        lo = hi = std::max(1, std::min(per_split, max_slices));
+      }
+      if (s.warps > 0) lo = hi = std::max(1, std::min(s.warps / cw, max_slices));
+      if (many_waves && cw == 1) {
+        lo = hi = std::max(1, std::min({kManyWavesSlices, k_blocks / kManyWavesSliceBlocks,
+                                        max_slices}));
+      }
+      if (cw == 1) hi = std::max(lo, std::min(hi, slice_cap));
+      for (int slices = lo; slices <= hi; ++slices) {
+        const int w = slices * cw;
+        const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw, p.gated);
+        const int64_t resident = int64_t(per_sm) * sms;
+        if (slices > lo && base > resident) continue;  // more than one wave
+        const int filling = non_empty_splits(
+            wave_splits(d, base, per_sm, k_blocks / slices, kMaxSplits), k_blocks);
+        // No split, or the wave-filling splits; scheduled splits: no cost model, the ranked
+        // col_warps decide.
+        const int options[2] = {1, s.splits > 0 ? non_empty_splits(s.splits, k_blocks) : filling};
+        for (int i = s.splits > 0 ? 1 : 0; i < 2; ++i) {
+          const int splits = options[i];
+          const int64_t ctas = base * splits;
+          const bool cheap = s.splits > 0 || splits == 1 || !unsplit_fills ||
+                             p.k >= int64_t(kDecodeMinSplitK) * splits;
+          const int64_t busy = s.splits > 0 ? 0 : std::min(ctas, resident) * w;
+          const bool better =
+              best_busy < 0 || cheap > best_cheap ||
+              (cheap == best_cheap &&
+               (busy > best_busy ||
+                (busy == best_busy &&
+                 (splits < plan.splits || (splits == plan.splits && rank < best_rank)))));
+          if (better) {
+            best_cheap = cheap;
+            best_busy = busy;
+            best_rank = rank;
+            plan.warps = w;
+            plan.col_warps = cw;
+            plan.splits = splits;
+            plan.ctas_per_sm = per_sm;
+          }
         }
       }
     }
+  };
+  choose(k_blocks);
+  // INT4 at M <= 2, more 1-warp-slice CTAs than SMs and the busiest wave's slices shorter than
+  // kShortSliceBlocks: slices of kMinSliceBlocks instead.
+  if (best_busy >= 0 && !many_waves && s.warps == 0 && s.splits == 0 && p.bits == 4 &&
+      p.m <= kMinSliceMaxM && plan.col_warps == 1 && plan.splits == 1 &&
+      ceil_div(p.n, 32) * m_tiles > sms && k_blocks < kShortSliceBlocks * plan.warps) {
+    choose(std::max(1, k_blocks / kMinSliceBlocks));
   }
   if (best_busy < 0) {
     refuse(s.col_warps > 0 ? "schedule col_warps=" + std::to_string(s.col_warps) +
