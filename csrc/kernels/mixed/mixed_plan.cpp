@@ -59,9 +59,9 @@ constexpr int kManyWavesSliceBlocks = 4;
 // busiest wave cuts the k slices shorter than kShortSliceBlocks k blocks, the plan takes slices of
 // at least kMinSliceBlocks. On an H100 (bf16, M = 1, 1-warp slices, us): 4096x6144 (192 CTAs)
 // 8 warps (4 blocks a slice, the busiest wave) 8.55, 4 warps 7.91; the compiled Llama-3-8B
-// decode step with its q/k/v so 1.3% faster (NOTES.md, session 36). Slices of 5-6 blocks stay:
-// 4096x12288 (384 CTAs) 5 warps 11.1, 4 warps 12.2; 5120x5120 8 warps 9.2, 5 warps 9.0. Not INT8
-// (4096x6144 fastest at 16 blocks a slice), nor M >= 3 (shared memory bounds the CTAs per SM).
+// decode step with its q/k/v so 1.3% faster (NOTES.md, session 36). Longer slices stay as they
+// are: 4096x12288 (384 CTAs) 5 warps (6.4 blocks a slice) 11.1, 4 warps 12.2. Not INT8 (4096x6144
+// fastest at 16 blocks a slice), nor M >= 3 (shared memory bounds the CTAs per SM).
 constexpr int kShortSliceBlocks = 5;
 constexpr int kMinSliceBlocks = 8;
 constexpr int kMinSliceMaxM = 2;
