@@ -25,8 +25,9 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
                  the splits' partial sums added by the reduce kernel from the workspace
     gated        activation="silu_mul" (N = gate and up halves, 16-column multiples): the decode
                  kernel's gated instantiations (one-warp and shared k slices, gating in
-                 registers; split, through the reduce kernel), mma.sync, both wgmma kernels and
-                 the dense path through the fp32 workspace and the gating reduce kernel
+                 registers; split, through the reduce kernel), mma.sync's 16-row tile gating in
+                 registers, mma.sync, both wgmma kernels and the dense path through the fp32
+                 workspace and the gating reduce kernel
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
@@ -186,6 +187,8 @@ def launches():
                activation="silu_mul", kernel="decode", splits=3, gated=True),
         _mixed("gated", 16, 272, 640, 8, -1, True, "bf16", True, "mma", quick=True,
                activation="silu_mul", kernel="mma", gated=True),
+        _mixed("gated", 13, 272, 1408, 4, 128, False, "bf16", True, "mma+splits:1", quick=True,
+               activation="silu_mul", kernel="mma", splits=1, gated=True),
         _mixed("gated", 29, 272, 640, 4, 32, False, "bf16", False, "wgmma:32:exact",
                quick=True, activation="silu_mul", kernel="wgmma", tile_m=32,
                exact_scales=True, gated=True),

@@ -894,11 +894,12 @@ def _gated_reference(a, qw, bias, schedule):
 
 
 def _gated_schedules():
-    """Every way a gated GEMM runs: the decode kernel gating in registers (1-warp and shared k
-    slices, rows past M), through split-K's reduce kernel, and each other kernel through the
-    fp32 workspace (one slice or split)."""
+    """Every way a gated GEMM runs: the decode kernel and mma.sync's 16-row tile gating in
+    registers (1-warp and shared k slices, rows past M), through split-K's reduce kernel, and each
+    other kernel through the fp32 workspace (one slice or split)."""
     return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
-            (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (40, "kernel=mma,splits=2"),
+            (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (16, "kernel=mma,splits=1"),
+            (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
             (130, "kernel=dense"), (3, None), (100, None),
             (29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
             (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]

@@ -294,17 +294,19 @@ def test_workspace_bytes():
         assert p.via_workspace == (p.splits > 1)
         seen_split |= p.splits > 1
     assert seen_split
-    # Gated: every kernel but decode gates in the reduce kernel, through one workspace slice per
-    # split; decode gates in registers and needs the workspace only to split K. The launchers read
-    # plan.via_workspace (the rule is the planner's alone).
-    for schedule, via in (("kernel=decode,splits=1", False), ("kernel=decode,splits=2", True),
-                          ("kernel=mma,splits=1", True), ("kernel=mma,splits=3", True),
-                          ("kernel=wgmma,tile_m=64,splits=1", True)):
-        m = 1 if "decode" in schedule else 64
+    # Gated: decode and mma.sync's 16-row tile gate in registers and need the workspace only to
+    # split K; the other tiles gate in the reduce kernel, through one workspace slice per split.
+    # The launchers read plan.via_workspace (the rule is the planner's alone).
+    for schedule, m, via in (("kernel=decode,splits=1", 1, False),
+                             ("kernel=decode,splits=2", 1, True),
+                             ("kernel=mma,splits=1", 16, False), ("kernel=mma,splits=2", 16, True),
+                             ("kernel=mma,splits=1", 64, True), ("kernel=mma,splits=3", 64, True),
+                             ("kernel=wgmma,tile_m=64,splits=1", 64, True)):
         p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
                                  schedule=schedule, activation="silu_mul")
-        assert p.gated and p.via_workspace == via, schedule
-        assert p.workspace_bytes == (p.splits * m * 4096 * 4 if via else 0), schedule
+        assert p.gated and p.via_workspace == via, (schedule, m)
+        assert p.workspace_bytes == (p.splits * m * 4096 * 4 if via else 0), (schedule, m)
+        assert ("in registers" in p.describe()) == (not via), (schedule, m)
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=4")
     assert (p.splits, p.workspace_bytes) == (4, 4 * 1 * 4096 * 4)
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=1")
@@ -821,3 +823,25 @@ def test_occupancy_query_needs_a_gpu():
         with pytest.raises(RuntimeError, match=r"_mixed_occupancy: (no CUDA device|cute_gemm was "
                                                r"built without CUDA)"):
             _C._mixed_occupancy(plan(1))
+
+
+def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
+    # Llama-3-8B's fused gate/up (4096x28672) at M = 9-16: one wave of the 16-row tile would take
+    # 2 splits; gating in registers takes one and no reduce kernel. Where a wave takes more splits
+    # (N = 4096), the plan keeps them and gates in the reduce kernel; ungated plans are unchanged.
+    for device in ("h100", "a100"):
+        for m in (9, 16):
+            for dtype in (torch.float16, torch.bfloat16):
+                gated = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
+                                             activation="silu_mul")
+                plain = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device)
+                assert (gated.kernel, gated.tile_m, gated.splits) == ("mma", 16, 1), gated
+                assert not gated.via_workspace and gated.workspace_bytes == 0
+                if device == "h100":
+                    assert plain.splits == 2, plain
+                small = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, dtype, device=device,
+                                             activation="silu_mul", schedule="kernel=mma")
+                assert small.splits > 2 and small.via_workspace, small
+    forced = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device="h100",
+                                  activation="silu_mul", schedule="kernel=mma,splits=2")
+    assert forced.splits == 2 and forced.via_workspace

@@ -21,6 +21,10 @@
 //     steps for groups shorter than a k block (32, 64; kFineGroups), otherwise once per k block.
 //   - Split-K partial sums go to the fp32 workspace and split_k_reduce_kernel adds them in split
 //     order (deterministic). Without split-K the kernel writes `out` itself.
+//   - Gated GEMMs (SiLU(gate) * up) without split-K gate in registers in the 16-row tile
+//     (Cfg::kGatesInRegisters), compiled apart (Gated): a warp's n8 blocks 2j and 2j + 1 load the
+//     weight's gate block j and up block j (mixed_epilogue.cuh's weight_block), so each lane holds
+//     both sums of its outputs. Other tiles and split-K plans gate in split_k_reduce_kernel.
 //   - On sm_90 the kernels are programmatic dependent launches: the first stages' weights are
 //     requested before waiting for the previous kernel in the stream (grid_dependency_sm90.hpp).
 
@@ -48,8 +52,9 @@ using MixedKernelConfig =
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits). Split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)) and writes its partial sums to
-// the workspace when to_workspace, `out` otherwise.
-template <class Cfg>
+// the workspace when to_workspace, `out` otherwise. Gated: the kernel of gated GEMMs that gates
+// in registers (launched with one split, to_workspace false).
+template <class Cfg, bool Gated>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_gemm_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
   using T = typename Cfg::Element;
@@ -86,7 +91,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   for (int b = 0; b < NB; ++b) {
     const int nb = n0 / 8 + get<1>(w_blocks) + get<0>(w_blocks)(b);
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
-               (int64_t(nb * 8 < p.n ? nb : 0) * k_blocks + kb_begin) * 32 + lane;
+               (int64_t(nb * 8 < p.n ? weight_block<Gated>(p, nb) : 0) * k_blocks + kb_begin) *
+                   32 +
+               lane;
   }
   // Scales (and zeros): thread (chunk, row) = (tid % kScaleChunks, tid / kScaleChunks) of G2SScale
   // copies 16 bytes of row `row` of the k block's groups, if the k block has that many
@@ -99,7 +106,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   T const* zeros = static_cast<T const*>(p.zeros);
   const auto chunk = make_coord(make_coord(tid % kScaleChunks, _0{}), _0{});
   using ScaleCols = typename Cfg::ScaleCopyCols;
-  const int scale_col = n0 + ScaleCols{}(chunk) < p.n ? n0 + ScaleCols{}(chunk) : 0;
+  const int logical_col = n0 + ScaleCols{}(chunk);  // the weight's column of it when gated
+  const int scale_col =
+      logical_col < p.n
+          ? weight_block<Gated>(p, logical_col / kBlockN) * kBlockN + logical_col % kBlockN
+          : 0;
   const int scale_row =
       typename Cfg::ScaleCopyRows{}(make_coord(make_coord(_0{}, tid / kScaleChunks), _0{}));
   auto scale_group = [&](int kb) {  // the group of row scale_row of k block kb
@@ -305,6 +316,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // `out`.
   const auto acc_rows = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccRows{});
   const auto acc_cols = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccCols{});
+  if constexpr (Gated) {
+    // Blocks b and b + 1 (b even) hold the gate and up sums of the same outputs, 8 columns apart
+    // (Cfg::gate_up_pairs_in_lane): logical column c of the gate block is output c / 16 * 8 +
+    // c % 8 of the [M, N/2] result.
+    CG_PRAGMA_UNROLL
+    for (int m = 0; m < MT; ++m) {
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; b += 2) {
+        const int col = n0 + get<1>(acc_cols) + get<0>(acc_cols)(0, m, b);
+        if (col >= p.n) continue;
+        const int out_col = col / 16 * 8 + col % 8;
+        CG_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int row = m0 + get<1>(acc_rows) + get<0>(acc_rows)(2 * h, m, b);
+          if (row >= p.m) continue;
+          store_out_gated<T>(p, row, out_col, acc(2 * h, m, b), acc(2 * h, m, b + 1));
+          store_out_gated<T>(p, row, out_col + 1, acc(2 * h + 1, m, b), acc(2 * h + 1, m, b + 1));
+        }
+      }
+    }
+    return;
+  }
   float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
   CG_PRAGMA_UNROLL
   for (int m = 0; m < MT; ++m) {
@@ -328,24 +361,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 }
 
 // Raises the kernel's dynamic shared memory limit where it needs more than 48 KB.
-template <class Cfg>
+template <class Cfg, bool Gated>
 cudaError_t raise_mixed_smem_limit() {
   if (Cfg::kSmemBytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(mixed_gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Cfg::kSmemBytes);
+  return cudaFuncSetAttribute(mixed_gemm_kernel<Cfg, Gated>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+}
+
+// The kernel a plan runs: the one that gates in registers for a gated plan without the workspace
+// (only instances with Cfg::kGatesInRegisters have it; the planner plans no other), else the
+// plain one. Calls f(kernel, raise_smem_limit).
+template <class Cfg, class F>
+cudaError_t with_mixed_kernel(MixedPlan const& plan, F&& f) {
+  if constexpr (Cfg::kGatesInRegisters) {
+    if (plan.gated && !plan.via_workspace) {
+      return f(mixed_gemm_kernel<Cfg, true>, raise_mixed_smem_limit<Cfg, true>);
+    }
+  } else {
+    if (plan.gated && !plan.via_workspace) return cudaErrorInvalidValue;
+  }
+  return f(mixed_gemm_kernel<Cfg, false>, raise_mixed_smem_limit<Cfg, false>);
 }
 
 // plan: the planner's, for this instance (its split-K factor, none of the splits empty, and
 // whether the sums go through p.workspace to split_k_reduce_kernel).
 template <class Cfg>
 cudaError_t launch_mixed(MixedGemmParams const& p, MixedPlan const& plan, cudaStream_t stream) {
-  const cudaError_t e = raise_mixed_smem_limit<Cfg>();
-  if (e != cudaSuccess) return e;
-  // sm_90: both kernels are programmatic dependents of what precedes them in the stream (see
-  // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
-  return launch_split_k<typename Cfg::Element>(mixed_gemm_kernel<Cfg>, p, plan, Cfg::kTileM,
-                                               Cfg::kTileN, dim3(Cfg::kThreads), Cfg::kSmemBytes,
-                                               current_cc_major() >= 9, stream);
+  return with_mixed_kernel<Cfg>(plan, [&](auto kernel, auto raise_smem_limit) {
+    const cudaError_t e = raise_smem_limit();
+    if (e != cudaSuccess) return e;
+    // sm_90: both kernels are programmatic dependents of what precedes them in the stream (see
+    // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
+    return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,
+                                                 dim3(Cfg::kThreads), Cfg::kSmemBytes,
+                                                 current_cc_major() >= 9, stream);
+  });
 }
 
 // The CTAs per SM of launch_mixed<Cfg>'s kernel on the current device (the occupancy
@@ -355,10 +405,12 @@ template <class Cfg>
 cudaError_t mixed_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
   if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
     return cudaErrorInvalidValue;
-  const cudaError_t e = raise_mixed_smem_limit<Cfg>();
-  if (e != cudaSuccess) return e;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, mixed_gemm_kernel<Cfg>,
-                                                       Cfg::kThreads, Cfg::kSmemBytes);
+  return with_mixed_kernel<Cfg>(plan, [&](auto kernel, auto raise_smem_limit) {
+    const cudaError_t e = raise_smem_limit();
+    if (e != cudaSuccess) return e;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, Cfg::kThreads,
+                                                         Cfg::kSmemBytes);
+  });
 }
 
 }  // namespace mixed

@@ -64,6 +64,7 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   i.tile_m = Cfg::kTileM;
   i.stages = Cfg::kStages;
   i.exact_scales = true;
+  i.gates_in_registers = false;
   return i;
 }
 
@@ -76,6 +77,7 @@ MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
   i.smem_bytes = Cfg::kSmemBytes;
   i.registers = Cfg::kRegisters;
   i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
+  i.gates_in_registers = Cfg::kGatesInRegisters;
   return i;
 }
 
@@ -116,6 +118,7 @@ MixedInstanceInfo decode_instance_info(char const* name, bool bf16) {
   i.smem_bytes = Cfg::smem_bytes(Cfg::kTileM, Cfg::kMaxWarps, 1);
   i.registers = Q::registers(1, false);
   i.min_ctas_per_sm = 1;
+  i.gates_in_registers = true;
   i.decode_rows = &Q::rows;
   i.decode_smem_bytes = &Q::smem_bytes;
   i.decode_max_warps = &Q::max_warps;

@@ -108,6 +108,27 @@ struct MixedConfig {
   static_assert(decltype(mma_warp_part<AccCols>(_1{}))::value ==
                     decltype(mma_warp_part<BCols>(_1{}))::value,
                 "a warp's accumulators and B fragments lie in the same columns");
+  // Gated GEMMs gate in registers in the 16-row tile (mixed_gemm_kernel's Gated, compiled for it
+  // alone); taller tiles gate in split_k_reduce_kernel. A warp's logical n8 blocks b and b + 1 (b
+  // even) are then a gate block and its up block: each lane's values (v, m, b) and (v, m, b + 1)
+  // must be the same token's sums 8 columns apart (checked on warp 0's lanes: another warp's
+  // columns are warp 0's plus an offset, mma_warp_part).
+  static constexpr bool kGatesInRegisters = MTiles == 1;
+  static constexpr bool gate_up_pairs_in_lane() {
+    for (int t = 0; t < 32; ++t)
+      for (int v = 0; v < 4; ++v)
+        for (int m = 0; m < MTiles; ++m)
+          for (int b = 0; b < kBlocksPerWarp; b += 2) {
+            const auto gate = make_coord(v, m, b), up = make_coord(v, m, b + 1);
+            if (int(AccCols{}(t, up)) != int(AccCols{}(t, gate)) + kBlockN ||
+                int(AccCols{}(t, gate)) % (2 * kBlockN) >= kBlockN ||
+                int(AccRows{}(t, up)) != int(AccRows{}(t, gate)))
+              return false;
+          }
+    return true;
+  }
+  static_assert(!kGatesInRegisters || gate_up_pairs_in_lane(),
+                "a lane must hold both sums of its gated outputs");
 
   // ---- shared memory: kStages stages of kStageBytes (stage s at byte s * kStageBytes) holding a
   // k block's weights and scales, then the kStages activation tiles.

@@ -29,6 +29,10 @@ constexpr int kWgmma16MaxSliceK = 2048;
 // compute-bound and dequantizing the weight once for a dense GEMM is faster. With wgmma the fused
 // kernel keeps up with the dense GEMM at every M (it also saves the dequantization pass).
 constexpr int kDenseFromMMmaSync = 192;
+// A gated mma.sync plan whose tile gates in registers (16 rows) runs unsplit, without the reduce
+// kernel, where a wave of its CTAs would take at most this many splits (Llama-3-8B's gate/up
+// 4096x28672 at M = 9-16: 2).
+constexpr int kGatedInRegistersMaxSplits = 2;
 // Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
 // grows with the rows each SM computes (rows_per_sm). A smaller tile in as many M tiles computes
 // no more rows per SM and replaces a larger one where it does not compute more; one that needs
@@ -142,8 +146,14 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
   const int64_t base = ceil_div(p.n, plan.tile_n) * ceil_div(p.m, plan.tile_m);
-  const int splits =
+  int splits =
       s.splits > 0 ? s.splits : wave_splits(d, base, plan.ctas_per_sm, k_blocks, kMaxSplits);
+  // A gated GEMM that the tile gates in registers runs unsplit where one wave would take at
+  // most kGatedInRegistersMaxSplits: the second split's fuller wave costs less than the reduce
+  // kernel it brings.
+  if (s.splits == 0 && p.gated && mixed_instance(index).gates_in_registers &&
+      splits <= kGatedInRegistersMaxSplits)
+    splits = 1;
   plan.splits = non_empty_splits(splits, k_blocks);
 }
 
@@ -669,7 +679,8 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     refuse("schedule: raster_m applies to the warp-specialized wgmma tiles (tile_m >= 128, and "
            "INT8's 64); this plan runs " + plan.describe());
   }
-  plan.via_workspace = plan.splits > 1 || (p.gated && kernel != MixedKernel::kDecode);
+  plan.via_workspace =
+      plan.splits > 1 || (p.gated && !mixed_instance(plan.instance).gates_in_registers);
   plan.workspace_bytes =
       plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   return plan;

@@ -106,11 +106,13 @@ struct MixedPlan {
   // tiles, column by column (kernels/tile_raster.hpp); 1 is row-major (each M tile's N tiles in
   // turn). Every other kernel: 1, row-major.
   int raster_m = 1;
-  // Gated: the decode kernel gates in registers; every other kernel writes its fp32 sums to the
-  // workspace (one slice without split-K) and split_k_reduce_kernel gates them.
+  // Gated: the decode kernel and mma.sync's 16-row tile without split-K gate in registers; every
+  // other plan writes its fp32 sums to the workspace (one slice without split-K) and
+  // split_k_reduce_kernel gates them.
   bool gated = false;
   // The kernel writes fp32 sums to the workspace and split_k_reduce_kernel adds (and gates) them
-  // into out: with split-K, and gated on any kernel but decode. The launchers take it from here.
+  // into out: with split-K, and gated where the instance does not gate in registers
+  // (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
   bool via_workspace = false;
   size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
 
@@ -139,6 +141,8 @@ struct MixedInstanceInfo {
   int smem_bytes;     // dynamic shared memory per CTA (decode: at the most warps and rows)
   int registers;      // per thread, as ptxas allocates them on sm_90a (decode: col_warps 1)
   int min_ctas_per_sm;  // the CTAs per SM the kernel's register cap is sized for
+  bool gates_in_registers;  // has a kernel for gated GEMMs that gates in registers (decode,
+                           // mma.sync's 16-row tile); the others gate in the reduce kernel
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
   // memory of a CTA of `warps` warps in k slices of `col_warps`, the most warps per CTA (whole
   // k slices) that fit in `smem_limit` bytes (0: none), and registers per thread of the
