@@ -149,8 +149,9 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   int splits =
       s.splits > 0 ? s.splits : wave_splits(d, base, plan.ctas_per_sm, k_blocks, kMaxSplits);
   // A gated GEMM that the tile gates in registers runs unsplit where one wave would take at
-  // most kGatedInRegistersMaxSplits: the second split's fuller wave costs less than the reduce
-  // kernel it brings.
+  // most kGatedInRegistersMaxSplits: a second split fills the wave better, but gains less than
+  // the reduce kernel it brings costs (bf16 4096x28672 M = 16 on an H100: 26.3 us unsplit, 27.0
+  // with 2 splits and the reduce kernel; NOTES.md, session 37).
   if (s.splits == 0 && p.gated && mixed_instance(index).gates_in_registers &&
       splits <= kGatedInRegistersMaxSplits)
     splits = 1;
