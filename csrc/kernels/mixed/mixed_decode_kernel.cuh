@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const bool s_copier = s_row < scale_rows;
   const int s_col = n_warp + (lane % 4) * 8;
   const bool s_ok = s_col < p.n;
-  const int s_weight_col = s_ok ? weight_block<Gated>(p, s_col / kBlockN) * kBlockN : 0;
+  const int s_weight_col = s_ok ? weight_column<Gated>(p, s_col) : 0;
   T const* s_src = scales + s_weight_col;
   T const* z_src = symmetric ? nullptr : zeros + s_weight_col;
   // Activations, shared by the k slice's warps: rows * kBlockK / 8 units of 16 bytes per k block;
@@ -415,12 +415,11 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       const int row = m0 + typename Cfg::AccToken{}(thr, v + 4 * r);
       if (col >= p.n || row >= p.m) continue;
       if (to_workspace) {
-        const int weight_col = weight_block<Gated>(p, col / kBlockN) * kBlockN + col % kBlockN;
-        ws[int64_t(row) * p.n + weight_col] = acc[r][v];
+        ws[int64_t(row) * p.n + weight_column<Gated>(p, col)] = acc[r][v];
       } else if constexpr (!Gated) {
         store_out_one<T>(p, row, col, acc[r][v]);
       } else if (v < 2) {
-        store_out_gated<T>(p, row, col / 16 * 8 + col % 8, acc[r][v], acc[r][v + 2]);
+        store_out_gated<T>(p, row, gated_output_column(col), acc[r][v], acc[r][v + 2]);
       }
     }
   }

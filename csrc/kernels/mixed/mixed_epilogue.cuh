@@ -63,6 +63,16 @@ template <bool Gated>
 CG_DEVICE int weight_block(MixedGemmParams const& p, int b) {
   return Gated ? (b & 1) * (p.n / (2 * kBlockN)) + (b >> 1) : b;
 }
+// The weight's column of logical column `col` (its block's weight_block, the same column in it).
+template <bool Gated>
+CG_DEVICE int weight_column(MixedGemmParams const& p, int col) {
+  return weight_block<Gated>(p, col / kBlockN) * kBlockN + col % kBlockN;
+}
+// The output column of logical column `col` of a gate block (logical block 2j, column c of it) in
+// the gated output [M, N/2]: 8 j + c.
+CG_DEVICE int gated_output_column(int col) {
+  return col / (2 * kBlockN) * kBlockN + col % kBlockN;
+}
 
 // SiLU(g) * u in fp32: g / (1 + e^-g) * u (e^-g overflows to inf for g < -88: -0 * u, the limit).
 CG_DEVICE float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }

@@ -107,10 +107,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const auto chunk = make_coord(make_coord(tid % kScaleChunks, _0{}), _0{});
   using ScaleCols = typename Cfg::ScaleCopyCols;
   const int logical_col = n0 + ScaleCols{}(chunk);  // the weight's column of it when gated
-  const int scale_col =
-      logical_col < p.n
-          ? weight_block<Gated>(p, logical_col / kBlockN) * kBlockN + logical_col % kBlockN
-          : 0;
+  const int scale_col = logical_col < p.n ? weight_column<Gated>(p, logical_col) : 0;
   const int scale_row =
       typename Cfg::ScaleCopyRows{}(make_coord(make_coord(_0{}, tid / kScaleChunks), _0{}));
   auto scale_group = [&](int kb) {  // the group of row scale_row of k block kb
@@ -318,15 +315,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const auto acc_cols = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccCols{});
   if constexpr (Gated) {
     // Blocks b and b + 1 (b even) hold the gate and up sums of the same outputs, 8 columns apart
-    // (Cfg::gate_up_pairs_in_lane): logical column c of the gate block is output c / 16 * 8 +
-    // c % 8 of the [M, N/2] result.
+    // (Cfg::gate_up_pairs_in_lane).
     CG_PRAGMA_UNROLL
     for (int m = 0; m < MT; ++m) {
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; b += 2) {
         const int col = n0 + get<1>(acc_cols) + get<0>(acc_cols)(0, m, b);
         if (col >= p.n) continue;
-        const int out_col = col / 16 * 8 + col % 8;
+        const int out_col = gated_output_column(col);
         CG_PRAGMA_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int row = m0 + get<1>(acc_rows) + get<0>(acc_rows)(2 * h, m, b);
