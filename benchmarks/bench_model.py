@@ -4,7 +4,7 @@ fused (q/k/v and gate/up as one GEMM each), with a 16-bit or quantized output he
 own int4 kernel (torch._weight_int4pack_mm) in the same model as the peer; each in eager mode
 and compiled (torch.compile), every decode step replayed as one CUDA graph.
 
-    python benchmarks/bench_model.py [--layers 32] [--batch 1,16,64] [--modes graph,compile]
+    python benchmarks/bench_model.py [--layers 32] [--batch 1,16,64] [--modes graph,compile,...]
                                      [--variants bf16,int4,int4-fused,...] [--steps 32]
     python benchmarks/bench_model.py --cpu-smoke     # tiny model on the CPU: checks the code path
 
@@ -21,6 +21,10 @@ Modes:
   dynamic=False)`` (prefill and the agreement check stay eager, so each batch size compiles one
   graph), then captured in a CUDA graph. ``fullgraph=True`` means a graph break in our ops fails
   the run instead of hiding a fallback.
+* ``compile-pr``: ``compile`` with its graphs compiled inside
+  ``cute_gemm.inductor.persistent_reductions()``: the norms are one-pass (persistent) Triton
+  reductions, whose PDL trigger (``--inductor-pdl``) comes after their loads instead of at
+  their end. Its rows' ratios are to the 16-bit model compiled the same way.
 
 Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` with the head kept
 16-bit); ``-fused`` (``fuse=True``, SiLU(gate) * up inside the gate/up GEMM); ``-apart`` (fused,
@@ -34,6 +38,7 @@ the torch, CUDA and transformers versions, and prints the table.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -67,7 +72,12 @@ VARIANTS = {
     "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
-MODES = ("graph", "compile")
+# graph: eager forward, CUDA-graph replays; compile: torch.compile(fullgraph) + graph replays;
+# compile-pr: the same compiled inside cute_gemm.inductor.persistent_reductions() (its norms in
+# one pass, so their PDL trigger comes after their loads). --modes picks; the default runs the
+# first two.
+MODES = ("graph", "compile", "compile-pr")
+DEFAULT_MODES = ("graph", "compile")
 # Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's
 # decode kernel ("cute_gemm"), set on every variant's model alike.
 ATTENTIONS = ("sdpa", "cute_gemm")
@@ -84,8 +94,9 @@ def parse_args(argv=None):
     p.add_argument("--prompt", type=int, default=32, help="prompt tokens (default 32)")
     p.add_argument("--steps", type=int, default=32, help="decode steps per timed run (32)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs; the median is reported")
-    p.add_argument("--modes", default=",".join(MODES),
-                   help="comma-separated subset of graph,compile (default both)")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help="comma-separated subset of graph, compile, compile-pr (compiled inside "
+                        "cute_gemm.inductor.persistent_reductions(); default graph,compile)")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma-separated subset of " + ", ".join(VARIANTS))
     p.add_argument("--attention", default="sdpa",
@@ -373,7 +384,26 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                  "status": f"ERROR {type(e).__name__}: {e}"[:200]} for b in args.batch]
     print(f"  {name} [{attention} attention]: {note} ({time.perf_counter() - t0:.1f} s)",
           flush=True)
-    step_model = compiled_step_model(model) if mode == "compile" else None
+    step_model = compiled_step_model(model) if mode.startswith("compile") else None
+    # The compilations happen at the first calls, inside bench_variant.
+    compiling = (cute_gemm.inductor.persistent_reductions() if mode == "compile-pr"
+                 else contextlib.nullcontext())
+    rows = []
+    with compiling:
+        rows = _batch_rows(transformers, model, name, mode, args, step_args, device, step_model,
+                           note, attention, profiles, kernels)
+    del step_model
+    torch._dynamo.reset()
+    if model is not base:
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _batch_rows(transformers, model, name, mode, args, step_args, device, step_model, note,
+                attention, profiles, kernels):
+    """run_variant's rows, one per batch size (and its profile with --profile)."""
     rows = []
     for batch in args.batch:
         t0 = time.perf_counter()
@@ -389,12 +419,12 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                    attention=attention, wall_s=round(time.perf_counter() - t0, 1))
         rows.append(row)
         if row["status"] == "ok":
-            print(f"  {name:<17} {mode:<8} {attention:<9} B={batch:<3} "
+            print(f"  {name:<17} {mode:<10} {attention:<9} B={batch:<3} "
                   f"{row['ms_per_step']:8.3f} ms/step "
                   f"{row['tokens_per_s']:9.1f} tok/s  agree {row['agree']:.3f}  "
                   f"[{row['step_mode']}, {row['wall_s']} s]", flush=True)
         else:
-            print(f"  {name:<17} {mode:<8} {attention:<9} B={batch:<3} {row['status']}",
+            print(f"  {name:<17} {mode:<10} {attention:<9} B={batch:<3} {row['status']}",
                   flush=True)
         if profiles is not None and args.profile and device.type == "cuda":
             try:
@@ -408,12 +438,6 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                     for r in prow), flush=True)
             except Exception as e:  # noqa: BLE001  (the timing rows stand without it)
                 print(f"    profile failed: {type(e).__name__}: {e}", flush=True)
-    del step_model
-    torch._dynamo.reset()
-    if model is not base:
-        del model
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
     return rows
 
 
@@ -523,6 +547,8 @@ def main(argv=None):
         (" Inductor's Triton kernels launched as programmatic dependents "
          "(torch._inductor.config.triton.enable_pdl, --inductor-pdl)." if args.inductor_pdl
          else ""),
+        "- compile-pr: compile, with the graphs compiled inside "
+        "cute_gemm.inductor.persistent_reductions() (norms as one-pass Triton reductions).",
         "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode, batch and attention, "
         "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
         "attention: the same variant with transformers' sdpa attention over this row's.",
@@ -573,16 +599,16 @@ def main(argv=None):
                                                           if r.get("status") == "ok"], title)
         if png:
             print(f"wrote {png}")
-    print(f"\n{'weights':<18}{'mode':<9}{'attention':<10}{'batch':>6}{'ms/step':>10}"
+    print(f"\n{'weights':<18}{'mode':<11}{'attention':<10}{'batch':>6}{'ms/step':>10}"
           f"{'tokens/s':>11}{'vs 16-bit':>11}{'vs unfused':>12}{'vs sdpa':>9}")
     for r in rows:
         if r.get("status") != "ok":
-            print(f"{r['variant']:<18}{r.get('mode', '-'):<9}{r.get('attention', '-'):<10}"
+            print(f"{r['variant']:<18}{r.get('mode', '-'):<11}{r.get('attention', '-'):<10}"
                   f"{r.get('batch', '-'):>6}  {r['status']}")
             continue
         sp, vu, va = ("-" if r[key] is None else f"{r[key]:.2f}x"
                       for key in ("speedup", "vs_unfused", "vs_sdpa"))
-        print(f"{r['variant']:<18}{r['mode']:<9}{r['attention']:<10}{r['batch']:>6}"
+        print(f"{r['variant']:<18}{r['mode']:<11}{r['attention']:<10}{r['batch']:>6}"
               f"{r['ms_per_step']:>10.3f}{r['tokens_per_s']:>11.1f}{sp:>11}{vu:>12}{va:>9}")
     return 0 if all(r.get("status") == "ok" for r in rows) else 1
 

@@ -33,6 +33,7 @@ from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
     load_gptq_model)
 from . import attention  # noqa: E402
+from . import inductor  # noqa: E402
 from . import _hf_hook  # noqa: E402
 
 # cute_gemm.hf imports transformers (~1.5 s, more than the rest of cute_gemm), so it is imported
@@ -62,7 +63,7 @@ def __dir__():
 
 __all__ = ["__version__", "attention", "awq_linear", "awq_to_quantized", "checkpoints",
            "CuteGemmConfig", "decode_attention", "dequantize", "device_spec", "DeviceSpec", "fuse",
-           "gemm", "gptq_linear", "gptq_to_quantized", "hf", "layout", "load_awq_model",
+           "gemm", "gptq_linear", "gptq_to_quantized", "hf", "inductor", "layout", "load_awq_model",
            "load_awq_pretrained", "load_gptq_model", "load_gptq_pretrained", "load_quantized",
            "mixed_gemm", "mixed_plan", "MixedPlan", "nn", "pack_weight", "ProjectionSlice",
            "QuantizationSummary", "quantize", "quantize_model", "QuantizedWeight", "QuantLinear",

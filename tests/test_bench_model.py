@@ -149,3 +149,43 @@ def test_exposed_times_under_overlap():
     rows = bench_model.kernel_table(events, steps=1)
     assert [r["kernel"] for r in rows] == ["A_gemm", "D_gemv", "B_flash", "C_memcpy"]
     assert rows[2]["lead_us"] == -6.0 and rows[2]["exposed_us_per_call"] == 3.0
+
+
+def test_compile_pr_mode_compiles_inside_persistent_reductions(tmp_path, monkeypatch):
+    # compile-pr: the rows' decode steps (where the compilations happen) run inside
+    # cute_gemm.inductor.persistent_reductions(), and its ratios pair with the 16-bit model of
+    # the same mode. (The compile itself is replaced by the eager model: the CPU smoke run checks
+    # the code path, not inductor.)
+    import contextlib
+
+    import cute_gemm
+    entered = []
+
+    @contextlib.contextmanager
+    def recording(*args, **kwargs):
+        entered.append("enter")
+        yield
+        entered.append("exit")
+
+    monkeypatch.setattr(cute_gemm.inductor, "persistent_reductions", recording)
+    monkeypatch.setattr(bench_model, "compiled_step_model", lambda model: model)
+    calls = []
+    real = bench_model.bench_decode.bench_variant
+
+    def bench_variant(*args, **kwargs):
+        calls.append(list(entered))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench_model.bench_decode, "bench_variant", bench_variant)
+    status = bench_model.main(["--cpu-smoke", "--variants", "bf16,int4-fused", "--modes",
+                               "compile,compile-pr", "--no-plot", "--out", str(tmp_path)])
+    assert status == 0
+    rows = json.load(open(tmp_path / "model_cpu-smoke.json"))["results"]
+    assert [(r["variant"], r["mode"]) for r in rows] == [
+        ("bf16", "compile"), ("int4-fused", "compile"), ("bf16", "compile-pr"),
+        ("int4-fused", "compile-pr")]
+    assert all(r["status"] == "ok" and r["speedup"] is not None for r in rows)
+    # compile's two variants ran outside the block, compile-pr's two inside it.
+    assert calls == [[], [], ["enter"], ["enter", "exit", "enter"]]
+    assert entered == ["enter", "exit", "enter", "exit"]
+    assert bench_model.parse_args([]).modes == ["graph", "compile"]

@@ -1,0 +1,114 @@
+"""Inductor heuristics for compiled decode steps around cute_gemm's kernels (opt-in, scoped).
+
+cute_gemm's kernels launch as programmatic dependents (PDL): a GEMM streams its first weights
+before it waits for its input. Behind one of inductor's Triton kernels that pays only once that
+kernel triggers its dependents, which inductor (``torch._inductor.config.triton.enable_pdl``)
+does after the kernel's last load. A decoder layer's residual add + RMSNorm over a row of more
+than 1024 elements (Llama-3-8B: 4096) is a *looped* reduction in inductor: its last load is the
+second pass over the row, at the kernel's end, so the q/k/v or gate/up GEMM behind it starts its
+weights only when the norm ends. As a *persistent* reduction (the row held in registers, one
+pass) every load comes first, and the GEMM streams during the norm's arithmetic and stores.
+
+    model = torch.compile(model, fullgraph=True)
+    with cute_gemm.inductor.persistent_reductions():
+        model(**inputs)             # the calls that compile (one per new shape)
+
+Inside the ``with`` block, inner reductions (along a row: norms, softmax) of up to
+``max_elements`` elements compile as persistent reductions where inductor's own rule would allow
+them at its larger multi-kernel threshold; every other choice is inductor's. The block also
+switches inductor's caches off for the compilations inside it, since the handler is not part of
+their keys: a graph compiled inside is never reused outside, nor the reverse. It changes how
+inductor schedules a kernel, not what it computes. The handler is thread-local and the previous
+one is back when the block ends; graphs compiled later (a new batch size) compile as inductor
+would unless they compile inside the block too.
+
+Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, one run on an H200,
+benchmarks/results/model_nvidia-h200_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model,
+INT4 fused with an INT8 head, steps 2.297 instead of 2.380 ms at batch 1 (2.36x its bf16 model
+compiled the same way instead of 2.29x) and 2.867 instead of 2.920 ms at batch 16; bf16 itself
+gains 0.5-0.6% (cuBLAS's kernels do not stream ahead of their wait).
+"""
+
+import contextlib
+
+import torch
+
+__all__ = ["DEFAULT_MAX_ELEMENTS", "persistent_reductions"]
+
+# Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
+# persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
+DEFAULT_MAX_ELEMENTS = 16384
+_MULTI_KERNEL_FACTOR = 16
+_INNER_THRESHOLD = 1024
+
+
+def _inductor():
+    """torch's inductor pieces this module uses, or a RuntimeError naming the missing one."""
+    try:
+        from torch._inductor import config
+        from torch._inductor.runtime.hints import ReductionHint
+        from torch._inductor.virtualized import V
+    except ImportError as e:
+        raise RuntimeError(
+            f"cute_gemm.inductor: this torch ({torch.__version__}) has no inductor heuristics "
+            f"handler to extend ({e})") from e
+    missing = [name for owner, name in ((V, "set_choices_handler"), (V, "choices"),
+                                        (config.triton, "persistent_reductions"),
+                                        (config.triton, "multi_kernel"),
+                                        (config, "force_disable_caches"))
+               if not hasattr(owner, name)]
+    if missing:
+        raise RuntimeError(f"cute_gemm.inductor: this torch ({torch.__version__}) lacks "
+                           f"{', '.join(missing)} in torch._inductor")
+    return config, ReductionHint, V
+
+
+class _PersistentRowReductions:
+    """The heuristics handler in force, with inner reductions of up to ``max_elements`` made
+    persistent where inductor's rule allows them at its multi-kernel threshold. Every other
+    attribute is the wrapped handler's."""
+
+    def __init__(self, base, max_elements, config, reduction_hint, virtualized):
+        self._base = base
+        self._max_elements = max_elements
+        self._config = config
+        self._inner = reduction_hint.INNER
+        self._v = virtualized
+
+    def __getattr__(self, name):
+        return getattr(self._base, name)
+
+    def should_use_persistent_reduction(self, features, cooperative_reduction):
+        base = self._base.should_use_persistent_reduction
+        if base(features, cooperative_reduction):
+            return True
+        if cooperative_reduction or features.get_reduction_hint() != self._inner:
+            return False
+        # Inductor's own rule (its block-size and static-size checks) at the threshold its
+        # multi-kernel mode uses, then ours.
+        with self._config.patch({"triton.multi_kernel": 1}):
+            if not base(features, cooperative_reduction):
+                return False
+        return bool(self._v.graph.sizevars.statically_known_leq(features.reduction_numel,
+                                                                self._max_elements))
+
+
+@contextlib.contextmanager
+def persistent_reductions(max_elements=DEFAULT_MAX_ELEMENTS):
+    """Within the block, inductor compiles inner reductions (norms) of up to ``max_elements``
+    elements as persistent (one-pass) reductions, so that their PDL trigger comes right after
+    their loads; see the module's docstring. ``max_elements``: an int, 1024 (inductor's own
+    threshold) to 16384 (the most its rule allows)."""
+    if isinstance(max_elements, bool) or not isinstance(max_elements, int):
+        raise TypeError(f"persistent_reductions: max_elements must be an int; got "
+                        f"{type(max_elements).__name__}")
+    top = _INNER_THRESHOLD * _MULTI_KERNEL_FACTOR
+    if not _INNER_THRESHOLD <= max_elements <= top:
+        raise ValueError(f"persistent_reductions: max_elements must be in [{_INNER_THRESHOLD}, "
+                         f"{top}] (inductor's threshold to its multi-kernel one); got "
+                         f"{max_elements}")
+    config, reduction_hint, virtualized = _inductor()
+    handler = _PersistentRowReductions(virtualized.choices, max_elements, config,
+                                       reduction_hint, virtualized)
+    with config.patch({"force_disable_caches": True}), virtualized.set_choices_handler(handler):
+        yield

@@ -1,0 +1,156 @@
+"""cute_gemm.inductor.persistent_reductions: the heuristic it adds to inductor's (on the CPU, with
+stand-ins for a kernel's features and the graph's size reasoning), its scope (the handler and the
+cache switch restored on exit, exceptions included), its argument checks, and on a GPU the Triton
+code of a compiled residual add + RMSNorm (one pass inside the block, looped outside) and its
+results."""
+
+import types
+
+import pytest
+import sympy
+import torch
+
+import cute_gemm
+from cute_gemm import inductor as ci
+
+config = pytest.importorskip("torch._inductor.config")
+from torch._inductor.runtime.hints import ReductionHint  # noqa: E402
+from torch._inductor.virtualized import V  # noqa: E402
+
+
+class _Features:
+    """What inductor's persistence rule reads of a kernel: its reduction hint and length."""
+
+    def __init__(self, numel, hint=ReductionHint.INNER, rows=64):
+        self.reduction_numel = sympy.Integer(numel)
+        self.numel = sympy.Integer(rows)
+        self._hint = hint
+
+    def get_reduction_hint(self):
+        return self._hint
+
+    def strict_sum_rblock(self):
+        return None
+
+    def has_strict_sum_multirow_reduction(self):
+        return False
+
+
+class _Graph:
+    """The graph's size reasoning for constant sizes."""
+
+    sizevars = types.SimpleNamespace(
+        statically_known_leq=lambda a, b: bool(sympy.Integer(a) <= sympy.Integer(b)),
+        statically_known_geq=lambda a, b: bool(sympy.Integer(a) >= sympy.Integer(b)),
+        optimization_hint=lambda e, fallback=None: int(e))
+
+
+def _persistent(numel, hint=ReductionHint.INNER, cooperative=False):
+    return bool(V.choices.should_use_persistent_reduction(_Features(numel, hint), cooperative))
+
+
+@pytest.fixture
+def graph():
+    with V.set_graph_handler(_Graph()), config.patch({"triton.persistent_reductions": True,
+                                                      "triton.multi_kernel": 0}):
+        yield
+
+
+def test_inductor_alone_loops_rows_past_1024(graph):
+    # The premise: inductor's own rule keeps a 4096-element row (Llama-3-8B's norm) looped.
+    assert _persistent(1024) and not _persistent(4096)
+
+
+@pytest.mark.parametrize("max_elements, numel, expected", [
+    (16384, 1024, True), (16384, 4096, True), (16384, 16384, True), (16384, 16385, False),
+    (16384, 32768, False), (4096, 4096, True), (4096, 8192, False), (1024, 4096, False)])
+def test_inner_rows_up_to_max_elements_go_persistent(graph, max_elements, numel, expected):
+    with cute_gemm.inductor.persistent_reductions(max_elements):
+        assert _persistent(numel) is expected
+    assert _persistent(numel) is (numel <= 1024)  # inductor's rule again after the block
+
+
+def test_other_reductions_keep_inductors_rule(graph):
+    with cute_gemm.inductor.persistent_reductions():
+        # Not along a row (a column sum: inductor's threshold 64), cooperative (64 rows: its
+        # threshold stays 1024), or with persistent reductions switched off: inductor's answer
+        # stands.
+        assert not _persistent(4096, ReductionHint.DEFAULT)
+        assert _persistent(64, ReductionHint.DEFAULT)
+        assert not _persistent(4096, cooperative=True)
+        with config.patch({"triton.persistent_reductions": False}):
+            assert not _persistent(4096) and not _persistent(512)
+
+
+def test_scope_restores_handler_and_caches():
+    before, caches = V.choices, config.force_disable_caches
+    with ci.persistent_reductions():
+        assert V.choices is not before and config.force_disable_caches
+        assert V.choices.get_config_heuristics is not None  # the wrapped handler's other choices
+        with ci.persistent_reductions(4096):  # nested: wraps the outer block's handler
+            inner = V.choices
+            assert inner._base is not before
+        assert V.choices is not inner
+    assert V.choices is before and config.force_disable_caches == caches
+    with pytest.raises(KeyError):
+        with ci.persistent_reductions():
+            raise KeyError("inside")
+    assert V.choices is before and config.force_disable_caches == caches
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (4096.0, TypeError, "max_elements must be an int; got float"),
+    (True, TypeError, "max_elements must be an int; got bool"),
+    ("4096", TypeError, "got str"),
+    (512, ValueError, "must be in [1024, 16384]"),
+    (16385, ValueError, "got 16385")])
+def test_bad_max_elements_refused(bad, error, words):
+    before = V.choices
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        with ci.persistent_reductions(bad):
+            pass
+    assert V.choices is before
+
+
+def test_torch_without_the_pieces_refused_by_name(monkeypatch):
+    import torch._inductor.config as cfg
+    monkeypatch.delattr(cfg.triton, "multi_kernel")
+    with pytest.raises(RuntimeError, match="lacks triton.multi_kernel|lacks multi_kernel"):
+        with ci.persistent_reductions():
+            pass
+
+
+def _add_rms_norm(residual, delta, weight):
+    hidden = residual + delta
+    h32 = hidden.float()
+    normed = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-5)
+    return hidden, weight * normed.to(hidden.dtype)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
+@pytest.mark.parametrize("rows, hidden", [(1, 4096), (16, 4096), (3, 8192)])
+def test_gpu_norm_compiles_in_one_pass_inside_the_block(rows, hidden):
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(rows)
+    dt = torch.bfloat16
+    residual = torch.randn(rows, hidden, device="cuda", dtype=dt)
+    delta = torch.randn(rows, hidden, device="cuda", dtype=dt)
+    weight = torch.rand(hidden, device="cuda", dtype=dt) + 0.5
+    want = _add_rms_norm(residual, delta, weight)
+
+    def compiled_code(inside):
+        torch._dynamo.reset()
+        fn = torch.compile(_add_rms_norm, fullgraph=True, dynamic=False)
+        block = ci.persistent_reductions() if inside else config.patch(
+            {"force_disable_caches": True})
+        with block:
+            got, code = run_and_get_code(fn, residual, delta, weight)
+        return got, "\n".join(code)
+
+    for inside in (False, True):
+        got, code = compiled_code(inside)
+        # Outside: inductor's looped reduction; inside: one pass (a persistent reduction).
+        assert ("triton_per_" in code) is inside and ("triton_red_" in code) is not inside
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        torch.testing.assert_close(got[1].float(), want[1].float(), rtol=1.6e-2, atol=1e-2)
+    torch._dynamo.reset()
