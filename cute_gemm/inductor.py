@@ -26,8 +26,7 @@ Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in 
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused
 with an INT8 head, steps 2.474 instead of 2.531 ms at batch 1 on an H100 (2.78x its bf16 model
 compiled the same way instead of 2.72x) and 3.013 instead of 3.076 ms at batch 16; on an H200
-2.297 instead of 2.380 and 2.867 instead of 2.920 ms. bf16 gains 0.2-0.6% (cuBLAS's kernels do
-not stream ahead of their wait).
+2.297 instead of 2.380 and 2.867 instead of 2.920 ms. The bf16 model gains 0.2-0.6%.
 """
 
 import contextlib
