@@ -388,7 +388,6 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     # The compilations happen at the first calls, inside bench_variant.
     compiling = (cute_gemm.inductor.persistent_reductions() if mode == "compile-pr"
                  else contextlib.nullcontext())
-    rows = []
     with compiling:
         rows = _batch_rows(transformers, model, name, mode, args, step_args, device, step_model,
                            note, attention, profiles, kernels)
