@@ -25,6 +25,9 @@ Modes:
   ``cute_gemm.inductor.persistent_reductions()``: the norms are one-pass (persistent) Triton
   reductions, whose PDL trigger (``--inductor-pdl``) comes after their loads instead of at
   their end. Its rows' ratios are to the 16-bit model compiled the same way.
+* ``compile-decode``: ``compile`` inside ``cute_gemm.inductor.decode_compilation()``: the
+  norms as in ``compile-pr``, and inductor's combo kernels (a layer's rotary embedding and cache
+  rows in one launch). Ratios to the 16-bit model compiled the same way.
 
 Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` with the head kept
 16-bit); ``-fused`` (``fuse=True``, SiLU(gate) * up inside the gate/up GEMM); ``-apart`` (fused,
@@ -74,9 +77,10 @@ VARIANTS = {
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
 # graph: eager forward, CUDA-graph replays; compile: torch.compile(fullgraph) + graph replays;
 # compile-pr: the same compiled inside cute_gemm.inductor.persistent_reductions() (its norms in
-# one pass, so their PDL trigger comes after their loads). --modes picks; the default runs the
-# first two.
-MODES = ("graph", "compile", "compile-pr")
+# one pass, so their PDL trigger comes after their loads); compile-decode: inside
+# cute_gemm.inductor.decode_compilation() (those norms, and combo kernels). --modes picks; the
+# default runs the first two.
+MODES = ("graph", "compile", "compile-pr", "compile-decode")
 DEFAULT_MODES = ("graph", "compile")
 # Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's
 # decode kernel ("cute_gemm"), set on every variant's model alike.
@@ -96,7 +100,8 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=5, help="timed runs; the median is reported")
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help="comma-separated subset of graph, compile, compile-pr (compiled inside "
-                        "cute_gemm.inductor.persistent_reductions(); default graph,compile)")
+                        "cute_gemm.inductor.persistent_reductions()), compile-decode (inside "
+                        "cute_gemm.inductor.decode_compilation()); default graph,compile")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma-separated subset of " + ", ".join(VARIANTS))
     p.add_argument("--attention", default="sdpa",
@@ -386,8 +391,9 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
           flush=True)
     step_model = compiled_step_model(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
-    compiling = (cute_gemm.inductor.persistent_reductions() if mode == "compile-pr"
-                 else contextlib.nullcontext())
+    compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
+                 "compile-decode": cute_gemm.inductor.decode_compilation}.get(
+                     mode, contextlib.nullcontext)()
     with compiling:
         rows = _batch_rows(transformers, model, name, mode, args, step_args, device, step_model,
                            note, attention, profiles, kernels)
@@ -418,12 +424,12 @@ def _batch_rows(transformers, model, name, mode, args, step_args, device, step_m
                    attention=attention, wall_s=round(time.perf_counter() - t0, 1))
         rows.append(row)
         if row["status"] == "ok":
-            print(f"  {name:<17} {mode:<10} {attention:<9} B={batch:<3} "
+            print(f"  {name:<17} {mode:<14} {attention:<9} B={batch:<3} "
                   f"{row['ms_per_step']:8.3f} ms/step "
                   f"{row['tokens_per_s']:9.1f} tok/s  agree {row['agree']:.3f}  "
                   f"[{row['step_mode']}, {row['wall_s']} s]", flush=True)
         else:
-            print(f"  {name:<17} {mode:<10} {attention:<9} B={batch:<3} {row['status']}",
+            print(f"  {name:<17} {mode:<14} {attention:<9} B={batch:<3} {row['status']}",
                   flush=True)
         if profiles is not None and args.profile and device.type == "cuda":
             try:
@@ -548,6 +554,8 @@ def main(argv=None):
          else ""),
         "- compile-pr: compile, with the graphs compiled inside "
         "cute_gemm.inductor.persistent_reductions() (norms as one-pass Triton reductions).",
+        "- compile-decode: compile, with the graphs compiled inside "
+        "cute_gemm.inductor.decode_compilation() (those norms, and inductor's combo kernels).",
         "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode, batch and attention, "
         "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
         "attention: the same variant with transformers' sdpa attention over this row's.",
@@ -598,16 +606,16 @@ def main(argv=None):
                                                           if r.get("status") == "ok"], title)
         if png:
             print(f"wrote {png}")
-    print(f"\n{'weights':<18}{'mode':<11}{'attention':<10}{'batch':>6}{'ms/step':>10}"
+    print(f"\n{'weights':<18}{'mode':<15}{'attention':<10}{'batch':>6}{'ms/step':>10}"
           f"{'tokens/s':>11}{'vs 16-bit':>11}{'vs unfused':>12}{'vs sdpa':>9}")
     for r in rows:
         if r.get("status") != "ok":
-            print(f"{r['variant']:<18}{r.get('mode', '-'):<11}{r.get('attention', '-'):<10}"
+            print(f"{r['variant']:<18}{r.get('mode', '-'):<15}{r.get('attention', '-'):<10}"
                   f"{r.get('batch', '-'):>6}  {r['status']}")
             continue
         sp, vu, va = ("-" if r[key] is None else f"{r[key]:.2f}x"
                       for key in ("speedup", "vs_unfused", "vs_sdpa"))
-        print(f"{r['variant']:<18}{r['mode']:<11}{r['attention']:<10}{r['batch']:>6}"
+        print(f"{r['variant']:<18}{r['mode']:<15}{r['attention']:<10}{r['batch']:>6}"
               f"{r['ms_per_step']:>10.3f}{r['tokens_per_s']:>11.1f}{sp:>11}{vu:>12}{va:>9}")
     return 0 if all(r.get("status") == "ok" for r in rows) else 1
 

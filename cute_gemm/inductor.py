@@ -22,18 +22,32 @@ inductor schedules a kernel, not what it computes. The handler is thread-local a
 one is back when the block ends; graphs compiled later (a new batch size) compile as inductor
 would unless they compile inside the block too.
 
+``decode_compilation()`` adds to that block inductor's combo kernels
+(``torch._inductor.config.combo_kernels``): independent small kernels of a step become one launch.
+A decoder layer's attention block has four after the q/k/v projection (the rotary embedding of
+q, of k with its cache row, v's cache row, the cache position); each of them, behind the one
+before it, pays a launch and a dependency wait of about a microsecond, and as one they pay it
+once:
+
+    with cute_gemm.inductor.decode_compilation():
+        model(**inputs)
+
 Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in one run;
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused
 with an INT8 head, steps 2.474 instead of 2.531 ms at batch 1 on an H100 (2.78x its bf16 model
 compiled the same way instead of 2.72x) and 3.013 instead of 3.076 ms at batch 16; on an H200
 2.297 instead of 2.380 and 2.867 instead of 2.920 ms. The bf16 model gains 0.2-0.6%.
+With ``decode_compilation()`` (``--modes compile-pr,compile-decode``, one H100 run,
+model_nvidia-h100-80gb-hbm3_s39-decode.md): INT4 2.368 instead of 2.485 ms at batch 1 (2.87x
+instead of 2.76x bf16, itself 6.789 instead of 6.865), 2.959 instead of 3.043 at batch 16; the
+INT8 model 3.661 instead of 3.747 ms (1.85x) and 3.962 instead of 4.097.
 """
 
 import contextlib
 
 import torch
 
-__all__ = ["DEFAULT_MAX_ELEMENTS", "persistent_reductions"]
+__all__ = ["DEFAULT_MAX_ELEMENTS", "decode_compilation", "persistent_reductions"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
 # persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
@@ -42,7 +56,7 @@ _MULTI_KERNEL_FACTOR = 16
 _INNER_THRESHOLD = 1024
 
 
-def _inductor():
+def _inductor(combo_kernels=False):
     """torch's inductor pieces this module uses, or a RuntimeError naming the missing one."""
     try:
         from torch._inductor import config
@@ -57,6 +71,8 @@ def _inductor():
                                         (config.triton, "multi_kernel"),
                                         (config, "force_disable_caches"))
                if not hasattr(owner, name)]
+    if combo_kernels and not hasattr(config, "combo_kernels"):
+        missing.append("combo_kernels")
     if missing:
         raise RuntimeError(f"cute_gemm.inductor: this torch ({torch.__version__}) lacks "
                            f"{', '.join(missing)} in torch._inductor")
@@ -111,4 +127,20 @@ def persistent_reductions(max_elements=DEFAULT_MAX_ELEMENTS):
     handler = _PersistentRowReductions(virtualized.choices, max_elements, config,
                                        reduction_hint, virtualized)
     with config.patch({"force_disable_caches": True}), virtualized.set_choices_handler(handler):
+        yield
+
+
+@contextlib.contextmanager
+def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True):
+    """Within the block, inductor compiles for a decode step: inner reductions of up to
+    ``max_elements`` elements as persistent reductions (``persistent_reductions``) and, with
+    ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
+    launch (inductor's combo kernels). Inductor's caches are off inside, as in
+    ``persistent_reductions``; every setting is back when the block ends."""
+    if not isinstance(combo_kernels, bool):
+        raise TypeError(f"decode_compilation: combo_kernels must be a bool; got "
+                        f"{type(combo_kernels).__name__}")
+    config = _inductor(combo_kernels)[0]
+    combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
+    with persistent_reductions(max_elements), combo:
         yield

@@ -151,10 +151,12 @@ def test_exposed_times_under_overlap():
     assert rows[2]["lead_us"] == -6.0 and rows[2]["exposed_us_per_call"] == 3.0
 
 
-def test_compile_pr_mode_compiles_inside_persistent_reductions(tmp_path, monkeypatch):
-    # compile-pr: the rows' decode steps (where the compilations happen) run inside
-    # cute_gemm.inductor.persistent_reductions(), and its ratios pair with the 16-bit model of
-    # the same mode. (The compile itself is replaced by the eager model: the CPU smoke run checks
+@pytest.mark.parametrize("mode, manager", [("compile-pr", "persistent_reductions"),
+                                           ("compile-decode", "decode_compilation")])
+def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, manager):
+    # compile-pr / compile-decode: the rows' decode steps (where the compilations happen) run
+    # inside cute_gemm.inductor.persistent_reductions() / decode_compilation(), and their ratios
+    # pair with the 16-bit model of the same mode. (The compile itself is replaced by the eager model: the CPU smoke run checks
     # the code path, not inductor.)
     import contextlib
 
@@ -167,7 +169,7 @@ def test_compile_pr_mode_compiles_inside_persistent_reductions(tmp_path, monkeyp
         yield
         entered.append("exit")
 
-    monkeypatch.setattr(cute_gemm.inductor, "persistent_reductions", recording)
+    monkeypatch.setattr(cute_gemm.inductor, manager, recording)
     monkeypatch.setattr(bench_model, "compiled_step_model", lambda model: model)
     calls = []
     real = bench_model.bench_decode.bench_variant
@@ -178,14 +180,13 @@ def test_compile_pr_mode_compiles_inside_persistent_reductions(tmp_path, monkeyp
 
     monkeypatch.setattr(bench_model.bench_decode, "bench_variant", bench_variant)
     status = bench_model.main(["--cpu-smoke", "--variants", "bf16,int4-fused", "--modes",
-                               "compile,compile-pr", "--no-plot", "--out", str(tmp_path)])
+                               "compile," + mode, "--no-plot", "--out", str(tmp_path)])
     assert status == 0
     rows = json.load(open(tmp_path / "model_cpu-smoke.json"))["results"]
     assert [(r["variant"], r["mode"]) for r in rows] == [
-        ("bf16", "compile"), ("int4-fused", "compile"), ("bf16", "compile-pr"),
-        ("int4-fused", "compile-pr")]
+        ("bf16", "compile"), ("int4-fused", "compile"), ("bf16", mode), ("int4-fused", mode)]
     assert all(r["status"] == "ok" and r["speedup"] is not None for r in rows)
-    # compile's two variants ran outside the block, compile-pr's two inside it.
+    # compile's two variants ran outside the block, the mode's two inside it.
     assert calls == [[], [], ["enter"], ["enter", "exit", "enter"]]
     assert entered == ["enter", "exit", "enter", "exit"]
     assert bench_model.parse_args([]).modes == ["graph", "compile"]

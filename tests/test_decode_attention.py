@@ -451,16 +451,25 @@ def test_gpu_cuda_graph_and_compile():
 
 @gpu
 @needs_transformers
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("compiled", [False, True, "decode_compilation"])
 def test_gpu_transformers_decode_matches_sdpa(monkeypatch, compiled):
+    # "decode_compilation": compiled inside cute_gemm.inductor.decode_compilation() (one-pass
+    # norms, the rotary embedding and cache rows as combo kernels).
+    import contextlib
+
+    import cute_gemm.inductor
     model = _llama(torch.bfloat16, "cuda")
     prompt = torch.randint(0, 500, (3, 11), generator=torch.Generator().manual_seed(9)).cuda()
     ref = _decode_logits(model, prompt, 6, "cuda", torch.bfloat16)
     # (Counting calls through a wrapper would be a side effect inside the compiled graph.)
     calls = [] if compiled else _counting(monkeypatch)
     cga.use_decode_attention(model)
+    torch._dynamo.reset()
     step = torch.compile(model, fullgraph=True) if compiled else None
-    got = _decode_logits(model, prompt, 6, "cuda", torch.bfloat16, step_fn=step)
+    block = (cute_gemm.inductor.decode_compilation() if compiled == "decode_compilation"
+             else contextlib.nullcontext())
+    with block:  # the compilations happen at the first steps
+        got = _decode_logits(model, prompt, 6, "cuda", torch.bfloat16, step_fn=step)
     assert compiled or len(calls) == 6 * 2
     assert (got - ref).abs().max() <= 0.02 * ref.abs().max()
     assert (got.argmax(-1) == ref.argmax(-1)).float().mean() >= 0.9

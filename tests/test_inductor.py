@@ -2,7 +2,8 @@
 stand-ins for a kernel's features and the graph's size reasoning), its scope (the handler and the
 cache switch restored on exit, exceptions included), its argument checks, and on a GPU the Triton
 code of a compiled residual add + RMSNorm (one pass inside the block, looped outside) and its
-results."""
+results. cute_gemm.inductor.decode_compilation: its scope and checks, and on a GPU a decode
+step's rotary embedding and cache rows compiled into fewer kernels with the same results."""
 
 import types
 
@@ -153,4 +154,92 @@ def test_gpu_norm_compiles_in_one_pass_inside_the_block(rows, hidden):
         assert ("triton_per_" in code) is inside and ("triton_red_" in code) is not inside
         torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
         torch.testing.assert_close(got[1].float(), want[1].float(), rtol=1.6e-2, atol=1e-2)
+    torch._dynamo.reset()
+
+
+def test_decode_compilation_scope():
+    before, caches, combo = V.choices, config.force_disable_caches, config.combo_kernels
+    with ci.decode_compilation():
+        assert config.combo_kernels and config.force_disable_caches
+        assert isinstance(V.choices, ci._PersistentRowReductions)
+        assert V.choices._max_elements == ci.DEFAULT_MAX_ELEMENTS
+    assert (V.choices, config.force_disable_caches, config.combo_kernels) == (before, caches, combo)
+    with ci.decode_compilation(4096, combo_kernels=False):
+        assert config.combo_kernels == combo and V.choices._max_elements == 4096
+    with pytest.raises(KeyError):
+        with ci.decode_compilation():
+            raise KeyError("inside")
+    assert (V.choices, config.force_disable_caches, config.combo_kernels) == (before, caches, combo)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"combo_kernels": 1}, TypeError, "combo_kernels must be a bool; got int"),
+    ({"combo_kernels": None}, TypeError, "got NoneType"),
+    ({"max_elements": 100}, ValueError, "max_elements must be in"),
+    ({"max_elements": 2.5}, TypeError, "max_elements must be an int")])
+def test_decode_compilation_bad_arguments_refused(kwargs, error, words):
+    before, combo = V.choices, config.combo_kernels
+    with pytest.raises(error, match=words):
+        with ci.decode_compilation(**kwargs):
+            pass
+    assert V.choices is before and config.combo_kernels == combo
+
+
+def test_decode_compilation_without_combo_kernels_refused_by_name(monkeypatch):
+    import torch._inductor.config as cfg
+    monkeypatch.delattr(cfg, "combo_kernels")
+    with pytest.raises(RuntimeError, match="lacks combo_kernels"):
+        with ci.decode_compilation():
+            pass
+    with ci.decode_compilation(combo_kernels=False):  # not asked for: not needed
+        pass
+
+
+def _rotary_append(q, k, v, cos, sin, k_cache, v_cache, position):
+    """A decode step's attention-block prologue as transformers writes it: the rotary embedding
+    of q and k (rotate_half), k and v into a static cache at `position`."""
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    q_rot = q * cos + rotate_half(q) * sin
+    k_rot = k * cos + rotate_half(k) * sin
+    k_cache.index_copy_(2, position, k_rot)
+    v_cache.index_copy_(2, position, v)
+    return q_rot
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
+def test_gpu_decode_compilation_fuses_the_attention_prologue():
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(7)
+    dt, dev, dim, length = torch.bfloat16, "cuda", 128, 48
+    q = torch.randn(1, 32, 1, dim, device=dev, dtype=dt)
+    k = torch.randn(1, 8, 1, dim, device=dev, dtype=dt)
+    v = torch.randn(1, 8, 1, dim, device=dev, dtype=dt)
+    angle = torch.rand(1, 1, 1, dim, device=dev) * 6.0
+    cos, sin = angle.cos().to(dt), angle.sin().to(dt)
+    position = torch.tensor([29], device=dev)
+    caches = [torch.randn(1, 8, length, dim, device=dev, dtype=dt) for _ in range(2)]
+
+    def compiled(inside):
+        torch._dynamo.reset()
+        k_cache, v_cache = (c.clone() for c in caches)
+        fn = torch.compile(_rotary_append, fullgraph=True, dynamic=False)
+        block = ci.decode_compilation() if inside else config.patch({"force_disable_caches": True})
+        with block:
+            got, code = run_and_get_code(fn, q, k, v, cos, sin, k_cache, v_cache, position)
+        return got, k_cache, v_cache, "\n".join(code).count("@triton.jit")
+
+    k_cache, v_cache = (c.clone() for c in caches)
+    want = _rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
+    (q_out, k_out, v_out, apart), (q_in, k_in, v_in, fused) = compiled(False), compiled(True)
+    assert fused < apart, (fused, apart)
+    for got in (q_out, q_in):  # inductor rounds once in fp32, eager after each op
+        torch.testing.assert_close(got.float(), want.float(), rtol=1.6e-2, atol=2e-2)
+    assert torch.equal(q_in, q_out) and torch.equal(k_in, k_out) and torch.equal(v_in, v_out)
+    torch.testing.assert_close(k_in.float(), k_cache.float(), rtol=1.6e-2, atol=2e-2)
+    assert torch.equal(v_in, v_cache)  # a copy
+    rows = torch.arange(length, device=dev) != 29
+    assert torch.equal(k_in[:, :, rows], caches[0][:, :, rows])  # only the position's row moved
     torch._dynamo.reset()
