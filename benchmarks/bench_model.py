@@ -75,11 +75,7 @@ VARIANTS = {
     "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
-# graph: eager forward, CUDA-graph replays; compile: torch.compile(fullgraph) + graph replays;
-# compile-pr: the same compiled inside cute_gemm.inductor.persistent_reductions() (its norms in
-# one pass, so their PDL trigger comes after their loads); compile-decode: inside
-# cute_gemm.inductor.decode_compilation() (those norms, and combo kernels). --modes picks; the
-# default runs the first two.
+# The modes are described in the module docstring; --modes picks, the default runs the first two.
 MODES = ("graph", "compile", "compile-pr", "compile-decode")
 DEFAULT_MODES = ("graph", "compile")
 # Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's

@@ -156,8 +156,8 @@ def test_exposed_times_under_overlap():
 def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, manager):
     # compile-pr / compile-decode: the rows' decode steps (where the compilations happen) run
     # inside cute_gemm.inductor.persistent_reductions() / decode_compilation(), and their ratios
-    # pair with the 16-bit model of the same mode. (The compile itself is replaced by the eager model: the CPU smoke run checks
-    # the code path, not inductor.)
+    # pair with the 16-bit model of the same mode. (The compile itself is replaced by the eager
+    # model: the CPU smoke run checks the code path, not inductor.)
     import contextlib
 
     import cute_gemm
