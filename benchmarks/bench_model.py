@@ -28,6 +28,10 @@ Modes:
 * ``compile-decode``: ``compile`` inside ``cute_gemm.inductor.decode_compilation()``: the
   norms as in ``compile-pr``, and inductor's combo kernels (a layer's rotary embedding and cache
   rows in one launch). Ratios to the 16-bit model compiled the same way.
+* ``compile-cdt``: ``compile-decode`` with inductor's ``coordinate_descent_tuning`` on (gpt-fast's
+  setting): inductor then decomposes a matmul with one row (the 16-bit model at batch 1) into a
+  Triton reduction instead of calling cuBLAS, and tunes every Triton kernel's block sizes. The
+  strongest 16-bit baseline at batch 1 we know of; compiles take about twice as long.
 
 Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` with the head kept
 16-bit); ``-fused`` (``fuse=True``, SiLU(gate) * up inside the gate/up GEMM); ``-apart`` (fused,
@@ -76,7 +80,7 @@ VARIANTS = {
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
 # The modes are described in the module docstring; --modes picks, the default runs the first two.
-MODES = ("graph", "compile", "compile-pr", "compile-decode")
+MODES = ("graph", "compile", "compile-pr", "compile-decode", "compile-cdt")
 DEFAULT_MODES = ("graph", "compile")
 # Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's
 # decode kernel ("cute_gemm"), set on every variant's model alike.
@@ -97,7 +101,8 @@ def parse_args(argv=None):
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help="comma-separated subset of graph, compile, compile-pr (compiled inside "
                         "cute_gemm.inductor.persistent_reductions()), compile-decode (inside "
-                        "cute_gemm.inductor.decode_compilation()); default graph,compile")
+                        "cute_gemm.inductor.decode_compilation()), compile-cdt (compile-decode "
+                        "with inductor's coordinate_descent_tuning); default graph,compile")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma-separated subset of " + ", ".join(VARIANTS))
     p.add_argument("--attention", default="sdpa",
@@ -370,6 +375,14 @@ def set_attention(cute_gemm, model, attention):
                            f"after switching to '{attention}'")
 
 
+def tuned_decode_compilation(cute_gemm):
+    """compile-cdt's block: decode_compilation() with inductor's coordinate-descent tuning."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(cute_gemm.inductor.decode_compilation())
+    stack.enter_context(inductor_config.patch(coordinate_descent_tuning=True))
+    return stack
+
+
 def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
                 profiles=None, kernels=None, attention="sdpa"):
     """The rows of one variant in one mode with one attention implementation, a row per batch
@@ -388,7 +401,8 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     step_model = compiled_step_model(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
-                 "compile-decode": cute_gemm.inductor.decode_compilation}.get(
+                 "compile-decode": cute_gemm.inductor.decode_compilation,
+                 "compile-cdt": lambda: tuned_decode_compilation(cute_gemm)}.get(
                      mode, contextlib.nullcontext)()
     with compiling:
         rows = _batch_rows(transformers, model, name, mode, args, step_args, device, step_model,
@@ -552,6 +566,8 @@ def main(argv=None):
         "cute_gemm.inductor.persistent_reductions() (norms as one-pass Triton reductions).",
         "- compile-decode: compile, with the graphs compiled inside "
         "cute_gemm.inductor.decode_compilation() (those norms, and inductor's combo kernels).",
+        "- compile-cdt: compile-decode with torch._inductor.config.coordinate_descent_tuning "
+        "(one-row matmuls of the 16-bit model as tuned Triton reductions instead of cuBLAS).",
         "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode, batch and attention, "
         "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
         "attention: the same variant with transformers' sdpa attention over this row's.",

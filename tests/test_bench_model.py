@@ -152,13 +152,17 @@ def test_exposed_times_under_overlap():
 
 
 @pytest.mark.parametrize("mode, manager", [("compile-pr", "persistent_reductions"),
-                                           ("compile-decode", "decode_compilation")])
+                                           ("compile-decode", "decode_compilation"),
+                                           ("compile-cdt", "decode_compilation")])
 def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, manager):
-    # compile-pr / compile-decode: the rows' decode steps (where the compilations happen) run
-    # inside cute_gemm.inductor.persistent_reductions() / decode_compilation(), and their ratios
-    # pair with the 16-bit model of the same mode. (The compile itself is replaced by the eager
+    # compile-pr / compile-decode / compile-cdt: the rows' decode steps (where the compilations
+    # happen) run inside cute_gemm.inductor.persistent_reductions() / decode_compilation()
+    # (compile-cdt: with inductor's coordinate_descent_tuning on), and their ratios pair with the
+    # 16-bit model of the same mode. (The compile itself is replaced by the eager
     # model: the CPU smoke run checks the code path, not inductor.)
     import contextlib
+
+    import torch._inductor.config as inductor_config
 
     import cute_gemm
     entered = []
@@ -171,11 +175,12 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
 
     monkeypatch.setattr(cute_gemm.inductor, manager, recording)
     monkeypatch.setattr(bench_model, "compiled_step_model", lambda model: model)
-    calls = []
+    calls, tuned = [], []
     real = bench_model.bench_decode.bench_variant
 
     def bench_variant(*args, **kwargs):
         calls.append(list(entered))
+        tuned.append(inductor_config.coordinate_descent_tuning)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bench_model.bench_decode, "bench_variant", bench_variant)
@@ -189,4 +194,7 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     # compile's two variants ran outside the block, the mode's two inside it.
     assert calls == [[], [], ["enter"], ["enter", "exit", "enter"]]
     assert entered == ["enter", "exit", "enter", "exit"]
+    cdt = mode == "compile-cdt"
+    assert tuned == [False, False, cdt, cdt]
+    assert not inductor_config.coordinate_descent_tuning  # restored after the block
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
