@@ -375,12 +375,12 @@ def set_attention(cute_gemm, model, attention):
                            f"after switching to '{attention}'")
 
 
+@contextlib.contextmanager
 def tuned_decode_compilation(cute_gemm):
     """compile-cdt's block: decode_compilation() with inductor's coordinate-descent tuning."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(cute_gemm.inductor.decode_compilation())
-    stack.enter_context(inductor_config.patch(coordinate_descent_tuning=True))
-    return stack
+    with cute_gemm.inductor.decode_compilation(), \
+            inductor_config.patch(coordinate_descent_tuning=True):
+        yield
 
 
 def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
