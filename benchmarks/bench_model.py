@@ -79,7 +79,7 @@ VARIANTS = {
     "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
 }
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
-# The modes are described in the module docstring; --modes picks, the default runs the first two.
+# The modes are described in the module docstring; --modes picks, DEFAULT_MODES by default.
 MODES = ("graph", "compile", "compile-pr", "compile-decode", "compile-cdt")
 DEFAULT_MODES = ("graph", "compile")
 # Attention implementations (--attention): transformers' "sdpa", or cute_gemm.attention's
@@ -99,10 +99,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=32, help="decode steps per timed run (32)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs; the median is reported")
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                   help="comma-separated subset of graph, compile, compile-pr (compiled inside "
-                        "cute_gemm.inductor.persistent_reductions()), compile-decode (inside "
-                        "cute_gemm.inductor.decode_compilation()), compile-cdt (compile-decode "
-                        "with inductor's coordinate_descent_tuning); default graph,compile")
+                   help=f"comma-separated subset of {', '.join(MODES)} (the module docstring "
+                        f"describes them); default {','.join(DEFAULT_MODES)}")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma-separated subset of " + ", ".join(VARIANTS))
     p.add_argument("--attention", default="sdpa",
