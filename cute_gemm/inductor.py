@@ -32,6 +32,17 @@ once:
     with cute_gemm.inductor.decode_compilation():
         model(**inputs)
 
+and, with ``split_partials`` (default True), a graph pass that leaves split-K sums to the kernel
+that consumes them: a ``cute_gemm::mixed_gemm`` call whose plan splits K (batch 16's q/k/v, o
+and down projections on an H100) writes its fp32 partial sums (``mixed_gemm_partials``) and
+the graph adds them, in split order, with the bias, and rounds once: the arithmetic of the op's
+reduce kernel, now pointwise work that inductor fuses into the next kernel's loads (the residual
+add + RMSNorm, the rotary embedding), so the reduce kernel and its launch go away. Calls with an
+activation, a symbolic M or an unsplit plan stay as they are. On an H100 (one machine, two
+processes, benchmarks/results/model_nvidia-h100-80gb-hbm3_s42-partials-*.md) the INT4 fused +
+INT8-head model steps 2.847 instead of 2.897 ms at batch 16 and 4.611 instead of 4.760 at batch
+64; the INT8 model 3.906 / 3.910 and 5.148 / 5.244; nothing splits at batch 1.
+
 Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in one run;
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused
 with an INT8 head, steps 2.474 instead of 2.531 ms at batch 1 on an H100 (2.78x its bf16 model
@@ -47,7 +58,8 @@ import contextlib
 
 import torch
 
-__all__ = ["DEFAULT_MAX_ELEMENTS", "decode_compilation", "persistent_reductions"]
+__all__ = ["DEFAULT_MAX_ELEMENTS", "decode_compilation", "persistent_reductions",
+           "split_partials"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
 # persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
@@ -56,7 +68,7 @@ _MULTI_KERNEL_FACTOR = 16
 _INNER_THRESHOLD = 1024
 
 
-def _inductor(combo_kernels=False):
+def _inductor(combo_kernels=False, post_grad_pass=False):
     """torch's inductor pieces this module uses, or a RuntimeError naming the missing one."""
     try:
         from torch._inductor import config
@@ -73,6 +85,13 @@ def _inductor(combo_kernels=False):
                if not hasattr(owner, name)]
     if combo_kernels and not hasattr(config, "combo_kernels"):
         missing.append("combo_kernels")
+    if post_grad_pass:
+        try:
+            from torch._inductor.custom_graph_pass import CustomGraphPass  # noqa: F401
+        except ImportError:
+            missing.append("custom_graph_pass.CustomGraphPass")
+        if not hasattr(config, "post_grad_custom_post_pass"):
+            missing.append("post_grad_custom_post_pass")
     if missing:
         raise RuntimeError(f"cute_gemm.inductor: this torch ({torch.__version__}) lacks "
                            f"{', '.join(missing)} in torch._inductor")
@@ -130,17 +149,114 @@ def persistent_reductions(max_elements=DEFAULT_MAX_ELEMENTS):
         yield
 
 
+def _fake_value(target, args, fake_mode):
+    """target(*args) on the args' fake values (an FX node's meta["val"])."""
+    values = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    with fake_mode:
+        return target(*values)
+
+
+def split_partials(graph, spec_for=None):
+    """Rewrites, in the post-grad FX ``graph``, each ``cute_gemm::mixed_gemm`` call without an
+    activation whose M is static and whose plan splits K into S > 1 parts, as
+    ``mixed_gemm_partials`` followed by ``((p[0] + p[1]) + ...) + bias`` in fp32 and one rounding
+    (the reduce kernel's order and arithmetic). ``spec_for(device)``: the planner's device spec
+    for a fake tensor's device (default ``cute_gemm.device_spec``). Returns the number of calls
+    rewritten."""
+    from . import ops
+
+    aten, prims = torch.ops.aten, torch.ops.prims
+    mixed_gemm = torch.ops.cute_gemm.mixed_gemm.default
+    partials_op = torch.ops.cute_gemm.mixed_gemm_partials.default
+    names = [arg.name for arg in mixed_gemm._schema.arguments]
+    defaults = {arg.name: arg.default_value for arg in mixed_gemm._schema.arguments
+                if arg.has_default_value()}
+    spec_for = ops.device_spec if spec_for is None else spec_for
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not mixed_gemm:
+            continue
+        call = dict(defaults)
+        call.update(zip(names, node.args))
+        call.update(node.kwargs)
+        a = call["a"]
+        a_val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        n_val = call["qweight"].meta.get("val") if isinstance(call["qweight"], torch.fx.Node) \
+            else None
+        if call["activation"] is not None or a_val is None or n_val is None:
+            continue
+        m, n = a_val.shape[0], n_val.shape[0] * 8
+        if a_val.device.type != "cuda" or not isinstance(m, int) or not isinstance(n, int) \
+                or m == 0 or n == 0:
+            continue
+        plan = ops._C._mixed_plan(m, n, call["k"], call["bits"], call["group_size"],
+                                  a_val.dtype == torch.bfloat16, spec_for(a_val.device),
+                                  call["schedule"] or "", False, True)
+        if plan.kernel == "dense" or plan.splits < 2:
+            continue
+        fake_mode = a_val.fake_mode
+
+        def add(target, *args, value=None):
+            new = graph.call_function(target, args)
+            new.meta["val"] = _fake_value(target, args, fake_mode) if value is None else value
+            return new
+
+        with graph.inserting_before(node):
+            with fake_mode:  # the op's fake kernel would plan for the same device
+                parts_val = torch.empty((plan.splits, m, n), dtype=torch.float32,
+                                        device=a_val.device)
+            parts = add(partials_op, a, call["qweight"], call["scales"], call["zeros"],
+                        call["bits"], call["group_size"], call["k"], call["schedule"],
+                        value=parts_val)
+            total = add(aten.select.int, parts, 0, 0)
+            for s in range(1, plan.splits):
+                total = add(aten.add.Tensor, total, add(aten.select.int, parts, 0, s))
+            if call["bias"] is not None:
+                bias = add(prims.convert_element_type.default, call["bias"], torch.float32)
+                total = add(aten.add.Tensor, total, bias)
+            out = add(prims.convert_element_type.default, total, a_val.dtype)
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
+        rewritten += 1
+    return rewritten
+
+
+def _post_grad_pass(previous):
+    """Inductor's post-grad custom pass: ``split_partials``, then ``previous`` (the pass set
+    before the block, if any)."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class _SplitPartials(CustomGraphPass):
+        def __call__(self, graph):
+            split_partials(graph)
+            if previous is not None:
+                previous(graph)
+
+        def uuid(self):
+            # Inductor's caches are off inside the block (persistent_reductions).
+            return None
+
+    return _SplitPartials()
+
+
 @contextlib.contextmanager
-def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True):
+def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
+                       split_partials=True):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
-    ``max_elements`` elements as persistent reductions (``persistent_reductions``) and, with
+    ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
-    launch (inductor's combo kernels). Inductor's caches are off inside, as in
-    ``persistent_reductions``; every setting is back when the block ends."""
-    if not isinstance(combo_kernels, bool):
-        raise TypeError(f"decode_compilation: combo_kernels must be a bool; got "
-                        f"{type(combo_kernels).__name__}")
-    config = _inductor(combo_kernels)[0]
+    launch (inductor's combo kernels); with ``split_partials`` (a bool, default True), split-K
+    GEMMs' partial sums added inside the kernels that consume them (see the module's docstring).
+    Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back when
+    the block ends."""
+    for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials)):
+        if not isinstance(value, bool):
+            raise TypeError(f"decode_compilation: {name} must be a bool; got "
+                            f"{type(value).__name__}")
+    config = _inductor(combo_kernels, split_partials)[0]
     combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
-    with persistent_reductions(max_elements), combo:
+    partials = (config.patch({"post_grad_custom_post_pass":
+                              _post_grad_pass(config.post_grad_custom_post_pass)})
+                if split_partials else contextlib.nullcontext())
+    with persistent_reductions(max_elements), combo, partials:
         yield

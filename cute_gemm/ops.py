@@ -215,6 +215,36 @@ def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, 
     return a.new_empty((m, n // 2 if gated else n))
 
 
+@torch.library.register_fake("cute_gemm::mixed_gemm_partials")
+def _mixed_gemm_partials_fake(a, qweight, scales, zeros, bits, group_size, k, schedule=None):
+    m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, None)
+    if schedule is not None:
+        _C._mixed_schedule(schedule)
+    if a.device.type != "cuda":
+        splits = 1
+    elif isinstance(m, torch.SymInt) or isinstance(n, torch.SymInt):
+        # The split count depends on M: a size known only when the op has run.
+        splits = torch.library.get_ctx().new_dynamic_size()
+    else:
+        splits = partial_sums_count(m, n, k, bits, group_size, a.dtype, a.device, schedule)
+    return a.new_empty((splits, m, n), dtype=torch.float32)
+
+
+def partial_sums_count(m, n, k, bits, group_size, dtype, device, schedule=None):
+    """S, the number of fp32 partial sums ``torch.ops.cute_gemm.mixed_gemm_partials`` returns
+    for an ``[m, k] x [n, k]^T`` problem on ``device`` (a ``torch.device``, or anything
+    ``device_spec`` takes for a CUDA GPU): the plan's split-K factor there (1 without split-K, on
+    the dense path, for an empty problem and off CUDA)."""
+    if isinstance(device, torch.device) and device.type != "cuda":
+        return 1
+    if m == 0 or n == 0:
+        return 1
+    plan = _C._mixed_plan(int(m), int(n), int(k), int(bits), int(group_size),
+                          dtype == torch.bfloat16, device_spec(device),
+                          _schedule_text(schedule) or "", False, True)
+    return 1 if plan.kernel == "dense" else plan.splits
+
+
 def _schedule_text(schedule):
     """The op's schedule argument from None, a string ("kernel=wgmma,tile_m=128") or a mapping
     ({"kernel": "wgmma", "tile_m": 128}): the canonical string, or None for no choices. Under

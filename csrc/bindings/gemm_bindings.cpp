@@ -19,7 +19,7 @@
 //   cute_gemm._C._device_spec(name)         a built-in spec ("h100", "h200", "a100"), or the
 //                                           current CUDA device's for name None
 //   cute_gemm._C.MixedPlan                  what a call runs (read-only fields, describe())
-//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16, device, schedule, gated)
+//   cute_gemm._C._mixed_plan(m, n, k, bits, group_size, bf16, device, schedule, gated, partials)
 //                                           the plan (cute_gemm.mixed_plan wraps it)
 //   cute_gemm._C._mixed_schedule(text)      the canonical form of a schedule string (ValueError
 //                                           naming the bad item)
@@ -97,7 +97,8 @@ DeviceSpec device_spec(std::optional<std::string> const& name) {
 }
 
 MixedPlan mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits, int64_t group_size, bool bf16,
-                     DeviceSpec const& device, std::string const& schedule, bool gated) {
+                     DeviceSpec const& device, std::string const& schedule, bool gated,
+                     bool partials) {
   if (bits < 0 || bits > 64 || group_size < -1 || group_size > 0x7fffffff) {
     throw std::invalid_argument(std::string("plan_mixed_gemm: bits must be ") +
                                 mixed::kValidBitsText + " and group_size " +
@@ -105,7 +106,7 @@ MixedPlan mixed_plan(int64_t m, int64_t n, int64_t k, int64_t bits, int64_t grou
                                 std::to_string(bits) + ", group_size=" +
                                 std::to_string(group_size));
   }
-  return plan_mixed_gemm({m, n, k, int(bits), int(group_size), bf16, gated}, device,
+  return plan_mixed_gemm({m, n, k, int(bits), int(group_size), bf16, gated, partials}, device,
                          MixedSchedule::parse(schedule));
 }
 
@@ -143,6 +144,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["raster_m"] = p.raster_m;
   d["via_workspace"] = p.via_workspace;
   d["workspace_bytes"] = p.workspace_bytes;
+  d["partials"] = p.partials;
   return d;
 }
 
@@ -221,6 +223,7 @@ void bind_gemm(py::module_& m) {
       .def_readonly("raster_m", &MixedPlan::raster_m)
       .def_readonly("via_workspace", &MixedPlan::via_workspace)
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
+      .def_readonly("partials", &MixedPlan::partials)
       .def("describe", &MixedPlan::describe)
       .def("as_dict", &plan_dict)
       .def("__str__", &MixedPlan::describe)
@@ -229,7 +232,7 @@ void bind_gemm(py::module_& m) {
         "A built-in device spec ('h100', 'h200', 'a100'), or the current CUDA device's.");
   m.def("_mixed_plan", &mixed_plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("bits"),
         py::arg("group_size"), py::arg("bf16"), py::arg("device"), py::arg("schedule") = "",
-        py::arg("gated") = false,
+        py::arg("gated") = false, py::arg("partials") = false,
         "The plan of a mixed_gemm call (plan_mixed_gemm). Prefer cute_gemm.mixed_plan().");
   m.def("_mixed_schedule",
         [](std::string const& text) { return MixedSchedule::parse(text).str(); },

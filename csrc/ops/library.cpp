@@ -22,6 +22,14 @@ TORCH_LIBRARY(cute_gemm, m) {
         "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None) "
         "-> Tensor");
 
+  // partials[S, M, N] (fp32): the plan's split-K partial sums of a[M, K] @ dequant(qweight)^T,
+  // split s over its share of K, left to the caller to add in split order (no reduce kernel, no
+  // bias, no activation). S is the plan's split count for this M on this device (1 unsplit and
+  // on CPU); mixed_gemm's out is round(sum_s partials[s] + bias). For compilers that fuse the
+  // sum into the consumer (cute_gemm.inductor.decode_compilation). Inference only.
+  m.def("mixed_gemm_partials(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
+        "int group_size, int k, str? schedule=None) -> Tensor");
+
   // out[B, Lq, H, D]: attention of q[B, H, Lq, D] against k, v [B, Hkv, L, D] read in place
   // (H a multiple of Hkv: grouped-query heads), scale * q.k + mask, softmax over L. mask: None,
   // bool (True takes part) or additive, 4-D and broadcast to [B, H, Lq, L]; scale None is

@@ -20,6 +20,11 @@
 // says it rounds the weight to the activation dtype first (its exact_scales), or the dense path:
 // dequantize once to the activation dtype, then a dense GEMM.
 //
+// cute_gemm::mixed_gemm_partials returns what the reduce kernel would add: the plan's fp32
+// partial sums [S, M, N] along K (no bias, no activation), for a compiler that adds them inside
+// the kernel consuming the output (cute_gemm/inductor.py). The plan is made for it
+// (MixedGemmProblem::partials): every kernel writes its sums to the returned tensor, split or not.
+//
 // Autograd: gradients flow to `a` (dA = dOut @ dequant(W), in the activation dtype) and `bias`
 // (the column sums of dOut). The quantized weight is frozen: qweight is integer, and scales/zeros
 // that require grad are rejected with an error rather than silently getting no gradient.
@@ -242,29 +247,58 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
   return acc.to(a.scalar_type());
 }
 
-#ifndef CUTE_GEMM_NO_CUDA
-at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
-                           at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
-                           int64_t bits, int64_t group_size, int64_t k,
-                           std::optional<at::Tensor> const& bias, Schedule schedule,
-                           OptionalText activation) {
-  MixedProblem const p =
-      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
-  MixedSchedule const sched = parse_schedule(schedule);
-  c10::cuda::CUDAGuard const device_guard(a.device());
-  if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
+// CPU partials: one split (the plan on CPU), the reference's fp32 product before bias and rounding.
+at::Tensor mixed_gemm_partials_cpu(at::Tensor const& a, at::Tensor const& qweight,
+                                   at::Tensor const& scales,
+                                   std::optional<at::Tensor> const& zeros, int64_t bits,
+                                   int64_t group_size, int64_t k, Schedule schedule) {
+  MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
+                                               std::nullopt, std::nullopt);
+  parse_schedule(schedule);
+  if (!p.runs_kernel) return at::empty({1, p.m, p.n}, a.options().dtype(at::kFloat));
+  at::Tensor const w =
+      dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
+  return at::matmul(a.to(at::kFloat), w.to(at::kFloat).t()).unsqueeze(0);
+}
 
-  // The plan, once: what runs, its grid and its workspace.
-  MixedPlan plan;
+// Partial sums carry no gradient (an inference op): refused where autograd would need one.
+at::Tensor mixed_gemm_partials_autograd(at::Tensor const& a, at::Tensor const& qweight,
+                                        at::Tensor const& scales,
+                                        std::optional<at::Tensor> const& zeros, int64_t bits,
+                                        int64_t group_size, int64_t k, Schedule schedule) {
+  TORCH_CHECK(!at::GradMode::is_enabled() ||
+                  !(a.requires_grad() || scales.requires_grad() ||
+                    (zeros.has_value() && zeros->requires_grad())),
+              "cute_gemm.mixed_gemm_partials: has no gradient (an inference op); got a tensor ",
+              "that requires grad with grad mode on: use cute_gemm.mixed_gemm, or torch.no_grad()");
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("cute_gemm::mixed_gemm_partials", "")
+          .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
+                            std::optional<at::Tensor> const&, int64_t, int64_t, int64_t,
+                            Schedule)>();
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(a, qweight, scales, zeros, bits, group_size, k, schedule);
+}
+
+#ifndef CUTE_GEMM_NO_CUDA
+// The plan for a checked problem on the current device, honouring the schedule (a ValueError
+// for one it cannot run). `partials`: the plan of mixed_gemm_partials.
+MixedPlan plan_on_device(MixedProblem const& p, int64_t group_size, bool bf16,
+                         MixedSchedule const& sched, bool partials) {
   try {
-    plan = plan_mixed_gemm(
-        {p.m, p.n, p.k, static_cast<int>(p.bits), static_cast<int>(group_size),
-         a.scalar_type() == at::kBFloat16, p.gated},
-        current_device_spec(), sched);
+    return plan_mixed_gemm({p.m, p.n, p.k, static_cast<int>(p.bits), static_cast<int>(group_size),
+                            bf16, p.gated, partials},
+                           current_device_spec(), sched);
   } catch (std::invalid_argument const& e) {
     TORCH_CHECK_VALUE(false, kOp, e.what());
   }
+}
 
+// The launch parameters of a checked problem (out and the workspace are the caller's to set).
+MixedGemmParams make_params(MixedProblem const& p, at::Tensor const& a, at::Tensor const& qweight,
+                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
+                            std::optional<at::Tensor> const& bias) {
   MixedGemmParams params;
   params.a = a.data_ptr();
   params.qweight = qweight.data_ptr<int32_t>();
@@ -280,17 +314,39 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
   params.group_size = static_cast<int>(p.group);  // K for per-channel
   params.dtype = a.scalar_type() == at::kHalf ? HalfType::kFloat16 : HalfType::kBFloat16;
   params.gated = p.gated;
+  return params;
+}
 
+// The dense path: dequant(W) rounded to the activation dtype, then a dense GEMM (+ bias). The
+// temporary [N, K] weight comes from the caching allocator, so this stays capturable. Ungated.
+at::Tensor dense_path(MixedGemmParams const& params, MixedProblem const& p, at::Tensor const& a,
+                      std::optional<at::Tensor> const& bias, cudaStream_t stream) {
+  at::Tensor w = at::empty({p.n, p.k}, a.options());
+  cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);
+  TORCH_CHECK(err == cudaSuccess, kOp, "dequantize kernel launch failed: ",
+              cudaGetErrorString(err));
+  return at::linear(a, w, bias);
+}
+
+at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
+                           at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
+                           int64_t bits, int64_t group_size, int64_t k,
+                           std::optional<at::Tensor> const& bias, Schedule schedule,
+                           OptionalText activation) {
+  MixedProblem const p =
+      check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
+  MixedSchedule const sched = parse_schedule(schedule);
+  c10::cuda::CUDAGuard const device_guard(a.device());
+  if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
+
+  // The plan, once: what runs, its grid and its workspace.
+  MixedPlan const plan =
+      plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/false);
+  MixedGemmParams params = make_params(p, a, qweight, scales, zeros, bias);
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
-  // The dense path: dequant(W) rounded to the activation dtype, then a dense GEMM. The temporary
-  // [N, K] weight comes from the caching allocator, so this stays capturable.
   if (plan.kernel == MixedKernel::kDense) {
-    at::Tensor w = at::empty({p.n, p.k}, a.options());
-    cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);
-    TORCH_CHECK(err == cudaSuccess, kOp, "dequantize kernel launch failed: ",
-                cudaGetErrorString(err));
-    at::Tensor const out = at::linear(a, w, bias);
+    at::Tensor const out = dense_path(params, p, a, bias, stream);
     return p.gated ? silu_mul(out.to(at::kFloat)).to(a.scalar_type()) : out;
   }
 
@@ -311,6 +367,41 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
   TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed (", plan.describe(), "): ",
               cudaGetErrorString(err));
   return out;
+}
+
+// mixed_gemm_partials: the plan made for partial sums writes them, split or not, straight into
+// the returned [S, M, N] fp32 tensor (its workspace) and launches no reduce kernel. The dense
+// path's output is the one partial sum.
+at::Tensor mixed_gemm_partials_cuda(at::Tensor const& a, at::Tensor const& qweight,
+                                    at::Tensor const& scales,
+                                    std::optional<at::Tensor> const& zeros, int64_t bits,
+                                    int64_t group_size, int64_t k, Schedule schedule) {
+  MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
+                                               std::nullopt, std::nullopt);
+  MixedSchedule const sched = parse_schedule(schedule);
+  c10::cuda::CUDAGuard const device_guard(a.device());
+  at::TensorOptions const f32 = a.options().dtype(at::kFloat);
+  if (!p.runs_kernel) return at::empty({1, p.m, p.n}, f32);
+
+  MixedPlan const plan =
+      plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/true);
+  MixedGemmParams params = make_params(p, a, qweight, scales, zeros, std::nullopt);
+  cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
+  if (plan.kernel == MixedKernel::kDense) {
+    return dense_path(params, p, a, std::nullopt, stream).to(at::kFloat).unsqueeze(0);
+  }
+
+  at::Tensor partials = at::empty({plan.splits, p.m, p.n}, f32);
+  TORCH_CHECK(plan.via_workspace && plan.partials &&
+                  plan.workspace_bytes == static_cast<size_t>(partials.nbytes()),
+              kOp, "internal error: the plan for partial sums (", plan.describe(),
+              ") does not write [", plan.splits, ", ", p.m, ", ", p.n, "] fp32 sums");
+  params.workspace = partials.data_ptr();
+  params.workspace_bytes = plan.workspace_bytes;
+  cudaError_t const err = mixed_gemm_launch(params, plan, stream);
+  TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed (", plan.describe(), "): ",
+              cudaGetErrorString(err));
+  return partials;
 }
 #endif  // CUTE_GEMM_NO_CUDA
 
@@ -410,10 +501,17 @@ at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
 
 TORCH_LIBRARY_IMPL(cute_gemm, Autograd, m) {
   m.impl("mixed_gemm", &cute_gemm::mixed_gemm_autograd);
+  m.impl("mixed_gemm_partials", &cute_gemm::mixed_gemm_partials_autograd);
 }
 
-TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) { m.impl("mixed_gemm", &cute_gemm::mixed_gemm_cpu); }
+TORCH_LIBRARY_IMPL(cute_gemm, CPU, m) {
+  m.impl("mixed_gemm", &cute_gemm::mixed_gemm_cpu);
+  m.impl("mixed_gemm_partials", &cute_gemm::mixed_gemm_partials_cpu);
+}
 
 #ifndef CUTE_GEMM_NO_CUDA
-TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) { m.impl("mixed_gemm", &cute_gemm::mixed_gemm_cuda); }
+TORCH_LIBRARY_IMPL(cute_gemm, CUDA, m) {
+  m.impl("mixed_gemm", &cute_gemm::mixed_gemm_cuda);
+  m.impl("mixed_gemm_partials", &cute_gemm::mixed_gemm_partials_cuda);
+}
 #endif

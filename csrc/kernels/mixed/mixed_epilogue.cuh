@@ -165,7 +165,8 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
 // ceil(M / tile_m), plan.splits) grid of `threads` blocks (a programmatic dependent of the
 // previous kernel in the stream when pdl, i.e. on sm_90), then, via the workspace,
 // split_k_reduce_kernel. The kernel writes its fp32 sums to p.workspace when the plan says so
-// (MixedPlan::via_workspace), otherwise `out` itself. `extra`: further kernel parameters (the
+// (MixedPlan::via_workspace), otherwise `out` itself; a plan for partial sums
+// (MixedPlan::partials) leaves them there, for the caller. `extra`: further kernel parameters (the
 // warp-specialized wgmma kernel's tensor maps).
 template <class T, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
@@ -186,7 +187,7 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
   config.numAttrs = pdl ? 1 : 0;
   const cudaError_t e =
       cudaLaunchKernelEx(&config, kernel, p, per_split, plan.via_workspace, extra...);
-  if (e != cudaSuccess || !plan.via_workspace) return e;
+  if (e != cudaSuccess || !plan.via_workspace || plan.partials) return e;
   return launch_split_k_reduce<T>(p, splits, pdl, stream);
 }
 

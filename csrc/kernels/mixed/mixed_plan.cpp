@@ -438,6 +438,9 @@ void check_problem(MixedGemmProblem const& p) {
            ", N=" + std::to_string(p.n) + ", K=" + std::to_string(p.k));
   if (p.n % mixed::kBlockN != 0)
     refuse("plan_mixed_gemm: N must be a multiple of 8; got N=" + std::to_string(p.n));
+  if (p.gated && p.partials)
+    refuse("plan_mixed_gemm: partial sums are for ungated problems (the gate is applied to the "
+           "sums)");
   if (p.gated && p.n % (2 * mixed::kBlockN) != 0)
     refuse("plan_mixed_gemm: a gated GEMM needs N (gate and up halves) a multiple of 16; got N=" +
            std::to_string(p.n));
@@ -596,6 +599,7 @@ std::string MixedPlan::describe() const {
   if (kernel == MixedKernel::kDense) {
     o << ": dequantize the weight once, then a dense GEMM";
     if (gated) o << ", then SiLU(gate) * up";
+    if (partials) o << ", its output as the one partial sum";
     return o.str();
   }
   o << " " << mixed_instance(instance).name << ": tile " << tile_m << "x" << tile_n
@@ -611,7 +615,12 @@ std::string MixedPlan::describe() const {
   o << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2];
   if (raster_m > 1) o << " in groups of " << raster_m << " M tiles";
   o << ", " << ctas_per_sm << " CTA/SM";
-  if (splits > 1) o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
+  if (partials) {
+    o << ", " << splits << " fp32 partial sum" << (splits > 1 ? "s" : "") << " to the caller ("
+      << workspace_bytes << " B, no reduce kernel)";
+  } else if (splits > 1) {
+    o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
+  }
   if (gated) {
     o << (!via_workspace ? ", SiLU(gate) * up in registers"
                          : ", SiLU(gate) * up in the reduce kernel (workspace " +
@@ -665,6 +674,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   MixedPlan plan;
   plan.kernel = kernel;
   plan.gated = p.gated;
+  plan.partials = p.partials;
   switch (kernel) {
     case MixedKernel::kDense: return plan;
     case MixedKernel::kDecode: plan_decode(plan, p, d, s, k_blocks, group); break;
@@ -680,8 +690,8 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     refuse("schedule: raster_m applies to the warp-specialized wgmma tiles (tile_m >= 128, and "
            "INT8's 64); this plan runs " + plan.describe());
   }
-  plan.via_workspace =
-      plan.splits > 1 || (p.gated && !mixed_instance(plan.instance).gates_in_registers);
+  plan.via_workspace = p.partials || plan.splits > 1 ||
+                       (p.gated && !mixed_instance(plan.instance).gates_in_registers);
   plan.workspace_bytes =
       plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   return plan;

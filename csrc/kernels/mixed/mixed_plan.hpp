@@ -48,6 +48,10 @@ struct MixedGemmProblem {
   bool bf16 = false;
   // out[M, N/2] = SiLU(gate) * up of the two halves of N (mixed_gemm_launch.hpp); N % 16 == 0.
   bool gated = false;
+  // The caller takes the fp32 partial sums [splits][M][N] themselves (the op
+  // mixed_gemm_partials): the kernel writes them to the workspace, split or not, and no reduce
+  // kernel runs. Ungated problems only.
+  bool partials = false;
 };
 
 enum class MixedKernel : int {
@@ -115,6 +119,9 @@ struct MixedPlan {
   // (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
   bool via_workspace = false;
   size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
+  // MixedGemmProblem::partials: the workspace is the caller's result (via_workspace is set) and
+  // the launchers run no reduce kernel.
+  bool partials = false;
 
   std::string describe() const;  // one readable line
 };

@@ -1,0 +1,326 @@
+"""cute_gemm::mixed_gemm_partials (a GEMM's fp32 partial sums along K, left to the caller) and
+cute_gemm.inductor.split_partials (the post-grad pass of decode_compilation() that adds them in
+the consumer's kernel). On the CPU: the op's reference, fake kernel, registration and refusals,
+the planner's partial-sums plans, and the pass's rewrite of FX graphs on fake CUDA tensors with
+the H100's plans. On a GPU: the partials of every kernel kind against the op's own output (the
+sum in split order, + bias, rounded, is the reduce kernel's result bit for bit), and a compiled
+projection + residual add + RMSNorm whose norm kernel adds the partials, against eager."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import cute_gemm
+from cute_gemm import inductor as ci
+from cute_gemm import ops
+
+PARTIALS = torch.ops.cute_gemm.mixed_gemm_partials.default
+MIXED = torch.ops.cute_gemm.mixed_gemm.default
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _randn(*shape, dtype=torch.float16, seed=0, scale=1.0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).to(dtype=dtype, device=device)
+
+
+def _qweight(n, k, bits=4, group=128, symmetric=True, dtype=torch.float16, seed=0, device="cpu"):
+    w = _randn(n, k, dtype=dtype, seed=seed, scale=0.1, device=device)
+    return cute_gemm.quantize(w, bits, group, symmetric)
+
+
+def _fake_weight(n, k, dtype=torch.bfloat16):
+    """An INT4 g128 QuantizedWeight of empty tensors on CUDA (under a FakeTensorMode)."""
+    from cute_gemm import weight_format as wf
+    packed = torch.empty(wf.packed_shape(n, k, 4), dtype=torch.int32, device="cuda")
+    scales = torch.empty(k // 128, n, dtype=dtype, device="cuda")
+    return cute_gemm.QuantizedWeight(packed, scales, None, 4, 128, (n, k))
+
+
+def _partials(a, qw, schedule=None):
+    return PARTIALS(a, qw.packed, qw.scales, qw.zeros, qw.bits, qw.group_size, qw.shape[1],
+                    schedule)
+
+
+def _in_split_order(parts, bias=None):
+    """The reduce kernel's arithmetic: the partial sums added in split order in fp32, + bias,
+    one rounding is left to the caller."""
+    total = parts[0]
+    for s in range(1, parts.shape[0]):
+        total = total + parts[s]
+    return total if bias is None else total + bias.float()
+
+
+# ------------------------------------------------------------------------------------------ CPU
+
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype", [
+    (4, 128, True, torch.float16), (4, 32, False, torch.bfloat16), (8, -1, True, torch.bfloat16),
+    (8, 64, False, torch.float16)])
+def test_cpu_partials_are_the_reference_product(bits, group, symmetric, dtype):
+    for m, n, k in [(1, 8, 128), (7, 24, 256), (33, 136, 384)]:
+        seed = hash((bits, group, symmetric, m, n, k)) % 10000
+        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=seed)
+        a = _randn(m, k, dtype=dtype, seed=seed + 1)
+        bias = _randn(n, dtype=dtype, seed=seed + 2)
+        parts = _partials(a, qw)
+        assert parts.shape == (1, m, n) and parts.dtype == torch.float32  # one split on CPU
+        ref = a.float() @ qw.dequantize().float().t()
+        torch.testing.assert_close(parts[0], ref, rtol=1e-6, atol=1e-5)
+        # mixed_gemm's CPU result is that sum + bias, rounded once.
+        out = MIXED(a, qw.packed, qw.scales, qw.zeros, bits, group, k, bias)
+        assert torch.equal(out, _in_split_order(parts, bias).to(dtype))
+
+
+def test_cpu_partials_empty_problems():
+    qw = _qweight(16, 128)
+    assert _partials(torch.zeros(0, 128, dtype=torch.float16), qw).shape == (1, 0, 16)
+
+
+def test_partials_refusals():
+    qw = _qweight(16, 128)
+    a = _randn(3, 128)
+    with pytest.raises(RuntimeError, match="a must have dtype torch.float16 or torch.bfloat16"):
+        _partials(a.float(), qw)
+    with pytest.raises(RuntimeError, match=r"k must equal a.size\(1\)"):
+        PARTIALS(a, qw.packed, qw.scales, qw.zeros, 4, 128, 256)
+    with pytest.raises(ValueError, match="splits"):
+        _partials(a, qw, "splits=0")
+    with pytest.raises(ValueError, match="nonsense"):
+        _partials(a, qw, "nonsense=1")
+    # No gradient: refused by name where autograd would need one, allowed under no_grad.
+    with pytest.raises(RuntimeError, match="mixed_gemm_partials: has no gradient"):
+        _partials(a.clone().requires_grad_(), qw)
+    with torch.no_grad():
+        assert _partials(a.clone().requires_grad_(), qw).shape == (1, 3, 16)
+
+
+def test_partials_fake_kernel_and_opcheck():
+    qw = _qweight(24, 256, 8, 64, False, torch.bfloat16, seed=3)
+    a = _randn(7, 256, dtype=torch.bfloat16, seed=4)
+    args = (a, qw.packed, qw.scales, qw.zeros, 8, 64, 256, None)
+    torch.library.opcheck(PARTIALS, args)
+    torch.library.opcheck(PARTIALS, args[:-1] + ("splits=2",))
+    meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in args]
+    out = PARTIALS(*meta)
+    assert out.shape == (1, 7, 24) and out.dtype == torch.float32 and out.device.type == "meta"
+
+
+def test_partials_fake_kernel_plans_for_the_device(monkeypatch):
+    # On a CUDA (fake) tensor the fake kernel returns the plan's split count for that device.
+    monkeypatch.setattr(ops, "device_spec", lambda device=None: cute_gemm.device_spec("h100"))
+    plan = cute_gemm.mixed_plan(16, 4096, 4096, 4, 128, torch.bfloat16, device="h100")
+    assert plan.splits > 1  # the H100's batch-16 o_proj splits K
+    with FakeTensorMode():
+        qw = _fake_weight(4096, 4096)
+        a = torch.empty(16, 4096, dtype=torch.bfloat16, device="cuda")
+        parts = _partials(a, qw)
+        assert parts.shape == (plan.splits, 16, 4096) and parts.dtype == torch.float32
+        assert parts.device.type == "cuda"
+        one = _partials(a[:1], qw)
+        assert one.shape == (1, 1, 4096)  # the decode kernel at M = 1: unsplit
+
+
+def test_partial_sums_count_and_plan():
+    h100 = cute_gemm.device_spec("h100")
+    for m, n, k in [(1, 4096, 4096), (16, 4096, 4096), (16, 6144, 4096), (16, 4096, 14336),
+                    (300, 4096, 4096), (4096, 4096, 4096)]:
+        plan = ops._C._mixed_plan(m, n, k, 4, 128, True, h100, "", False, True)
+        normal = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h100")
+        assert ops.partial_sums_count(m, n, k, 4, 128, torch.bfloat16, "h100") == (
+            1 if plan.kernel == "dense" else plan.splits)
+        # The same kernel, tile and splits as mixed_gemm's plan; only where the sums go differs.
+        for field in ("kernel", "instance", "tile_m", "tile_n", "splits", "warps", "grid"):
+            assert getattr(plan, field) == getattr(normal, field), (m, n, k, field)
+        assert plan.partials and plan.via_workspace and not normal.partials
+        assert plan.workspace_bytes == plan.splits * m * n * 4
+        assert "partial sum" in str(plan) and "no reduce kernel" in str(plan)
+    assert ops.partial_sums_count(16, 4096, 4096, 4, 128, torch.float16,
+                                  torch.device("cpu")) == 1
+    assert ops.partial_sums_count(0, 4096, 4096, 4, 128, torch.float16, "h100") == 1
+    with pytest.raises(ValueError, match="partial sums are for ungated problems"):
+        ops._C._mixed_plan(16, 8192, 4096, 4, 128, True, h100, "", True, True)
+
+
+# ----------------------------------------------------------------------- the pass, on the CPU
+
+
+def _graph_of(m, n, k, bias=True, activation=None, schedule=None, dtype=torch.bfloat16):
+    """A post-grad-like FX graph: out = mixed_gemm(a, W) (+ bias) + residual, on fake CUDA
+    tensors."""
+    fake_mode = FakeTensorMode()
+    with fake_mode:
+        qw = _fake_weight(n, k, dtype)
+        values = {"a": torch.empty(m, k, dtype=dtype, device="cuda"),
+                  "qweight": qw.packed, "scales": qw.scales,
+                  "bias": torch.empty(n, dtype=dtype, device="cuda"),
+                  "residual": torch.empty(m, n // 2 if activation else n, dtype=dtype,
+                                          device="cuda")}
+    g = torch.fx.Graph()
+    nodes = {}
+    for name, value in values.items():
+        nodes[name] = g.placeholder(name)
+        nodes[name].meta["val"] = value
+    with fake_mode:
+        out_val = torch.empty(m, n // 2 if activation else n, dtype=dtype, device="cuda")
+    gemm = g.call_function(MIXED, (nodes["a"], nodes["qweight"], nodes["scales"], None, 4, 128, k,
+                                   nodes["bias"] if bias else None, schedule, activation))
+    gemm.meta["val"] = out_val
+    add = g.call_function(torch.ops.aten.add.Tensor, (gemm, nodes["residual"]))
+    with fake_mode:
+        add.meta["val"] = out_val + values["residual"]
+    g.output(add)
+    return g
+
+
+def _h100(device):
+    return cute_gemm.device_spec("h100")
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_pass_rewrites_a_split_gemm_into_partials_and_adds(bias):
+    m, n, k = 16, 4096, 4096
+    splits = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h100").splits
+    g = _graph_of(m, n, k, bias=bias)
+    assert ci.split_partials(g, spec_for=_h100) == 1
+    targets = [node.target for node in g.nodes if node.op == "call_function"]
+    assert MIXED not in targets and targets.count(PARTIALS) == 1
+    aten = torch.ops.aten
+    assert targets.count(aten.select.int) == splits
+    # splits - 1 adds of partials, one for the bias, the graph's own residual add.
+    assert targets.count(aten.add.Tensor) == splits - 1 + bias + 1
+    parts = next(node for node in g.nodes if node.target is PARTIALS)
+    assert parts.meta["val"].shape == (splits, m, n) and parts.meta["val"].dtype == torch.float32
+    selects = [node.args[2] for node in g.nodes if node.target is aten.select.int]
+    assert selects == list(range(splits))  # added in split order
+    rounding = [node for node in g.nodes if node.target is torch.ops.prims.convert_element_type.default]
+    assert rounding[-1].args[1] == torch.bfloat16
+    assert rounding[-1].meta["val"].shape == (m, n)
+    g.lint()
+
+
+@pytest.mark.parametrize("case", ["decode", "gated", "dense"])
+def test_pass_leaves_other_calls(case):
+    # M = 1 (the decode kernel, unsplit), a gated call, a large-M plan without split-K.
+    m, n, k, activation = {"decode": (1, 4096, 4096, None), "gated": (16, 8192, 4096, "silu_mul"),
+                           "dense": (4096, 4096, 4096, None)}[case]
+    g = _graph_of(m, n, k, activation=activation)
+    before = [node.target for node in g.nodes]
+    assert ci.split_partials(g, spec_for=_h100) == 0
+    assert [node.target for node in g.nodes] == before
+
+
+def test_pass_honours_the_schedule():
+    # The call's schedule is the plan's: splits=3 on a shape the planner would not split.
+    g = _graph_of(1, 4096, 4096, schedule="kernel=decode,splits=3")
+    assert ci.split_partials(g, spec_for=_h100) == 1
+    parts = next(node for node in g.nodes if node.target is PARTIALS)
+    assert parts.args[-1] == "kernel=decode,splits=3" and parts.meta["val"].shape[0] == 3
+
+
+def test_decode_compilation_installs_and_restores_the_pass():
+    config = pytest.importorskip("torch._inductor.config")
+    before = config.post_grad_custom_post_pass
+    with ci.decode_compilation():
+        inside = config.post_grad_custom_post_pass
+        assert inside is not None and inside.uuid() is None
+    assert config.post_grad_custom_post_pass is before
+    with ci.decode_compilation(split_partials=False):
+        assert config.post_grad_custom_post_pass is before
+    with pytest.raises(TypeError, match="split_partials must be a bool; got int"):
+        with ci.decode_compilation(split_partials=1):
+            pass
+    # A pass set before the block still runs, after ours.
+    seen = []
+    with config.patch({"post_grad_custom_post_pass": seen.append}):
+        with ci.decode_compilation():
+            g = torch.fx.Graph()
+            g.output(None)
+            config.post_grad_custom_post_pass(g)
+    assert seen == [g]
+
+
+# ------------------------------------------------------------------------------------------ GPU
+
+
+# (M, N, K, bits, group, schedule): every kernel kind, split and unsplit, and the dense path.
+GPU_CASES = [
+    (1, 4096, 4096, 4, 128, None), (3, 1000 // 8 * 8, 384, 4, 32, None),
+    (5, 4096, 14336, 8, -1, None), (1, 256, 4096, 4, 128, "kernel=decode,splits=4"),
+    (16, 4096, 4096, 4, 128, None), (16, 6144, 4096, 4, 128, None),
+    (16, 4096, 14336, 4, 128, None), (16, 4096, 4096, 8, -1, None),
+    (12, 2048, 2048, 4, 64, "kernel=mma,splits=3"), (33, 512, 1024, 4, 128, "kernel=mma,splits=2"),
+    (64, 1024, 4096, 4, 128, "kernel=wgmma,tile_m=64,splits=4"),
+    (128, 4096, 4096, 4, 128, None), (256, 1024, 2048, 8, 128, "kernel=wgmma,tile_m=128,splits=2"),
+    (100, 512, 1024, 4, 128, "kernel=dense")]
+
+
+@GPU
+@pytest.mark.parametrize("m,n,k,bits,group,schedule", GPU_CASES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_gpu_partials_add_up_to_the_op(m, n, k, bits, group, schedule, dtype):
+    seed = hash((m, n, k, bits, group, schedule)) % 10000
+    qw = _qweight(n, k, bits, group, group != 32, dtype, seed=seed, device="cuda")
+    a = _randn(m, k, dtype=dtype, seed=seed + 1, device="cuda")
+    bias = _randn(n, dtype=dtype, seed=seed + 2, device="cuda")
+    parts = _partials(a, qw, schedule)
+    splits = ops.partial_sums_count(m, n, k, bits, group, dtype, a.device, schedule)
+    assert parts.shape == (splits, m, n) and parts.dtype == torch.float32
+    plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)
+    assert splits == (1 if plan.kernel == "dense" else plan.splits)
+    out = MIXED(a, qw.packed, qw.scales, qw.zeros, bits, group, k, bias, schedule)
+    if plan.kernel == "dense":
+        torch.testing.assert_close(parts[0].to(dtype), out - bias, rtol=1e-2, atol=1e-2)
+    else:
+        # The reduce kernel's sum, in split order, + bias, one rounding: the same bits.
+        assert torch.equal(_in_split_order(parts, bias).to(dtype), out)
+    ref = a.float() @ qw.dequantize(torch.float32).t()
+    scale = ref.abs().max().item()
+    torch.testing.assert_close(parts.sum(0), ref, rtol=2e-2, atol=2e-2 * scale)
+
+
+class _Block(torch.nn.Module):
+    """A projection, the residual add and an RMSNorm: what follows o_proj / down_proj."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.proj = linear
+        self.weight = torch.nn.Parameter(torch.rand(linear.out_features, dtype=torch.bfloat16,
+                                                    device="cuda") + 0.5)
+
+    def forward(self, x, residual):
+        h = residual + self.proj(x)
+        var = h.float().pow(2).mean(-1, keepdim=True)
+        return h, (h.float() * torch.rsqrt(var + 1e-5)).to(h.dtype) * self.weight
+
+
+@GPU
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+def test_gpu_compiled_block_adds_the_partials_in_its_norm(m, with_bias):
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(m)
+    n = k = 4096
+    linear = torch.nn.Linear(k, n, bias=with_bias, dtype=torch.bfloat16, device="cuda")
+    block = _Block(cute_gemm.QuantLinear.from_linear(linear)).eval()
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    residual = torch.randn(m, n, dtype=torch.bfloat16, device="cuda")
+    splits = ops.partial_sums_count(m, n, k, 4, 128, torch.bfloat16, x.device)
+    with torch.no_grad():
+        want = block(x, residual)
+        results = {}
+        for split_partials in (False, True):
+            torch._dynamo.reset()
+            compiled = torch.compile(block, fullgraph=True, dynamic=False)
+            with ci.decode_compilation(split_partials=split_partials):
+                got, code = run_and_get_code(compiled, x, residual)
+            results[split_partials] = got
+            code = "\n".join(code)
+            rewritten = split_partials and splits > 1
+            assert ("mixed_gemm_partials" in code) == rewritten, (split_partials, splits)
+            assert ("cute_gemm.mixed_gemm.default" in code) == (not rewritten)
+    torch._dynamo.reset()
+    # (Inductor may keep the projection's sum in fp32 into the residual add: within rounding.)
+    for got in results.values():
+        torch.testing.assert_close(got[0].float(), want[0].float(), rtol=1.6e-2, atol=2e-2)
+        torch.testing.assert_close(got[1].float(), want[1].float(), rtol=1.6e-2, atol=3e-2)
