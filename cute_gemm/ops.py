@@ -17,7 +17,7 @@ DeviceSpec = _C.DeviceSpec
 MixedPlan = _C.MixedPlan
 
 __all__ = ["gemm", "mixed_gemm", "mixed_plan", "device_spec", "decode_attention", "DeviceSpec",
-           "MixedPlan"]
+           "MixedPlan", "partial_sums_count"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 

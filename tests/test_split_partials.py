@@ -193,7 +193,8 @@ def test_pass_rewrites_a_split_gemm_into_partials_and_adds(bias):
     assert parts.meta["val"].shape == (splits, m, n) and parts.meta["val"].dtype == torch.float32
     selects = [node.args[2] for node in g.nodes if node.target is aten.select.int]
     assert selects == list(range(splits))  # added in split order
-    rounding = [node for node in g.nodes if node.target is torch.ops.prims.convert_element_type.default]
+    convert = torch.ops.prims.convert_element_type.default
+    rounding = [node for node in g.nodes if node.target is convert]
     assert rounding[-1].args[1] == torch.bfloat16
     assert rounding[-1].meta["val"].shape == (m, n)
     g.lint()

@@ -230,6 +230,14 @@ MixedSchedule parse_schedule(Schedule const& schedule) {
   }
 }
 
+// The CPU reference's fp32 product a @ dequant(W)^T, W dequantized and rounded to a's dtype.
+at::Tensor reference_product(MixedProblem const& p, at::Tensor const& a, at::Tensor const& qweight,
+                             at::Tensor const& scales, std::optional<at::Tensor> const& zeros) {
+  at::Tensor const w =
+      dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
+  return at::matmul(a.to(at::kFloat), w.to(at::kFloat).t());
+}
+
 // CPU: the reference. A schedule is checked but has nothing to choose here.
 at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
                           std::optional<at::Tensor> const& zeros, int64_t bits,
@@ -239,9 +247,7 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
   parse_schedule(schedule);
   if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
-  at::Tensor const w =
-      dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
-  at::Tensor acc = at::matmul(a.to(at::kFloat), w.to(at::kFloat).t());
+  at::Tensor acc = reference_product(p, a, qweight, scales, zeros);
   if (bias.has_value()) acc.add_(bias->to(at::kFloat));
   if (p.gated) acc = silu_mul(acc);
   return acc.to(a.scalar_type());
@@ -256,9 +262,7 @@ at::Tensor mixed_gemm_partials_cpu(at::Tensor const& a, at::Tensor const& qweigh
                                                std::nullopt, std::nullopt);
   parse_schedule(schedule);
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, a.options().dtype(at::kFloat));
-  at::Tensor const w =
-      dequantize_weight(qweight, scales, zeros, p.bits, p.group, p.k, a.scalar_type());
-  return at::matmul(a.to(at::kFloat), w.to(at::kFloat).t()).unsqueeze(0);
+  return reference_product(p, a, qweight, scales, zeros).unsqueeze(0);
 }
 
 // Partial sums carry no gradient (an inference op): refused where autograd would need one.
