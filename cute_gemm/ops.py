@@ -131,59 +131,60 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, *,
 _MIXED = "cute_gemm.mixed_gemm: "
 
 
-def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias):
+def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias,
+                             op=_MIXED):
     """The shape/dtype/device checks of csrc/ops/mixed_gemm_op.cpp that need no data (same
-    messages), for the fake kernel. Contiguity and alignment checks stay in C++. The format's
+    messages, prefixed by ``op``), for the fake kernels. Contiguity and alignment checks stay in C++. The format's
     rules are the rulebook's (cute_gemm.weight_format, from weight_format.hpp)."""
     from . import weight_format as wf
 
-    torch._check(a.dim() == 2, lambda: f"{_MIXED}a must be a 2-D tensor [M, K]; got {a.dim()}-D "
+    torch._check(a.dim() == 2, lambda: f"{op}a must be a 2-D tensor [M, K]; got {a.dim()}-D "
                  f"with shape {list(a.shape)}")
-    torch._check(a.dtype in _HALF_DTYPES, lambda: f"{_MIXED}a must have dtype torch.float16 or "
+    torch._check(a.dtype in _HALF_DTYPES, lambda: f"{op}a must have dtype torch.float16 or "
                  f"torch.bfloat16; got {a.dtype}")
-    torch._check(bits in wf.VALID_BITS, lambda: f"{_MIXED}bits must be {wf.VALID_BITS_TEXT}; "
+    torch._check(bits in wf.VALID_BITS, lambda: f"{op}bits must be {wf.VALID_BITS_TEXT}; "
                  f"got bits={bits}")
-    torch._check(group_size in wf.VALID_GROUP_SIZES, lambda: f"{_MIXED}group_size must be "
+    torch._check(group_size in wf.VALID_GROUP_SIZES, lambda: f"{op}group_size must be "
                  f"{wf.VALID_GROUP_SIZES_TEXT}; got group_size={group_size}")
-    torch._check(a.shape[1] == k, lambda: f"{_MIXED}k must equal a.size(1) (K, the unpadded "
+    torch._check(a.shape[1] == k, lambda: f"{op}k must equal a.size(1) (K, the unpadded "
                  f"reduction size); got k={k} and a of shape {list(a.shape)}")
-    torch._check(k >= 1, lambda: f"{_MIXED}K must be >= 1; got K={k}")
+    torch._check(k >= 1, lambda: f"{op}K must be >= 1; got K={k}")
     if group_size == wf.PER_CHANNEL:
-        torch._check(wf.valid_k(k, group_size), lambda: f"{_MIXED}K must be a multiple of "
+        torch._check(wf.valid_k(k, group_size), lambda: f"{op}K must be a multiple of "
                      f"{wf.k_multiple(group_size)} for per-channel quantization (group_size="
                      f"{wf.PER_CHANNEL}); got K={k}")
     else:
-        torch._check(wf.valid_k(k, group_size), lambda: f"{_MIXED}K must be a multiple of "
+        torch._check(wf.valid_k(k, group_size), lambda: f"{op}K must be a multiple of "
                      f"group_size; got K={k}, group_size={group_size}")
     group = wf.effective_group_size(group_size, k)
     bk = wf.block_k(bits)
     _, kb, lanes, words = wf.packed_shape(0, k, bits)
-    torch._check(qweight.dtype == torch.int32, lambda: f"{_MIXED}qweight must have dtype "
+    torch._check(qweight.dtype == torch.int32, lambda: f"{op}qweight must have dtype "
                  f"torch.int32 (the packed weight); got {qweight.dtype}")
     torch._check(qweight.dim() == 4 and qweight.shape[1] == kb and qweight.shape[2] == lanes
-                 and qweight.shape[3] == words, lambda: f"{_MIXED}qweight must have shape [N/8, "
+                 and qweight.shape[3] == words, lambda: f"{op}qweight must have shape [N/8, "
                  f"ceil(K/{bk}), 32, 4] = [N/8, {kb}, 32, 4] for bits={bits} and K={k}; got "
                  f"{list(qweight.shape)}")
-    torch._check(qweight.device == a.device, lambda: f"{_MIXED}qweight must be on the same "
+    torch._check(qweight.device == a.device, lambda: f"{op}qweight must be on the same "
                  f"device as a ({a.device}); got {qweight.device}")
     n = qweight.shape[0] * wf.BLOCK_N
     for name, t in (("scales", scales), ("zeros", zeros)):
         if t is None:
             continue
-        torch._check(t.dtype == a.dtype, lambda: f"{_MIXED}{name} must have the same dtype as a "
+        torch._check(t.dtype == a.dtype, lambda: f"{op}{name} must have the same dtype as a "
                      f"({a.dtype}); got {t.dtype}")
         torch._check(t.dim() == 2 and t.shape[0] == k // group and t.shape[1] == n,
-                     lambda: f"{_MIXED}{name} must have shape [K/G, N] = [{k // group}, {n}] "
+                     lambda: f"{op}{name} must have shape [K/G, N] = [{k // group}, {n}] "
                      f"(K={k}, G={group}, N={n} = qweight.size(0) * 8); got {list(t.shape)}")
-        torch._check(t.device == a.device, lambda: f"{_MIXED}{name} must be on the same device "
+        torch._check(t.device == a.device, lambda: f"{op}{name} must be on the same device "
                      f"as a ({a.device}); got {t.device}")
     if bias is not None:
-        torch._check(bias.dim() == 1 and bias.shape[0] == n, lambda: f"{_MIXED}bias must be a "
+        torch._check(bias.dim() == 1 and bias.shape[0] == n, lambda: f"{op}bias must be a "
                      f"1-D tensor of size N={n} (qweight.size(0) * 8); got shape "
                      f"{list(bias.shape)}")
-        torch._check(bias.dtype == a.dtype, lambda: f"{_MIXED}bias must have the same dtype as a "
+        torch._check(bias.dtype == a.dtype, lambda: f"{op}bias must have the same dtype as a "
                      f"({a.dtype}); got {bias.dtype}")
-        torch._check(bias.device == a.device, lambda: f"{_MIXED}bias must be on the same device "
+        torch._check(bias.device == a.device, lambda: f"{op}bias must be on the same device "
                      f"as a ({a.device}); got {bias.device}")
     return a.shape[0], n
 
@@ -217,7 +218,8 @@ def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, 
 
 @torch.library.register_fake("cute_gemm::mixed_gemm_partials")
 def _mixed_gemm_partials_fake(a, qweight, scales, zeros, bits, group_size, k, schedule=None):
-    m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, None)
+    m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, None,
+                                    op="cute_gemm.mixed_gemm_partials: ")
     if schedule is not None:
         _C._mixed_schedule(schedule)
     if a.device.type != "cuda":

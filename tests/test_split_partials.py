@@ -80,11 +80,12 @@ def test_cpu_partials_empty_problems():
 def test_partials_refusals():
     qw = _qweight(16, 128)
     a = _randn(3, 128)
-    with pytest.raises(RuntimeError, match="a must have dtype torch.float16 or torch.bfloat16"):
+    prefix = "cute_gemm.mixed_gemm_partials: "
+    with pytest.raises(RuntimeError, match=prefix + "a must have dtype torch.float16 or "):
         _partials(a.float(), qw)
-    with pytest.raises(RuntimeError, match=r"k must equal a.size\(1\)"):
+    with pytest.raises(RuntimeError, match=prefix + r"k must equal a.size\(1\)"):
         PARTIALS(a, qw.packed, qw.scales, qw.zeros, 4, 128, 256)
-    with pytest.raises(ValueError, match="splits"):
+    with pytest.raises(ValueError, match=prefix + ".*splits"):
         _partials(a, qw, "splits=0")
     with pytest.raises(ValueError, match="nonsense"):
         _partials(a, qw, "nonsense=1")
@@ -104,6 +105,8 @@ def test_partials_fake_kernel_and_opcheck():
     meta = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in args]
     out = PARTIALS(*meta)
     assert out.shape == (1, 7, 24) and out.dtype == torch.float32 and out.device.type == "meta"
+    with pytest.raises(RuntimeError, match=r"cute_gemm.mixed_gemm_partials: k must equal a.size"):
+        PARTIALS(*meta[:6], 128, None)
 
 
 def test_partials_fake_kernel_plans_for_the_device(monkeypatch):
@@ -209,6 +212,19 @@ def test_pass_leaves_other_calls(case):
     before = [node.target for node in g.nodes]
     assert ci.split_partials(g, spec_for=_h100) == 0
     assert [node.target for node in g.nodes] == before
+
+
+def test_pass_leaves_a_symbolic_m():
+    # Under dynamic shapes M has no value to plan for: the call stays (and its plan is the op's).
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    g = _graph_of(16, 4096, 4096)
+    a = next(node for node in g.nodes if node.name == "a")
+    env = ShapeEnv()
+    with FakeTensorMode(shape_env=env):
+        a.meta["val"] = torch.empty(env.create_unbacked_symint(), 4096, dtype=torch.bfloat16,
+                                    device="cuda")
+    assert ci.split_partials(g, spec_for=_h100) == 0
+    assert MIXED in [node.target for node in g.nodes]
 
 
 def test_pass_honours_the_schedule():

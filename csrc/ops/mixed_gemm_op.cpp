@@ -55,6 +55,7 @@ namespace cute_gemm {
 namespace {
 
 constexpr char const* kOp = "cute_gemm.mixed_gemm: ";
+constexpr char const* kPartialsOp = "cute_gemm.mixed_gemm_partials: ";
 // The packed format's rules (valid bits and group sizes, -1 -> K, block_k, the packed shape and
 // layout) are kernels/mixed/weight_format.hpp's, shared with the kernels and, through the binding,
 // with cute_gemm/weight_format.py.
@@ -84,39 +85,40 @@ bool parse_activation(OptionalText const& activation) {
 
 // scales / zeros: [K/G, N] in a's dtype, contiguous.
 void check_group_tensor(at::Tensor const& t, char const* name, at::Tensor const& a,
-                        MixedProblem const& p) {
-  ops::check_same_dtype(kOp, t, name, a);
-  TORCH_CHECK(t.dim() == 2 && t.size(0) == p.k / p.group && t.size(1) == p.n, kOp, name,
+                        MixedProblem const& p, char const* op) {
+  ops::check_same_dtype(op, t, name, a);
+  TORCH_CHECK(t.dim() == 2 && t.size(0) == p.k / p.group && t.size(1) == p.n, op, name,
               " must have shape [K/G, N] = [", p.k / p.group, ", ", p.n, "] (K=", p.k, ", G=",
               p.group, ", N=", p.n, " = qweight.size(0) * 8); got ", t.sizes());
-  ops::check_same_device(kOp, t, name, a);
-  TORCH_CHECK(t.is_contiguous(), kOp, name, " must be contiguous; got strides ", t.strides(),
+  ops::check_same_device(op, t, name, a);
+  TORCH_CHECK(t.is_contiguous(), op, name, " must be contiguous; got strides ", t.strides(),
               " for shape ", t.sizes(), "; call ", name, ".contiguous()");
 }
 
-// Every check of the op, shared by all backends. Throws (TORCH_CHECK -> RuntimeError in Python)
-// with a message that names the argument, what was expected and what came.
+// Every check of the ops (`op`: their messages' prefix), shared by all backends. Throws
+// (TORCH_CHECK -> RuntimeError in Python) with a message that names the argument, what was
+// expected and what came.
 MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweight,
                                    at::Tensor const& scales,
                                    std::optional<at::Tensor> const& zeros, int64_t bits,
                                    int64_t group_size, int64_t k,
                                    std::optional<at::Tensor> const& bias,
-                                   OptionalText const& activation) {
-  ops::check_2d(kOp, a, "a", "[M, K]");
-  ops::check_half_dtype(kOp, a, "a");
-  TORCH_CHECK(mixed::valid_bits(bits), kOp, "bits must be ", mixed::kValidBitsText, "; got bits=",
+                                   OptionalText const& activation, char const* op = kOp) {
+  ops::check_2d(op, a, "a", "[M, K]");
+  ops::check_half_dtype(op, a, "a");
+  TORCH_CHECK(mixed::valid_bits(bits), op, "bits must be ", mixed::kValidBitsText, "; got bits=",
               bits);
-  TORCH_CHECK(mixed::valid_group_size(group_size), kOp, "group_size must be ",
+  TORCH_CHECK(mixed::valid_group_size(group_size), op, "group_size must be ",
               mixed::kValidGroupSizesText, "; got group_size=", group_size);
-  TORCH_CHECK(a.size(1) == k, kOp, "k must equal a.size(1) (K, the unpadded reduction size); got ",
+  TORCH_CHECK(a.size(1) == k, op, "k must equal a.size(1) (K, the unpadded reduction size); got ",
               "k=", k, " and a of shape ", a.sizes());
-  TORCH_CHECK(k >= 1, kOp, "K must be >= 1; got K=", k);
+  TORCH_CHECK(k >= 1, op, "K must be >= 1; got K=", k);
   if (group_size == mixed::kPerChannel) {
-    TORCH_CHECK(mixed::valid_k(k, group_size), kOp, "K must be a multiple of ",
+    TORCH_CHECK(mixed::valid_k(k, group_size), op, "K must be a multiple of ",
                 mixed::k_multiple(group_size), " for per-channel quantization (group_size=",
                 mixed::kPerChannel, "); got K=", k);
   } else {
-    TORCH_CHECK(mixed::valid_k(k, group_size), kOp, "K must be a multiple of group_size; got K=",
+    TORCH_CHECK(mixed::valid_k(k, group_size), op, "K must be a multiple of group_size; got K=",
                 k, ", group_size=", group_size);
   }
 
@@ -129,42 +131,42 @@ MixedProblem check_mixed_gemm_args(at::Tensor const& a, at::Tensor const& qweigh
   mixed::PackedShape const packed = mixed::packed_shape(0, k, int(bits));  // [N/8, kb, 32, 4]
   int64_t const kb = packed.k_blocks;
 
-  TORCH_CHECK(qweight.scalar_type() == at::kInt, kOp,
+  TORCH_CHECK(qweight.scalar_type() == at::kInt, op,
               "qweight must have dtype torch.int32 (the packed weight); got ",
               ops::dtype_name(qweight.scalar_type()));
   TORCH_CHECK(qweight.dim() == 4 && qweight.size(1) == kb && qweight.size(2) == packed.lanes &&
                   qweight.size(3) == packed.words,
-              kOp, "qweight must have shape [N/8, ceil(K/", bk, "), 32, 4] = [N/8, ", kb,
+              op, "qweight must have shape [N/8, ceil(K/", bk, "), 32, 4] = [N/8, ", kb,
               ", 32, 4] for bits=", bits, " and K=", k, "; got ", qweight.sizes());
-  ops::check_same_device(kOp, qweight, "qweight", a);
-  TORCH_CHECK(qweight.is_contiguous(), kOp, "qweight must be contiguous; got strides ",
+  ops::check_same_device(op, qweight, "qweight", a);
+  TORCH_CHECK(qweight.is_contiguous(), op, "qweight must be contiguous; got strides ",
               qweight.strides(), " for shape ", qweight.sizes());
   p.n = qweight.size(0) * kBlockN;
   p.gated = parse_activation(activation);
-  TORCH_CHECK_VALUE(!p.gated || p.n % (2 * kBlockN) == 0, kOp, "activation='silu_mul' needs N (",
+  TORCH_CHECK_VALUE(!p.gated || p.n % (2 * kBlockN) == 0, op, "activation='silu_mul' needs N (",
                     "the gate and up halves) a multiple of 16; got N=", p.n,
                     " (qweight.size(0) * 8)");
   p.n_out = p.gated ? p.n / 2 : p.n;
 
-  check_group_tensor(scales, "scales", a, p);
-  if (zeros.has_value()) check_group_tensor(*zeros, "zeros", a, p);
+  check_group_tensor(scales, "scales", a, p, op);
+  if (zeros.has_value()) check_group_tensor(*zeros, "zeros", a, p, op);
 
-  if (bias.has_value()) ops::check_bias(kOp, *bias, a, p.n, "qweight.size(0) * 8");
+  if (bias.has_value()) ops::check_bias(op, *bias, a, p.n, "qweight.size(0) * 8");
 
   p.runs_kernel = p.m > 0 && p.n > 0;
   if (!p.runs_kernel) return p;
 
   // The row layout the kernel needs (as for cute_gemm.gemm).
-  p.lda = ops::check_rows(kOp, a, "a");
-  ops::check_aligned(kOp, qweight, "qweight");
-  ops::check_aligned(kOp, scales, "scales");
-  if (zeros.has_value()) ops::check_aligned(kOp, *zeros, "zeros");
+  p.lda = ops::check_rows(op, a, "a");
+  ops::check_aligned(op, qweight, "qweight");
+  ops::check_aligned(op, scales, "scales");
+  if (zeros.has_value()) ops::check_aligned(op, *zeros, "zeros");
   // N is a multiple of 8 here, so check_bias_layout's exception for N == 1 never applies.
-  if (bias.has_value()) ops::check_bias_layout(kOp, *bias, p.n);
-  ops::check_int32(kOp, p.m, "M (a.size(0))");
-  ops::check_int32(kOp, p.n, "N (qweight.size(0) * 8)");
-  ops::check_int32(kOp, p.k, "K");
-  ops::check_int32(kOp, p.lda, "a.stride(0)");
+  if (bias.has_value()) ops::check_bias_layout(op, *bias, p.n);
+  ops::check_int32(op, p.m, "M (a.size(0))");
+  ops::check_int32(op, p.n, "N (qweight.size(0) * 8)");
+  ops::check_int32(op, p.k, "K");
+  ops::check_int32(op, p.lda, "a.stride(0)");
   return p;
 }
 
@@ -221,12 +223,12 @@ at::Tensor silu_mul(at::Tensor const& acc) {
 }
 
 // The schedule argument, parsed (a ValueError naming the bad item when it does not parse).
-MixedSchedule parse_schedule(Schedule const& schedule) {
+MixedSchedule parse_schedule(Schedule const& schedule, char const* op = kOp) {
   if (!schedule.has_value()) return {};
   try {
     return MixedSchedule::parse(std::string(*schedule));
   } catch (std::invalid_argument const& e) {
-    TORCH_CHECK_VALUE(false, kOp, e.what());
+    TORCH_CHECK_VALUE(false, op, e.what());
   }
 }
 
@@ -259,8 +261,8 @@ at::Tensor mixed_gemm_partials_cpu(at::Tensor const& a, at::Tensor const& qweigh
                                    std::optional<at::Tensor> const& zeros, int64_t bits,
                                    int64_t group_size, int64_t k, Schedule schedule) {
   MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
-                                               std::nullopt, std::nullopt);
-  parse_schedule(schedule);
+                                               std::nullopt, std::nullopt, kPartialsOp);
+  parse_schedule(schedule, kPartialsOp);
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, a.options().dtype(at::kFloat));
   return reference_product(p, a, qweight, scales, zeros).unsqueeze(0);
 }
@@ -273,7 +275,7 @@ at::Tensor mixed_gemm_partials_autograd(at::Tensor const& a, at::Tensor const& q
   TORCH_CHECK(!at::GradMode::is_enabled() ||
                   !(a.requires_grad() || scales.requires_grad() ||
                     (zeros.has_value() && zeros->requires_grad())),
-              "cute_gemm.mixed_gemm_partials: has no gradient (an inference op); got a tensor ",
+              kPartialsOp, "has no gradient (an inference op); got a tensor ",
               "that requires grad with grad mode on: use cute_gemm.mixed_gemm, or torch.no_grad()");
   static auto op =
       c10::Dispatcher::singleton()
@@ -289,13 +291,13 @@ at::Tensor mixed_gemm_partials_autograd(at::Tensor const& a, at::Tensor const& q
 // The plan for a checked problem on the current device, honouring the schedule (a ValueError
 // for one it cannot run). `partials`: the plan of mixed_gemm_partials.
 MixedPlan plan_on_device(MixedProblem const& p, int64_t group_size, bool bf16,
-                         MixedSchedule const& sched, bool partials) {
+                         MixedSchedule const& sched, bool partials, char const* op) {
   try {
     return plan_mixed_gemm({p.m, p.n, p.k, static_cast<int>(p.bits), static_cast<int>(group_size),
                             bf16, p.gated, partials},
                            current_device_spec(), sched);
   } catch (std::invalid_argument const& e) {
-    TORCH_CHECK_VALUE(false, kOp, e.what());
+    TORCH_CHECK_VALUE(false, op, e.what());
   }
 }
 
@@ -324,10 +326,11 @@ MixedGemmParams make_params(MixedProblem const& p, at::Tensor const& a, at::Tens
 // The dense path: dequant(W) rounded to the activation dtype, then a dense GEMM (+ bias). The
 // temporary [N, K] weight comes from the caching allocator, so this stays capturable. Ungated.
 at::Tensor dense_path(MixedGemmParams const& params, MixedProblem const& p, at::Tensor const& a,
-                      std::optional<at::Tensor> const& bias, cudaStream_t stream) {
+                      std::optional<at::Tensor> const& bias, cudaStream_t stream,
+                      char const* op) {
   at::Tensor w = at::empty({p.n, p.k}, a.options());
   cudaError_t const err = dequantize_weight_launch(params, w.data_ptr(), stream);
-  TORCH_CHECK(err == cudaSuccess, kOp, "dequantize kernel launch failed: ",
+  TORCH_CHECK(err == cudaSuccess, op, "dequantize kernel launch failed: ",
               cudaGetErrorString(err));
   return at::linear(a, w, bias);
 }
@@ -345,12 +348,13 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 
   // The plan, once: what runs, its grid and its workspace.
   MixedPlan const plan =
-      plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/false);
+      plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/false,
+                     kOp);
   MixedGemmParams params = make_params(p, a, qweight, scales, zeros, bias);
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
   if (plan.kernel == MixedKernel::kDense) {
-    at::Tensor const out = dense_path(params, p, a, bias, stream);
+    at::Tensor const out = dense_path(params, p, a, bias, stream, kOp);
     return p.gated ? silu_mul(out.to(at::kFloat)).to(a.scalar_type()) : out;
   }
 
@@ -381,29 +385,30 @@ at::Tensor mixed_gemm_partials_cuda(at::Tensor const& a, at::Tensor const& qweig
                                     std::optional<at::Tensor> const& zeros, int64_t bits,
                                     int64_t group_size, int64_t k, Schedule schedule) {
   MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
-                                               std::nullopt, std::nullopt);
-  MixedSchedule const sched = parse_schedule(schedule);
+                                               std::nullopt, std::nullopt, kPartialsOp);
+  MixedSchedule const sched = parse_schedule(schedule, kPartialsOp);
   c10::cuda::CUDAGuard const device_guard(a.device());
   at::TensorOptions const f32 = a.options().dtype(at::kFloat);
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, f32);
 
   MixedPlan const plan =
-      plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/true);
+      plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/true,
+                     kPartialsOp);
   MixedGemmParams params = make_params(p, a, qweight, scales, zeros, std::nullopt);
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
   if (plan.kernel == MixedKernel::kDense) {
-    return dense_path(params, p, a, std::nullopt, stream).to(at::kFloat).unsqueeze(0);
+    return dense_path(params, p, a, std::nullopt, stream, kPartialsOp).to(at::kFloat).unsqueeze(0);
   }
 
   at::Tensor partials = at::empty({plan.splits, p.m, p.n}, f32);
   TORCH_CHECK(plan.via_workspace && plan.partials &&
                   plan.workspace_bytes == static_cast<size_t>(partials.nbytes()),
-              kOp, "internal error: the plan for partial sums (", plan.describe(),
+              kPartialsOp, "internal error: the plan for partial sums (", plan.describe(),
               ") does not write [", plan.splits, ", ", p.m, ", ", p.n, "] fp32 sums");
   params.workspace = partials.data_ptr();
   params.workspace_bytes = plan.workspace_bytes;
   cudaError_t const err = mixed_gemm_launch(params, plan, stream);
-  TORCH_CHECK(err == cudaSuccess, kOp, "kernel launch failed (", plan.describe(), "): ",
+  TORCH_CHECK(err == cudaSuccess, kPartialsOp, "kernel launch failed (", plan.describe(), "): ",
               cudaGetErrorString(err));
   return partials;
 }
