@@ -164,6 +164,7 @@ def split_partials(graph, spec_for=None):
     for a fake tensor's device (default ``cute_gemm.device_spec``). Returns the number of calls
     rewritten."""
     from . import ops
+    from . import weight_format as wf
 
     aten, prims = torch.ops.aten, torch.ops.prims
     mixed_gemm = torch.ops.cute_gemm.mixed_gemm.default
@@ -185,7 +186,7 @@ def split_partials(graph, spec_for=None):
             else None
         if call["activation"] is not None or a_val is None or n_val is None:
             continue
-        m, n = a_val.shape[0], n_val.shape[0] * 8
+        m, n = a_val.shape[0], n_val.shape[0] * wf.BLOCK_N
         if a_val.device.type != "cuda" or not isinstance(m, int) or not isinstance(n, int) \
                 or m == 0 or n == 0:
             continue
