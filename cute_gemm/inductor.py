@@ -182,18 +182,16 @@ def split_partials(graph, spec_for=None):
         call.update(node.kwargs)
         a = call["a"]
         a_val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-        n_val = call["qweight"].meta.get("val") if isinstance(call["qweight"], torch.fx.Node) \
-            else None
-        if call["activation"] is not None or a_val is None or n_val is None:
+        qweight = call["qweight"]
+        qweight_val = qweight.meta.get("val") if isinstance(qweight, torch.fx.Node) else None
+        if call["activation"] is not None or a_val is None or qweight_val is None:
             continue
-        m, n = a_val.shape[0], n_val.shape[0] * wf.BLOCK_N
-        if a_val.device.type != "cuda" or not isinstance(m, int) or not isinstance(n, int) \
-                or m == 0 or n == 0:
+        m, n = a_val.shape[0], qweight_val.shape[0] * wf.BLOCK_N
+        if a_val.device.type != "cuda" or not isinstance(m, int) or not isinstance(n, int):
             continue
-        plan = ops._C._mixed_plan(m, n, call["k"], call["bits"], call["group_size"],
-                                  a_val.dtype == torch.bfloat16, spec_for(a_val.device),
-                                  call["schedule"] or "", False, True)
-        if plan.kernel == "dense" or plan.splits < 2:
+        splits = ops.partial_sums_count(m, n, call["k"], call["bits"], call["group_size"],
+                                        a_val.dtype, spec_for(a_val.device), call["schedule"])
+        if splits < 2:
             continue
         fake_mode = a_val.fake_mode
 
@@ -204,13 +202,13 @@ def split_partials(graph, spec_for=None):
 
         with graph.inserting_before(node):
             with fake_mode:  # the op's fake kernel would plan for the same device
-                parts_val = torch.empty((plan.splits, m, n), dtype=torch.float32,
+                parts_val = torch.empty((splits, m, n), dtype=torch.float32,
                                         device=a_val.device)
             parts = add(partials_op, a, call["qweight"], call["scales"], call["zeros"],
                         call["bits"], call["group_size"], call["k"], call["schedule"],
                         value=parts_val)
             total = add(aten.select.int, parts, 0, 0)
-            for s in range(1, plan.splits):
+            for s in range(1, splits):
                 total = add(aten.add.Tensor, total, add(aten.select.int, parts, 0, s))
             if call["bias"] is not None:
                 bias = add(prims.convert_element_type.default, call["bias"], torch.float32)

@@ -134,8 +134,8 @@ _MIXED = "cute_gemm.mixed_gemm: "
 def _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias,
                              op=_MIXED):
     """The shape/dtype/device checks of csrc/ops/mixed_gemm_op.cpp that need no data (same
-    messages, prefixed by ``op``), for the fake kernels. Contiguity and alignment checks stay in C++. The format's
-    rules are the rulebook's (cute_gemm.weight_format, from weight_format.hpp)."""
+    messages, prefixed by ``op``), for the fake kernels. Contiguity and alignment checks stay in
+    C++. The format's rules are the rulebook's (cute_gemm.weight_format, from weight_format.hpp)."""
     from . import weight_format as wf
 
     torch._check(a.dim() == 2, lambda: f"{op}a must be a 2-D tensor [M, K]; got {a.dim()}-D "
