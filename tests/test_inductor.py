@@ -185,13 +185,15 @@ def test_decode_compilation_bad_arguments_refused(kwargs, error, words):
     assert V.choices is before and config.combo_kernels == combo
 
 
-def test_decode_compilation_without_combo_kernels_refused_by_name(monkeypatch):
+@pytest.mark.parametrize("missing, option", [("combo_kernels", "combo_kernels"),
+                                             ("post_grad_custom_post_pass", "split_partials")])
+def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing, option):
     import torch._inductor.config as cfg
-    monkeypatch.delattr(cfg, "combo_kernels")
-    with pytest.raises(RuntimeError, match="lacks combo_kernels"):
+    monkeypatch.delattr(cfg, missing)
+    with pytest.raises(RuntimeError, match=f"lacks {missing}"):
         with ci.decode_compilation():
             pass
-    with ci.decode_compilation(combo_kernels=False):  # not asked for: not needed
+    with ci.decode_compilation(**{option: False}):  # not asked for: not needed
         pass
 
 
