@@ -28,6 +28,8 @@ QUANTS = [(4, 128), (8, -1), (4, 32), (8, 64)]
 MAX_SPLITS = 64
 RASTER_BYTES_SHARE = 0.7  # kRasterBytesShare: a raster group replaces row-major where it cuts a
                          # wave's modelled DRAM bytes to this share
+EARLY_DEPENDENTS_FILL = 0.75  # kEarlyDependentsFill: decode grids of this share of the resident
+                             # CTA slots let the next kernel launch after their dependency wait
 SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a wide tile whose K slices are this short -> 128
 ROWS_SHARE = 0.8  # kWgmmaRowsShare: a smaller wide tile computing this share of the rows per SM
 WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgmma's 16-row tile
@@ -37,7 +39,7 @@ FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
-               "via_workspace", "raster_m", "partials"}
+               "via_workspace", "raster_m", "partials", "early_dependents"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -539,6 +541,31 @@ def test_decode_int4_short_slices_lengthened_past_one_cta_per_sm(device):
         assert plan(1, 6144, 4096, 8, -1, device=device).warps > 4
         assert plan(1, 12288, 4096, 4, 128, device=device).warps == 5  # 6.4 blocks: kept
     assert plan(1, 32 * sms, 4096, 4, 128, device=device).warps > 4  # one CTA per SM
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_early_dependents_where_the_grid_fills_the_slots(device):
+    # Only decode plans whose grid takes at least EARLY_DEPENDENTS_FILL of the resident CTA slots
+    # let the next kernel launch at their start; every other kernel never does.
+    spec = cute_gemm.device_spec(device)
+    seen = set()
+    for (bits, group), (n, k), m in itertools.product(
+            QUANTS, SHAPES + [(28672, 4096), (6144, 4096), (128256, 4096)], MS):
+        for activation in ((None, "silu_mul") if n % 16 == 0 else (None,)):
+            p = cute_gemm.mixed_plan(m, n, k, bits, group, device=device, activation=activation)
+            ctas = p.grid[0] * p.grid[1] * p.grid[2]
+            filled = ctas >= EARLY_DEPENDENTS_FILL * p.ctas_per_sm * spec.sm_count
+            assert p.early_dependents == (p.kernel == "decode" and filled), (m, n, k, bits, p)
+            assert ("next kernel launched at its start" in str(p)) == p.early_dependents
+            seen.add((p.kernel, p.early_dependents))
+    assert ("decode", True) in seen and ("decode", False) in seen
+    if device == "h100":
+        # Measured (NOTES.md, session 43): gate/up at M = 1 (2-warp CTAs, 0.85 of the slots)
+        # gains; at M = 4 in 1-warp CTAs (0.52) it lost 42%; q/k/v at M = 1 fills 0.36.
+        assert plan(1, 28672, 4096).early_dependents
+        assert not plan(4, 28672, 4096).early_dependents
+        assert not plan(1, 6144, 4096).early_dependents
+        assert plan(1, 4096, 4096).early_dependents and plan(1, 4096, 14336).early_dependents
 
 
 def test_decode_schedules():

@@ -145,6 +145,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["via_workspace"] = p.via_workspace;
   d["workspace_bytes"] = p.workspace_bytes;
   d["partials"] = p.partials;
+  d["early_dependents"] = p.early_dependents;
   return d;
 }
 
@@ -224,6 +225,7 @@ void bind_gemm(py::module_& m) {
       .def_readonly("via_workspace", &MixedPlan::via_workspace)
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
       .def_readonly("partials", &MixedPlan::partials)
+      .def_readonly("early_dependents", &MixedPlan::early_dependents)
       .def("describe", &MixedPlan::describe)
       .def("as_dict", &plan_dict)
       .def("__str__", &MixedPlan::describe)

@@ -69,10 +69,12 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
 // (blockDim.x 64 or 128); otherwise of 1, compiled apart so that its copies' offsets fold to
 // constants. Gated (p.gated): the kernel of gated GEMMs, compiled apart so that the ungated one
 // carries neither the block remapping nor the gated epilogue (their registers and instructions
-// slow a GEMM that is bound by its few k blocks per warp at small M).
+// slow a GEMM that is bound by its few k blocks per warp at small M). early_dependents: the plan's
+// (MixedPlan::early_dependents), where the next kernel in the stream may launch.
 template <class Cfg, bool Shared, bool Gated>
 __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
-    mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
+    mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
+                        bool early_dependents) {
   using T = typename Cfg::Element;
   using D = Dequant<T>;
   using Op = typename Cfg::MmaOp;
@@ -210,6 +212,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) load_weights(s, s);
   grid_dependency_wait();  // also orders this kernel's output writes after the previous kernel
+  // The next kernel may launch now where this grid fills the SMs (MixedPlan::early_dependents):
+  // its CTAs then take each SM as this grid's CTAs leave it, and stream their first weights
+  // during this grid's tail instead of after its last CTA's main loop.
+  if (early_dependents) grid_launch_dependents();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {
     load_activations(s, s);
@@ -375,7 +381,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     }
   }
   cp_async_wait<0>();
-  grid_launch_dependents();  // the next kernel may start streaming its weights
+  if (!early_dependents) grid_launch_dependents();  // the next kernel may stream its weights
 
   // ---- the k slices' sum, in k slice order: the warps of k slices 1.. park their sums
   // (Cfg::SmemParked), each warp of k slice 0 adds those of its columns.
@@ -473,7 +479,8 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, MixedPlan const& plan,
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(
       decode_kernel_for<Cfg>(col_warps, p.gated), p, plan, Cfg::kTileM, col_warps * Cfg::kWarpN,
-      dim3(32 * col_warps, warps / col_warps), smem, current_cc_major() >= 9, stream);
+      dim3(32 * col_warps, warps / col_warps), smem, current_cc_major() >= 9, stream,
+      plan.early_dependents);
 }
 
 // The CTAs per SM of launch_mixed_decode<Cfg>'s kernel for `plan` on the current device (the

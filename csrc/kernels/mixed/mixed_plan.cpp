@@ -75,6 +75,15 @@ constexpr int kMinSliceMaxM = 2;
 // under the power limit); cuts of about 20% (INT4 on 8192² and 28672x8192) gained nothing, and
 // on 4096² (everything in the L2) raster groups were 1-4% slower.
 constexpr double kRasterBytesShare = 0.7;
+// Decode grids that take at least this share of the resident CTA slots (ctas_per_sm x SMs) let
+// the next kernel launch right after their dependency wait (MixedPlan::early_dependents): its
+// CTAs then wait for SMs this grid leaves and stream their first weights in its tail. H100,
+// back-to-back GEMMs (NOTES.md, session 43): 4-15% faster at fills of 0.85-0.97 (4096x28672
+// M = 1: 22.6 -> 20.0 us; INT8 4096² 8.4 -> 7.1), but 23.0 -> 32.7 us for 4096x28672 M = 4 in
+// 1-warp CTAs (fill 0.52), where half the slots are free and the next grid's CTAs move in beside
+// this one while it streams. The wgmma and mma.sync kernels gained nothing from it (INT8's split
+// wgmma grids lost up to 9%) and keep the trigger after their loop.
+constexpr double kEarlyDependentsFill = 0.75;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
 
@@ -615,6 +624,7 @@ std::string MixedPlan::describe() const {
   o << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2];
   if (raster_m > 1) o << " in groups of " << raster_m << " M tiles";
   o << ", " << ctas_per_sm << " CTA/SM";
+  if (early_dependents) o << ", next kernel launched at its start";
   if (partials) {
     o << ", " << splits << " fp32 partial sum" << (splits > 1 ? "s" : "") << " to the caller ("
       << workspace_bytes << " B, no reduce kernel)";
@@ -689,6 +699,10 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   } else if (s.raster_m > 0) {  // a wgmma tile without a producer warpgroup
     refuse("schedule: raster_m applies to the warp-specialized wgmma tiles (tile_m >= 128, and "
            "INT8's 64); this plan runs " + plan.describe());
+  }
+  if (plan.kernel == MixedKernel::kDecode) {
+    const double ctas = double(plan.grid[0]) * double(plan.grid[1]) * double(plan.grid[2]);
+    plan.early_dependents = ctas >= kEarlyDependentsFill * plan.ctas_per_sm * d.sm_count;
   }
   plan.via_workspace = p.partials || plan.splits > 1 ||
                        (p.gated && !mixed_instance(plan.instance).gates_in_registers);

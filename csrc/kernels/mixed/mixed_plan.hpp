@@ -122,6 +122,11 @@ struct MixedPlan {
   // MixedGemmProblem::partials: the workspace is the caller's result (via_workspace is set) and
   // the launchers run no reduce kernel.
   bool partials = false;
+  // Decode: the kernel lets the next kernel in the stream launch (programmatic dependent launch)
+  // right after its own dependency wait, not after its main loop, so that the next kernel's CTAs
+  // take each SM as this grid's CTAs leave it. Only where the grid leaves few resident slots
+  // beside it (mixed_plan.cpp, kEarlyDependentsFill); every other plan triggers after its loop.
+  bool early_dependents = false;
 
   std::string describe() const;  // one readable line
 };
