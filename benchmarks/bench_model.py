@@ -38,7 +38,9 @@ Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` wit
 but the MLPs keep their own forward: the activation in a kernel of its own, for the A/B);
 ``-head8`` (the output head INT8 per-channel too);
 ``torch-int4`` (every decoder linear replaced by a module calling ``torch._weight_int4pack_mm``,
-group 128, bf16 only).
+group 128, bf16 only). ``--layer-schedule NAME@M=SCHEDULE`` pins a mixed GEMM schedule on the
+quantized variants' layers of that name at that M (``QuantLinear.set_schedule``), to try plans
+inside the model.
 
 Writes model_<gpu>.json / .md / .png under --out (default benchmarks/results/) with the GPU name and
 the torch, CUDA and transformers versions, and prints the table.
@@ -124,6 +126,12 @@ def parse_args(argv=None):
                         "inductor's Triton kernels launch as programmatic dependents and let the "
                         "next kernel (a cute_gemm GEMM streaming its weights) start early; for "
                         "every variant of the run, the 16-bit one included")
+    p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
+                   help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
+                        "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "
+                        "text, e.g. kernel=decode,warps=16,col_warps=2,splits=1) on inputs of M "
+                        "rows (QuantLinear.set_schedule); repeatable. A NAME that matches no "
+                        "layer fails the variant")
     p.add_argument("--tag", default="", help="suffix of the output files' stem")
     p.add_argument("--out", default=None, help="output directory (default benchmarks/results/)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
@@ -139,11 +147,39 @@ def parse_args(argv=None):
             p.error(f"--{name} must be >= 1; got {getattr(args, name)}")
     if any(b < 1 for b in args.batch):
         p.error(f"--batch: sizes must be >= 1; got {args.batch}")
+    args.layer_schedule = [parse_layer_schedule(p, text) for text in args.layer_schedule]
     args.dtype = getattr(torch, args.dtype)
     if args.inductor_pdl and not hasattr(inductor_config.triton, "enable_pdl"):
         p.error(f"--inductor-pdl: this torch ({torch.__version__}) has no "
                 "torch._inductor.config.triton.enable_pdl")
     return args
+
+
+def parse_layer_schedule(parser, text):
+    """--layer-schedule's NAME@M=SCHEDULE as (name, m, schedule text)."""
+    name, at, rest = text.partition("@")
+    m, eq, schedule = rest.partition("=")
+    if not (at and eq and name and schedule) or not m.isdigit() or int(m) < 1:
+        parser.error(f"--layer-schedule: expected NAME@M=SCHEDULE (e.g. "
+                     f"self_attn.o_proj@1=kernel=decode,warps=16); got {text!r}")
+    return name, int(m), schedule
+
+
+def pin_layer_schedules(cute_gemm, model, pins):
+    """QuantLinear.set_schedule on the layers --layer-schedule names; a note of what was pinned.
+    Raises ValueError for a name that matches no quantized layer (and for a malformed schedule)."""
+    notes = []
+    for name, m, schedule in pins:
+        layers = [module for path, module in model.named_modules()
+                  if isinstance(module, cute_gemm.QuantLinear)
+                  and (path == name or path.endswith("." + name))]
+        if not layers:
+            raise ValueError(f"--layer-schedule: no quantized layer named {name!r} (or ending "
+                             f"with '.{name}')")
+        for layer in layers:
+            layer.set_schedule(m, schedule)
+        notes.append(f"{len(layers)} x {name} at M={m}: {layers[0].schedules[m]}")
+    return notes
 
 
 # ------------------------------------------------------------------------------------ the peer
@@ -389,6 +425,9 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     t0 = time.perf_counter()
     try:
         model, note = make_variant(cute_gemm, base, kind, settings, copy_module)
+        if kind == "cute" and args.layer_schedule:
+            note += "; pinned: " + "; ".join(
+                pin_layer_schedules(cute_gemm, model, args.layer_schedule))
         set_attention(cute_gemm, model, attention)
     except Exception as e:  # noqa: BLE001  (recorded; the other variants still run)
         print(f"  {name}: could not build: {type(e).__name__}: {e}", flush=True)
@@ -481,6 +520,7 @@ def _meta(args, transformers, device, dims):
     meta.update({
         "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
         "inductor_pdl": args.inductor_pdl,
+        "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],
     })
     return meta
 

@@ -23,6 +23,8 @@ group_size, symmetric]``, see ``cute_gemm.quant.format_tag``) says how they were
 garbage.
 """
 
+import types
+
 import torch
 
 from . import weight_format as _wf
@@ -158,6 +160,7 @@ class QuantLinear(torch.nn.Module):
             "bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
         self.register_buffer("input_perm", None)
         self.register_buffer("qformat", format_tag(bits, group_size, symmetric, device=device))
+        self._schedules = {}  # rows of the flattened input -> schedule text (set_schedule)
 
     # ------------------------------------------------------------------------------ builders
 
@@ -271,7 +274,44 @@ class QuantLinear(torch.nn.Module):
                 f"symmetric={self.symmetric}, dtype={self.scales.dtype}")
         if self.input_perm is not None:
             text += ", input_perm=True"
+        if self.schedules:
+            text += f", schedules={dict(self.schedules)}"
         return text
+
+    # ------------------------------------------------------------------------------ schedules
+
+    def set_schedule(self, m, schedule):
+        """Pins the mixed GEMM's schedule (``cute_gemm.mixed_gemm``'s ``schedule``: e.g.
+        ``"kernel=decode,warps=16,col_warps=2,splits=1"`` or a mapping) for the calls whose
+        flattened input has exactly ``m`` rows; other row counts keep the planner's plan.
+        ``schedule=None`` removes the pin. The text is checked here (a malformed key or value
+        raises ``ValueError`` naming it); whether the plan can run that problem is checked at the
+        call, which raises where it cannot (e.g. ``kernel=decode`` needs ``m <= 8``).
+
+        For trying plans inside a model (``benchmarks/bench_model.py --layer-schedule``). A
+        runtime setting: not part of ``state_dict``. Under ``torch.compile`` a layer with pins
+        specializes its graph on the row count."""
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise TypeError(f"{_WHERE}.set_schedule: m must be a positive int (rows of the "
+                            f"flattened input); got {m!r}")
+        if schedule is None:
+            self._schedules.pop(m, None)
+            return self
+        from .ops import _schedule_text
+        try:
+            text = _schedule_text(schedule)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{_WHERE}.set_schedule: {e}") from None
+        if text is None:
+            raise ValueError(f"{_WHERE}.set_schedule: schedule {schedule!r} makes no choice; "
+                             f"pass None to remove the pin for m={m}")
+        self._schedules[m] = text
+        return self
+
+    @property
+    def schedules(self):
+        """The pinned schedules (``set_schedule``), a read-only ``{m: text}`` view."""
+        return types.MappingProxyType(getattr(self, "_schedules", {}))
 
     # ------------------------------------------------------------------------------- forward
 
@@ -313,9 +353,15 @@ class QuantLinear(torch.nn.Module):
         x2d = x.reshape(-1, k).contiguous()
         if not torch.compiler.is_compiling() and x2d.data_ptr() % 16 != 0:
             x2d = x2d.clone()  # a view at an odd element offset; the kernel needs 16-byte rows
+        schedule = None
+        # (getattr: layers unpickled from before pins existed.) Compared, not looked up, so that
+        # a symbolic row count under torch.compile becomes a guard rather than a dict key.
+        for rows, text in getattr(self, "_schedules", {}).items():
+            if x2d.shape[0] == rows:
+                schedule = text
         out = torch.ops.cute_gemm.mixed_gemm.default(
-            x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias, None,
-            activation)
+            x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias,
+            schedule, activation)
         return out.reshape(*lead, out.shape[-1]).to(out_dtype)
 
     # ---------------------------------------------------------------------- dtype and device

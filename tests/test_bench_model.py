@@ -80,9 +80,36 @@ def test_inductor_pdl_option(monkeypatch, capsys):
     assert "--inductor-pdl: this torch" in capsys.readouterr().err
 
 
+def test_layer_schedule_pins_the_named_layers(tmp_path):
+    # --layer-schedule NAME@M=SCHEDULE pins QuantLinear.set_schedule on the quantized variants'
+    # layers named NAME (the row notes what); a NAME that matches no layer fails the variant.
+    args = bench_model.parse_args(["--layer-schedule", "self_attn.o_proj@1=kernel=decode,warps=4",
+                                   "--layer-schedule", "mlp.down_proj@16=kernel=mma,splits=2"])
+    assert args.layer_schedule == [("self_attn.o_proj", 1, "kernel=decode,warps=4"),
+                                   ("mlp.down_proj", 16, "kernel=mma,splits=2")]
+    status = bench_model.main(["--cpu-smoke", "--variants", "bf16,int4-fused", "--modes", "graph",
+                               "--no-plot", "--out", str(tmp_path), "--layer-schedule",
+                               "self_attn.o_proj@1=kernel=decode,warps=4"])
+    assert status == 0
+    result = json.load(open(tmp_path / "model_cpu-smoke.json"))
+    assert result["meta"]["layer_schedules"] == ["self_attn.o_proj@1=kernel=decode,warps=4"]
+    by = {r["variant"]: r for r in result["results"]}
+    assert by["int4-fused"]["status"] == "ok"
+    assert "pinned: 2 x self_attn.o_proj at M=1: kernel=decode,warps=4" in by["int4-fused"]["note"]
+    assert "pinned" not in by["bf16"]["note"]
+    status = bench_model.main(["--cpu-smoke", "--variants", "int4-fused", "--modes", "graph",
+                               "--no-plot", "--out", str(tmp_path), "--layer-schedule",
+                               "attn.oproj@1=kernel=decode"])
+    assert status == 1
+    row = json.load(open(tmp_path / "model_cpu-smoke.json"))["results"][0]
+    assert "no quantized layer named 'attn.oproj'" in row["status"]
+
+
 def test_bad_arguments_are_refused():
     for argv in (["--variants", "int3"], ["--modes", "fast"], ["--batch", "0"], ["--steps", "0"],
-                 ["--attention", "flash"]):
+                 ["--attention", "flash"], ["--layer-schedule", "o_proj=kernel=decode"],
+                 ["--layer-schedule", "o_proj@0=kernel=decode"],
+                 ["--layer-schedule", "o_proj@1"], ["--layer-schedule", "@1=kernel=mma"]):
         with pytest.raises(SystemExit):
             bench_model.parse_args(argv)
 

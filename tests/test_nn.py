@@ -540,6 +540,85 @@ def test_torch_compile_fullgraph():
     assert torch.equal(x.grad, x_ref.grad)
 
 
+class _MixedGemmSchedules(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the schedule argument of every cute_gemm::mixed_gemm call, by rows of a."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.cute_gemm.mixed_gemm.default:
+            # (The dispatcher drops trailing arguments that equal their defaults.)
+            schedule = args[8] if len(args) > 8 else (kwargs or {}).get("schedule")
+            self.seen.append((args[0].shape[0], schedule))
+        return func(*args, **(kwargs or {}))
+
+
+def test_set_schedule_pins_the_plan_per_row_count():
+    layer = _layer(128, 24, torch.bfloat16, seed=80)
+    plain = {m: layer(_randn(m, 128, dtype=torch.bfloat16, seed=81 + m)) for m in (1, 3)}
+    assert layer.set_schedule(1, "kernel=decode,warps=4") is layer
+    layer.set_schedule(3, {"kernel": "decode", "col_warps": 2})
+    assert dict(layer.schedules) == {1: "kernel=decode,warps=4", 3: "kernel=decode,col_warps=2"}
+    with pytest.raises(TypeError):
+        layer.schedules[2] = "kernel=mma"  # a read-only view
+    assert "schedules={1: 'kernel=decode,warps=4'" in repr(layer)
+    with _MixedGemmSchedules() as mode:
+        for m in (1, 2, 3):
+            out = layer(_randn(m, 128, dtype=torch.bfloat16, seed=81 + m))
+            if m in plain:
+                assert torch.equal(out, plain[m])  # the CPU op computes the same either way
+    assert mode.seen == [(1, "kernel=decode,warps=4"), (2, None), (3, "kernel=decode,col_warps=2")]
+    # Not part of the saved state; None removes a pin.
+    assert set(layer.state_dict()) == set(_layer(128, 24, torch.bfloat16).state_dict())
+    layer.set_schedule(3, None).set_schedule(5, None)
+    assert dict(layer.schedules) == {1: "kernel=decode,warps=4"}
+
+
+def test_set_schedule_errors():
+    layer = _layer(128, 24)
+    for m in (0, -1, True, 1.0, "1", None):
+        with pytest.raises(TypeError, match="QuantLinear.set_schedule: m must be a positive int"):
+            layer.set_schedule(m, "kernel=decode")
+    with pytest.raises(ValueError, match=r"QuantLinear.set_schedule: schedule: warps"):
+        layer.set_schedule(1, "warps=x")
+    with pytest.raises(ValueError, match="QuantLinear.set_schedule: schedule: unknown key"):
+        layer.set_schedule(1, "stages=3")
+    with pytest.raises(TypeError, match="QuantLinear.set_schedule: schedule must be None"):
+        layer.set_schedule(1, 5)
+    with pytest.raises(ValueError, match="makes no choice"):
+        layer.set_schedule(1, "")
+    assert dict(layer.schedules) == {}
+
+
+def test_set_schedule_under_torch_compile():
+    # Static shapes: the pin is a constant of the graph; dynamic: a guard on the row count. The
+    # graph that runs each call (dynamo hands it to the backend) shows the schedule it passes.
+    layer = _layer(128, 24, torch.bfloat16, seed=82).set_schedule(2, "kernel=decode,warps=4")
+    for dynamic in (False, True):
+        torch._dynamo.reset()
+        ran = []
+
+        def backend(gm, example_inputs):
+            def run(*args):
+                ran.append(gm)
+                return gm.forward(*args)
+            return run
+
+        compiled = torch.compile(layer, fullgraph=True, backend=backend, dynamic=dynamic)
+        for m in (1, 2, 3):
+            x = _randn(m, 128, dtype=torch.bfloat16, seed=83 + m)
+            with torch.no_grad():
+                assert torch.equal(compiled(x), layer(x))
+            calls = [node for node in ran[-1].graph.nodes
+                     if node.target is torch.ops.cute_gemm.mixed_gemm.default]
+            assert len(calls) == 1
+            args = calls[0].args
+            assert (args[8] if len(args) > 8 else calls[0].kwargs.get("schedule")) == (
+                "kernel=decode,warps=4" if m == 2 else None), (dynamic, m)
+
+
 def test_opcheck_with_layer_arguments():
     model = _small_model()
     x = _randn(5, 128, seed=56)
@@ -623,6 +702,22 @@ def test_gpu_torch_compile_inductor():
             out, ref = compiled(x), model(x)
             # Inductor may fuse the elementwise ops (GELU) differently: compare with tolerance.
             torch.testing.assert_close(out, ref, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.gpu
+def test_gpu_set_schedule_runs_the_pinned_plan():
+    # A pinned plan computes the product as accurately as the planner's; a pin the problem cannot
+    # run is refused at the call (kernel=decode above M = 8), not ignored.
+    layer = _layer(512, 136, torch.bfloat16, seed=84).cuda()
+    for m, schedule in ((1, "kernel=decode,warps=4"), (4, "kernel=decode,warps=8,col_warps=2"),
+                        (16, "kernel=mma,splits=2")):
+        layer.set_schedule(m, schedule)
+        x = _randn(m, 512, dtype=torch.bfloat16, seed=85 + m).cuda()
+        ref = torch.matmul(x.double(), layer.quantized_weight.dequantize().double().t())
+        assert_accurate(layer(x), ref + layer.bias.double(), torch.bfloat16, 512)
+    layer.set_schedule(32, "kernel=decode")
+    with pytest.raises(ValueError, match="kernel=decode runs up to M=8"):
+        layer(_randn(32, 512, dtype=torch.bfloat16, seed=90).cuda())
 
 
 @pytest.mark.gpu
