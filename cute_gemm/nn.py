@@ -294,8 +294,9 @@ class QuantLinear(torch.nn.Module):
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise TypeError(f"{_WHERE}.set_schedule: m must be a positive int (rows of the "
                             f"flattened input); got {m!r}")
+        pins = self.__dict__.setdefault("_schedules", {})  # (unpickled from before pins existed)
         if schedule is None:
-            self._schedules.pop(m, None)
+            pins.pop(m, None)
             return self
         from .ops import _schedule_text
         try:
@@ -305,7 +306,7 @@ class QuantLinear(torch.nn.Module):
         if text is None:
             raise ValueError(f"{_WHERE}.set_schedule: schedule {schedule!r} makes no choice; "
                              f"pass None to remove the pin for m={m}")
-        self._schedules[m] = text
+        pins[m] = text
         return self
 
     @property
