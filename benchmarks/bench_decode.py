@@ -272,11 +272,26 @@ def head_ms(model, batch, device, calls=20):
         return ms
 
 
+def timed_steps(steps, repeats):
+    """Decode steps past the prompt that bench_variant's cache holds and its timing takes: two
+    warm-up steps, a step of capture slack, the warm run and ``repeats`` timed runs of ``steps``."""
+    return 2 + 1 + steps * (repeats + 1)
+
+
+def profile_position(steps, repeats, profiled):
+    """Steps to run after the capture's two warm-up steps so that ``profiled`` steps then sit in
+    the middle of bench_variant's timed runs (the same cache positions, hence the same attention
+    lengths); and the cache's steps past the prompt (the timed run's, or more if the profiled
+    steps need them)."""
+    warm = max(0, steps + (steps * repeats - profiled) // 2)
+    return warm, max(timed_steps(steps, repeats), 2 + warm + profiled + 1)
+
+
 def bench_variant(transformers, model, batch, args, device, step_model=None):
     """Returns a result row (without the speedup) for one model and batch size; ``step_model``
     (default ``model``) runs the decode steps."""
     measure = _timer(device)
-    total = 2 + 1 + args.steps * (args.repeats + 1)  # warm-up, capture slack, warm + timed runs
+    total = timed_steps(args.steps, args.repeats)
     dec = Decoder(transformers, model, batch, args.prompt, total, device, step_model=step_model)
     with torch.no_grad():
         dec.prefill()  # warm-up: lazy cache allocation, kernels' first calls

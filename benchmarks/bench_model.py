@@ -350,10 +350,11 @@ def kind_table(trace_events, steps):
     return kinds
 
 
-def profile_steps(dec, steps):
+def profile_steps(dec, steps, warm=2):
     """Where ``steps`` decode steps of ``dec`` spend GPU time, by kernel kind (kind_table) and by
     launch (kernel_table), and whether the steps were CUDA-graph replays (as timed) or, where
-    capture failed, uncaptured calls. Needs CUDA."""
+    capture failed, uncaptured calls; ``warm`` steps run (unprofiled) after the capture's two.
+    Needs CUDA."""
     import json
     import tempfile
 
@@ -365,7 +366,7 @@ def profile_steps(dec, steps):
             replayed = True
         except Exception:  # noqa: BLE001  (any capture failure: profile uncaptured steps)
             replayed = False
-        dec.run(2)  # warm
+        dec.run(warm)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             dec.run(steps)
@@ -381,13 +382,14 @@ def profile_steps(dec, steps):
 def profile_rows(transformers, model, name, mode, batch, args, device, step_model):
     """One row per kernel kind (see profile_steps) for a variant, mode and batch, and the rows
     of its top kernels (kernel_table)."""
-    # The capture's two warm-up steps, two more before profiling, the profiled ones, a spare.
-    total = 5 + args.profile
+    # The timed run's cache, and the profiled steps at the middle of its timed positions: the
+    # attention kernel's length (and so its splits) as timed.
+    warm, total = bench_decode.profile_position(args.steps, args.repeats, args.profile)
     dec = bench_decode.Decoder(transformers, model, batch, args.prompt, total, device,
                                step_model=step_model)
     with torch.no_grad():
         dec.prefill()
-    kinds, kernels, replayed = profile_steps(dec, args.profile)
+    kinds, kernels, replayed = profile_steps(dec, args.profile, warm=warm)
     del dec
     tag = {"variant": name, "mode": mode, "batch": batch,
            "attention": model.config._attn_implementation,
@@ -622,10 +624,14 @@ def main(argv=None):
                  ("batch", "batch"), ("steps", "profiled"), ("kind", "kernel kind"),
                  ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step"),
                  ("kernels_per_step", "kernels/step")]
+        first = args.prompt + 2 + bench_decode.profile_position(args.steps, args.repeats,
+                                                                args.profile)[0]
         pnotes = [f"- torch.profiler over {args.profile} decode steps, each a replay of the CUDA "
                   "graph the timing replays (uncaptured calls where capture failed: 'profiled' "
                   "says which); GPU time of the kernels, copies and memsets by kind (name "
-                  "patterns in bench_model.KERNEL_KINDS), per step.",
+                  "patterns in bench_model.KERNEL_KINDS), per step. The steps are the timed "
+                  f"runs' middle ones (positions from {first}, in a cache of the timed run's "
+                  "length).",
                   "- busy: the sum of the kernels' durations. exposed: each kernel's end minus "
                   "the latest end of the kernels before it (0 if inside them). Under "
                   "programmatic dependent launch a kernel starts before the one ahead of it "

@@ -225,3 +225,23 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert tuned == [False, False, cdt, cdt]
     assert not inductor_config.coordinate_descent_tuning  # restored after the block
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
+
+
+@pytest.mark.parametrize("steps,repeats,profiled", [(32, 5, 8), (32, 5, 160), (4, 2, 3), (8, 1, 50),
+                                                    (1, 1, 1)])
+def test_profiled_steps_sit_in_the_timed_runs(steps, repeats, profiled):
+    # Positions past the prompt: the timed runs take [2 + steps, 2 + steps * (repeats + 1)) (after
+    # the capture's two warm-up steps and the warm run); the profiled steps take
+    # [2 + warm, 2 + warm + profiled) in a cache of `total` + 2 positions past the prompt.
+    import bench_decode
+    warm, total = bench_decode.profile_position(steps, repeats, profiled)
+    timed_total = bench_decode.timed_steps(steps, repeats)
+    t0, t1 = 2 + steps, 2 + steps * (repeats + 1)
+    p0, p1 = 2 + warm, 2 + warm + profiled
+    assert total >= timed_total and p1 <= total + 2
+    if profiled <= steps * repeats:
+        assert total == timed_total  # the timed run's cache length, so attention's splits
+        assert t0 <= p0 and p1 <= t1
+        assert abs((p0 + p1) - (t0 + t1)) <= 1  # centred
+    else:
+        assert p0 <= t0 and p1 >= t1
