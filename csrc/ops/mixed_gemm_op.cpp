@@ -37,6 +37,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernels/mixed/mixed_plan.hpp"
@@ -255,14 +256,24 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
   return acc.to(a.scalar_type());
 }
 
+// mixed_gemm_partials' checks, for its CPU and CUDA kernels alike: mixed_gemm's without bias and
+// activation, under the partials op's name, and its schedule parsed.
+std::pair<MixedProblem, MixedSchedule> check_partials_args(
+    at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
+    std::optional<at::Tensor> const& zeros, int64_t bits, int64_t group_size, int64_t k,
+    Schedule const& schedule) {
+  MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
+                                               std::nullopt, std::nullopt, kPartialsOp);
+  return {p, parse_schedule(schedule, kPartialsOp)};
+}
+
 // CPU partials: one split (the plan on CPU), the reference's fp32 product before bias and rounding.
 at::Tensor mixed_gemm_partials_cpu(at::Tensor const& a, at::Tensor const& qweight,
                                    at::Tensor const& scales,
                                    std::optional<at::Tensor> const& zeros, int64_t bits,
                                    int64_t group_size, int64_t k, Schedule schedule) {
-  MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
-                                               std::nullopt, std::nullopt, kPartialsOp);
-  parse_schedule(schedule, kPartialsOp);
+  MixedProblem const p =
+      check_partials_args(a, qweight, scales, zeros, bits, group_size, k, schedule).first;
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, a.options().dtype(at::kFloat));
   return reference_product(p, a, qweight, scales, zeros).unsqueeze(0);
 }
@@ -384,9 +395,8 @@ at::Tensor mixed_gemm_partials_cuda(at::Tensor const& a, at::Tensor const& qweig
                                     at::Tensor const& scales,
                                     std::optional<at::Tensor> const& zeros, int64_t bits,
                                     int64_t group_size, int64_t k, Schedule schedule) {
-  MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
-                                               std::nullopt, std::nullopt, kPartialsOp);
-  MixedSchedule const sched = parse_schedule(schedule, kPartialsOp);
+  auto const [p, sched] =
+      check_partials_args(a, qweight, scales, zeros, bits, group_size, k, schedule);
   c10::cuda::CUDAGuard const device_guard(a.device());
   at::TensorOptions const f32 = a.options().dtype(at::kFloat);
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, f32);
