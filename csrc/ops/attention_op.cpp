@@ -209,8 +209,12 @@ at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::T
       attention::find_decode_attention(q.scalar_type() == at::kBFloat16, int(p.head_dim));
   TORCH_CHECK(kernel != nullptr, kOp, "no kernel instance for ", q.scalar_type(),
               " and head dim ", p.head_dim);
-  params.splits = attention::decode_attention_splits(p.batch * p.q_len * head_ctas, params.kv_len,
-                                                      current_sm_count(), kernel->clusters());
+  int64_t const ctas = p.batch * p.q_len * head_ctas;
+  int const sm_count = current_sm_count();
+  params.splits = attention::decode_attention_splits(ctas, params.kv_len, sm_count,
+                                                      kernel->clusters());
+  params.early_dependents =
+      attention::decode_attention_early_dependents(ctas * params.splits, sm_count);
   bool const pdl = current_cc_major() >= 9;
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
   cudaError_t const err = kernel->launch(params, pdl, stream);

@@ -216,6 +216,25 @@ int main() {
       }
     }
   }
+  // The trigger rule: Llama-3-8B's heads (8 key/value heads, a CTA each per sequence) on 132
+  // SMs at 229 positions: batch 1 (4 splits, 32 CTAs) lets o_proj launch at once, batch 16 (2
+  // splits, 256 CTAs, the cache streamed by most SMs) after its positions; a smaller grid is
+  // never later than a larger one.
+  {
+    const int b1 = decode_attention_splits(8, 229, 132, true);
+    const int b16 = decode_attention_splits(8 * 16, 229, 132, true);
+    CHECK(b1 == 4 && b16 == 2, "Llama splits at 229 positions: %d (batch 1), %d (batch 16)", b1,
+          b16);
+    CHECK(decode_attention_early_dependents(8L * b1, 132), "batch 1: the trigger is late");
+    CHECK(!decode_attention_early_dependents(8L * 16 * b16, 132), "batch 16: the trigger is early");
+    CHECK(decode_attention_early_dependents(66, 132) && !decode_attention_early_dependents(67, 132),
+          "the rule's edge is not half the SMs");
+    for (long ctas = 1; ctas < 1000; ++ctas) {
+      CHECK(decode_attention_early_dependents(ctas, 132) ||
+                !decode_attention_early_dependents(ctas + 1, 132),
+            "ctas=%ld: late, but a larger grid is early", ctas);
+    }
+  }
   if (failures) std::printf("%d failures\n", failures);
   return failures != 0;
 }

@@ -55,6 +55,9 @@ struct DecodeAttentionParams {
   MaskKind mask_kind = MaskKind::kNone;
   float scale_log2 = 0.f;  // the softmax scale times log2(e): the kernel's exponentials are exp2
   int splits = 1;          // CTAs that share one (b, i, head chunk)'s positions: the cluster size
+  // Where the kernel lets the next kernel launch (programmatic dependent launch): at its start
+  // (true), or once its positions are done (decode_attention_early_dependents).
+  bool early_dependents = true;
 };
 
 struct DecodeAttentionConfig {
@@ -168,6 +171,16 @@ inline int decode_attention_splits(int64_t ctas, int kv_len, int sm_count, bool 
   if (splits > by_rows) splits = by_rows;
   if (splits > Cfg::kMaxSplits) splits = Cfg::kMaxSplits;
   return splits < 1 ? 1 : int(splits);
+}
+
+// Whether a grid of `ctas` CTAs (splits included) lets the next kernel launch at its start. The
+// next kernel is the output projection's GEMM, which streams its weights before its own wait. A
+// grid on at most half the SMs leaves the others idle, and the GEMM's weight stream there costs
+// the attention nothing (batch 1: 32 CTAs for a few tiles each, latency-bound). A larger grid
+// streams the cache with most of the SMs (batch 16: 256 CTAs reading ~15 MB), and the GEMM's
+// stream would compete with it for DRAM: it lets the GEMM launch once its positions are done.
+inline bool decode_attention_early_dependents(int64_t ctas, int sm_count) {
+  return 2 * ctas <= sm_count;
 }
 
 }  // namespace attention

@@ -25,7 +25,8 @@
 //   - fp32 scores, softmax and sums; P is rounded to the 16-bit type for the mma, the output once.
 //     Programmatic dependent launch: the kernel waits for the previous kernel before its first
 //     read and lets the next one (the output projection's GEMM, which streams its weights before
-//     its own wait) start at once.
+//     its own wait) launch at once, or after its positions where its grid is large enough that
+//     the two streams would compete (p.early_dependents, decode_attention_early_dependents).
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   };
 
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
-  grid_launch_dependents();
+  if (p.early_dependents) grid_launch_dependents();
 
   // A long split under one mask for every head (a static cache's unfilled tail): the CTA finds
   // the last row that takes part first, and the warps' tiles end there; the rows after it cost
@@ -392,6 +393,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     row_sum[hh] += __shfl_xor_sync(kFull, row_sum[hh], 2);
   }
   cp_async_wait<0>();
+  if (!p.early_dependents) grid_launch_dependents();  // every copy of this thread has landed
   __syncthreads();
   float* const partial = reinterpret_cast<float*>(rings);
   CG_PRAGMA_UNROLL
