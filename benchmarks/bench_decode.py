@@ -136,17 +136,25 @@ def linear_weight_bytes(model):
 # ------------------------------------------------------------------------------------ decode
 
 
+def greedy_next_token(model, **inputs):
+    """A decode step's forward and greedy pick: the argmax of the last position's logits,
+    [batch, 1]."""
+    return model(**inputs, use_cache=True).logits[:, -1].argmax(-1, keepdim=True)
+
+
 class Decoder:
     """Greedy decoding of ``batch`` sequences with a static cache; the state (next token,
     positions, generated tokens) lives in device tensors so that one step can be captured in a
     CUDA graph and replayed."""
 
     def __init__(self, transformers, model, batch, prompt_len, total_steps, device, seed=1,
-                 step_model=None):
+                 next_token=None):
         self.model = model
-        # What step() calls: the model, or a compiled version of it (bench_model.py's compile
-        # mode; prefill and the agreement check stay eager, so only one shape is compiled).
-        self.step_model = model if step_model is None else step_model
+        # What step() calls for the next tokens: greedy_next_token on the model, or a compiled
+        # version of it (bench_model.py's compile modes; prefill and the agreement check stay
+        # eager, so only one shape is compiled).
+        self.next_token = (functools.partial(greedy_next_token, model) if next_token is None
+                           else next_token)
         self.device = device
         self.prompt_len = prompt_len
         self.max_len = prompt_len + total_steps + 2
@@ -179,10 +187,8 @@ class Decoder:
 
     def step(self):
         """One decode step: token ``tok`` at position ``pos`` in, next token out."""
-        logits = self.step_model(input_ids=self.tok, position_ids=self.pos,
-                                 cache_position=self.cpos, past_key_values=self.cache,
-                                 use_cache=True).logits
-        nxt = logits[:, -1].argmax(-1, keepdim=True)
+        nxt = self.next_token(input_ids=self.tok, position_ids=self.pos,
+                              cache_position=self.cpos, past_key_values=self.cache)
         self.tokens.scatter_(1, self.pos + 1, nxt)
         self.tok.copy_(nxt)
         self.pos.add_(1)
@@ -287,12 +293,12 @@ def profile_position(steps, repeats, profiled):
     return warm, max(timed_steps(steps, repeats), 2 + warm + profiled + 1)
 
 
-def bench_variant(transformers, model, batch, args, device, step_model=None):
-    """Returns a result row (without the speedup) for one model and batch size; ``step_model``
-    (default ``model``) runs the decode steps."""
+def bench_variant(transformers, model, batch, args, device, next_token=None):
+    """Returns a result row (without the speedup) for one model and batch size; ``next_token``
+    (default: greedy_next_token on ``model``) runs the decode steps."""
     measure = _timer(device)
     total = timed_steps(args.steps, args.repeats)
-    dec = Decoder(transformers, model, batch, args.prompt, total, device, step_model=step_model)
+    dec = Decoder(transformers, model, batch, args.prompt, total, device, next_token=next_token)
     with torch.no_grad():
         dec.prefill()  # warm-up: lazy cache allocation, kernels' first calls
         prefill_ms = statistics.median(measure(dec.prefill) for _ in range(3))
@@ -305,7 +311,7 @@ def bench_variant(transformers, model, batch, args, device, step_model=None):
                 mode = f"eager (graph capture failed: {type(e).__name__}: {msg})"
                 torch.cuda.synchronize()
                 dec = Decoder(transformers, model, batch, args.prompt, total, device,
-                              step_model=step_model)
+                              next_token=next_token)
                 dec.prefill()
         if mode == "eager" or mode.startswith("eager ("):
             dec.run(2)

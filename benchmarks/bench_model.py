@@ -17,9 +17,9 @@ the 16-bit model is taken in the same run and the same mode.
 Modes:
 
 * ``graph``: the eager model; one decode step captured in a CUDA graph.
-* ``compile``: the decode step's forward through ``torch.compile(model, fullgraph=True,
-  dynamic=False)`` (prefill and the agreement check stay eager, so each batch size compiles one
-  graph), then captured in a CUDA graph. ``fullgraph=True`` means a graph break in our ops fails
+* ``compile``: the decode step's forward and its argmax over the vocabulary through
+  ``torch.compile(fullgraph=True, dynamic=False)`` (prefill and the agreement check stay eager,
+  so each batch size compiles one graph), then captured in a CUDA graph. ``fullgraph=True`` means a graph break in our ops fails
   the run instead of hiding a fallback.
 * ``compile-pr``: ``compile`` with its graphs compiled inside
   ``cute_gemm.inductor.persistent_reductions()``: the norms are one-pass (persistent) Triton
@@ -253,11 +253,18 @@ def make_variant(cute_gemm, base, kind, settings, copy_module):
     return model, note
 
 
-def compiled_step_model(model):
-    """The model's forward through torch.compile(fullgraph=True, dynamic=False): one graph per
-    batch size (the decode step's shape); a graph break fails the run."""
+def compiled_next_token(model):
+    """The decode step's forward and greedy pick (bench_decode.greedy_next_token) through
+    torch.compile(fullgraph=True, dynamic=False): one graph per batch size (the decode step's
+    shape); a graph break fails the run. The argmax over the vocabulary is in the graph, where
+    inductor splits it over CTAs: eager, it is aten's one-CTA reduce (~30 us per step on an
+    H100 in every variant)."""
     torch._dynamo.reset()
-    return torch.compile(model, fullgraph=True, dynamic=False)
+
+    def next_token(**inputs):
+        return bench_decode.greedy_next_token(model, **inputs)
+
+    return torch.compile(next_token, fullgraph=True, dynamic=False)
 
 
 def set_inductor_pdl(enabled):
@@ -379,14 +386,14 @@ def profile_steps(dec, steps, warm=2):
     return kind_table(events, steps), kernel_table(events, steps), replayed
 
 
-def profile_rows(transformers, model, name, mode, batch, args, device, step_model):
+def profile_rows(transformers, model, name, mode, batch, args, device, next_token):
     """One row per kernel kind (see profile_steps) for a variant, mode and batch, and the rows
     of its top kernels (kernel_table)."""
     # The timed run's cache, and the profiled steps at the middle of its timed positions: the
     # attention kernel's length (and so its splits) as timed.
     warm, total = bench_decode.profile_position(args.steps, args.repeats, args.profile)
     dec = bench_decode.Decoder(transformers, model, batch, args.prompt, total, device,
-                               step_model=step_model)
+                               next_token=next_token)
     with torch.no_grad():
         dec.prefill()
     kinds, kernels, replayed = profile_steps(dec, args.profile, warm=warm)
@@ -437,16 +444,16 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                  "status": f"ERROR {type(e).__name__}: {e}"[:200]} for b in args.batch]
     print(f"  {name} [{attention} attention]: {note} ({time.perf_counter() - t0:.1f} s)",
           flush=True)
-    step_model = compiled_step_model(model) if mode.startswith("compile") else None
+    next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
                  "compile-decode": cute_gemm.inductor.decode_compilation,
                  "compile-cdt": lambda: tuned_decode_compilation(cute_gemm)}.get(
                      mode, contextlib.nullcontext)()
     with compiling:
-        rows = _batch_rows(transformers, model, name, mode, args, step_args, device, step_model,
+        rows = _batch_rows(transformers, model, name, mode, args, step_args, device, next_token,
                            note, attention, profiles, kernels)
-    del step_model
+    del next_token
     torch._dynamo.reset()
     if model is not base:
         del model
@@ -455,7 +462,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     return rows
 
 
-def _batch_rows(transformers, model, name, mode, args, step_args, device, step_model, note,
+def _batch_rows(transformers, model, name, mode, args, step_args, device, next_token, note,
                 attention, profiles, kernels):
     """run_variant's rows, one per batch size (and its profile with --profile)."""
     rows = []
@@ -463,7 +470,7 @@ def _batch_rows(transformers, model, name, mode, args, step_args, device, step_m
         t0 = time.perf_counter()
         try:
             row = bench_decode.bench_variant(transformers, model, batch, step_args, device,
-                                             step_model=step_model)
+                                             next_token=next_token)
             row["status"] = "ok"
         except Exception as e:  # noqa: BLE001
             row = {"status": f"ERROR {type(e).__name__}: {str(e)[:160]}"}
@@ -483,7 +490,7 @@ def _batch_rows(transformers, model, name, mode, args, step_args, device, step_m
         if profiles is not None and args.profile and device.type == "cuda":
             try:
                 prow, krows = profile_rows(transformers, model, name, mode, batch, args,
-                                           device, step_model)
+                                           device, next_token)
                 profiles += prow
                 if kernels is not None:
                     kernels += krows
@@ -597,7 +604,7 @@ def main(argv=None):
         f"- Greedy decode, one token per sequence per step, static KV cache; ms/step is the "
         f"median of {args.repeats} runs of {args.steps} steps, each step one CUDA-graph replay "
         f"(on the CPU smoke test: eager calls).",
-        "- compile: the decode step's forward through torch.compile(model, fullgraph=True, "
+        "- compile: the decode step's forward and argmax through torch.compile(fullgraph=True, "
         "dynamic=False); prefill and the agreement check eager." +
         (" Inductor's Triton kernels launched as programmatic dependents "
          "(torch._inductor.config.triton.enable_pdl, --inductor-pdl)." if args.inductor_pdl

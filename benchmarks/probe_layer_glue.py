@@ -107,17 +107,17 @@ def main(argv=None):
         model, note = bench_model.make_variant(cute_gemm, base, kind, settings, copy.deepcopy)
         for ablation in args.ablations.split(","):
             ablated = ablate(copy.deepcopy(model), ablation)
-            step_model = bench_model.compiled_step_model(ablated)
+            next_token = bench_model.compiled_next_token(ablated)
             for batch in args.batch:
                 t0 = time.perf_counter()
                 row = bench_decode.bench_variant(transformers, ablated, batch, step_args,
-                                                 device, step_model=step_model)
+                                                 device, next_token=next_token)
                 row.update(variant=name, ablation=ablation, note=note,
                            wall_s=round(time.perf_counter() - t0, 1))
                 rows.append(row)
                 print(f"{name:<18} {ablation:<9} B={batch:<3} {row['ms_per_step']:8.3f} ms/step",
                       flush=True)
-            del step_model, ablated
+            del next_token, ablated
             torch._dynamo.reset()
             torch.cuda.empty_cache()
         if model is not base:

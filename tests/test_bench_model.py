@@ -2,6 +2,7 @@
 (variants built, decode steps run, agreement checked, results written) and its kernel-kind
 classification for --profile. Timing numbers are not checked (a smoke run measures nothing)."""
 
+import functools
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
 
+import bench_decode  # noqa: E402
 import bench_model  # noqa: E402
 
 
@@ -201,7 +203,8 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
         entered.append("exit")
 
     monkeypatch.setattr(cute_gemm.inductor, manager, recording)
-    monkeypatch.setattr(bench_model, "compiled_step_model", lambda model: model)
+    monkeypatch.setattr(bench_model, "compiled_next_token",
+                        lambda model: functools.partial(bench_decode.greedy_next_token, model))
     calls, tuned = [], []
     real = bench_model.bench_decode.bench_variant
 
