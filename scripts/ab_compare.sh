@@ -5,7 +5,9 @@
 # benchmark script), and collects registers / spills / SASS counts of both builds.
 # Usage: scripts/ab_compare.sh BASELINE.tar.gz OUTDIR [ROUNDS=2]
 # AB_BENCH_ARGS (e.g. "--shapes 14336x4096 --ms 32,64") is passed to every benchmark run
-# (AB_BENCH=gemm: bench_gemm.py instead of bench_mixed_gemm.py);
+# (AB_BENCH=gemm: bench_gemm.py instead of bench_mixed_gemm.py; AB_BENCH=model: this tree's
+# bench_model.py on both builds, so that only the library differs, e.g. AB_BENCH_ARGS="--modes
+# compile-decode --inductor-pdl --attention cute_gemm --variants bf16,int4-fused-head8");
 # AB_SKIP_BUILD=1 reuses both trees' builds from an earlier run in the same place.
 # Writes OUTDIR/{base,new}_{round}.json|md, OUTDIR/resources_{base,new}.json,
 # OUTDIR/resources_diff.md and OUTDIR/ab.md (ours, per shape and M: the median over rounds of
@@ -37,14 +39,15 @@ done
   --markdown "$OUTDIR/resources_diff.md" >/dev/null
 # AB_BENCH=gemm: the dense GEMM's benchmark (bench_gemm.py; AB_BENCH_ARGS e.g. "--dtype bf16
 # --shapes 4096x4096x4096,512x28672x4096") instead of the mixed GEMM's.
-bench=bench_mixed_gemm.py
-[ "${AB_BENCH:-mixed}" = gemm ] && bench=bench_gemm.py
+bench=benchmarks/bench_mixed_gemm.py
+[ "${AB_BENCH:-mixed}" = gemm ] && bench=benchmarks/bench_gemm.py
+[ "${AB_BENCH:-mixed}" = model ] && bench="$NEW/benchmarks/bench_model.py"
 for r in $(seq 1 "$rounds"); do
   for tree in "$BASE" "$NEW"; do
     name=$([ "$tree" = "$NEW" ] && echo new || echo base)
     mkdir -p "$OUTDIR/${name}_$r"
     # shellcheck disable=SC2086  (AB_BENCH_ARGS is a list of words)
-    (cd "$tree" && PYTHONPATH="$tree" python3 "benchmarks/$bench" --no-plot \
+    (cd "$tree" && PYTHONPATH="$tree" python3 "$bench" --no-plot \
       ${AB_BENCH_ARGS:-} --out "$OUTDIR/${name}_$r" >"$OUTDIR/${name}_$r/log.txt" 2>&1) || {
       echo "[ab] $name round $r FAILED"; tail -n 20 "$OUTDIR/${name}_$r/log.txt"; status=1; }
   done
@@ -57,7 +60,12 @@ def load(name):
     for r in range(1, rounds + 1):
         for path in glob.glob(f"{out}/{name}_{r}/*.json"):
             for row in json.load(open(path))["results"]:
-                if "ours_us" in row:  # bench_gemm.py: ours and torch on one row
+                if "ms_per_step" in row:  # bench_model.py: a variant's decode step
+                    if row.get("status") == "ok":
+                        times.setdefault((f"{row['variant']} {row['mode']} {row['attention']}",
+                                          "step", "", row["batch"]),
+                                         []).append(row["ms_per_step"] * 1000)
+                elif "ours_us" in row:  # bench_gemm.py: ours and torch on one row
                     if row.get("check") == "ok":
                         for kern in ("ours", "torch"):
                             times.setdefault((kern, row["k"], row["n"], row["m"]),
@@ -75,7 +83,8 @@ for key in sorted(set(base) & set(new)):
     ratio = new[key] / base[key]
     if kern not in ("fp16", "torch"):
         worst = max(worst, ratio)
-    lines.append(f"| {kern} | {k}x{n} | {m} | {base[key]:.2f} | {new[key]:.2f} | {ratio:.3f} |")
+    shape = f"{k}x{n}" if n else k  # a model row: "step", M the batch
+    lines.append(f"| {kern} | {shape} | {m} | {base[key]:.2f} | {new[key]:.2f} | {ratio:.3f} |")
 lines.append(f"\nWorst ours new/base: {worst:.3f}")
 open(f"{out}/ab.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

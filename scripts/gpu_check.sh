@@ -14,7 +14,9 @@
 # compute-sanitizer runs, CUTE_GEMM_SWEEP_SECONDS the sweep's time (default 60; 0 skips it),
 # CUTE_GEMM_SWEEP_SEED its seed (default random; the log prints it), CUTE_GEMM_TESTS=0 skips
 # pytest (for reruns of the other steps), CUTE_GEMM_MODEL_ARGS bench_model.py's arguments,
-# CUTE_GEMM_HF_PROBE=1 runs scripts/hf_load_probe.py (from_pretrained's peak memory).
+# CUTE_GEMM_HF_PROBE=1 runs scripts/hf_load_probe.py (from_pretrained's peak memory),
+# CUTE_GEMM_PYTEST_ARGS extra pytest arguments (e.g. "-n 4 --dist loadfile": pytest-xdist workers
+# sharing the GPU, so that the whole suite fits one device call).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so
@@ -71,7 +73,8 @@ fi
 } >"$OUTDIR/kernels.txt" 2>&1
 
 if [ "${CUTE_GEMM_TESTS:-1}" != 0 ]; then
-  python3 -m pytest -q -ra --durations=10 tests 2>&1 | tee "$OUTDIR/pytest.log"
+  read -r -a pytest_args <<<"${CUTE_GEMM_PYTEST_ARGS:-}"
+  python3 -m pytest -q -ra --durations=10 "${pytest_args[@]}" tests 2>&1 | tee "$OUTDIR/pytest.log"
   test_rc=${PIPESTATUS[0]}
   if [ $test_rc -ne 0 ]; then
     echo "[gpu_check] tests FAILED (rc=$test_rc)"; status=1
