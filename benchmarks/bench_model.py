@@ -126,6 +126,10 @@ def parse_args(argv=None):
                         "inductor's Triton kernels launch as programmatic dependents and let the "
                         "next kernel (a cute_gemm GEMM streaming its weights) start early; for "
                         "every variant of the run, the 16-bit one included")
+    p.add_argument("--batch-increments", action="store_true",
+                   help="compile-decode / compile-cdt: decode_compilation(batch_increments=True), "
+                        "the static cache's per-layer length increments in one kernel; for every "
+                        "variant of the run")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "
@@ -419,9 +423,10 @@ def set_attention(cute_gemm, model, attention):
 
 
 @contextlib.contextmanager
-def tuned_decode_compilation(cute_gemm):
-    """compile-cdt's block: decode_compilation() with inductor's coordinate-descent tuning."""
-    with cute_gemm.inductor.decode_compilation(), \
+def tuned_decode_compilation(cute_gemm, **settings):
+    """compile-cdt's block: decode_compilation(**settings) with inductor's coordinate-descent
+    tuning."""
+    with cute_gemm.inductor.decode_compilation(**settings), \
             inductor_config.patch(coordinate_descent_tuning=True):
         yield
 
@@ -446,9 +451,10 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
           flush=True)
     next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
+    decode = dict(batch_increments=args.batch_increments)
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
-                 "compile-decode": cute_gemm.inductor.decode_compilation,
-                 "compile-cdt": lambda: tuned_decode_compilation(cute_gemm)}.get(
+                 "compile-decode": lambda: cute_gemm.inductor.decode_compilation(**decode),
+                 "compile-cdt": lambda: tuned_decode_compilation(cute_gemm, **decode)}.get(
                      mode, contextlib.nullcontext)()
     with compiling:
         rows = _batch_rows(transformers, model, name, mode, args, step_args, device, next_token,
@@ -529,6 +535,7 @@ def _meta(args, transformers, device, dims):
     meta.update({
         "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
         "inductor_pdl": args.inductor_pdl,
+        "batch_increments": args.batch_increments,
         "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],
     })
     return meta

@@ -3,8 +3,15 @@ stand-ins for a kernel's features and the graph's size reasoning), its scope (th
 cache switch restored on exit, exceptions included), its argument checks, and on a GPU the Triton
 code of a compiled residual add + RMSNorm (one pass inside the block, looped outside) and its
 results. cute_gemm.inductor.decode_compilation: its scope and checks, and on a GPU a decode
-step's rotary embedding and cache rows compiled into fewer kernels with the same results."""
+step's rotary embedding and cache rows compiled into fewer kernels with the same results.
+cute_gemm.inductor.batch_increments: the rewrite on hand-built graphs (what it batches, what it
+leaves) and a compiled static-cache decode on the CPU against eager."""
 
+import contextlib
+import functools
+import operator
+import os
+import sys
 import types
 
 import pytest
@@ -244,4 +251,174 @@ def test_gpu_decode_compilation_fuses_the_attention_prologue():
     assert torch.equal(v_in, v_cache)  # a copy
     rows = torch.arange(length, device=dev) != 29
     assert torch.equal(k_in[:, :, rows], caches[0][:, :, rows])  # only the position's row moved
+    torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------------- batch_increments
+
+def _increments_graph(specs, readers=(), extra=None):
+    """A post-grad-like graph: per spec (name, dtype, c) a placeholder x and copy_(x, x + c) at
+    the end; ``readers``: names read by a non-mutating add before; ``extra(graph, nodes)`` adds
+    more nodes (before the copies)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    aten = torch.ops.aten
+    g, nodes = torch.fx.Graph(), {}
+    with FakeTensorMode():
+        for name, dtype, _ in specs:
+            nodes[name] = g.placeholder(name)
+            nodes[name].meta["val"] = torch.empty((), dtype=dtype)
+    for name in readers:
+        g.call_function(aten.add.Tensor, (nodes[name], nodes[name]))
+    increments = {name: g.call_function(aten.add.Tensor, (nodes[name], c))
+                  for name, _, c in specs}
+    if extra is not None:
+        extra(g, nodes, increments)
+    for name, _, _ in specs:
+        g.call_function(aten.copy_.default, (nodes[name], increments[name]))
+    g.output(None)
+    return g
+
+
+def _foreach_nodes(g):
+    return [n for n in g.nodes if n.target is torch.ops.aten._foreach_add.Scalar]
+
+
+def test_increments_batched_per_dtype_and_number():
+    i64 = torch.int64
+    g = _increments_graph([("a", i64, 1), ("b", i64, 1), ("c", i64, 1), ("d", i64, 2),
+                           ("e", torch.float32, 1), ("f", torch.float32, 1)], readers=("a", "c"))
+    assert ci.batch_increments(g) == 5  # a, b, c with 1; e, f; d alone stays
+    g.lint()
+    groups = sorted([x.name for x in n.args[0]] for n in _foreach_nodes(g))
+    assert groups == [["a", "b", "c"], ["e", "f"]]
+    for node in _foreach_nodes(g):
+        assert node.args[1] == 1 and len(node.meta["val"]) == len(node.args[0])
+    copies = {n.args[0].name: n.args[1] for n in g.nodes if n.target is torch.ops.aten.copy_.default}
+    for name in "abcef":
+        item = copies[name]
+        assert item.target is operator.getitem and item.meta["val"].dtype == item.args[0].meta[
+            "val"][item.args[1]].dtype
+        assert item.args[0].args[0][item.args[1]].name == name  # the input's own increment
+    assert copies["d"].target is torch.ops.aten.add.Tensor and copies["d"].args[1] == 2
+    adds = [n for n in g.nodes if n.target is torch.ops.aten.add.Tensor]
+    assert len(adds) == 3  # the two readers and d's increment
+
+
+def test_increments_left_where_unsafe():
+    aten, i64 = torch.ops.aten, torch.int64
+
+    def mutated_elsewhere(g, nodes, increments):  # b written by another op: its value moves
+        g.call_function(aten.add_.Tensor, (nodes["b"], 1))
+
+    def read_twice(g, nodes, increments):  # c's increment has a second user
+        g.call_function(aten.mul.Tensor, (increments["c"], 2))
+
+    g = _increments_graph([("a", i64, 1), ("b", i64, 1), ("c", i64, 1)],
+                          extra=lambda g, n, i: (mutated_elsewhere(g, n, i), read_twice(g, n, i)))
+    before = [n.format_node() for n in g.nodes]
+    assert ci.batch_increments(g) == 0  # a alone is left too
+    assert [n.format_node() for n in g.nodes] == before
+
+
+def test_decode_compilation_runs_batch_increments_when_asked(monkeypatch):
+    before = config.post_grad_custom_post_pass
+    ran = []
+    monkeypatch.setattr(ci, "batch_increments", lambda graph: ran.append("inc") or 0)
+    monkeypatch.setattr(ci, "split_partials", lambda graph: ran.append("partials") or 0)
+    g = torch.fx.Graph()
+    g.output(None)
+    for kwargs, want in (({}, ["partials"]), ({"batch_increments": True}, ["partials", "inc"]),
+                         ({"split_partials": False, "batch_increments": True}, ["inc"])):
+        ran.clear()
+        with ci.decode_compilation(**kwargs):
+            config.post_grad_custom_post_pass(g)
+        assert ran == want, kwargs
+    with ci.decode_compilation(split_partials=False):
+        assert config.post_grad_custom_post_pass is before
+    with pytest.raises(TypeError, match="batch_increments must be a bool; got str"):
+        with ci.decode_compilation(batch_increments="yes"):
+            pass
+
+
+def test_cpu_static_cache_decode_with_batched_increments_matches_eager(monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks"))
+    import bench_decode
+    torch.manual_seed(11)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=256, num_hidden_layers=3)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    batched = []
+    real = ci.batch_increments
+    monkeypatch.setattr(ci, "batch_increments", lambda graph: batched.append(real(graph)))
+
+    def decode(compiled):
+        cache = bench_decode.make_static_cache(transformers, model, 2, 12, torch.device("cpu"),
+                                               torch.float32)
+        prompt = torch.randint(0, 256, (2, 4), generator=torch.Generator().manual_seed(3))
+        positions = torch.arange(4)
+        tokens = []
+        with torch.no_grad():
+            logits = model(input_ids=prompt, position_ids=positions.expand(2, 4),
+                           cache_position=positions, past_key_values=cache, use_cache=True).logits
+            tok = logits[:, -1].argmax(-1, keepdim=True)
+            step = functools.partial(bench_decode.greedy_next_token, model)
+            if compiled:
+                torch._dynamo.reset()
+                step = torch.compile(step, fullgraph=True, dynamic=False)
+            block = ci.decode_compilation(batch_increments=True) if compiled else (
+                contextlib.nullcontext())
+            with block:
+                for n in range(4, 8):
+                    tok = step(input_ids=tok, position_ids=torch.full((2, 1), n),
+                               cache_position=torch.tensor([n]), past_key_values=cache)
+                    tokens.append(tok)
+        if not all(hasattr(layer, "cumulative_length") for layer in cache.layers):
+            pytest.skip(f"transformers {transformers.__version__}: a static cache without "
+                        f"per-layer length tensors (the increments this rewrite batches)")
+        lengths = [int(layer.cumulative_length) for layer in cache.layers]
+        return torch.cat(tokens, 1), lengths, [layer.keys.clone() for layer in cache.layers]
+
+    want, got = decode(False), decode(True)
+    torch._dynamo.reset()
+    assert batched and batched[0] == cfg.num_hidden_layers, batched  # every layer's length
+    assert torch.equal(got[0], want[0]) and got[1] == want[1] == [8] * cfg.num_hidden_layers
+    for k_got, k_want in zip(got[2], want[2]):
+        torch.testing.assert_close(k_got, k_want, rtol=1e-5, atol=1e-5)
+
+
+def _layers_with_lengths(x, lengths, rows):
+    """A decode step's shape of work: per layer, a row written at the layer's cache length, which
+    the layer then increments in place (transformers' StaticLayer)."""
+    for n, row in zip(lengths, rows):
+        x = torch.sin(x + row.index_select(0, n.view(1)).squeeze(0))
+        n.add_(1)
+    return x
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
+def test_gpu_batched_increments_take_fewer_kernels():
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(5)
+    layers, dev = 8, "cuda"
+    x = torch.randn(64, device=dev)
+    rows = [torch.randn(16, 64, device=dev) for _ in range(layers)]
+    start = torch.randint(0, 8, (layers,)).tolist()
+
+    def compiled(batch):
+        torch._dynamo.reset()
+        lengths = [torch.tensor(s, device=dev) for s in start]
+        fn = torch.compile(_layers_with_lengths, fullgraph=True, dynamic=False)
+        with ci.decode_compilation(batch_increments=batch):
+            got, code = run_and_get_code(fn, x, lengths, rows)
+        return got, [int(n) for n in lengths], "\n".join(code).count("@triton.jit")
+
+    lengths = [torch.tensor(s, device=dev) for s in start]
+    want = _layers_with_lengths(x, lengths, rows)
+    (out_apart, len_apart, apart), (out_batched, len_batched, batched) = compiled(False), \
+        compiled(True)
+    assert len_apart == len_batched == [s + 1 for s in start]
+    torch.testing.assert_close(out_batched, want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(out_batched, out_apart)
+    assert batched < apart, (batched, apart)
     torch._dynamo.reset()
