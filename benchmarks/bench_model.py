@@ -19,8 +19,8 @@ Modes:
 * ``graph``: the eager model; one decode step captured in a CUDA graph.
 * ``compile``: the decode step's forward and its argmax over the vocabulary through
   ``torch.compile(fullgraph=True, dynamic=False)`` (prefill and the agreement check stay eager,
-  so each batch size compiles one graph), then captured in a CUDA graph. ``fullgraph=True`` means a graph break in our ops fails
-  the run instead of hiding a fallback.
+  so each batch size compiles one graph), then captured in a CUDA graph. ``fullgraph=True``
+  means a graph break in our ops fails the run instead of hiding a fallback.
 * ``compile-pr``: ``compile`` with its graphs compiled inside
   ``cute_gemm.inductor.persistent_reductions()``: the norms are one-pass (persistent) Triton
   reductions, whose PDL trigger (``--inductor-pdl``) comes after their loads instead of at

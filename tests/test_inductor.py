@@ -293,7 +293,8 @@ def test_increments_batched_per_dtype_and_number():
     assert groups == [["a", "b", "c"], ["e", "f"]]
     for node in _foreach_nodes(g):
         assert node.args[1] == 1 and len(node.meta["val"]) == len(node.args[0])
-    copies = {n.args[0].name: n.args[1] for n in g.nodes if n.target is torch.ops.aten.copy_.default}
+    copies = {n.args[0].name: n.args[1] for n in g.nodes
+              if n.target is torch.ops.aten.copy_.default}
     for name in "abcef":
         item = copies[name]
         assert item.target is operator.getitem and item.meta["val"].dtype == item.args[0].meta[
