@@ -15,8 +15,9 @@
 # CUTE_GEMM_SWEEP_SEED its seed (default random; the log prints it), CUTE_GEMM_TESTS=0 skips
 # pytest (for reruns of the other steps), CUTE_GEMM_MODEL_ARGS bench_model.py's arguments,
 # CUTE_GEMM_HF_PROBE=1 runs scripts/hf_load_probe.py (from_pretrained's peak memory),
-# CUTE_GEMM_PYTEST_ARGS extra pytest arguments (e.g. "-n 8 --dist loadfile": pytest-xdist workers
-# sharing the GPU: on an H200 ~99% of the suite ran in 9.5 min, still too long for one call).
+# CUTE_GEMM_PYTEST_ARGS extra pytest arguments as shell words (e.g. '-n 8 --dist loadfile -m "not
+# slow"': pytest-xdist workers sharing the GPU; on an H200 ~99% of the suite ran in 9.5 min with 8,
+# still too long for one call).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device image points CXX at its own gcc build, whose libstdc++ then ends up inside _C.so
@@ -73,7 +74,7 @@ fi
 } >"$OUTDIR/kernels.txt" 2>&1
 
 if [ "${CUTE_GEMM_TESTS:-1}" != 0 ]; then
-  read -r -a pytest_args <<<"${CUTE_GEMM_PYTEST_ARGS:-}"
+  eval "pytest_args=(${CUTE_GEMM_PYTEST_ARGS:-})"  # shell words: -m "not slow" stays one argument
   python3 -m pytest -q -ra --durations=10 "${pytest_args[@]}" tests 2>&1 | tee "$OUTDIR/pytest.log"
   test_rc=${PIPESTATUS[0]}
   if [ $test_rc -ne 0 ]; then
