@@ -258,8 +258,8 @@ def test_gpu_decode_compilation_fuses_the_attention_prologue():
 
 def _increments_graph(specs, readers=(), extra=None):
     """A post-grad-like graph: per spec (name, dtype, c) a placeholder x and copy_(x, x + c) at
-    the end; ``readers``: names read by a non-mutating add before; ``extra(graph, nodes)`` adds
-    more nodes (before the copies)."""
+    the end; ``readers``: names read by a non-mutating add before; ``extra(graph, nodes,
+    increments)`` adds more nodes (before the copies)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     aten = torch.ops.aten
     g, nodes = torch.fx.Graph(), {}
