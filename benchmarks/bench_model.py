@@ -36,9 +36,7 @@ Modes:
 Variants (VARIANTS below): ``bf16``; ``int4`` / ``int8`` (``quantize_model`` with the head kept
 16-bit); ``-fused`` (``fuse=True``, SiLU(gate) * up inside the gate/up GEMM); ``-apart`` (fused,
 but the MLPs keep their own forward: the activation in a kernel of its own, for the A/B);
-``-head8`` (the output head INT8 per-channel too); any quantized name + ``-l2pf`` or
-``-l2pf<MB>`` (every o_proj prefetches its MLP's gate/up weights into L2,
-``cute_gemm.chain_l2_prefetch``, default size or MB MiB);
+``-head8`` (the output head INT8 per-channel too);
 ``torch-int4`` (every decoder linear replaced by a module calling ``torch._weight_int4pack_mm``,
 group 128, bf16 only). ``--layer-schedule NAME@M=SCHEDULE`` pins a mixed GEMM schedule on the
 quantized variants' layers of that name at that M (``QuantLinear.set_schedule``), to try plans
@@ -82,25 +80,6 @@ VARIANTS = {
     "int8-fused-apart-head8": ("cute", dict(INT8, fuse=True, head=HEAD8, gate=False)),
     "torch-int4": ("torch_int4", dict(group_size=128, inner_k_tiles=8)),
 }
-# A quantized variant's name + "-l2pf" (or "-l2pf<MB>"): the same model with every layer's
-# o_proj prefetching its MLP's gate/up weights into L2 (cute_gemm.chain_l2_prefetch; its default
-# size, or MB mebibytes).
-L2PF_SUFFIX = "-l2pf"
-
-
-def variant_settings(name):
-    """(kind, settings) of a variant name: VARIANTS', with "l2_prefetch_mb" (None: the default
-    size) for an -l2pf name; None for an unknown name."""
-    if name in VARIANTS:
-        return VARIANTS[name]
-    base, sep, size = name.rpartition(L2PF_SUFFIX)
-    if not sep or base not in VARIANTS or VARIANTS[base][0] != "cute" or \
-            (size and not size.isdigit()):
-        return None
-    kind, settings = VARIANTS[base]
-    return kind, dict(settings, l2_prefetch_mb=int(size) if size else None)
-
-
 DEFAULT_VARIANTS = ["bf16", "int4", "int4-fused", "int4-fused-head8", "int8-fused", "torch-int4"]
 # The modes are described in the module docstring; --modes picks, DEFAULT_MODES by default.
 MODES = ("graph", "compile", "compile-pr", "compile-decode", "compile-cdt")
@@ -164,12 +143,7 @@ def parse_args(argv=None):
                    help="a tiny model on the CPU, eager, few steps: checks the code path only "
                         "(results go to benchmarks/results/tmp/)")
     args = p.parse_args(argv)
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    bad = [v for v in variants if variant_settings(v) is None]
-    if bad or not variants:
-        p.error(f"--variants: expected names from {list(VARIANTS)}, a quantized one optionally "
-                f"with {L2PF_SUFFIX}[MB]; got {bad or variants}")
-    args.variants = variants
+    args.variants = common.choice_list(p, args.variants, "--variants", list(VARIANTS))
     args.modes = common.choice_list(p, args.modes, "--modes", list(MODES))
     args.attention = common.choice_list(p, args.attention, "--attention", list(ATTENTIONS))
     for name in ("layers", "prompt", "steps", "repeats"):
@@ -261,8 +235,7 @@ def make_variant(cute_gemm, base, kind, settings, copy_module):
     if kind == "torch_int4":
         n = to_torch_int4(model, settings["group_size"], settings["inner_k_tiles"])
         return model, f"{n} decoder linears on torch._weight_int4pack_mm, head 16-bit"
-    options = {k: v for k, v in settings.items()
-               if k not in ("fuse", "head", "gate", "l2_prefetch_mb")}
+    options = {k: v for k, v in settings.items() if k not in ("fuse", "head", "gate")}
     summary = cute_gemm.quantize_model(model, skip=("lm_head",), progress=False,
                                        fuse=settings["fuse"], **options)
     fused = getattr(summary, "fused", None)
@@ -281,11 +254,6 @@ def make_variant(cute_gemm, base, kind, settings, copy_module):
         note += f", head INT{head['bits']}"
     else:
         note += ", head 16-bit"
-    if "l2_prefetch_mb" in settings:
-        mb = settings["l2_prefetch_mb"]
-        links = cute_gemm.chain_l2_prefetch(model, None if mb is None else mb << 20)
-        size = model.model.layers[0].self_attn.o_proj.l2_prefetch[1] if links else 0
-        note += f", {len(links)} o_proj prefetching {size / 2**20:.0f} MiB of gate/up"
     return model, note
 
 
@@ -467,7 +435,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                 profiles=None, kernels=None, attention="sdpa"):
     """The rows of one variant in one mode with one attention implementation, a row per batch
     size."""
-    kind, settings = variant_settings(name)
+    kind, settings = VARIANTS[name]
     t0 = time.perf_counter()
     try:
         model, note = make_variant(cute_gemm, base, kind, settings, copy_module)

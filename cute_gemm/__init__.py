@@ -28,8 +28,6 @@ from .convert import (  # noqa: E402
     QuantizationSummary, load_quantized, quantize_model, save_quantized)
 from . import fuse  # noqa: E402
 from .fuse import ProjectionSlice  # noqa: E402
-from . import prefetch  # noqa: E402
-from .prefetch import chain_l2_prefetch  # noqa: E402
 from . import checkpoints  # noqa: E402
 from .checkpoints import (  # noqa: E402
     awq_linear, awq_to_quantized, gptq_linear, gptq_to_quantized, load_awq_model,
@@ -63,10 +61,10 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-__all__ = ["__version__", "attention", "awq_linear", "awq_to_quantized", "chain_l2_prefetch",
-           "checkpoints", "CuteGemmConfig", "decode_attention", "dequantize", "device_spec",
-           "DeviceSpec", "fuse", "gemm", "gptq_linear", "gptq_to_quantized", "hf", "inductor",
-           "layout", "load_awq_model", "load_awq_pretrained", "load_gptq_model",
-           "load_gptq_pretrained", "load_quantized", "mixed_gemm", "mixed_plan", "MixedPlan", "nn",
-           "pack_weight", "prefetch", "ProjectionSlice", "QuantizationSummary", "quantize",
-           "quantize_model", "QuantizedWeight", "QuantLinear", "save_quantized", "unpack_weight"]
+__all__ = ["__version__", "attention", "awq_linear", "awq_to_quantized", "checkpoints",
+           "CuteGemmConfig", "decode_attention", "dequantize", "device_spec", "DeviceSpec", "fuse",
+           "gemm", "gptq_linear", "gptq_to_quantized", "hf", "inductor", "layout", "load_awq_model",
+           "load_awq_pretrained", "load_gptq_model", "load_gptq_pretrained", "load_quantized",
+           "mixed_gemm", "mixed_plan", "MixedPlan", "nn", "pack_weight", "ProjectionSlice",
+           "QuantizationSummary", "quantize", "quantize_model", "QuantizedWeight", "QuantLinear",
+           "save_quantized", "unpack_weight"]

@@ -211,7 +211,7 @@ def split_partials(graph, spec_for=None):
                                         device=a_val.device)
             parts = add(partials_op, a, call["qweight"], call["scales"], call["zeros"],
                         call["bits"], call["group_size"], call["k"], call["schedule"],
-                        call["l2_prefetch"], value=parts_val)
+                        value=parts_val)
             total = add(aten.select.int, parts, 0, 0)
             for s in range(1, splits):
                 total = add(aten.add.Tensor, total, add(aten.select.int, parts, 0, s))

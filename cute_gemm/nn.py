@@ -314,49 +314,6 @@ class QuantLinear(torch.nn.Module):
         """The pinned schedules (``set_schedule``), a read-only ``{m: text}`` view."""
         return types.MappingProxyType(getattr(self, "_schedules", {}))
 
-    # ---------------------------------------------------------------------------- L2 prefetch
-
-    def set_l2_prefetch(self, layer, max_bytes):
-        """Makes this layer's GEMM ask the L2 cache for the first ``max_bytes`` of ``layer``'s
-        packed weight (all of it when smaller) before it waits for the kernel before it
-        (``cute_gemm.mixed_gemm``'s ``l2_prefetch``), so that ``layer``'s weight stream starts
-        while the GPU would otherwise wait on latency: an attention output projection prefetching
-        its MLP's gate/up weights while decode attention runs (``cute_gemm.chain_l2_prefetch``
-        links a model's layers so). ``layer=None`` removes the link.
-
-        A hint: results never depend on it; on the CPU and on GPUs before sm_90 it does nothing.
-        A runtime setting, like ``set_schedule``: not part of ``state_dict`` and not saved.
-        ``layer`` is referenced, not registered as a submodule."""
-        if layer is None:
-            self.__dict__.pop("_l2_prefetch", None)
-            return self
-        if not isinstance(layer, QuantLinear):
-            raise TypeError(f"{_WHERE}.set_l2_prefetch: layer must be a QuantLinear or None; got "
-                            f"{type(layer).__name__}")
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 16:
-            raise ValueError(f"{_WHERE}.set_l2_prefetch: max_bytes must be an int >= 16; got "
-                             f"{max_bytes!r}")
-        # In __dict__, so that nn.Module does not register `layer` a second time.
-        self.__dict__["_l2_prefetch"] = (layer, max_bytes)
-        return self
-
-    @property
-    def l2_prefetch(self):
-        """``(layer, max_bytes)`` set by ``set_l2_prefetch``, or ``None``."""
-        return self.__dict__.get("_l2_prefetch")
-
-    def _l2_prefetch_bytes(self, x):
-        """The op's ``l2_prefetch`` tensor for an input ``x`` (a view of the linked layer's packed
-        weight; no copy), or None."""
-        link = self.__dict__.get("_l2_prefetch")
-        if link is None or not x.is_cuda:
-            return None
-        layer, max_bytes = link
-        words = layer.qweight
-        if words.device != x.device:
-            return None
-        return words.view(-1)[: max_bytes // words.element_size()]
-
     # ------------------------------------------------------------------------------- forward
 
     def forward(self, x, activation=None):
@@ -405,7 +362,7 @@ class QuantLinear(torch.nn.Module):
                 schedule = text
         out = torch.ops.cute_gemm.mixed_gemm.default(
             x2d, self.qweight, scales, self.zeros, self.bits, self.group_size, k, self.bias,
-            schedule, activation, self._l2_prefetch_bytes(x2d))
+            schedule, activation)
         return out.reshape(*lead, out.shape[-1]).to(out_dtype)
 
     # ---------------------------------------------------------------------- dtype and device

@@ -206,35 +206,20 @@ def _check_activation(activation, n):
     return True
 
 
-def _check_l2_prefetch(l2_prefetch, a, op=_MIXED):
-    """The op's l2_prefetch checks (csrc/ops/mixed_gemm_op.cpp's check_l2_prefetch, same
-    messages): a contiguous tensor on a's device, or None."""
-    if l2_prefetch is None:
-        return
-    torch._check(l2_prefetch.device == a.device, lambda: f"{op}l2_prefetch must be on the same "
-                 f"device as a ({a.device}); got {l2_prefetch.device}")
-    torch._check(l2_prefetch.is_contiguous(), lambda: f"{op}l2_prefetch must be contiguous (the "
-                 f"kernel asks L2 for one byte range); got strides {list(l2_prefetch.stride())} "
-                 f"for shape {list(l2_prefetch.shape)}")
-
-
 @torch.library.register_fake("cute_gemm::mixed_gemm")
 def _mixed_gemm_fake(a, qweight, scales, zeros, bits, group_size, k, bias=None, schedule=None,
-                     activation=None, l2_prefetch=None):
+                     activation=None):
     m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, bias)
     gated = _check_activation(activation, n)
-    _check_l2_prefetch(l2_prefetch, a)
     if schedule is not None:
         _C._mixed_schedule(schedule)  # a ValueError at trace time for a schedule that cannot parse
     return a.new_empty((m, n // 2 if gated else n))
 
 
 @torch.library.register_fake("cute_gemm::mixed_gemm_partials")
-def _mixed_gemm_partials_fake(a, qweight, scales, zeros, bits, group_size, k, schedule=None,
-                              l2_prefetch=None):
+def _mixed_gemm_partials_fake(a, qweight, scales, zeros, bits, group_size, k, schedule=None):
     m, n = _check_mixed_gemm_shapes(a, qweight, scales, zeros, bits, group_size, k, None,
                                     op="cute_gemm.mixed_gemm_partials: ")
-    _check_l2_prefetch(l2_prefetch, a, "cute_gemm.mixed_gemm_partials: ")
     if schedule is not None:
         _C._mixed_schedule(schedule)
     if a.device.type != "cuda":
@@ -333,8 +318,7 @@ def mixed_plan(m, n, k, bits=4, group_size=128, dtype=torch.float16, device=None
 
 
 def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
-               schedule=None, activation: str | None = None,
-               l2_prefetch: torch.Tensor | None = None) -> torch.Tensor:
+               schedule=None, activation: str | None = None) -> torch.Tensor:
     """Linear layer with a quantized weight: ``a @ dequantize(qw).T (+ bias)``.
 
     Computes ``out[..., N] = a[..., K] @ W[N, K]^T (+ bias[N])`` with ``W = (q - z) * s``, fp32
@@ -370,10 +354,6 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             fp32 and rounded once (the dense path rounds ``g`` and ``u`` first). ``N`` must be a
             multiple of 16. At M <= 8 the decode kernel gates in registers; the other kernels
             gate in the split-K reduce kernel, through an fp32 workspace.
-        l2_prefetch: None, or a contiguous tensor on ``a``'s device (any dtype) whose bytes the
-            kernel asks the L2 cache to load before it waits for the previous kernel in the
-            stream: typically the next GEMM's packed weight (``QuantLinear.set_l2_prefetch``).
-            A hint: never read, never changes the result; ignored on CPU and before sm_90.
 
     Returns:
         A new ``[..., N]`` tensor (``[..., N/2]`` with an activation) with ``a``'s dtype and
@@ -402,8 +382,7 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     a2d = a.reshape(-1, k)
     out = torch.ops.cute_gemm.mixed_gemm.default(a2d, qw.packed, qw.scales, qw.zeros, qw.bits,
                                                   qw.group_size, k, bias,
-                                                  _schedule_text(schedule), activation,
-                                                  l2_prefetch)
+                                                  _schedule_text(schedule), activation)
     return out.reshape(*lead, out.shape[-1])
 
 

@@ -397,12 +397,9 @@ def test_no_process_wide_overrides():
 
 def test_schedule_in_the_op_schema():
     schema = torch.ops.cute_gemm.mixed_gemm.default._schema
-    assert [a.name for a in schema.arguments][-4:] == ["bias", "schedule", "activation",
-                                                       "l2_prefetch"]
-    for arg in schema.arguments[-3:-1]:
+    assert [a.name for a in schema.arguments][-3:] == ["bias", "schedule", "activation"]
+    for arg in schema.arguments[-2:]:
         assert str(arg.type) == "Optional[str]" and arg.default_value is None
-    assert str(schema.arguments[-1].type) == "Optional[Tensor]"
-    assert schema.arguments[-1].default_value is None and not schema.is_mutable
 
 
 # ------------------------------------------------------------- activation="silu_mul" (gated)

@@ -148,10 +148,9 @@ def test_partial_sums_count_and_plan():
 # ----------------------------------------------------------------------- the pass, on the CPU
 
 
-def _graph_of(m, n, k, bias=True, activation=None, schedule=None, dtype=torch.bfloat16,
-              l2_prefetch=False):
+def _graph_of(m, n, k, bias=True, activation=None, schedule=None, dtype=torch.bfloat16):
     """A post-grad-like FX graph: out = mixed_gemm(a, W) (+ bias) + residual, on fake CUDA
-    tensors; with l2_prefetch, the call prefetches a placeholder "following" tensor."""
+    tensors."""
     fake_mode = FakeTensorMode()
     with fake_mode:
         qw = _fake_weight(n, k, dtype)
@@ -160,8 +159,6 @@ def _graph_of(m, n, k, bias=True, activation=None, schedule=None, dtype=torch.bf
                   "bias": torch.empty(n, dtype=dtype, device="cuda"),
                   "residual": torch.empty(m, n // 2 if activation else n, dtype=dtype,
                                           device="cuda")}
-        if l2_prefetch:
-            values["following"] = torch.empty(1 << 20, dtype=torch.int32, device="cuda")
     g = torch.fx.Graph()
     nodes = {}
     for name, value in values.items():
@@ -170,8 +167,7 @@ def _graph_of(m, n, k, bias=True, activation=None, schedule=None, dtype=torch.bf
     with fake_mode:
         out_val = torch.empty(m, n // 2 if activation else n, dtype=dtype, device="cuda")
     gemm = g.call_function(MIXED, (nodes["a"], nodes["qweight"], nodes["scales"], None, 4, 128, k,
-                                   nodes["bias"] if bias else None, schedule, activation,
-                                   nodes.get("following")))
+                                   nodes["bias"] if bias else None, schedule, activation))
     gemm.meta["val"] = out_val
     add = g.call_function(torch.ops.aten.add.Tensor, (gemm, nodes["residual"]))
     with fake_mode:
@@ -236,16 +232,7 @@ def test_pass_honours_the_schedule():
     g = _graph_of(1, 4096, 4096, schedule="kernel=decode,splits=3")
     assert ci.split_partials(g, spec_for=_h100) == 1
     parts = next(node for node in g.nodes if node.target is PARTIALS)
-    assert parts.args[7] == "kernel=decode,splits=3" and parts.meta["val"].shape[0] == 3
-
-
-def test_pass_carries_the_l2_prefetch():
-    # The split call's prefetch hint stays on the partials call that replaces it.
-    g = _graph_of(16, 4096, 4096, l2_prefetch=True)
-    assert ci.split_partials(g, spec_for=_h100) == 1
-    parts = next(node for node in g.nodes if node.target is PARTIALS)
-    assert parts.args[8] is next(node for node in g.nodes if node.name == "following")
-    g.lint()
+    assert parts.args[-1] == "kernel=decode,splits=3" and parts.meta["val"].shape[0] == 3
 
 
 def test_decode_compilation_installs_and_restores_the_pass():

@@ -18,20 +18,17 @@ TORCH_LIBRARY(cute_gemm, m) {
   // csrc/ops/mixed_gemm_op.cpp and cute_gemm/ops.py. schedule: explicit choices that override
   // the planner's (kernels/mixed/mixed_plan.hpp), e.g. "kernel=wgmma,tile_m=128"; None for none.
   // activation: None, or "silu_mul": out[M, N/2] = SiLU(gate) * up of the halves of N.
-  // l2_prefetch: None, or a contiguous tensor on a's device whose bytes the kernel asks L2 to load
-  // before it waits for the previous kernel (the next GEMM's weights): a hint, never read.
   m.def("mixed_gemm(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
-        "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None, "
-        "Tensor? l2_prefetch=None) -> Tensor");
+        "int group_size, int k, Tensor? bias=None, str? schedule=None, str? activation=None) "
+        "-> Tensor");
 
   // partials[S, M, N] (fp32): the plan's split-K partial sums of a[M, K] @ dequant(qweight)^T,
   // split s over its share of K, left to the caller to add in split order (no reduce kernel, no
   // bias, no activation). S is the plan's split count for this M on this device (1 unsplit and
   // on CPU); mixed_gemm's out is round(sum_s partials[s] + bias). For compilers that fuse the
   // sum into the consumer (cute_gemm.inductor.decode_compilation). Inference only.
-  // l2_prefetch: as mixed_gemm's.
   m.def("mixed_gemm_partials(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
-        "int group_size, int k, str? schedule=None, Tensor? l2_prefetch=None) -> Tensor");
+        "int group_size, int k, str? schedule=None) -> Tensor");
 
   // out[B, Lq, H, D]: attention of q[B, H, Lq, D] against k, v [B, Hkv, L, D] read in place
   // (H a multiple of Hkv: grouped-query heads), scale * q.k + mask, softmax over L. mask: None,

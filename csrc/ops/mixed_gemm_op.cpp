@@ -74,17 +74,6 @@ struct MixedProblem {
 };
 
 using OptionalText = std::optional<c10::string_view>;
-using OptionalTensor = std::optional<at::Tensor>;
-
-// l2_prefetch: None, or a contiguous tensor (any dtype) on a's device. Its bytes are only a hint
-// to the kernel's L2 (set_l2_prefetch), never read, so it is checked for what the hint needs.
-void check_l2_prefetch(OptionalTensor const& l2_prefetch, at::Tensor const& a, char const* op) {
-  if (!l2_prefetch.has_value()) return;
-  ops::check_same_device(op, *l2_prefetch, "l2_prefetch", a);
-  TORCH_CHECK(l2_prefetch->is_contiguous(), op, "l2_prefetch must be contiguous (the kernel asks ",
-              "L2 for one byte range); got strides ", l2_prefetch->strides(), " for shape ",
-              l2_prefetch->sizes());
-}
 
 // The activation argument: None or "silu_mul" (gated); a ValueError otherwise.
 bool parse_activation(OptionalText const& activation) {
@@ -256,12 +245,10 @@ at::Tensor reference_product(MixedProblem const& p, at::Tensor const& a, at::Ten
 at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
                           std::optional<at::Tensor> const& zeros, int64_t bits,
                           int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
-                          Schedule schedule, OptionalText activation,
-                          OptionalTensor const& l2_prefetch) {
+                          Schedule schedule, OptionalText activation) {
   MixedProblem const p =
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
   parse_schedule(schedule);
-  check_l2_prefetch(l2_prefetch, a, kOp);  // nothing to prefetch on the CPU
   if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
   at::Tensor acc = reference_product(p, a, qweight, scales, zeros);
   if (bias.has_value()) acc.add_(bias->to(at::kFloat));
@@ -274,10 +261,9 @@ at::Tensor mixed_gemm_cpu(at::Tensor const& a, at::Tensor const& qweight, at::Te
 std::pair<MixedProblem, MixedSchedule> check_partials_args(
     at::Tensor const& a, at::Tensor const& qweight, at::Tensor const& scales,
     std::optional<at::Tensor> const& zeros, int64_t bits, int64_t group_size, int64_t k,
-    Schedule const& schedule, OptionalTensor const& l2_prefetch) {
+    Schedule const& schedule) {
   MixedProblem const p = check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k,
                                                std::nullopt, std::nullopt, kPartialsOp);
-  check_l2_prefetch(l2_prefetch, a, kPartialsOp);
   return {p, parse_schedule(schedule, kPartialsOp)};
 }
 
@@ -285,11 +271,9 @@ std::pair<MixedProblem, MixedSchedule> check_partials_args(
 at::Tensor mixed_gemm_partials_cpu(at::Tensor const& a, at::Tensor const& qweight,
                                    at::Tensor const& scales,
                                    std::optional<at::Tensor> const& zeros, int64_t bits,
-                                   int64_t group_size, int64_t k, Schedule schedule,
-                                   OptionalTensor const& l2_prefetch) {
+                                   int64_t group_size, int64_t k, Schedule schedule) {
   MixedProblem const p =
-      check_partials_args(a, qweight, scales, zeros, bits, group_size, k, schedule, l2_prefetch)
-          .first;
+      check_partials_args(a, qweight, scales, zeros, bits, group_size, k, schedule).first;
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, a.options().dtype(at::kFloat));
   return reference_product(p, a, qweight, scales, zeros).unsqueeze(0);
 }
@@ -298,8 +282,7 @@ at::Tensor mixed_gemm_partials_cpu(at::Tensor const& a, at::Tensor const& qweigh
 at::Tensor mixed_gemm_partials_autograd(at::Tensor const& a, at::Tensor const& qweight,
                                         at::Tensor const& scales,
                                         std::optional<at::Tensor> const& zeros, int64_t bits,
-                                        int64_t group_size, int64_t k, Schedule schedule,
-                                        OptionalTensor const& l2_prefetch) {
+                                        int64_t group_size, int64_t k, Schedule schedule) {
   TORCH_CHECK(!at::GradMode::is_enabled() ||
                   !(a.requires_grad() || scales.requires_grad() ||
                     (zeros.has_value() && zeros->requires_grad())),
@@ -310,9 +293,9 @@ at::Tensor mixed_gemm_partials_autograd(at::Tensor const& a, at::Tensor const& q
           .findSchemaOrThrow("cute_gemm::mixed_gemm_partials", "")
           .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
                             std::optional<at::Tensor> const&, int64_t, int64_t, int64_t,
-                            Schedule, OptionalTensor const&)>();
+                            Schedule)>();
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  return op.call(a, qweight, scales, zeros, bits, group_size, k, schedule, l2_prefetch);
+  return op.call(a, qweight, scales, zeros, bits, group_size, k, schedule);
 }
 
 #ifndef CUTE_GEMM_NO_CUDA
@@ -351,17 +334,6 @@ MixedGemmParams make_params(MixedProblem const& p, at::Tensor const& a, at::Tens
   return params;
 }
 
-// The checked l2_prefetch tensor's bytes, rounded inward to the bulk prefetch's 16-byte units.
-void set_l2_prefetch(MixedGemmParams& params, OptionalTensor const& l2_prefetch) {
-  if (!l2_prefetch.has_value() || l2_prefetch->numel() == 0) return;
-  auto const begin = reinterpret_cast<uintptr_t>(l2_prefetch->data_ptr());
-  auto const end = begin + static_cast<uintptr_t>(l2_prefetch->nbytes());
-  uintptr_t const first = (begin + 15) & ~uintptr_t{15}, last = end & ~uintptr_t{15};
-  if (last <= first) return;
-  params.l2_prefetch = reinterpret_cast<void const*>(first);
-  params.l2_prefetch_bytes = static_cast<int64_t>(last - first);
-}
-
 // The dense path: dequant(W) rounded to the activation dtype, then a dense GEMM (+ bias). The
 // temporary [N, K] weight comes from the caching allocator, so this stays capturable. Ungated.
 at::Tensor dense_path(MixedGemmParams const& params, MixedProblem const& p, at::Tensor const& a,
@@ -378,11 +350,10 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
                            at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                            int64_t bits, int64_t group_size, int64_t k,
                            std::optional<at::Tensor> const& bias, Schedule schedule,
-                           OptionalText activation, OptionalTensor const& l2_prefetch) {
+                           OptionalText activation) {
   MixedProblem const p =
       check_mixed_gemm_args(a, qweight, scales, zeros, bits, group_size, k, bias, activation);
   MixedSchedule const sched = parse_schedule(schedule);
-  check_l2_prefetch(l2_prefetch, a, kOp);
   c10::cuda::CUDAGuard const device_guard(a.device());
   if (!p.runs_kernel) return at::empty({p.m, p.n_out}, a.options());
 
@@ -391,7 +362,6 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
       plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/false,
                      kOp);
   MixedGemmParams params = make_params(p, a, qweight, scales, zeros, bias);
-  set_l2_prefetch(params, l2_prefetch);
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
 
   if (plan.kernel == MixedKernel::kDense) {
@@ -424,10 +394,9 @@ at::Tensor mixed_gemm_cuda(at::Tensor const& a, at::Tensor const& qweight,
 at::Tensor mixed_gemm_partials_cuda(at::Tensor const& a, at::Tensor const& qweight,
                                     at::Tensor const& scales,
                                     std::optional<at::Tensor> const& zeros, int64_t bits,
-                                    int64_t group_size, int64_t k, Schedule schedule,
-                                    OptionalTensor const& l2_prefetch) {
+                                    int64_t group_size, int64_t k, Schedule schedule) {
   auto const [p, sched] =
-      check_partials_args(a, qweight, scales, zeros, bits, group_size, k, schedule, l2_prefetch);
+      check_partials_args(a, qweight, scales, zeros, bits, group_size, k, schedule);
   c10::cuda::CUDAGuard const device_guard(a.device());
   at::TensorOptions const f32 = a.options().dtype(at::kFloat);
   if (!p.runs_kernel) return at::empty({1, p.m, p.n}, f32);
@@ -436,7 +405,6 @@ at::Tensor mixed_gemm_partials_cuda(at::Tensor const& a, at::Tensor const& qweig
       plan_on_device(p, group_size, a.scalar_type() == at::kBFloat16, sched, /*partials=*/true,
                      kPartialsOp);
   MixedGemmParams params = make_params(p, a, qweight, scales, zeros, std::nullopt);
-  set_l2_prefetch(params, l2_prefetch);
   cudaStream_t const stream = c10::cuda::getCurrentCUDAStream();
   if (plan.kernel == MixedKernel::kDense) {
     return dense_path(params, p, a, std::nullopt, stream, kPartialsOp).to(at::kFloat).unsqueeze(0);
@@ -466,14 +434,13 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
                             at::Tensor const& qweight, at::Tensor const& scales,
                             std::optional<at::Tensor> const& zeros, int64_t bits,
                             int64_t group_size, int64_t k, std::optional<at::Tensor> const& bias,
-                            Schedule schedule, OptionalText activation,
-                            OptionalTensor const& l2_prefetch) {
+                            Schedule schedule, OptionalText activation) {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("cute_gemm::mixed_gemm", "")
                          .typed<at::Tensor(at::Tensor const&, at::Tensor const&, at::Tensor const&,
                                            std::optional<at::Tensor> const&, int64_t, int64_t,
                                            int64_t, std::optional<at::Tensor> const&, Schedule,
-                                           OptionalText, OptionalTensor const&)>();
+                                           OptionalText)>();
     bool const gated = parse_activation(activation);
     ctx->saved_data["has_zeros"] = zeros.has_value();
     ctx->saved_data["has_bias"] = bias.has_value();
@@ -485,8 +452,7 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
                             gated ? a : at::Tensor(),
                             gated && bias.has_value() ? *bias : at::Tensor()});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule, activation,
-                   l2_prefetch);
+    return op.call(a, qweight, scales, zeros, bits, group_size, k, bias, schedule, activation);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -495,8 +461,7 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
     bool const has_zeros = ctx->saved_data["has_zeros"].toBool();
     bool const has_bias = ctx->saved_data["has_bias"].toBool();
     bool const gated = ctx->saved_data["gated"].toBool();
-    // needs_input_grad counts tensor inputs only: a, qweight, scales, [zeros], [bias],
-    // [l2_prefetch].
+    // needs_input_grad counts tensor inputs only: a, qweight, scales, [zeros], [bias].
     size_t const bias_edge = has_zeros ? 4 : 3;
     bool const grad_a_needed = ctx->needs_input_grad(0);
     bool const grad_bias_needed = has_bias && ctx->needs_input_grad(bias_edge);
@@ -529,10 +494,9 @@ class MixedGemmFunction : public torch::autograd::Function<MixedGemmFunction> {
     if (grad_a_needed) grad_a = at::matmul(grad, weight(grad.scalar_type()));
     if (grad_bias_needed) grad_bias = grad.sum(0);
     // One entry per forward argument: a, qweight, scales, zeros, bits, group_size, k, bias,
-    // schedule, activation, l2_prefetch.
-    return {grad_a,       at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), grad_bias,
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    // schedule, activation.
+    return {grad_a, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), grad_bias, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -540,7 +504,7 @@ at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                                at::Tensor const& scales, std::optional<at::Tensor> const& zeros,
                                int64_t bits, int64_t group_size, int64_t k,
                                std::optional<at::Tensor> const& bias, Schedule schedule,
-                               OptionalText activation, OptionalTensor const& l2_prefetch) {
+                               OptionalText activation) {
   if (at::GradMode::is_enabled()) {
     TORCH_CHECK(!scales.requires_grad() && !(zeros.has_value() && zeros->requires_grad()), kOp,
                 "gradients w.r.t. scales/zeros are not supported (the quantized weight is ",
@@ -548,7 +512,7 @@ at::Tensor mixed_gemm_autograd(at::Tensor const& a, at::Tensor const& qweight,
                 "zeros.detach()");
   }
   return MixedGemmFunction::apply(a, qweight, scales, zeros, bits, group_size, k, bias,
-                                  schedule, activation, l2_prefetch);
+                                  schedule, activation);
 }
 
 }  // namespace

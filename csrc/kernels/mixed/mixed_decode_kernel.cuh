@@ -46,7 +46,6 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
-#include "kernels/mixed/l2_prefetch.cuh"
 #include "kernels/mixed/mixed_decode_config.hpp"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
@@ -212,7 +211,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // also all the prologue's weights.
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) load_weights(s, s);
-  if (tid < 32 && k_slice == 0) l2_prefetch_share(p, tid, 32);  // after the kernel's own loads
   grid_dependency_wait();  // also orders this kernel's output writes after the previous kernel
   // The next kernel may launch now where this grid fills the SMs (MixedPlan::early_dependents):
   // its CTAs then take each SM as this grid's CTAs leave it, and stream their first weights

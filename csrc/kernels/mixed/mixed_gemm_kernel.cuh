@@ -37,7 +37,6 @@
 #include "kernels/gemm/gemm_kernel.cuh"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
-#include "kernels/mixed/l2_prefetch.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/mixed_mma_config.hpp"
@@ -209,7 +208,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // weights.
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) load_weights(s, s);
-  if (threadIdx.x < 32) l2_prefetch_share(p, threadIdx.x, 32);  // after the kernel's own loads
   grid_dependency_wait();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {

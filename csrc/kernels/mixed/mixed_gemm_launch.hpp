@@ -55,10 +55,6 @@ struct MixedGemmParams {
   bool gated = false;                 // out = SiLU(gate half) * up half (N % 16 == 0)
   void* workspace = nullptr;          // plan.workspace_bytes bytes, uninitialized
   size_t workspace_bytes = 0;
-  // Bytes a later kernel reads (the next GEMM's weights), asked of L2 before the kernel waits for
-  // the previous one (l2_prefetch.cuh): 16-byte aligned, a multiple of 16; 0 for none. A hint.
-  void const* l2_prefetch = nullptr;
-  int64_t l2_prefetch_bytes = 0;
 };
 
 // The output's columns: N, or N/2 for a gated GEMM (a gate column and its up column make one).

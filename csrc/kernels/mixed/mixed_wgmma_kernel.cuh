@@ -51,7 +51,6 @@
 #include "cute_gemm/wgmma_desc.hpp"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
-#include "kernels/mixed/l2_prefetch.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
@@ -423,7 +422,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   constexpr int kAhead = Cfg::kLoadAhead;
   CG_PRAGMA_UNROLL
   for (int s = 0; s < kAhead; ++s) load_weights(s, s);
-  if (threadIdx.x < 32) l2_prefetch_share(p, threadIdx.x, 32);  // after the kernel's own loads
   grid_dependency_wait();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < kAhead; ++s) {

@@ -155,7 +155,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     // (written by the previous kernel) after it.
     const int first = n_kb < S ? n_kb : S;
     for (int j = 0; j < first; ++j) load_weights(j, j);
-    l2_prefetch_share(p, 0, 1);  // after the kernel's own loads
     grid_dependency_wait();
     for (int j = 0; j < first; ++j) load_activations(j, j);
     int s = 0;
