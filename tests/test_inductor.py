@@ -388,11 +388,15 @@ def test_cpu_static_cache_decode_with_batched_increments_matches_eager(monkeypat
         torch.testing.assert_close(k_got, k_want, rtol=1e-5, atol=1e-5)
 
 
-def _layers_with_lengths(x, lengths, rows):
+def _layers_with_lengths(x, lengths, rows, weights=None):
     """A decode step's shape of work: per layer, a row written at the layer's cache length, which
-    the layer then increments in place (transformers' StaticLayer)."""
-    for n, row in zip(lengths, rows):
+    the layer then increments in place (transformers' StaticLayer); with `weights`, each layer
+    also multiplies by its matrix (an extern kernel between the layers' Triton kernels, as a
+    model's GEMMs are)."""
+    for i, (n, row) in enumerate(zip(lengths, rows)):
         x = torch.sin(x + row.index_select(0, n.view(1)).squeeze(0))
+        if weights is not None:
+            x = x @ weights[i]
         n.add_(1)
     return x
 
@@ -402,8 +406,10 @@ def test_gpu_batched_increments_take_fewer_kernels():
     from torch._inductor.utils import run_and_get_code
     torch.manual_seed(5)
     layers, dev = 8, "cuda"
-    x = torch.randn(64, device=dev)
+    x = torch.randn(4, 64, device=dev)
     rows = [torch.randn(16, 64, device=dev) for _ in range(layers)]
+    # Scaled so that the product of the 8 layers' matrices keeps x near unit size.
+    weights = [torch.randn(64, 64, device=dev) / 8 for _ in range(layers)]
     start = torch.randint(0, 8, (layers,)).tolist()
 
     def compiled(batch):
@@ -412,11 +418,11 @@ def test_gpu_batched_increments_take_fewer_kernels():
         fn = torch.compile(_layers_with_lengths, fullgraph=True, dynamic=False)
         # Without combo kernels: the kernels counted are the rewrite's doing alone.
         with ci.decode_compilation(combo_kernels=False, batch_increments=batch):
-            got, code = run_and_get_code(fn, x, lengths, rows)
+            got, code = run_and_get_code(fn, x, lengths, rows, weights)
         return got, [int(n) for n in lengths], "\n".join(code).count("@triton.jit")
 
     lengths = [torch.tensor(s, device=dev) for s in start]
-    want = _layers_with_lengths(x, lengths, rows)
+    want = _layers_with_lengths(x, lengths, rows, weights)
     (out_apart, len_apart, apart), (out_batched, len_batched, batched) = compiled(False), \
         compiled(True)
     assert len_apart == len_batched == [s + 1 for s in start]
