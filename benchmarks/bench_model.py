@@ -126,10 +126,10 @@ def parse_args(argv=None):
                         "inductor's Triton kernels launch as programmatic dependents and let the "
                         "next kernel (a cute_gemm GEMM streaming its weights) start early; for "
                         "every variant of the run, the 16-bit one included")
-    p.add_argument("--batch-increments", action="store_true",
-                   help="compile-decode / compile-cdt: decode_compilation(batch_increments=True), "
-                        "the static cache's per-layer length increments in one kernel; for every "
-                        "variant of the run")
+    p.add_argument("--no-batch-increments", dest="batch_increments", action="store_false",
+                   help="compile-decode / compile-cdt: decode_compilation(batch_increments=False), "
+                        "the static cache's per-layer length increments in a kernel each (the "
+                        "default batches them in one); for every variant of the run")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "

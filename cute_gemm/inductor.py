@@ -38,11 +38,13 @@ and down projections on an H100) writes its fp32 partial sums (``mixed_gemm_part
 the graph adds them, in split order, with the bias, and rounds once: the arithmetic of the op's
 reduce kernel, now pointwise work that inductor fuses into the next kernel's loads (the residual
 add + RMSNorm, the rotary embedding), so the reduce kernel and its launch go away. Calls with an
-activation, a symbolic M or an unsplit plan stay as they are. ``batch_increments=True`` (off
-by default until measured on a GPU) also rewrites the step's in-place increments of its inputs,
-a static cache's per-layer lengths (``copy_(x, x + 1)`` in the graph, one kernel each, ~1 us of
-a step's critical path each on an H100: 31 per step of a 32-layer Llama), as one foreach add,
-which inductor lowers as one kernel. On an H100 (one machine, two
+activation, a symbolic M or an unsplit plan stay as they are. ``batch_increments`` (on by
+default) also rewrites the step's in-place increments of its inputs, a static cache's per-layer
+lengths (``copy_(x, x + 1)`` in the graph, one kernel each, ~1 us of a step's critical path each
+on an H100: 31 per step of a 32-layer Llama), as one foreach add, which inductor lowers as one
+kernel: on an H200 (one machine, two processes, benchmarks/results/model_nvidia-h200_s46-
+increments-*.md) the bf16 step 5.310 instead of 5.343 ms at batch 1 and 5.566 / 5.593 at batch
+16, the INT4 fused + INT8-head one 2.150 / 2.173 and 2.642 / 2.675. On an H100 (one machine, two
 processes, benchmarks/results/model_nvidia-h100-80gb-hbm3_s42-partials-*.md) the INT4 fused +
 INT8-head model steps 2.847 instead of 2.897 ms at batch 16 and 4.611 instead of 4.760 at batch
 64; the INT8 model 3.906 / 3.910 and 5.148 / 5.244; nothing splits at batch 1.
@@ -311,15 +313,14 @@ def _post_grad_pass(rewrites, previous):
 
 @contextlib.contextmanager
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
-                       split_partials=True, batch_increments=False):
+                       split_partials=True, batch_increments=True):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
     launch (inductor's combo kernels); with ``split_partials`` (a bool, default True), split-K
     GEMMs' partial sums added inside the kernels that consume them (see the module's docstring);
-    with ``batch_increments`` (a bool, default False: its effect on a GPU is not measured yet),
-    the step's in-place increments of its inputs (a static cache's per-layer lengths) in one
-    kernel (``batch_increments``). Inductor's caches are off inside, as in
+    with ``batch_increments`` (a bool, default True), the step's in-place increments of its
+    inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``). Inductor's caches are off inside, as in
     ``persistent_reductions``; every setting is back when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
                         ("batch_increments", batch_increments)):

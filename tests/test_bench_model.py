@@ -229,14 +229,15 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert tuned == [False, False, cdt, cdt]
     assert not inductor_config.coordinate_descent_tuning  # restored after the block
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
-    if manager == "decode_compilation":  # --batch-increments reaches the block
-        assert settings == [{"batch_increments": False}] * 2
+    if manager == "decode_compilation":  # --no-batch-increments reaches the block
+        assert settings == [{"batch_increments": True}] * 2
         settings.clear()
         assert bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", mode,
-                                 "--batch-increments", "--no-plot", "--out", str(tmp_path)]) == 0
-        assert settings == [{"batch_increments": True}]
+                                 "--no-batch-increments", "--no-plot", "--out",
+                                 str(tmp_path)]) == 0
+        assert settings == [{"batch_increments": False}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
-        assert meta["batch_increments"] is True
+        assert meta["batch_increments"] is False
 
 
 @pytest.mark.parametrize("steps,repeats,profiled", [(32, 5, 8), (32, 5, 160), (4, 2, 3), (8, 1, 50),

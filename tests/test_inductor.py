@@ -192,15 +192,16 @@ def test_decode_compilation_bad_arguments_refused(kwargs, error, words):
     assert V.choices is before and config.combo_kernels == combo
 
 
-@pytest.mark.parametrize("missing, option", [("combo_kernels", "combo_kernels"),
-                                             ("post_grad_custom_post_pass", "split_partials")])
-def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing, option):
+@pytest.mark.parametrize("missing, options", [
+    ("combo_kernels", ("combo_kernels",)),
+    ("post_grad_custom_post_pass", ("split_partials", "batch_increments"))])
+def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing, options):
     import torch._inductor.config as cfg
     monkeypatch.delattr(cfg, missing)
     with pytest.raises(RuntimeError, match=f"lacks {missing}"):
         with ci.decode_compilation():
             pass
-    with ci.decode_compilation(**{option: False}):  # not asked for: not needed
+    with ci.decode_compilation(**dict.fromkeys(options, False)):  # not asked for: not needed
         pass
 
 
@@ -321,20 +322,20 @@ def test_increments_left_where_unsafe():
     assert [n.format_node() for n in g.nodes] == before
 
 
-def test_decode_compilation_runs_batch_increments_when_asked(monkeypatch):
+def test_decode_compilation_runs_batch_increments_by_default(monkeypatch):
     before = config.post_grad_custom_post_pass
     ran = []
     monkeypatch.setattr(ci, "batch_increments", lambda graph: ran.append("inc") or 0)
     monkeypatch.setattr(ci, "split_partials", lambda graph: ran.append("partials") or 0)
     g = torch.fx.Graph()
     g.output(None)
-    for kwargs, want in (({}, ["partials"]), ({"batch_increments": True}, ["partials", "inc"]),
-                         ({"split_partials": False, "batch_increments": True}, ["inc"])):
+    for kwargs, want in (({}, ["partials", "inc"]), ({"batch_increments": False}, ["partials"]),
+                         ({"split_partials": False}, ["inc"])):
         ran.clear()
         with ci.decode_compilation(**kwargs):
             config.post_grad_custom_post_pass(g)
         assert ran == want, kwargs
-    with ci.decode_compilation(split_partials=False):
+    with ci.decode_compilation(split_partials=False, batch_increments=False):
         assert config.post_grad_custom_post_pass is before
     with pytest.raises(TypeError, match="batch_increments must be a bool; got str"):
         with ci.decode_compilation(batch_increments="yes"):
