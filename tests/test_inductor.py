@@ -5,7 +5,8 @@ code of a compiled residual add + RMSNorm (one pass inside the block, looped out
 results. cute_gemm.inductor.decode_compilation: its scope and checks, and on a GPU a decode
 step's rotary embedding and cache rows compiled into fewer kernels with the same results.
 cute_gemm.inductor.batch_increments: the rewrite on hand-built graphs (what it batches, what it
-leaves) and a compiled static-cache decode on the CPU against eager."""
+leaves), a compiled static-cache decode on the CPU against eager, and on a GPU a compiled step
+with and without the rewrite against eager."""
 
 import contextlib
 import functools
@@ -403,8 +404,12 @@ def _layers_with_lengths(x, lengths, rows, weights=None):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
-def test_gpu_batched_increments_take_fewer_kernels():
-    from torch._inductor.utils import run_and_get_code
+def test_gpu_batched_increments_match_apart(monkeypatch):
+    # The rewrite batches all 8 lengths and the compiled step computes what eager and the
+    # unbatched compilation do. (Not asserted: fewer kernels. On this small graph inductor made
+    # as many kernels either way on an H200 -- 2 with pointwise layers, 3 with a matmul between
+    # them -- while in the 32-layer model the increments were a kernel each and batching them
+    # saved 23-33 us a step: benchmarks/results/NOTES.md, session 46.)
     torch.manual_seed(5)
     layers, dev = 8, "cuda"
     x = torch.randn(4, 64, device=dev)
@@ -412,22 +417,22 @@ def test_gpu_batched_increments_take_fewer_kernels():
     # Scaled so that the product of the 8 layers' matrices keeps x near unit size.
     weights = [torch.randn(64, 64, device=dev) / 8 for _ in range(layers)]
     start = torch.randint(0, 8, (layers,)).tolist()
+    rewrite, batched = ci.batch_increments, []
+    monkeypatch.setattr(ci, "batch_increments", lambda g: batched.append(rewrite(g)) or batched[-1])
 
     def compiled(batch):
         torch._dynamo.reset()
         lengths = [torch.tensor(s, device=dev) for s in start]
         fn = torch.compile(_layers_with_lengths, fullgraph=True, dynamic=False)
-        # Without combo kernels: the kernels counted are the rewrite's doing alone.
-        with ci.decode_compilation(combo_kernels=False, batch_increments=batch):
-            got, code = run_and_get_code(fn, x, lengths, rows, weights)
-        return got, [int(n) for n in lengths], "\n".join(code).count("@triton.jit")
+        with ci.decode_compilation(batch_increments=batch):
+            got = fn(x, lengths, rows, weights)
+        return got, [int(n) for n in lengths]
 
     lengths = [torch.tensor(s, device=dev) for s in start]
     want = _layers_with_lengths(x, lengths, rows, weights)
-    (out_apart, len_apart, apart), (out_batched, len_batched, batched) = compiled(False), \
-        compiled(True)
+    (out_apart, len_apart), (out_batched, len_batched) = compiled(False), compiled(True)
+    assert batched == [layers]
     assert len_apart == len_batched == [s + 1 for s in start]
     torch.testing.assert_close(out_batched, want, rtol=1e-5, atol=1e-5)
     assert torch.equal(out_batched, out_apart)
-    assert batched < apart, (batched, apart)
     torch._dynamo.reset()
