@@ -94,10 +94,11 @@ def tp_model_plan(model):
 
 
 def nccl_ms_per_step(dec, steps):
-    """GPU ms per decode step of the collectives' kernels over ``steps`` uncaptured steps
-    (bench_model.profile_steps' kinds), and the whole step's kernel time."""
-    kinds, _ = bench_model.profile_steps(dec, steps)
-    return kinds.get(NCCL_KIND, (0.0, 0))[0], kinds["total"][0]
+    """GPU ms per decode step of the collectives' kernels over ``steps`` steps (CUDA-graph
+    replays where capture works; bench_model.profile_steps' kinds), and the whole step's kernel
+    time (busy ms: the sum of the kernels' durations)."""
+    kinds = bench_model.profile_steps(dec, steps)[0]
+    return kinds.get(NCCL_KIND, (0.0, 0.0, 0))[0], kinds["total"][0]
 
 
 def rank_rows(rank, world, args, device):

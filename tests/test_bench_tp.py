@@ -65,3 +65,17 @@ def test_all_reduce_kind_is_bench_models():
 
     assert bench_tp.NCCL_KIND in [kind for kind, _ in bench_model.KERNEL_KINDS]
     assert bench_model.kernel_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == bench_tp.NCCL_KIND
+
+
+def test_nccl_ms_per_step_reads_profile_steps(monkeypatch):
+    # profile_steps returns (kinds, kernels, replayed); the NCCL kind's busy ms and the total's.
+    import bench_model
+
+    kinds = {bench_tp.NCCL_KIND: (0.25, 0.125, 2.0), "total": (3.0, 2.5, 40.0)}
+    seen = []
+    monkeypatch.setattr(bench_model, "profile_steps",
+                        lambda dec, steps: seen.append((dec, steps)) or (kinds, [], True))
+    assert bench_tp.nccl_ms_per_step("dec", 4) == (0.25, 3.0)
+    assert seen == [("dec", 4)]
+    del kinds[bench_tp.NCCL_KIND]  # one GPU: no collectives
+    assert bench_tp.nccl_ms_per_step("dec", 4) == (0.0, 3.0)
