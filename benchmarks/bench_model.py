@@ -120,7 +120,8 @@ def parse_args(argv=None):
                         "over CUDA-graph replays of the step, as timed) and report GPU time per "
                         "step by kernel kind and by launch: busy (durations) and exposed (what "
                         "each kernel adds past the ones before it, which under programmatic "
-                        "dependent launch overlap)")
+                        "dependent launch overlap), and two decoder layers of the middle step "
+                        "kernel by kernel (start, duration, exposed, lead)")
     p.add_argument("--inductor-pdl", action="store_true",
                    help="compile mode: torch._inductor.config.triton.enable_pdl = True, so that "
                         "inductor's Triton kernels launch as programmatic dependents and let the "
@@ -339,7 +340,7 @@ def kernel_table(trace_events, steps, top=16):
         by_launch[key] = (us + float(e["dur"]), exp + exposed, ahead + lead, calls + 1)
     rows = []
     for (name, grid, block), (us, exp, ahead, calls) in by_launch.items():
-        rows.append({"kernel": name if len(name) <= 90 else name[:87] + "...",
+        rows.append({"kernel": _short(name),
                      "kind": kernel_kind(name), "grid": "x".join(map(str, grid)),
                      "block": "x".join(map(str, block)), "calls_per_step": calls / steps,
                      "ms_per_step": us / 1e3 / steps, "exposed_ms_per_step": exp / 1e3 / steps,
@@ -361,11 +362,60 @@ def kind_table(trace_events, steps):
     return kinds
 
 
+def _short(name, width=90):
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def repeat_period(keys, start, longest=64):
+    """The smallest p in 2..longest whose p keys from ``start`` repeat right after them (one
+    decoder layer's kernels, in a step of identical layers); None when none does."""
+    for p in range(2, longest + 1):
+        if start + 2 * p > len(keys):
+            break
+        if keys[start:start + p] == keys[start + p:start + 2 * p]:
+            return p
+    return None
+
+
+def step_timeline(trace_events, steps, default_window=40):
+    """The GPU events of the middle one of ``steps`` profiled steps, two decoder layers of them
+    from the step's middle (a layer: the shortest repeating run of (kernel, grid) a quarter into
+    the step; ``default_window`` events where none repeats), in start order: each with its index in the step, start (us after
+    the step's first event), duration, exposed time and lead (exposed_times). Shows where a
+    layer's chain waits: a kernel's lead is its start against the previous kernels' end
+    (negative: launched early under PDL), its exposed time what it adds to the step. The steps
+    are split by count, so they must be replays of one graph (equal event counts); otherwise the
+    whole profile is one sequence."""
+    events = exposed_times(trace_events)
+    if steps > 1 and len(events) % steps == 0:
+        per = len(events) // steps
+        events = events[per * (steps // 2):per * (steps // 2 + 1)]
+    if not events:
+        return []
+    t0 = float(events[0][0].get("ts", 0.0))
+    keys = [(e["name"], tuple(e.get("args", {}).get("grid", ()))) for e, _, _ in events]
+    mid = len(events) // 2
+    period = repeat_period(keys, len(events) // 4)  # past the step's first layers' ends
+    window = 2 * period if period else default_window
+    begin = max(0, min(mid, len(events) - window))
+    rows = []
+    for i in range(begin, min(len(events), begin + window)):
+        e, exposed, lead = events[i]
+        args = e.get("args", {})
+        rows.append({"index": i, "kernel": _short(e["name"], 60), "kind": kernel_kind(e["name"]),
+                     "grid": "x".join(map(str, args.get("grid", ()))),
+                     "block": "x".join(map(str, args.get("block", ()))),
+                     "start_us": float(e.get("ts", 0.0)) - t0, "us": float(e["dur"]),
+                     "exposed_us": exposed, "lead_us": lead})
+    return rows
+
+
 def profile_steps(dec, steps, warm=2):
     """Where ``steps`` decode steps of ``dec`` spend GPU time, by kernel kind (kind_table) and by
     launch (kernel_table), and whether the steps were CUDA-graph replays (as timed) or, where
     capture failed, uncaptured calls; ``warm`` steps run (unprofiled) after the capture's two.
-    Needs CUDA."""
+    Also the middle step's timeline of two layers (step_timeline), as a fourth result. Needs
+    CUDA."""
     import json
     import tempfile
 
@@ -387,12 +437,13 @@ def profile_steps(dec, steps, warm=2):
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f).get("traceEvents", [])
-    return kind_table(events, steps), kernel_table(events, steps), replayed
+    return (kind_table(events, steps), kernel_table(events, steps), replayed,
+            step_timeline(events, steps))
 
 
 def profile_rows(transformers, model, name, mode, batch, args, device, next_token):
-    """One row per kernel kind (see profile_steps) for a variant, mode and batch, and the rows
-    of its top kernels (kernel_table)."""
+    """One row per kernel kind (see profile_steps) for a variant, mode and batch, the rows of its
+    top kernels (kernel_table) and of its middle step's timeline (step_timeline)."""
     # The timed run's cache, and the profiled steps at the middle of its timed positions: the
     # attention kernel's length (and so its splits) as timed.
     warm, total = bench_decode.profile_position(args.steps, args.repeats, args.profile)
@@ -400,7 +451,7 @@ def profile_rows(transformers, model, name, mode, batch, args, device, next_toke
                                next_token=next_token)
     with torch.no_grad():
         dec.prefill()
-    kinds, kernels, replayed = profile_steps(dec, args.profile, warm=warm)
+    kinds, kernels, replayed, timeline = profile_steps(dec, args.profile, warm=warm)
     del dec
     tag = {"variant": name, "mode": mode, "batch": batch,
            "attention": model.config._attn_implementation,
@@ -408,7 +459,7 @@ def profile_rows(transformers, model, name, mode, batch, args, device, next_toke
     return ([dict(tag, kind=kind, ms_per_step=busy, exposed_ms_per_step=exposed,
                   kernels_per_step=count)
              for kind, (busy, exposed, count) in sorted(kinds.items(), key=lambda kv: -kv[1][1])],
-            [dict(tag, **k) for k in kernels])
+            [dict(tag, **k) for k in kernels], [dict(tag, **t) for t in timeline])
 
 
 def set_attention(cute_gemm, model, attention):
@@ -432,7 +483,7 @@ def tuned_decode_compilation(cute_gemm, **settings):
 
 
 def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
-                profiles=None, kernels=None, attention="sdpa"):
+                profiles=None, kernels=None, attention="sdpa", timelines=None):
     """The rows of one variant in one mode with one attention implementation, a row per batch
     size."""
     kind, settings = VARIANTS[name]
@@ -458,7 +509,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                      mode, contextlib.nullcontext)()
     with compiling:
         rows = _batch_rows(transformers, model, name, mode, args, step_args, device, next_token,
-                           note, attention, profiles, kernels)
+                           note, attention, profiles, kernels, timelines)
     del next_token
     torch._dynamo.reset()
     if model is not base:
@@ -469,7 +520,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
 
 
 def _batch_rows(transformers, model, name, mode, args, step_args, device, next_token, note,
-                attention, profiles, kernels):
+                attention, profiles, kernels, timelines=None):
     """run_variant's rows, one per batch size (and its profile with --profile)."""
     rows = []
     for batch in args.batch:
@@ -495,11 +546,13 @@ def _batch_rows(transformers, model, name, mode, args, step_args, device, next_t
                   flush=True)
         if profiles is not None and args.profile and device.type == "cuda":
             try:
-                prow, krows = profile_rows(transformers, model, name, mode, batch, args,
-                                           device, next_token)
+                prow, krows, trows = profile_rows(transformers, model, name, mode, batch, args,
+                                                  device, next_token)
                 profiles += prow
                 if kernels is not None:
                     kernels += krows
+                if timelines is not None:
+                    timelines += trows
                 print("    profile (exposed ms per step): " + "; ".join(
                     f"{r['kind']} {r['exposed_ms_per_step']:.3f} ms ({r['kernels_per_step']:.0f})"
                     for r in prow), flush=True)
@@ -551,88 +604,10 @@ def plot(path, rows, title):
                               ylabel="tokens/s vs 16-bit (same mode, same run)")
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if not args.cpu_smoke:
-        common.require_cuda("bench_model.py")
-    import copy
-
-    import transformers
-
-    import cute_gemm
-
-    if args.cpu_smoke:
-        device, dims = torch.device("cpu"), dict(SMOKE)
-        args.layers = min(args.layers, 2)
-        args.prompt, args.steps, args.repeats = min(args.prompt, 8), min(args.steps, 3), 1
-        args.batch = [b for b in args.batch if b <= 2] or [1]
-        # On the CPU every step runs eagerly (no capture); compile is kept if asked for.
-        args.variants = [v for v in args.variants if v != "torch-int4"]
-        out_dir = args.out or os.path.join(common.DEFAULT_OUT_DIR, "tmp")
-    else:
-        device, dims = torch.device("cuda"), dict(LLAMA3_8B)
-        out_dir = args.out or common.DEFAULT_OUT_DIR
-    if "torch-int4" in args.variants and args.dtype != torch.bfloat16:
-        raise SystemExit("bench_model.py: torch-int4 needs --dtype bfloat16")
-    set_inductor_pdl(args.inductor_pdl)
-
-    print(f"building LlamaForCausalLM ({args.layers} layers, {dims}) on {device} ...",
-          flush=True)
-    t0 = time.perf_counter()
-    base = bench_decode.build_model(transformers, dims, args.layers, device, args.dtype)
-    print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
-    meta = _meta(args, transformers, device, dims)
-    step_args = argparse.Namespace(prompt=args.prompt, steps=args.steps, repeats=args.repeats,
-                                   mode="graph" if device.type == "cuda" else "eager")
-    rows, profiles, kernels = [], [], []
-    started = time.perf_counter()
-    # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
-    # any gets the second's (each variant's model is built once per mode).
-    for mode in args.modes:
-        for attention in args.attention:
-            for name in args.variants:
-                if args.deadline_s and time.perf_counter() - started > args.deadline_s:
-                    rows += [{"variant": name, "mode": mode, "batch": b, "attention": attention,
-                              "status": f"skipped (--deadline-s {args.deadline_s:g} passed)"}
-                             for b in args.batch]
-                    continue
-                rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
-                                    device, copy.deepcopy, profiles, kernels, attention)
-    add_ratios(rows)
-
-    stem = "model_cpu-smoke" if args.cpu_smoke else "model_" + common.slug(meta["gpu_name"])
-    stem += f"_{args.tag}" if args.tag else ""
-    columns = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
-               ("batch", "batch"), ("ms_per_step", "ms/step"), ("tokens_per_s", "tokens/s"),
-               ("speedup", "vs 16-bit"), ("vs_unfused", "vs unfused"),
-               ("vs_sdpa", "vs sdpa attention"), ("agree", "agree"),
-               ("status", "status"), ("note", "model")]
-    notes = [
-        f"- Greedy decode, one token per sequence per step, static KV cache; ms/step is the "
-        f"median of {args.repeats} runs of {args.steps} steps, each step one CUDA-graph replay "
-        f"(on the CPU smoke test: eager calls).",
-        "- compile: the decode step's forward and argmax through torch.compile(fullgraph=True, "
-        "dynamic=False); prefill and the agreement check eager." +
-        (" Inductor's Triton kernels launched as programmatic dependents "
-         "(torch._inductor.config.triton.enable_pdl, --inductor-pdl)." if args.inductor_pdl
-         else ""),
-        "- compile-pr: compile, with the graphs compiled inside "
-        "cute_gemm.inductor.persistent_reductions() (norms as one-pass Triton reductions).",
-        "- compile-decode: compile, with the graphs compiled inside "
-        "cute_gemm.inductor.decode_compilation() (those norms, and inductor's combo kernels).",
-        "- compile-cdt: compile-decode with torch._inductor.config.coordinate_descent_tuning "
-        "(one-row matmuls of the 16-bit model as tuned Triton reductions instead of cuBLAS).",
-        "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode, batch and attention, "
-        "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
-        "attention: the same variant with transformers' sdpa attention over this row's.",
-        "- attention: transformers' sdpa, or cute_gemm (cute_gemm.attention.use_decode_attention: "
-        "decode steps on cute_gemm.decode_attention, the prefill on sdpa).",
-        "- agree: generated tokens equal to a cache-free forward's argmax (random weights: "
-        "near-ties may flip a few).",
-    ]
-    title = f"Model decode, Llama-3-8B shapes x {args.layers} layers ({meta['gpu_name']})"
-    json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
-    print(f"\nwrote {json_path}\nwrote {md_path}")
+def write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines):
+    """--profile's files next to the results: <stem>_profile (by kernel kind), <stem>_kernels (the
+    largest launches) and <stem>_timeline (two layers of the middle step), each JSON +
+    markdown; a list is skipped when empty."""
     if profiles:
         pcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
                  ("batch", "batch"), ("steps", "profiled"), ("kind", "kernel kind"),
@@ -671,6 +646,108 @@ def main(argv=None):
                                       f"The largest kernels of a decode step ({meta['gpu_name']})",
                                       knotes)
         print(f"wrote {kj}\nwrote {km}")
+    if timelines:
+        tcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
+                 ("batch", "batch"), ("index", "#"), ("kernel", "kernel"), ("kind", "kind"),
+                 ("grid", "grid"), ("block", "block"), ("start_us", "start us"), ("us", "us"),
+                 ("exposed_us", "exposed us"), ("lead_us", "lead us")]
+        tnotes = [f"- The same profile's middle step ({args.profile} steps profiled): two decoder "
+                  "layers' GPU events in start order from the step's middle (a layer: the "
+                  "shortest repeating run of kernel and grid; 40 events where none repeats). #: "
+                  "the event's "
+                  "index in the step; start: us after the step's first event; exposed and lead "
+                  "as in the kernels file (lead < 0: launched before the kernels ahead of it "
+                  "ended, under PDL; > 0: the GPU idled that long before it)."]
+        tj, tm = common.write_results(out_dir, stem + "_timeline", meta, tcols, timelines,
+                                      f"Two decoder layers of a decode step, kernel by kernel "
+                                      f"({meta['gpu_name']})", tnotes)
+        print(f"wrote {tj}\nwrote {tm}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not args.cpu_smoke:
+        common.require_cuda("bench_model.py")
+    import copy
+
+    import transformers
+
+    import cute_gemm
+
+    if args.cpu_smoke:
+        device, dims = torch.device("cpu"), dict(SMOKE)
+        args.layers = min(args.layers, 2)
+        args.prompt, args.steps, args.repeats = min(args.prompt, 8), min(args.steps, 3), 1
+        args.batch = [b for b in args.batch if b <= 2] or [1]
+        # On the CPU every step runs eagerly (no capture); compile is kept if asked for.
+        args.variants = [v for v in args.variants if v != "torch-int4"]
+        out_dir = args.out or os.path.join(common.DEFAULT_OUT_DIR, "tmp")
+    else:
+        device, dims = torch.device("cuda"), dict(LLAMA3_8B)
+        out_dir = args.out or common.DEFAULT_OUT_DIR
+    if "torch-int4" in args.variants and args.dtype != torch.bfloat16:
+        raise SystemExit("bench_model.py: torch-int4 needs --dtype bfloat16")
+    set_inductor_pdl(args.inductor_pdl)
+
+    print(f"building LlamaForCausalLM ({args.layers} layers, {dims}) on {device} ...",
+          flush=True)
+    t0 = time.perf_counter()
+    base = bench_decode.build_model(transformers, dims, args.layers, device, args.dtype)
+    print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    meta = _meta(args, transformers, device, dims)
+    step_args = argparse.Namespace(prompt=args.prompt, steps=args.steps, repeats=args.repeats,
+                                   mode="graph" if device.type == "cuda" else "eager")
+    rows, profiles, kernels, timelines = [], [], [], []
+    started = time.perf_counter()
+    # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
+    # any gets the second's (each variant's model is built once per mode).
+    for mode in args.modes:
+        for attention in args.attention:
+            for name in args.variants:
+                if args.deadline_s and time.perf_counter() - started > args.deadline_s:
+                    rows += [{"variant": name, "mode": mode, "batch": b, "attention": attention,
+                              "status": f"skipped (--deadline-s {args.deadline_s:g} passed)"}
+                             for b in args.batch]
+                    continue
+                rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
+                                    device, copy.deepcopy, profiles, kernels, attention,
+                                    timelines)
+    add_ratios(rows)
+
+    stem = "model_cpu-smoke" if args.cpu_smoke else "model_" + common.slug(meta["gpu_name"])
+    stem += f"_{args.tag}" if args.tag else ""
+    columns = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
+               ("batch", "batch"), ("ms_per_step", "ms/step"), ("tokens_per_s", "tokens/s"),
+               ("speedup", "vs 16-bit"), ("vs_unfused", "vs unfused"),
+               ("vs_sdpa", "vs sdpa attention"), ("agree", "agree"),
+               ("status", "status"), ("note", "model")]
+    notes = [
+        f"- Greedy decode, one token per sequence per step, static KV cache; ms/step is the "
+        f"median of {args.repeats} runs of {args.steps} steps, each step one CUDA-graph replay "
+        f"(on the CPU smoke test: eager calls).",
+        "- compile: the decode step's forward and argmax through torch.compile(fullgraph=True, "
+        "dynamic=False); prefill and the agreement check eager." +
+        (" Inductor's Triton kernels launched as programmatic dependents "
+         "(torch._inductor.config.triton.enable_pdl, --inductor-pdl)." if args.inductor_pdl
+         else ""),
+        "- compile-pr: compile, with the graphs compiled inside "
+        "cute_gemm.inductor.persistent_reductions() (norms as one-pass Triton reductions).",
+        "- compile-decode: compile, with the graphs compiled inside "
+        "cute_gemm.inductor.decode_compilation() (those norms, and inductor's combo kernels).",
+        "- compile-cdt: compile-decode with torch._inductor.config.coordinate_descent_tuning "
+        "(one-row matmuls of the 16-bit model as tuned Triton reductions instead of cuBLAS).",
+        "- vs 16-bit: the 16-bit model's ms/step over this row's, same mode, batch and attention, "
+        "same run; vs unfused: the unfused variant of the same weights over this row's; vs sdpa "
+        "attention: the same variant with transformers' sdpa attention over this row's.",
+        "- attention: transformers' sdpa, or cute_gemm (cute_gemm.attention.use_decode_attention: "
+        "decode steps on cute_gemm.decode_attention, the prefill on sdpa).",
+        "- agree: generated tokens equal to a cache-free forward's argmax (random weights: "
+        "near-ties may flip a few).",
+    ]
+    title = f"Model decode, Llama-3-8B shapes x {args.layers} layers ({meta['gpu_name']})"
+    json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
+    print(f"\nwrote {json_path}\nwrote {md_path}")
+    write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines)
     if not args.no_plot and any(r.get("speedup") for r in rows):
         png = plot(os.path.join(out_dir, stem + ".png"), [r for r in rows
                                                           if r.get("status") == "ok"], title)

@@ -180,6 +180,78 @@ def test_exposed_times_under_overlap():
     assert rows[2]["lead_us"] == -6.0 and rows[2]["exposed_us_per_call"] == 3.0
 
 
+def test_repeat_period():
+    keys = list("xyABCABCABCz")
+    assert bench_model.repeat_period(keys, 2) == 3
+    assert bench_model.repeat_period(keys, 3) == 3  # any phase of the layer
+    assert bench_model.repeat_period(list("ABCDEFG"), 0) is None
+    assert bench_model.repeat_period(list("AAAA"), 0) == 2  # never a period of 1
+    assert bench_model.repeat_period(keys, 2, longest=2) is None
+
+
+def test_step_timeline_of_the_middle_step():
+    # 3 graph replays of a 2-layer step: embed, (gemm, norm) x 2, head; 1 us apart, each kernel
+    # 2 us long and launched 1 us before the previous one ends (PDL), the last one after a gap.
+    def ev(name, ts, grid):
+        return {"cat": "kernel", "name": name, "ts": ts, "dur": 2.0,
+                "args": {"grid": [grid, 1, 1], "block": [128, 1, 1]}}
+
+    layer = [("mixed_decode_kernel", 128), ("triton_per_fused_norm", 1)]
+    step = [("embed", 1)] + layer * 2 + [("gemv_head", 64)]
+    events, t = [], 0.0
+    for _ in range(3):
+        for i, (name, grid) in enumerate(step):
+            t += 1.0 if i else 10.0  # a gap between steps
+            events.append(ev(name, t, grid))
+    events.append({"cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "dur": 99.0})
+    rows = bench_model.step_timeline(events, steps=3)
+    # The middle step starts at its first event; its middle is event 3; the names repeat with
+    # period 2 there, so two layers are 4 events, clipped to the step's end (from event 2).
+    assert [r["index"] for r in rows] == [2, 3, 4, 5]
+    assert [r["kernel"] for r in rows] == ["triton_per_fused_norm", "mixed_decode_kernel",
+                                           "triton_per_fused_norm", "gemv_head"]
+    assert [r["start_us"] for r in rows] == [2.0, 3.0, 4.0, 5.0]
+    assert all(r["lead_us"] == -1.0 and r["exposed_us"] == 1.0 for r in rows)
+    assert rows[1]["kind"] == "cute_gemm mixed GEMM" and rows[1]["grid"] == "128x1x1"
+    assert rows[0]["block"] == "128x1x1" and rows[0]["us"] == 2.0
+    # Unequal steps (uncaptured calls): the whole profile (17 events) is one sequence, whose
+    # shortest repeat is the 6-event step: 12 events, clipped to the end.
+    rows = bench_model.step_timeline(events[:-2], steps=3)
+    assert [r["index"] for r in rows] == list(range(5, 17))
+    # No repeat: a window from the middle.
+    odd = [ev(f"k{i}", float(i), 1) for i in range(50)]
+    rows = bench_model.step_timeline(odd, steps=1, default_window=8)
+    assert [r["index"] for r in rows] == list(range(25, 33))
+    assert bench_model.step_timeline([], steps=2) == []
+
+
+def test_write_profiles_files(tmp_path):
+    # The three --profile files from rows as profile_rows makes them (one variant, batch 1).
+    args = bench_model.parse_args(["--profile", "4"])
+    tag = {"variant": "int4-fused", "mode": "compile", "batch": 1, "attention": "sdpa",
+           "steps": "graph replays"}
+    profiles = [dict(tag, kind="total", ms_per_step=3.0, exposed_ms_per_step=2.5,
+                     kernels_per_step=40.0)]
+    kernels = [dict(tag, kernel="mixed_decode_kernel", kind="cute_gemm mixed GEMM",
+                    grid="128x1x1", block="512x1x1", calls_per_step=2.0, ms_per_step=0.02,
+                    exposed_ms_per_step=0.015, us_per_call=10.0, exposed_us_per_call=7.5,
+                    lead_us=-2.0)]
+    timelines = [dict(tag, index=i, kernel=f"k{i}", kind="other", grid="1x1x1", block="32x1x1",
+                      start_us=float(i), us=2.0, exposed_us=1.0, lead_us=-1.0) for i in range(3)]
+    meta = {"gpu_name": "test GPU"}
+    bench_model.write_profiles(str(tmp_path), "model_x", meta, args, profiles, kernels, timelines)
+    for suffix, count in (("_profile", 1), ("_kernels", 1), ("_timeline", 3)):
+        data = json.load(open(tmp_path / f"model_x{suffix}.json"))
+        assert len(data["results"]) == count, suffix
+        assert (tmp_path / f"model_x{suffix}.md").read_text().count("| int4-fused |") == count
+    timeline = (tmp_path / "model_x_timeline.md").read_text()
+    assert "Two decoder layers" in timeline and "lead us" in timeline
+    for f in tmp_path.iterdir():
+        f.unlink()
+    bench_model.write_profiles(str(tmp_path), "model_x", meta, args, [], [], [])
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("mode, manager", [("compile-pr", "persistent_reductions"),
                                            ("compile-decode", "decode_compilation"),
                                            ("compile-cdt", "decode_compilation")])
