@@ -380,12 +380,12 @@ def repeat_period(keys, start, longest=64):
 def step_timeline(trace_events, steps, default_window=40):
     """The GPU events of the middle one of ``steps`` profiled steps, two decoder layers of them
     from the step's middle (a layer: the shortest repeating run of (kernel, grid) a quarter into
-    the step; ``default_window`` events where none repeats), in start order: each with its index in the step, start (us after
-    the step's first event), duration, exposed time and lead (exposed_times). Shows where a
-    layer's chain waits: a kernel's lead is its start against the previous kernels' end
-    (negative: launched early under PDL), its exposed time what it adds to the step. The steps
-    are split by count, so they must be replays of one graph (equal event counts); otherwise the
-    whole profile is one sequence."""
+    the step; ``default_window`` events where none repeats), in start order: each with its
+    index in the step, start (us after the step's first event), duration, exposed time and lead
+    (exposed_times). Shows where a layer's chain waits: a kernel's lead is its start against the
+    previous kernels' end (negative: launched early under PDL), its exposed time what it adds to
+    the step. The steps are split by count, so they must be replays of one graph (equal event
+    counts); otherwise the whole profile is one sequence."""
     events = exposed_times(trace_events)
     if steps > 1 and len(events) % steps == 0:
         per = len(events) // steps
@@ -608,60 +608,50 @@ def write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines):
     """--profile's files next to the results: <stem>_profile (by kernel kind), <stem>_kernels (the
     largest launches) and <stem>_timeline (two layers of the middle step), each JSON +
     markdown; a list is skipped when empty."""
-    if profiles:
-        pcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
-                 ("batch", "batch"), ("steps", "profiled"), ("kind", "kernel kind"),
-                 ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step"),
-                 ("kernels_per_step", "kernels/step")]
-        first = args.prompt + 2 + bench_decode.profile_position(args.steps, args.repeats,
-                                                                args.profile)[0]
-        pnotes = [f"- torch.profiler over {args.profile} decode steps, each a replay of the CUDA "
-                  "graph the timing replays (uncaptured calls where capture failed: 'profiled' "
-                  "says which); GPU time of the kernels, copies and memsets by kind (name "
-                  "patterns in bench_model.KERNEL_KINDS), per step. The steps are the timed "
-                  f"runs' middle ones (positions from {first}, in a cache of the timed run's "
-                  "length).",
-                  "- busy: the sum of the kernels' durations. exposed: each kernel's end minus "
-                  "the latest end of the kernels before it (0 if inside them). Under "
-                  "programmatic dependent launch a kernel starts before the one ahead of it "
-                  "ends (a GEMM streams its weights meanwhile), so busy times overlap; exposed "
-                  "times add up to the profiled span (total), idle gaps included."]
-        pj, pm = common.write_results(out_dir, stem + "_profile", meta, pcols, profiles,
-                                      f"Where a decode step's GPU time goes ({meta['gpu_name']})",
-                                      pnotes)
-        print(f"wrote {pj}\nwrote {pm}")
-    if kernels:
-        kcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
-                 ("batch", "batch"), ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"),
-                 ("block", "block"),
-                 ("calls_per_step", "calls/step"), ("exposed_us_per_call", "exposed us/call"),
-                 ("us_per_call", "busy us/call"), ("lead_us", "lead us"),
-                 ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step")]
-        knotes = [f"- The same profile ({args.profile} steps) by launch: kernel name, grid and "
-                  "block (one kernel on different layer shapes has different grids); the 16 "
-                  "largest by exposed time per variant, mode and batch. lead: the mean start "
-                  "minus the latest end of the kernels before it (negative: launched early, "
-                  "under PDL)."]
-        kj, km = common.write_results(out_dir, stem + "_kernels", meta, kcols, kernels,
-                                      f"The largest kernels of a decode step ({meta['gpu_name']})",
-                                      knotes)
-        print(f"wrote {kj}\nwrote {km}")
-    if timelines:
-        tcols = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
-                 ("batch", "batch"), ("index", "#"), ("kernel", "kernel"), ("kind", "kind"),
-                 ("grid", "grid"), ("block", "block"), ("start_us", "start us"), ("us", "us"),
-                 ("exposed_us", "exposed us"), ("lead_us", "lead us")]
-        tnotes = [f"- The same profile's middle step ({args.profile} steps profiled): two decoder "
-                  "layers' GPU events in start order from the step's middle (a layer: the "
-                  "shortest repeating run of kernel and grid; 40 events where none repeats). #: "
-                  "the event's "
-                  "index in the step; start: us after the step's first event; exposed and lead "
-                  "as in the kernels file (lead < 0: launched before the kernels ahead of it "
-                  "ended, under PDL; > 0: the GPU idled that long before it)."]
-        tj, tm = common.write_results(out_dir, stem + "_timeline", meta, tcols, timelines,
-                                      f"Two decoder layers of a decode step, kernel by kernel "
-                                      f"({meta['gpu_name']})", tnotes)
-        print(f"wrote {tj}\nwrote {tm}")
+    first = args.prompt + 2 + bench_decode.profile_position(args.steps, args.repeats,
+                                                            args.profile)[0]
+    files = [
+        ("_profile", profiles, "Where a decode step's GPU time goes",
+         [("steps", "profiled"), ("kind", "kernel kind"),
+          ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step"),
+          ("kernels_per_step", "kernels/step")],
+         [f"- torch.profiler over {args.profile} decode steps, each a replay of the CUDA graph the "
+          "timing replays (uncaptured calls where capture failed: 'profiled' says which); GPU "
+          "time of the kernels, copies and memsets by kind (name patterns in "
+          "bench_model.KERNEL_KINDS), per step. The steps are the timed runs' middle ones "
+          f"(positions from {first}, in a cache of the timed run's length).",
+          "- busy: the sum of the kernels' durations. exposed: each kernel's end minus the latest "
+          "end of the kernels before it (0 if inside them). Under programmatic dependent launch a "
+          "kernel starts before the one ahead of it ends (a GEMM streams its weights meanwhile), "
+          "so busy times overlap; exposed times add up to the profiled span (total), idle gaps "
+          "included."]),
+        ("_kernels", kernels, "The largest kernels of a decode step",
+         [("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"), ("block", "block"),
+          ("calls_per_step", "calls/step"), ("exposed_us_per_call", "exposed us/call"),
+          ("us_per_call", "busy us/call"), ("lead_us", "lead us"),
+          ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step")],
+         [f"- The same profile ({args.profile} steps) by launch: kernel name, grid and block (one "
+          "kernel on different layer shapes has different grids); the 16 largest by exposed time "
+          "per variant, mode and batch. lead: the mean start minus the latest end of the kernels "
+          "before it (negative: launched early, under PDL)."]),
+        ("_timeline", timelines, "Two decoder layers of a decode step, kernel by kernel",
+         [("index", "#"), ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"),
+          ("block", "block"), ("start_us", "start us"), ("us", "us"), ("exposed_us", "exposed us"),
+          ("lead_us", "lead us")],
+         [f"- The same profile's middle step ({args.profile} steps profiled): two decoder layers' "
+          "GPU events in start order from the step's middle (a layer: the shortest repeating run "
+          "of kernel and grid; 40 events where none repeats). #: the event's index in the step; "
+          "start: us after the step's first event; exposed and lead as in the kernels file (lead "
+          "< 0: launched before the kernels ahead of it ended, under PDL; > 0: the GPU idled that "
+          "long before it)."]),
+    ]
+    tag_columns = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
+                   ("batch", "batch")]
+    for suffix, rows, title, columns, notes in files:
+        if rows:
+            j, m = common.write_results(out_dir, stem + suffix, meta, tag_columns + columns, rows,
+                                        f"{title} ({meta['gpu_name']})", notes)
+            print(f"wrote {j}\nwrote {m}")
 
 
 def main(argv=None):
