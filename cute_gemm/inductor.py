@@ -320,8 +320,9 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     launch (inductor's combo kernels); with ``split_partials`` (a bool, default True), split-K
     GEMMs' partial sums added inside the kernels that consume them (see the module's docstring);
     with ``batch_increments`` (a bool, default True), the step's in-place increments of its
-    inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``). Inductor's caches are off inside, as in
-    ``persistent_reductions``; every setting is back when the block ends."""
+    inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``).
+    Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back
+    when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
                         ("batch_increments", batch_increments)):
         if not isinstance(value, bool):
