@@ -327,6 +327,15 @@ def exposed_times(trace_events):
     return out
 
 
+def _short(name, width=90):
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def _dims(values):
+    """A launch's grid or block as "XxYxZ"."""
+    return "x".join(map(str, values))
+
+
 def kernel_table(trace_events, steps, top=16):
     """The ``top`` GPU events by exposed time (exposed_times) from a chrome trace's events
     (``traceEvents`` of torch.profiler's export): one entry per (name, grid, block) with its
@@ -341,8 +350,8 @@ def kernel_table(trace_events, steps, top=16):
     rows = []
     for (name, grid, block), (us, exp, ahead, calls) in by_launch.items():
         rows.append({"kernel": _short(name),
-                     "kind": kernel_kind(name), "grid": "x".join(map(str, grid)),
-                     "block": "x".join(map(str, block)), "calls_per_step": calls / steps,
+                     "kind": kernel_kind(name), "grid": _dims(grid),
+                     "block": _dims(block), "calls_per_step": calls / steps,
                      "ms_per_step": us / 1e3 / steps, "exposed_ms_per_step": exp / 1e3 / steps,
                      "us_per_call": us / calls, "exposed_us_per_call": exp / calls,
                      "lead_us": ahead / calls})
@@ -360,10 +369,6 @@ def kind_table(trace_events, steps):
                        count + 1 / steps)
     kinds["total"] = tuple(sum(v[i] for v in kinds.values()) for i in range(3))
     return kinds
-
-
-def _short(name, width=90):
-    return name if len(name) <= width else name[:width - 3] + "..."
 
 
 def repeat_period(keys, start, longest=64):
@@ -403,8 +408,7 @@ def step_timeline(trace_events, steps, default_window=40):
         e, exposed, lead = events[i]
         args = e.get("args", {})
         rows.append({"index": i, "kernel": _short(e["name"], 60), "kind": kernel_kind(e["name"]),
-                     "grid": "x".join(map(str, args.get("grid", ()))),
-                     "block": "x".join(map(str, args.get("block", ()))),
+                     "grid": _dims(args.get("grid", ())), "block": _dims(args.get("block", ())),
                      "start_us": float(e.get("ts", 0.0)) - t0, "us": float(e["dur"]),
                      "exposed_us": exposed, "lead_us": lead})
     return rows
@@ -442,8 +446,9 @@ def profile_steps(dec, steps, warm=2):
 
 
 def profile_rows(transformers, model, name, mode, batch, args, device, next_token):
-    """One row per kernel kind (see profile_steps) for a variant, mode and batch, the rows of its
-    top kernels (kernel_table) and of its middle step's timeline (step_timeline)."""
+    """A variant's, mode's and batch's profile rows by write_profiles' file: "_profile" one per
+    kernel kind (see profile_steps), "_kernels" its top kernels (kernel_table), "_timeline" its
+    middle step's two layers (step_timeline)."""
     # The timed run's cache, and the profiled steps at the middle of its timed positions: the
     # attention kernel's length (and so its splits) as timed.
     warm, total = bench_decode.profile_position(args.steps, args.repeats, args.profile)
@@ -456,10 +461,12 @@ def profile_rows(transformers, model, name, mode, batch, args, device, next_toke
     tag = {"variant": name, "mode": mode, "batch": batch,
            "attention": model.config._attn_implementation,
            "steps": "graph replays" if replayed else "uncaptured (capture failed)"}
-    return ([dict(tag, kind=kind, ms_per_step=busy, exposed_ms_per_step=exposed,
-                  kernels_per_step=count)
-             for kind, (busy, exposed, count) in sorted(kinds.items(), key=lambda kv: -kv[1][1])],
-            [dict(tag, **k) for k in kernels], [dict(tag, **t) for t in timeline])
+    return {"_profile": [dict(tag, kind=kind, ms_per_step=busy, exposed_ms_per_step=exposed,
+                              kernels_per_step=count)
+                         for kind, (busy, exposed, count) in sorted(kinds.items(),
+                                                                    key=lambda kv: -kv[1][1])],
+            "_kernels": [dict(tag, **k) for k in kernels],
+            "_timeline": [dict(tag, **t) for t in timeline]}
 
 
 def set_attention(cute_gemm, model, attention):
@@ -483,9 +490,9 @@ def tuned_decode_compilation(cute_gemm, **settings):
 
 
 def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, device, copy_module,
-                profiles=None, kernels=None, attention="sdpa", timelines=None):
+                profiled=None, attention="sdpa"):
     """The rows of one variant in one mode with one attention implementation, a row per batch
-    size."""
+    size; with --profile, its profile rows are added to ``profiled`` (profile_rows' keys)."""
     kind, settings = VARIANTS[name]
     t0 = time.perf_counter()
     try:
@@ -509,7 +516,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
                      mode, contextlib.nullcontext)()
     with compiling:
         rows = _batch_rows(transformers, model, name, mode, args, step_args, device, next_token,
-                           note, attention, profiles, kernels, timelines)
+                           note, attention, profiled)
     del next_token
     torch._dynamo.reset()
     if model is not base:
@@ -520,7 +527,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
 
 
 def _batch_rows(transformers, model, name, mode, args, step_args, device, next_token, note,
-                attention, profiles, kernels, timelines=None):
+                attention, profiled):
     """run_variant's rows, one per batch size (and its profile with --profile)."""
     rows = []
     for batch in args.batch:
@@ -544,18 +551,15 @@ def _batch_rows(transformers, model, name, mode, args, step_args, device, next_t
         else:
             print(f"  {name:<17} {mode:<14} {attention:<9} B={batch:<3} {row['status']}",
                   flush=True)
-        if profiles is not None and args.profile and device.type == "cuda":
+        if profiled is not None and args.profile and device.type == "cuda":
             try:
-                prow, krows, trows = profile_rows(transformers, model, name, mode, batch, args,
-                                                  device, next_token)
-                profiles += prow
-                if kernels is not None:
-                    kernels += krows
-                if timelines is not None:
-                    timelines += trows
+                found = profile_rows(transformers, model, name, mode, batch, args, device,
+                                     next_token)
+                for key, found_rows in found.items():
+                    profiled.setdefault(key, []).extend(found_rows)
                 print("    profile (exposed ms per step): " + "; ".join(
                     f"{r['kind']} {r['exposed_ms_per_step']:.3f} ms ({r['kernels_per_step']:.0f})"
-                    for r in prow), flush=True)
+                    for r in found["_profile"]), flush=True)
             except Exception as e:  # noqa: BLE001  (the timing rows stand without it)
                 print(f"    profile failed: {type(e).__name__}: {e}", flush=True)
     return rows
@@ -604,14 +608,15 @@ def plot(path, rows, title):
                               ylabel="tokens/s vs 16-bit (same mode, same run)")
 
 
-def write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines):
-    """--profile's files next to the results: <stem>_profile (by kernel kind), <stem>_kernels (the
-    largest launches) and <stem>_timeline (two layers of the middle step), each JSON +
-    markdown; a list is skipped when empty."""
+def write_profiles(out_dir, stem, meta, args, profiled):
+    """--profile's files next to the results, from ``profiled`` (profile_rows' keys, each a list
+    of rows): <stem>_profile (by kernel kind), <stem>_kernels (the largest launches) and
+    <stem>_timeline (two layers of the middle step), each JSON + markdown; a missing or empty
+    list is skipped."""
     first = args.prompt + 2 + bench_decode.profile_position(args.steps, args.repeats,
                                                             args.profile)[0]
     files = [
-        ("_profile", profiles, "Where a decode step's GPU time goes",
+        ("_profile", "Where a decode step's GPU time goes",
          [("steps", "profiled"), ("kind", "kernel kind"),
           ("exposed_ms_per_step", "exposed ms/step"), ("ms_per_step", "busy ms/step"),
           ("kernels_per_step", "kernels/step")],
@@ -625,7 +630,7 @@ def write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines):
           "kernel starts before the one ahead of it ends (a GEMM streams its weights meanwhile), "
           "so busy times overlap; exposed times add up to the profiled span (total), idle gaps "
           "included."]),
-        ("_kernels", kernels, "The largest kernels of a decode step",
+        ("_kernels", "The largest kernels of a decode step",
          [("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"), ("block", "block"),
           ("calls_per_step", "calls/step"), ("exposed_us_per_call", "exposed us/call"),
           ("us_per_call", "busy us/call"), ("lead_us", "lead us"),
@@ -634,7 +639,7 @@ def write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines):
           "kernel on different layer shapes has different grids); the 16 largest by exposed time "
           "per variant, mode and batch. lead: the mean start minus the latest end of the kernels "
           "before it (negative: launched early, under PDL)."]),
-        ("_timeline", timelines, "Two decoder layers of a decode step, kernel by kernel",
+        ("_timeline", "Two decoder layers of a decode step, kernel by kernel",
          [("index", "#"), ("kernel", "kernel"), ("kind", "kind"), ("grid", "grid"),
           ("block", "block"), ("start_us", "start us"), ("us", "us"), ("exposed_us", "exposed us"),
           ("lead_us", "lead us")],
@@ -647,7 +652,8 @@ def write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines):
     ]
     tag_columns = [("variant", "weights"), ("mode", "mode"), ("attention", "attention"),
                    ("batch", "batch")]
-    for suffix, rows, title, columns, notes in files:
+    for suffix, title, columns, notes in files:
+        rows = profiled.get(suffix)
         if rows:
             j, m = common.write_results(out_dir, stem + suffix, meta, tag_columns + columns, rows,
                                         f"{title} ({meta['gpu_name']})", notes)
@@ -687,7 +693,7 @@ def main(argv=None):
     meta = _meta(args, transformers, device, dims)
     step_args = argparse.Namespace(prompt=args.prompt, steps=args.steps, repeats=args.repeats,
                                    mode="graph" if device.type == "cuda" else "eager")
-    rows, profiles, kernels, timelines = [], [], [], []
+    rows, profiled = [], {}
     started = time.perf_counter()
     # Modes outermost, so that with --deadline-s every variant gets the first mode's rows before
     # any gets the second's (each variant's model is built once per mode).
@@ -700,8 +706,7 @@ def main(argv=None):
                              for b in args.batch]
                     continue
                 rows += run_variant(cute_gemm, transformers, base, name, mode, args, step_args,
-                                    device, copy.deepcopy, profiles, kernels, attention,
-                                    timelines)
+                                    device, copy.deepcopy, profiled, attention)
     add_ratios(rows)
 
     stem = "model_cpu-smoke" if args.cpu_smoke else "model_" + common.slug(meta["gpu_name"])
@@ -737,7 +742,7 @@ def main(argv=None):
     title = f"Model decode, Llama-3-8B shapes x {args.layers} layers ({meta['gpu_name']})"
     json_path, md_path = common.write_results(out_dir, stem, meta, columns, rows, title, notes)
     print(f"\nwrote {json_path}\nwrote {md_path}")
-    write_profiles(out_dir, stem, meta, args, profiles, kernels, timelines)
+    write_profiles(out_dir, stem, meta, args, profiled)
     if not args.no_plot and any(r.get("speedup") for r in rows):
         png = plot(os.path.join(out_dir, stem + ".png"), [r for r in rows
                                                           if r.get("status") == "ok"], title)

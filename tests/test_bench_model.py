@@ -239,7 +239,8 @@ def test_write_profiles_files(tmp_path):
     timelines = [dict(tag, index=i, kernel=f"k{i}", kind="other", grid="1x1x1", block="32x1x1",
                       start_us=float(i), us=2.0, exposed_us=1.0, lead_us=-1.0) for i in range(3)]
     meta = {"gpu_name": "test GPU"}
-    bench_model.write_profiles(str(tmp_path), "model_x", meta, args, profiles, kernels, timelines)
+    bench_model.write_profiles(str(tmp_path), "model_x", meta, args,
+                               {"_profile": profiles, "_kernels": kernels, "_timeline": timelines})
     for suffix, count in (("_profile", 1), ("_kernels", 1), ("_timeline", 3)):
         data = json.load(open(tmp_path / f"model_x{suffix}.json"))
         assert len(data["results"]) == count, suffix
@@ -248,7 +249,8 @@ def test_write_profiles_files(tmp_path):
     assert "Two decoder layers" in timeline and "lead us" in timeline
     for f in tmp_path.iterdir():
         f.unlink()
-    bench_model.write_profiles(str(tmp_path), "model_x", meta, args, [], [], [])
+    bench_model.write_profiles(str(tmp_path), "model_x", meta, args, {"_profile": [],
+                                                                      "_kernels": []})
     assert list(tmp_path.iterdir()) == []
 
 
