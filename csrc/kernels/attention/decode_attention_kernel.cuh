@@ -35,6 +35,7 @@
 
 #include <cstdint>
 
+#include "cute_gemm/arch/cluster_barrier_sm90.hpp"
 #include "cute_gemm/arch/config_arch.hpp"
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
@@ -267,8 +268,15 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<kStages - 2>();  // tile t has landed (this lane's copies) ...
     __syncwarp();                  // ... and every lane's; the stage of tile t - 1 is free
-    issue(t + kStages - 1, bits);
-    load_bias(t + kStages, bits);  // converted at the next iteration's issue
+    // Past the warp's last tile there is nothing to issue, only an empty group to commit (the
+    // wait above counts groups). At a small batch a warp has a tile or two, and issue's mask
+    // classification would sit between the tile's landing and its math.
+    if (t + kStages - 1 < tiles) {
+      issue(t + kStages - 1, bits);
+      load_bias(t + kStages, bits);  // converted at the next iteration's issue
+    } else {
+      cp_async_fence();
+    }
 
     int const stage = t % kStages;
     uint32_t const rows = rows_copied_s[warp][stage];
@@ -416,33 +424,41 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 
   __syncthreads();
 
-  // ---- the warps' results meet in the CTA: per element, the warps' outputs rescaled to their
-  // common max. One split: that is the output. Several: the CTA's output (unnormalized) goes to
-  // warp 0's partial row in place, its max and sum per head to cta_max_s / cta_sum_s.
+  // ---- the warps' results meet in the CTA: per head, the warps' weights against their common
+  // max (thread g for head g, in place of max_s), the CTA's max and sum; then per element, the
+  // warps' outputs weighted. One split: that is the output (divided by the sum). Several: the
+  // CTA's output (unnormalized) goes to warp 0's partial row in place, its max and sum per head
+  // stay in cta_max_s / cta_sum_s.
   __shared__ float cta_max_s[kHeads], cta_sum_s[kHeads];
-  T* const out = static_cast<T*>(p.out) + ((int64_t(b) * p.q_len + i) * p.heads + head0) * dim;
-  for (int e = tid; e < heads * dim; e += Cfg::kThreads) {
-    int const g = e / dim, d = e % dim;
+  if (tid < heads) {
+    int const g = tid;
     float top = -INFINITY;
     CG_PRAGMA_UNROLL
     for (int w = 0; w < kWarps; ++w) top = fmaxf(top, max_s[w][g]);
-    float acc = 0.f, sum = 0.f;
-    if (top != -INFINITY) {
-      CG_PRAGMA_UNROLL
-      for (int w = 0; w < kWarps; ++w) {
-        float const weight = exp2f(max_s[w][g] - top);  // 0 where the warp took nothing
-        sum += weight * sum_s[w][g];
-        acc += weight * partial[Tile::partial_index(w, g, d)];
-      }
+    float sum = 0.f;
+    CG_PRAGMA_UNROLL
+    for (int w = 0; w < kWarps; ++w) {
+      // 0 where the warp took nothing, and for every warp where the CTA took nothing.
+      float const weight = top == -INFINITY ? 0.f : exp2f(max_s[w][g] - top);
+      sum += weight * sum_s[w][g];
+      max_s[w][g] = weight;
     }
-    if (p.splits == 1) {
-      // sum 0: every position excluded, the output is 0.
-      out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
-    } else {
-      partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
-      if (d == 0) {
-        cta_max_s[g] = top;
-        cta_sum_s[g] = sum;
+    cta_max_s[g] = top;
+    cta_sum_s[g] = sum;
+  }
+  __syncthreads();
+  T* const out = static_cast<T*>(p.out) + ((int64_t(b) * p.q_len + i) * p.heads + head0) * dim;
+  for (int g = 0; g < heads; ++g) {
+    float const sum = cta_sum_s[g];
+    for (int d = tid; d < dim; d += Cfg::kThreads) {
+      float acc = 0.f;
+      CG_PRAGMA_UNROLL
+      for (int w = 0; w < kWarps; ++w) acc += max_s[w][g] * partial[Tile::partial_index(w, g, d)];
+      if (p.splits == 1) {
+        // sum 0: every position excluded, the output is 0.
+        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
+      } else {
+        partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
       }
     }
   }
@@ -483,7 +499,10 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     }
     out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
   }
-  cluster.sync();  // no CTA leaves while another reads its shared memory
+  // No CTA leaves while another reads its shared memory: every remote read's value has been used
+  // above, so a relaxed arrive suffices (it does not wait for this thread's output stores).
+  cluster_arrive_relaxed();
+  cluster_wait();
 #else
   __trap();  // the launcher splits only where there are clusters
 #endif
