@@ -23,6 +23,7 @@ if SCRIPTS not in sys.path:
     sys.path.insert(0, SCRIPTS)
 
 import gpu_sweep  # noqa: E402
+import ncu_mixed_probe  # noqa: E402
 import sanitizer_probe  # noqa: E402
 
 N_CASES = 300
@@ -35,6 +36,20 @@ def _cases(seed, count=N_CASES):
 
 
 # ------------------------------------------------------------------------------- arguments
+
+
+def test_ncu_probe_cases():
+    """ncu_mixed_probe's "KxN:bits:M[:dtype]" cases: fp16 by default, bf16 by name; a malformed
+    case is refused naming it."""
+    assert ncu_mixed_probe.parse_case("4096x28672:4:1") == (4096, 28672, 4, 1, torch.float16)
+    assert ncu_mixed_probe.parse_case("14336x4096:8:16:bf16") == (14336, 4096, 8, 16,
+                                                                   torch.bfloat16)
+    for bad, words in (("4096x28672:4", "expected KxN"), ("4096:4:1", "expected KxN"),
+                       ("4096x4096:3:1", "bits must be 4 or 8"),
+                       ("4096x4096:4:1:fp32", "dtype must be one of")):
+        with pytest.raises(ValueError, match=words) as info:
+            ncu_mixed_probe.parse_case(bad)
+        assert repr(bad) in str(info.value)
 
 
 def test_sweep_arguments():
