@@ -425,11 +425,12 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   __syncthreads();
 
   // ---- the warps' results meet in the CTA: per head, the warps' weights against their common
-  // max (thread g for head g, in place of max_s), the CTA's max and sum; then per element, the
-  // warps' outputs weighted. One split: that is the output (divided by the sum). Several: the
-  // CTA's output (unnormalized) goes to warp 0's partial row in place, its max and sum per head
-  // stay in cta_max_s / cta_sum_s.
+  // max (thread g for head g, into weight_s in place of max_s), the CTA's max and sum; then per
+  // element, the warps' outputs weighted. One split: that is the output (divided by the sum).
+  // Several: the CTA's output (unnormalized) goes to warp 0's partial row in place, its max and
+  // sum per head stay in cta_max_s / cta_sum_s.
   __shared__ float cta_max_s[kHeads], cta_sum_s[kHeads];
+  float(&weight_s)[kWarps][kHeads] = max_s;  // after the per-head pass: the warps' weights
   if (tid < heads) {
     int const g = tid;
     float top = -INFINITY;
@@ -441,7 +442,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       // 0 where the warp took nothing, and for every warp where the CTA took nothing.
       float const weight = top == -INFINITY ? 0.f : exp2f(max_s[w][g] - top);
       sum += weight * sum_s[w][g];
-      max_s[w][g] = weight;
+      weight_s[w][g] = weight;  // only this thread reads head g's max_s
     }
     cta_max_s[g] = top;
     cta_sum_s[g] = sum;
@@ -453,7 +454,9 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     for (int d = tid; d < dim; d += Cfg::kThreads) {
       float acc = 0.f;
       CG_PRAGMA_UNROLL
-      for (int w = 0; w < kWarps; ++w) acc += max_s[w][g] * partial[Tile::partial_index(w, g, d)];
+      for (int w = 0; w < kWarps; ++w) {
+        acc += weight_s[w][g] * partial[Tile::partial_index(w, g, d)];
+      }
       if (p.splits == 1) {
         // sum 0: every position excluded, the output is 0.
         out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
