@@ -20,8 +20,11 @@ def parse_case(case):
     parts = case.split(":")
     if len(parts) not in (3, 4) or parts[0].count("x") != 1:
         raise ValueError(f"case {case!r}: expected KxN:bits:M or KxN:bits:M:dtype")
-    k, n = (int(x) for x in parts[0].split("x"))
-    bits, m = int(parts[1]), int(parts[2])
+    try:
+        k, n = (int(x) for x in parts[0].split("x"))
+        bits, m = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise ValueError(f"case {case!r}: K, N, bits and M must be integers") from None
     name = parts[3] if len(parts) == 4 else "fp16"
     if bits not in (4, 8):
         raise ValueError(f"case {case!r}: bits must be 4 or 8, got {bits}")

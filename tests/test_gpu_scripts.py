@@ -45,6 +45,8 @@ def test_ncu_probe_cases():
     assert ncu_mixed_probe.parse_case("14336x4096:8:16:bf16") == (14336, 4096, 8, 16,
                                                                    torch.bfloat16)
     for bad, words in (("4096x28672:4", "expected KxN"), ("4096:4:1", "expected KxN"),
+                       ("4096xabc:4:1", "must be integers"),
+                       ("4096x4096:4:one", "must be integers"),
                        ("4096x4096:3:1", "bits must be 4 or 8"),
                        ("4096x4096:4:1:fp32", "dtype must be one of")):
         with pytest.raises(ValueError, match=words) as info:
