@@ -385,11 +385,12 @@ def repeat_period(keys, start, longest=64):
 def step_timeline(trace_events, steps, default_window=40):
     """The GPU events of the middle one of ``steps`` profiled steps, two decoder layers of them
     from the step's middle (a layer: the shortest repeating run of (kernel, grid) a quarter into
-    the step; ``default_window`` events where none repeats), in start order: each with its
-    index in the step, start (us after the step's first event), duration, exposed time and lead
-    (exposed_times). Shows where a layer's chain waits: a kernel's lead is its start against the
-    previous kernels' end (negative: launched early under PDL), its exposed time what it adds to
-    the step. The steps are split by count, so they must be replays of one graph (equal event
+    the step; ``default_window`` events where none repeats; where inductor names a kernel
+    differently in alternate layers, the run is two layers and four are shown), in start order:
+    each with its index in the step, start (us after the step's first event), duration, exposed
+    time and lead (exposed_times). Shows where a layer's chain waits: a kernel's lead is its start
+    against the previous kernels' end (negative: launched early under PDL), its exposed time what
+    it adds to the step. The steps are split by count, so they must be replays of one graph (equal event
     counts); otherwise the whole profile is one sequence."""
     events = exposed_times(trace_events)
     if steps > 1 and len(events) % steps == 0:
@@ -645,7 +646,9 @@ def write_profiles(out_dir, stem, meta, args, profiled):
           ("lead_us", "lead us")],
          [f"- The same profile's middle step ({args.profile} steps profiled): two decoder layers' "
           "GPU events in start order from the step's middle (a layer: the shortest repeating run "
-          "of kernel and grid; 40 events where none repeats). #: the event's index in the step; "
+          "of kernel and grid, two layers where inductor names a kernel differently in alternate "
+          "layers, and then four are shown; 40 events where none repeats). #: the event's index "
+          "in the step; "
           "start: us after the step's first event; exposed and lead as in the kernels file (lead "
           "< 0: launched before the kernels ahead of it ended, under PDL; > 0: the GPU idled that "
           "long before it)."]),
