@@ -390,8 +390,8 @@ def step_timeline(trace_events, steps, default_window=40):
     each with its index in the step, start (us after the step's first event), duration, exposed
     time and lead (exposed_times). Shows where a layer's chain waits: a kernel's lead is its start
     against the previous kernels' end (negative: launched early under PDL), its exposed time what
-    it adds to the step. The steps are split by count, so they must be replays of one graph (equal event
-    counts); otherwise the whole profile is one sequence."""
+    it adds to the step. The steps are split by count, so they must be replays of one graph
+    (equal event counts); otherwise the whole profile is one sequence."""
     events = exposed_times(trace_events)
     if steps > 1 and len(events) % steps == 0:
         per = len(events) // steps
