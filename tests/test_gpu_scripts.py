@@ -39,16 +39,22 @@ def _cases(seed, count=N_CASES):
 
 
 def test_ncu_probe_cases():
-    """ncu_mixed_probe's "KxN:bits:M[:dtype]" cases: fp16 by default, bf16 by name; a malformed
-    case is refused naming it."""
-    assert ncu_mixed_probe.parse_case("4096x28672:4:1") == (4096, 28672, 4, 1, torch.float16)
+    """ncu_mixed_probe's "KxN:bits:M[:dtype[:silu_mul]]" cases: fp16 by default, bf16 by name,
+    gated by name; a malformed case is refused naming it."""
+    assert ncu_mixed_probe.parse_case("4096x28672:4:1") == (4096, 28672, 4, 1, torch.float16,
+                                                             None)
     assert ncu_mixed_probe.parse_case("14336x4096:8:16:bf16") == (14336, 4096, 8, 16,
-                                                                   torch.bfloat16)
+                                                                   torch.bfloat16, None)
+    assert ncu_mixed_probe.parse_case("4096x28672:4:16:bf16:silu_mul") == (
+        4096, 28672, 4, 16, torch.bfloat16, "silu_mul")
     for bad, words in (("4096x28672:4", "expected KxN"), ("4096:4:1", "expected KxN"),
                        ("4096xabc:4:1", "must be integers"),
                        ("4096x4096:4:one", "must be integers"),
                        ("4096x4096:3:1", "bits must be 4 or 8"),
-                       ("4096x4096:4:1:fp32", "dtype must be one of")):
+                       ("4096x4096:4:1:fp32", "dtype must be one of"),
+                       ("4096x4096:4:1:bf16:gelu", "fifth field must be silu_mul"),
+                       ("4096x4100:4:1:bf16:silu_mul", "multiple of 16"),
+                       ("4096x4096:4:1:bf16:silu_mul:x", "expected KxN")):
         with pytest.raises(ValueError, match=words) as info:
             ncu_mixed_probe.parse_case(bad)
         assert repr(bad) in str(info.value)
