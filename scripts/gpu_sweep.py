@@ -81,12 +81,13 @@ K_MAX = 8192
 # sm_90a builds, mma.sync elsewhere; "wgmma:16" runs INT8 in 32-row tiles, INT4's only; a
 # ":exact" suffix the tile with exact scales), "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
-# with S splits), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
+# with S splits), "mma-slices" (mma.sync in CTAs of 2 k slices where the 16-row INT4 tile runs
+# them, M <= 16; plain mma.sync elsewhere), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
 # for M <= 8), "raster:R" (joined to a warp-specialized wgmma tile: its tiles in groups of R M
 # tiles; in WGMMA_FORCES joined to 128- and 256-row tiles). The splits always meet in the workspace (fp32 partial sums, then the reduce
 # kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
-               "decode"]
+               "mma-slices", "decode"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:160",
                 "wgmma:192", "wgmma:256", "wgmma:128+raster:3", "wgmma:256+raster:2"]
 FORCED_FRACTION = 0.35
@@ -287,6 +288,8 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         return ("kernel=mma," if dense else "") + f"splits={int(args[0])}"
     if kind == "mma-splits":
         return f"kernel=mma,splits={int(args[0])}"
+    if kind == "mma-slices":
+        return "kernel=mma" + (",k_slices=2" if bits == 4 and m <= 16 else "")
     if kind == "decode":
         return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
     if kind == "raster":  # only joined to a warp-specialized wgmma tile ("wgmma:128+raster:3")

@@ -167,7 +167,7 @@ def test_generator_covers_every_configuration(seed):
     assert len({(c.bits, c.group, c.symmetric, c.dtype) for c in cases[:32]}) == 32
     assert {c.bias for c in cases} == {True, False}
     kinds = {c.force.split(":")[0] for c in cases if c.force}
-    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-splits", "decode"}
+    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-splits", "mma-slices", "decode"}
     assert {c.force for c in cases if c.force and c.force.startswith("wgmma")} == \
         set(gpu_sweep.WGMMA_FORCES)
     assert any(c.force is None for c in cases)
@@ -220,6 +220,10 @@ def test_schedule_for_each_force():
     assert sched("splits:5", m=300) == "splits=5"  # wgmma on an H100
     assert sched("splits:5", m=300, spec=a100) == "kernel=mma,splits=5"  # not the dense path
     assert sched("mma-splits:3") == "kernel=mma,splits=3"
+    assert sched("mma-slices", m=16) == "kernel=mma,k_slices=2"
+    assert sched("mma-slices", m=17) == "kernel=mma"  # the 32-row tile has one slice
+    assert gpu_sweep.schedule_for("mma-slices", 9, 4096, 4096, 8, -1, torch.float16, h100) == \
+        "kernel=mma"  # INT8's 16-row tile too
     assert sched("decode:8:2", m=4) == "kernel=decode,warps=8,col_warps=2"
     assert sched("wgmma:64+splits:4") == "kernel=wgmma,tile_m=64,splits=4"
     assert sched("wgmma:64+splits:4", spec=a100) == "kernel=mma,splits=4"
@@ -239,7 +243,8 @@ def test_generated_schedules_run_on_h100_and_a100(seed):
             plan = cute_gemm.mixed_plan(c.m, c.n, c.k, c.bits, c.group,
                                         gpu_sweep.DTYPES[c.dtype], device=spec, schedule=schedule)
             kind = c.force.split(":")[0] if c.force else None
-            if kind in ("mma", "mma-splits") or (kind == "wgmma" and not spec.wgmma):
+            if kind in ("mma", "mma-splits", "mma-slices") or (kind == "wgmma" and
+                                                              not spec.wgmma):
                 assert plan.kernel == "mma"
             elif kind == "wgmma":
                 tile_part, *raster = c.force.split("+")  # "wgmma:128+raster:3"
@@ -251,6 +256,8 @@ def test_generated_schedules_run_on_h100_and_a100(seed):
                     assert plan.producer and plan.raster_m == int(raster[0].split(":")[1])
             elif kind in ("dense", "decode"):
                 assert plan.kernel == kind
+            if kind == "mma-slices":
+                assert plan.k_slices == (2 if c.bits == 4 and c.m <= 16 else 1)
             if kind in ("splits", "mma-splits"):
                 # The scheduled count, lowered so that no split is empty.
                 k_blocks = -(-c.k // (128 if c.bits == 4 else 64))

@@ -583,6 +583,27 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype",
+                         [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS
+                          if c[0] == 4])
+def test_mma_two_k_slices_on_every_config(bits, group, symmetric, dtype):
+    # INT4's 16-row mma.sync tile in CTAs of 2 k slices (the Hopper default for Llama's gate/up
+    # at M = 9-16), every M it takes: K of 1 k block (slice 1 empty), 5 (slices of 2 and 3) and
+    # 11, N off the 128-column tile, unsplit and split.
+    cases = itertools.product([1, 9, 16], [(8, 128), (136, 640), (264, 1408)])
+    for i, (m, (n, k)) in enumerate(cases):
+        schedule = "kernel=mma,k_slices=2" + (",splits=2" if i % 3 == 2 else "")
+        plan = _plan(m, cute_gemm.quantize(torch.zeros(n, k, dtype=dtype), bits, group,
+                                           symmetric), schedule)
+        assert (plan.kernel, plan.tile_m, plan.k_slices, plan.threads) == ("mma", 16, 2, 256)
+        seed = hash((bits, group, symmetric, m, n, k, "mma2")) % 100000
+        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=seed)
+        a = _randn(m, k, dtype=dtype, seed=seed + 1)
+        bias = _randn(n, dtype=dtype, seed=seed + 2) if i % 2 == 0 else None
+        assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule),
+                            _reference(a, qw, bias, schedule), dtype, k)
+
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype",
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS])
 def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
     # The decode kernel (the default at small M) at every M it takes, N not a multiple of its
@@ -844,8 +865,10 @@ def _occupancy_plans():
             DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
         schedules = ["kernel=mma"] + ([_tile_schedule(t, e) for t, _, e in _wgmma_tiles(bits)]
                                       if _wgmma() else [])
+        two_slices = ["kernel=mma,k_slices=2"] if bits == 4 else []
         for m in (1, 3, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 1024):
-            for schedule in [None] + schedules + (decode if m <= 8 else []):
+            for schedule in [None] + schedules + (decode if m <= 8 else []) + \
+                    (two_slices if m <= 16 else []):
                 plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)
                 if plan.kernel != "dense":
                     yield (m, n, k, bits, group, dtype, schedule), plan
@@ -867,7 +890,8 @@ def test_planned_occupancy_matches_gpu():
     for problem, plan in _occupancy_plans():
         seen.add(plan.instance)
         # The GPU's count depends only on what the launch is made of: query each launch once.
-        key = (plan.instance, plan.threads, plan.smem_bytes, plan.warps, plan.col_warps)
+        key = (plan.instance, plan.threads, plan.smem_bytes, plan.warps, plan.col_warps,
+               plan.gated)
         if key not in gpu:
             gpu[key] = cute_gemm._C._mixed_occupancy(plan)
         if plan.ctas_per_sm != gpu[key] or gpu[key] < 1:
@@ -877,7 +901,8 @@ def test_planned_occupancy_matches_gpu():
         "\n".join(wrong.values())
     assert seen == supported, ("instances no plan selected", sorted(supported - seen))
     # The decode kernel was checked at several CTA shapes, both of its variants among them.
-    decode_shapes = {(w, cw) for name, _, _, w, cw in gpu if instances[name]["kernel"] == "decode"}
+    decode_shapes = {(w, cw) for name, _, _, w, cw, _ in gpu
+                     if instances[name]["kernel"] == "decode"}
     assert {cw for _, cw in decode_shapes} == {1, 2, 4} and len(decode_shapes) >= 8
 
 
@@ -900,6 +925,7 @@ def _gated_schedules():
     return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
             (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (16, "kernel=mma,splits=1"),
             (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
+            (13, "kernel=mma,k_slices=2"), (16, "kernel=mma,k_slices=2,splits=2"),
             (130, "kernel=dense"), (3, None), (100, None),
             (29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
             (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]

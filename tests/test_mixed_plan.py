@@ -198,9 +198,9 @@ def test_mma_instance_choice(device):
         assert (p.kernel, p.tile_m, p.fine_groups, p.exact_scales) == ("mma", tile_m, fine, True)
         inst = instances()[p.instance]
         assert (inst["tile_m"], inst["fine_groups"]) == (tile_m, fine)
-        assert p.threads == inst["threads"] and p.warps == p.threads // 32
-        # Only the decode kernel splits a CTA's k range among k slices of warps.
-        assert p.col_warps == 0 and p.k_slices == 0 and p.warp_groups == 0
+        # One k slice of the tile's warps (these grids take more than 2 splits, or K is short).
+        assert p.k_slices == 1 and p.threads == inst["threads"] and p.warps == p.threads // 32
+        assert p.col_warps == 0 and p.warp_groups == 0 and p.smem_bytes == inst["smem_bytes"]
         assert p.ctas_per_sm >= 1
 
 
@@ -657,6 +657,7 @@ def test_bf16_and_dtype():
     ("tile_m=16", "tile_m=16"), ("scales=exact,tile_m=32", "tile_m=32,scales=exact"),
     ("scales=rounded", "scales=rounded"),
     ("warps=16,col_warps=4", "warps=16,col_warps=4"),
+    ("k_slices=2,kernel=mma", "kernel=mma,k_slices=2"), ("splits=3,k_slices=1", "splits=3,k_slices=1"),
     ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
 ])
 def test_schedule_canonical_form(text, canonical):
@@ -673,6 +674,7 @@ def test_schedule_canonical_form(text, canonical):
     ("splits=2.5", "splits"), ("splits=two", "splits"),
     ("warps=0", "warps"), ("warps=17", "warps"), ("warps=x", "warps"),
     ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
+    ("k_slices=0", "k_slices"), ("k_slices=3", "k_slices"), ("k_slices=x", "k_slices"),
     ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
     ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
@@ -701,6 +703,12 @@ def test_schedule_tile_m_is_a_built_token_tile():
     ("h100", 1, "kernel=decode,tile_m=32", r"tile_m applies to the wgmma kernel"),
     ("h100", 64, "tile_m=64,warps=4", r"warps applies to the decode kernel; this plan runs wgmma"),
     ("h100", 1, "kernel=mma,col_warps=2", r"col_warps applies to the decode kernel"),
+    ("h100", 1, "kernel=decode,k_slices=2", r"k_slices applies to the mma kernel; this plan "
+                                            r"runs decode"),
+    ("h100", 64, "tile_m=64,k_slices=2", r"k_slices applies to the mma kernel; this plan runs "
+                                         r"wgmma"),
+    ("h100", 17, "k_slices=2", r"k_slices=2 exceeds the 1 of mixed_f16_int4_m32 \(2 only in "
+                               r"INT4's 16-row tile\)"),
     ("h100", 1, "kernel=dense,splits=2", r"splits applies to the fused kernels; this plan runs "
                                          r"dense"),
     ("a100", 300, "splits=2", r"splits applies to the fused kernels; this plan runs dense"),
@@ -864,11 +872,49 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
                 plain = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device)
                 assert (gated.kernel, gated.tile_m, gated.splits) == ("mma", 16, 1), gated
                 assert not gated.via_workspace and gated.workspace_bytes == 0
+                # On Hopper both take 2 k slices in one split (test_mma_two_k_slices).
+                assert gated.k_slices == (2 if device == "h100" else 1), gated
                 if device == "h100":
-                    assert plain.splits == 2, plain
+                    assert (plain.splits, plain.k_slices) == (1, 2), plain
                 small = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, dtype, device=device,
                                              activation="silu_mul", schedule="kernel=mma")
                 assert small.splits > 2 and small.via_workspace, small
     forced = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device="h100",
                                   activation="silu_mul", schedule="kernel=mma,splits=2")
-    assert forced.splits == 2 and forced.via_workspace
+    assert forced.splits == 2 and forced.via_workspace and forced.k_slices == 1
+
+
+def test_mma_two_k_slices():
+    # On Hopper INT4's 16-row mma.sync tile runs 2 k slices of 4 warps per CTA, unsplit, where
+    # one-slice CTAs would take at most 2 splits (kTwoSlicesMaxSplits): Llama-3-8B's gate/up
+    # (4096x28672) at M = 9-16, gated or not. Longer splits keep one slice; so does the A100
+    # (not measured there), and every other tile.
+    for device, m, dtype, activation in itertools.product(
+            DEVICES, (9, 16), (torch.float16, torch.bfloat16), (None, "silu_mul")):
+        p = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
+                                 activation=activation)
+        inst = instances()[p.instance]
+        assert (p.kernel, p.tile_m, p.splits) == ("mma", 16, 1), p
+        want = 2 if device in HOPPER else 1
+        assert p.k_slices == want and inst["max_k_slices"] == 2, p
+        assert (p.threads, p.warps, p.smem_bytes) == \
+            (inst["threads"] * want, inst["threads"] * want // 32, inst["smem_bytes"] * want)
+        assert not p.via_workspace and p.workspace_bytes == 0
+        spec = cute_gemm.device_spec(device)
+        assert 1 <= p.ctas_per_sm and p.ctas_per_sm * p.smem_bytes <= spec.smem_per_sm
+        assert ("2 k slices of 4" in str(p)) == (want == 2), str(p)
+    # Long splits (28672x8192: 8 one-slice splits fill a wave) keep one slice.
+    assert plan(16, 8192, 28672, device="h200").k_slices == 1
+    # Every instance says how many k slices it runs: 2 only in INT4's 16-row mma.sync tile.
+    for inst in instances().values():
+        two = inst["kernel"] == "mma" and inst["tile_m"] == 16 and inst["bits"] == 4
+        assert inst["max_k_slices"] == (2 if two else 1), inst["name"]
+    # By schedule, with splits, on any device; k_slices alone implies the mma.sync kernel.
+    for device in DEVICES:
+        p = plan(16, 4096, 4096, device=device, schedule="kernel=mma,k_slices=2,splits=3")
+        assert (p.kernel, p.k_slices, p.splits, p.via_workspace) == ("mma", 2, 3, True)
+        p = plan(12, 28672, 4096, device=device, schedule="k_slices=1")
+        assert (p.kernel, p.k_slices, p.splits) == ("mma", 1, 1 if device == "a100" else 2)
+    assert plan(1, schedule="k_slices=2").k_slices == 2
+    with pytest.raises(ValueError, match=r"k_slices=2 exceeds the 1 of mixed_f16_int8_m16"):
+        plan(16, bits=8, group=-1, schedule="kernel=mma,k_slices=2")

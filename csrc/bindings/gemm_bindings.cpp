@@ -169,6 +169,7 @@ py::list instances() {
     d["smem_bytes"] = inst.smem_bytes;
     d["registers"] = inst.registers;
     d["min_ctas_per_sm"] = inst.min_ctas_per_sm;
+    d["max_k_slices"] = inst.max_k_slices;
     out.append(d);
   }
   return out;

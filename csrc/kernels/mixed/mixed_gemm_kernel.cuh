@@ -29,6 +29,7 @@
 //     requested before waiting for the previous kernel in the stream (grid_dependency_sm90.hpp).
 
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "cute_gemm/arch/named_barrier.hpp"
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
 #include "cute_gemm/mma_atom.hpp"
@@ -50,12 +51,15 @@ template <class Element, int Bits, int MTiles, bool FineGroups>
 using MixedKernelConfig =
     MixedConfig<Element, typename HalfTraits<Element>::MmaOp, Bits, MTiles, FineGroups>;
 
-// grid: (ceil(N / kTileN), ceil(M / kTileM), splits). Split s handles k blocks
-// [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)) and writes its partial sums to
-// the workspace when to_workspace, `out` otherwise. Gated: the kernel of gated GEMMs that gates
-// in registers (launched with one split, to_workspace false).
-template <class Cfg, bool Gated>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
+// grid: (ceil(N / kTileN), ceil(M / kTileM), splits), blockDim = (kThreads, KSlices). Split s
+// handles k blocks [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)), k slice y
+// of its CTA the y-th of KSlices near-equal parts of them (an empty part adds zeros), and writes
+// its partial sums to the workspace when to_workspace, `out` otherwise. Gated: the kernel of gated
+// GEMMs that gates in registers (launched with one split, to_workspace false). KSlices (1 or
+// Cfg::kMaxKSlices) is compiled in: the one-slice kernel keeps its CTA-wide barrier and the
+// register cap of kMinCtasPerSm CTAs, and carries none of the slices' indexing.
+template <class Cfg, bool Gated, int KSlices>
+__global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / KSlices)
     mixed_gemm_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
   using T = typename Cfg::Element;
   using D = Dequant<T>;
@@ -67,7 +71,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
   constexpr int NB = Cfg::kBlocksPerWarp, MT = BM / 16;
   extern __shared__ uint128_t smem_raw[];
-  char* smem = reinterpret_cast<char*>(smem_raw);
+  // The k slice's stages (Cfg::kSmemBytes each); tid is the thread's index in its k slice.
+  static_assert(KSlices == 1 || KSlices == Cfg::kMaxKSlices, "1 or the config's k slices");
+  const int k_slice = KSlices > 1 ? int(threadIdx.y) : 0;
+  char* smem = reinterpret_cast<char*>(smem_raw) + k_slice * Cfg::kSmemBytes;
   T* smem_a = reinterpret_cast<T*>(smem + S * Cfg::kStageBytes);
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -75,8 +82,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
-  const int kb_begin = blockIdx.z * blocks_per_split;
-  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  const int split_begin = blockIdx.z * blocks_per_split;
+  const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
+  const int kb_begin = split_begin + k_slice * split_blocks / KSlices;
+  const int n_kb = split_begin + (k_slice + 1) * split_blocks / KSlices - kb_begin;
   const GroupShape groups(p);
 
   // ---- global -> shared, one k block per stage. Every source address is computed here once and
@@ -216,10 +225,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 
   // ---- main loop
+  // The k slice's warps meet once per k block, at a barrier of their own (a compile-time id per
+  // slice: a run-time id would reserve all 16 of the CTA's barriers).
+  auto slice_barrier = [&] {
+    if constexpr (KSlices == 1) {
+      __syncthreads();
+    } else {
+      static_assert(KSlices == 2, "a barrier id per k slice");
+      if (k_slice == 0) {
+        named_barrier_sync<1, Cfg::kThreads>();
+      } else {
+        named_barrier_sync<2, Cfg::kThreads>();
+      }
+    }
+  };
   CG_PRAGMA_NO_UNROLL
   for (int i = 0; i < n_kb; ++i) {
     cp_async_wait<S - 2>();
-    __syncthreads();  // stage i % S landed; stage (i - 1) % S is free again
+    slice_barrier();  // stage i % S landed; stage (i - 1) % S is free again
     const int stage = i % S;
     load_weights(i + S - 1, (i + S - 1) % S);
     load_activations(i + S - 1, (i + S - 1) % S);
@@ -308,6 +331,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   cp_async_wait<0>();
   grid_launch_dependents();  // the next kernel may start streaming its weights
 
+  // ---- the k slices' sums, in k slice order: slices 1.. park theirs in their own stages once
+  // every warp of the CTA is past its main loop, and k slice 0 adds them.
+  if constexpr (KSlices > 1) {
+    using Parked = typename Cfg::SmemParked;
+    __syncthreads();
+    if (k_slice > 0) {
+      float* mine = reinterpret_cast<float*>(smem);
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccs; ++v) mine[Parked{}(tid, v)] = acc(v);
+    }
+    __syncthreads();
+    if (k_slice > 0) return;
+    CG_PRAGMA_UNROLL
+    for (int y = 1; y < KSlices; ++y) {
+      float const* theirs = reinterpret_cast<float const*>(smem + y * Cfg::kSmemBytes);
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccs; ++v) acc(v) += theirs[Parked{}(tid, v)];
+    }
+  }
+
   // ---- epilogue: each pair of adjacent accumulators (values 2h, 2h + 1 of an m16n8 fragment)
   // goes to its row and columns (AccRows, AccCols), as one float2 to the workspace or one T2 to
   // `out`.
@@ -357,26 +400,46 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 }
 
 // Raises the kernel's dynamic shared memory limit where it needs more than 48 KB.
-template <class Cfg, bool Gated>
+template <class Cfg, bool Gated, int KSlices>
 cudaError_t raise_mixed_smem_limit() {
-  if (Cfg::kSmemBytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(mixed_gemm_kernel<Cfg, Gated>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  constexpr int kBytes = Cfg::smem_bytes(KSlices);
+  if (kBytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(mixed_gemm_kernel<Cfg, Gated, KSlices>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+}
+
+// The plan's k slices per CTA, where this instance runs them (1 otherwise).
+template <class Cfg>
+bool mixed_k_slices_valid(MixedPlan const& plan) {
+  return plan.k_slices >= 1 && plan.k_slices <= Cfg::kMaxKSlices &&
+         plan.threads == Cfg::kThreads * plan.k_slices &&
+         plan.smem_bytes == Cfg::smem_bytes(plan.k_slices);
 }
 
 // The kernel a plan runs: the one that gates in registers for a gated plan without the workspace
 // (only instances with Cfg::kGatesInRegisters have it; the planner plans no other), else the
-// plain one. Calls f(kernel, raise_smem_limit).
-template <class Cfg, class F>
-cudaError_t with_mixed_kernel(MixedPlan const& plan, F&& f) {
+// plain one, each with the plan's k slices (mixed_k_slices_valid). Calls f(kernel,
+// raise_smem_limit).
+template <class Cfg, int KSlices, class F>
+cudaError_t with_mixed_kernel_slices(MixedPlan const& plan, F&& f) {
   if constexpr (Cfg::kGatesInRegisters) {
     if (plan.gated && !plan.via_workspace) {
-      return f(mixed_gemm_kernel<Cfg, true>, raise_mixed_smem_limit<Cfg, true>);
+      return f(mixed_gemm_kernel<Cfg, true, KSlices>, raise_mixed_smem_limit<Cfg, true, KSlices>);
     }
   } else {
     if (plan.gated && !plan.via_workspace) return cudaErrorInvalidValue;
   }
-  return f(mixed_gemm_kernel<Cfg, false>, raise_mixed_smem_limit<Cfg, false>);
+  return f(mixed_gemm_kernel<Cfg, false, KSlices>, raise_mixed_smem_limit<Cfg, false, KSlices>);
+}
+template <class Cfg, class F>
+cudaError_t with_mixed_kernel(MixedPlan const& plan, F&& f) {
+  if (!mixed_k_slices_valid<Cfg>(plan)) return cudaErrorInvalidValue;
+  if constexpr (Cfg::kMaxKSlices > 1) {
+    if (plan.k_slices == Cfg::kMaxKSlices) {
+      return with_mixed_kernel_slices<Cfg, Cfg::kMaxKSlices>(plan, f);
+    }
+  }
+  return with_mixed_kernel_slices<Cfg, 1>(plan, f);
 }
 
 // plan: the planner's, for this instance (its split-K factor, none of the splits empty, and
@@ -388,9 +451,9 @@ cudaError_t launch_mixed(MixedGemmParams const& p, MixedPlan const& plan, cudaSt
     if (e != cudaSuccess) return e;
     // sm_90: both kernels are programmatic dependents of what precedes them in the stream (see
     // grid_dependency_sm90.hpp); each waits for it before touching its outputs.
-    return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,
-                                                 dim3(Cfg::kThreads), Cfg::kSmemBytes,
-                                                 current_cc_major() >= 9, stream);
+    return launch_split_k<typename Cfg::Element>(
+        kernel, p, plan, Cfg::kTileM, Cfg::kTileN, dim3(Cfg::kThreads, plan.k_slices),
+        Cfg::smem_bytes(plan.k_slices), current_cc_major() >= 9, stream);
   });
 }
 
@@ -399,13 +462,11 @@ cudaError_t launch_mixed(MixedGemmParams const& p, MixedPlan const& plan, cudaSt
 // for a plan of another CTA shape.
 template <class Cfg>
 cudaError_t mixed_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
-  if (plan.threads != Cfg::kThreads || plan.smem_bytes != Cfg::kSmemBytes)
-    return cudaErrorInvalidValue;
   return with_mixed_kernel<Cfg>(plan, [&](auto kernel, auto raise_smem_limit) {
     const cudaError_t e = raise_smem_limit();
     if (e != cudaSuccess) return e;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, Cfg::kThreads,
-                                                         Cfg::kSmemBytes);
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, plan.threads,
+                                                         plan.smem_bytes);
   });
 }
 

@@ -65,6 +65,7 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   i.stages = Cfg::kStages;
   i.exact_scales = true;
   i.gates_in_registers = false;
+  i.max_k_slices = 1;
   return i;
 }
 
@@ -77,6 +78,7 @@ MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
   i.smem_bytes = Cfg::kSmemBytes;
   i.registers = Cfg::kRegisters;
   i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
+  i.max_k_slices = Cfg::kMaxKSlices;
   i.gates_in_registers = Cfg::kGatesInRegisters;
   return i;
 }

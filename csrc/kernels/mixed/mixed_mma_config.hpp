@@ -82,6 +82,16 @@ struct MixedConfig {
   static constexpr int kStages = MTiles == 1 && Bits == 8 ? 3 : 4;
   static constexpr int kMinCtasPerSm = MTiles == 1 ? (Bits == 8 ? 5 : 4) : 1;
   static_assert(kStages >= 2, "the pipeline computes on one stage while the next ones load");
+  // k slices (INT4's 16-row tile): a CTA of up to kMaxKSlices groups of kWarps warps on the same
+  // columns, each a part of the CTA's k range with its own stages (kSmemBytes each) and its own
+  // barrier; their sums meet in shared memory and k slice 0 stores them. Twice the warps per
+  // column tile without a split-K workspace or a reduce kernel: the 16-row tile has one warp per
+  // 32 columns, too few per SM to hide a k block's latency where N is under ~40 K columns
+  // (NOTES.md, session 48). blockDim = (kThreads, k slices), chosen at launch; the register cap
+  // stays that of kMinCtasPerSm one-slice CTAs.
+  static constexpr int kMaxKSlices = MTiles == 1 && Bits == 4 ? 2 : 1;
+  static constexpr int kMaxThreads = kThreads * kMaxKSlices;
+  static_assert(kMinCtasPerSm % kMaxKSlices == 0, "the register cap must not move");
 
   // ---- scaling. The mma accumulates a * (q - z) exactly; the group scales multiply those sums
   // once per chunk of kStepsPerChunk k16 steps: every 2 steps (32 of K) with fine groups, else
@@ -161,8 +171,16 @@ struct MixedConfig {
       make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}), make_stride(Int<kBlockK>{}, _1{}))));
   static constexpr int kAStageElems = kTileM * kBlockK;
   static_assert(kAStageElems % (8 * kBlockK) == 0, "stage offsets must not meet the swizzle");
+  // Per k slice; slice y's stages start y * kSmemBytes in. After its main loop a slice y > 0
+  // parks its sums at the start of its own stages for slice 0: value v of thread x at float
+  // SmemParked(x, v), one 128-thread row per value (conflict-free).
   static constexpr int kSmemBytes =
       kStages * kStageBytes + kStages * kAStageElems * int(sizeof(Element));
+  static_assert(kSmemBytes % 128 == 0, "k slices' stages start on 128 bytes");
+  static constexpr int kAccs = 4 * MTiles * kBlocksPerWarp;  // fp32 sums per thread
+  using SmemParked = Layout<Shape<Int<kThreads>, Int<kAccs>>, Stride<_1, Int<kThreads>>>;
+  static_assert(4 * kThreads * kAccs <= kSmemBytes, "the parked sums fit in a slice's stages");
+  CG_HOST_DEVICE static constexpr int smem_bytes(int k_slices) { return k_slices * kSmemBytes; }
 
   // ---- global -> shared. Activations: kBlockK / 8 threads per row, 16 bytes each.
   static constexpr int kChunksA = kBlockK / 8;
@@ -192,7 +210,9 @@ struct MixedConfig {
 
   // ---- registers per thread ptxas allocates on sm_90a, rounded up to 8: the planner's occupancy
   // model reads them (no GPU test compares it with cudaOccupancy yet). Measured with
-  // scripts/kernel_resources.py; remeasure when the kernel changes.
+  // scripts/kernel_resources.py; remeasure when the kernel changes. The two-slice kernels of the
+  // 16-row INT4 tile take 116-128 (nvcc 13.0): 2 CTAs of 8 warps per SM either way, as shared
+  // memory also allows.
   CG_HOST_DEVICE static constexpr int registers() {
     if (Bits == 4) {
       if (MTiles == 1) return FineGroups ? 128 : 120;

@@ -33,6 +33,15 @@ constexpr int kDenseFromMMmaSync = 192;
 // kernel, where a wave of its CTAs would take at most this many splits (Llama-3-8B's gate/up
 // 4096x28672 at M = 9-16: 2).
 constexpr int kGatedInRegistersMaxSplits = 2;
+// On Hopper, INT4's 16-row mma.sync tile runs 2 k slices per CTA, unsplit, where one-slice CTAs
+// would take at most this many splits (or a gated one would run unsplit by the rule above): the
+// same warps per SM without a workspace and reduce kernel, and a gated GEMM twice the warps. H200,
+// 4096x28672 at M = 9 / 16: gated bf16 24.8 / 25.0 us against 26.6 / 26.8 unsplit in one slice,
+// fp16 23.0 / 23.5 against 25.9 / 28.1; plain bf16 24.4 / 24.6 against 25.3 / 25.8 with 2 splits,
+// fp16 23.2 / 23.7 against 24.2 / 24.9. Longer splits gain nothing from a second slice (28672x8192
+// in 4 splits of 2 slices: 45.3 against 45.2 in 8 of one); not measured on the A100, which keeps
+// one slice (NOTES.md, session 48).
+constexpr int kTwoSlicesMaxSplits = 2;
 // Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
 // grows with the rows each SM computes (rows_per_sm). A smaller tile in as many M tiles computes
 // no more rows per SM and replaces a larger one where it does not compute more; one that needs
@@ -145,7 +154,8 @@ int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
 // wave of the CTAs resident per SM (the occupancy model: on the H100 the register cap's
-// min_ctas_per_sm; on the A100 shared memory allows fewer).
+// min_ctas_per_sm; on the A100 shared memory allows fewer); on Hopper 2 k slices in place of up
+// to kTwoSlicesMaxSplits splits where the tile has them.
 void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
               MixedSchedule const& s, int k_blocks, int group) {
   const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
@@ -153,17 +163,38 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   const int index = find_instance(MixedKernel::kMma, p, tile_m, fine);
   if (index < 0) refuse("no mma.sync instance for this problem");
   fill_from_instance(plan, index);
-  plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
+  MixedInstanceInfo const& inst = mixed_instance(index);
+  if (s.k_slices > inst.max_k_slices)
+    refuse("schedule: k_slices=" + std::to_string(s.k_slices) + " exceeds the " +
+           std::to_string(inst.max_k_slices) + " of " + inst.name +
+           " (2 only in INT4's 16-row tile)");
+  const int one_slice_ctas = instance_ctas_per_sm(d, inst);
   const int64_t base = ceil_div(p.n, plan.tile_n) * ceil_div(p.m, plan.tile_m);
   int splits =
-      s.splits > 0 ? s.splits : wave_splits(d, base, plan.ctas_per_sm, k_blocks, kMaxSplits);
+      s.splits > 0 ? s.splits : wave_splits(d, base, one_slice_ctas, k_blocks, kMaxSplits);
+  int k_slices = s.k_slices > 0 ? s.k_slices : 1;
+  if (s.k_slices == 0 && s.splits == 0 && d.wgmma && inst.max_k_slices == 2 &&
+      splits <= kTwoSlicesMaxSplits && k_blocks >= 4) {
+    k_slices = 2;
+    splits = 1;
+  }
   // A gated GEMM that the tile gates in registers runs unsplit where one wave would take at
   // most kGatedInRegistersMaxSplits: a second split fills the wave better, but gains less than
   // the reduce kernel it brings costs (bf16 4096x28672 M = 16 on an H100: 26.3 us unsplit, 27.0
   // with 2 splits and the reduce kernel; NOTES.md, session 37).
-  if (s.splits == 0 && p.gated && mixed_instance(index).gates_in_registers &&
+  if (s.splits == 0 && p.gated && inst.gates_in_registers &&
       splits <= kGatedInRegistersMaxSplits)
     splits = 1;
+  plan.k_slices = k_slices;
+  plan.threads = inst.threads * k_slices;
+  plan.warps = plan.threads / 32;
+  plan.smem_bytes = inst.smem_bytes * k_slices;
+  plan.ctas_per_sm = k_slices == 1 ? one_slice_ctas
+                                   : occupancy_ctas_per_sm(d, plan.threads, inst.registers,
+                                                           plan.smem_bytes);
+  if (k_slices > 1 && plan.ctas_per_sm < 1)
+    refuse("schedule: k_slices=" + std::to_string(k_slices) + " does not fit device '" + d.name +
+           "' (" + std::to_string(plan.smem_bytes) + " B of shared memory per CTA)");
   plan.splits = non_empty_splits(splits, k_blocks);
 }
 
@@ -577,11 +608,13 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
     } else if (key == "col_warps") {
       s.col_warps = number(key, value, 1, 4);
       if (s.col_warps == 3) refuse("schedule: col_warps must be 1, 2 or 4; got 3");
+    } else if (key == "k_slices") {
+      s.k_slices = number(key, value, 1, 2);
     } else if (key == "raster_m") {
       s.raster_m = number(key, value, 1, 64);
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, scales, splits, warps, col_warps, raster_m)");
+             "' (keys: kernel, tile_m, scales, splits, warps, col_warps, k_slices, raster_m)");
     }
   }
   return s;
@@ -596,6 +629,7 @@ std::string MixedSchedule::str() const {
   if (splits > 0) add("splits=" + std::to_string(splits));
   if (warps > 0) add("warps=" + std::to_string(warps));
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
+  if (k_slices > 0) add("k_slices=" + std::to_string(k_slices));
   if (raster_m > 0) add("raster_m=" + std::to_string(raster_m));
   return out;
 }
@@ -618,6 +652,8 @@ std::string MixedPlan::describe() const {
       << col_warps << ")";
   } else if (kernel == MixedKernel::kWgmma) {
     o << warp_groups << (producer ? " consumer warpgroups + TMA producer" : " warpgroups");
+  } else if (k_slices > 1) {
+    o << warps << " warps (" << k_slices << " k slices of " << warps / k_slices << ")";
   } else {
     o << warps << " warps";
   }
@@ -653,6 +689,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   if (kernel == MixedKernel::kAuto) {
     if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto) kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
+    else if (s.k_slices > 0) kernel = MixedKernel::kMma;
   }
   if (kernel == MixedKernel::kAuto) {
     if (p.m <= kDecodeMaxM) kernel = MixedKernel::kDecode;
@@ -670,6 +707,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   only_for(s.scales != MixedSchedule::Scales::kAuto, "scales", MixedKernel::kWgmma);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
+  only_for(s.k_slices > 0, "k_slices", MixedKernel::kMma);
   only_for(s.raster_m > 0, "raster_m", MixedKernel::kWgmma);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
     refuse("schedule: splits applies to the fused kernels; this plan runs dense");

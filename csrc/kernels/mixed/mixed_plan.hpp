@@ -77,11 +77,12 @@ struct MixedSchedule {
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
+  int k_slices = 0;   // mma.sync: k slices per CTA (1, or 2 in INT4's 16-row tile)
   int raster_m = 0;   // warp-specialized wgmma: M tiles per raster group (1 .. 64)
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
-  // warps, col_warps, raster_m.
+  // warps, col_warps, k_slices, raster_m.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -98,7 +99,8 @@ struct MixedPlan {
   int splits = 1;         // split-K factor; > 1: fp32 partial sums in the workspace, then a reduce
   int warps = 0;          // warps per CTA (decode: of col_warps * k_slices)
   int col_warps = 0;      // decode: warps side by side, 32 columns each, sharing the activations
-  int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps
+  int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps;
+                          // mma.sync: slices of the CTA's k range, one per 4 or 8 warps (1, 2)
   int warp_groups = 0;    // wgmma: consumer warpgroups per CTA
   bool producer = false;  // wgmma: a TMA producer warpgroup (warp-specialized kernel)
   bool fine_groups = false;   // scales applied every 2 k16 steps (groups shorter than a k block)
@@ -153,6 +155,7 @@ struct MixedInstanceInfo {
   int smem_bytes;     // dynamic shared memory per CTA (decode: at the most warps and rows)
   int registers;      // per thread, as ptxas allocates them on sm_90a (decode: col_warps 1)
   int min_ctas_per_sm;  // the CTAs per SM the kernel's register cap is sized for
+  int max_k_slices;     // mma.sync: k slices a CTA may run (threads and smem_bytes are per slice)
   bool gates_in_registers;  // has a kernel for gated GEMMs that gates in registers (decode,
                            // mma.sync's 16-row tile); the others gate in the reduce kernel
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
