@@ -343,7 +343,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             Keys: ``kernel`` (``decode``, ``mma``, ``wgmma``, ``dense``), ``tile_m`` (wgmma:
             16 (INT4), 32, 64, 128, 160, 192, 256), ``scales`` (wgmma: ``rounded``, the default, or
             ``exact``, which the 32-row tile has), ``splits`` (1..64), ``warps`` (decode:
-            1..16), ``col_warps`` (decode: 1, 2, 4), ``raster_m`` (the warp-specialized wgmma
+            1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1, or 2 in INT4's
+            16-row tile: two groups of 4 warps per CTA on halves of its k range), ``raster_m``
+            (the warp-specialized wgmma
             kernel: M tiles per group of its tile order, 1..64; 1 is row-major). A choice the
             device or problem cannot run
             raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.

@@ -586,9 +586,9 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS
                           if c[0] == 4])
 def test_mma_two_k_slices_on_every_config(bits, group, symmetric, dtype):
-    # INT4's 16-row mma.sync tile in CTAs of 2 k slices (the Hopper default for Llama's gate/up
-    # at M = 9-16), every M it takes: K of 1 k block (slice 1 empty), 5 (slices of 2 and 3) and
-    # 11, N off the 128-column tile, unsplit and split.
+    # INT4's 16-row mma.sync tile in CTAs of 2 k slices (on Hopper the default for a gated
+    # gate/up such as Llama's at M = 9-16), every M it takes: K of 1 k block (slice 1 empty), 5
+    # (slices of 2 and 3) and 11, N off the 128-column tile, unsplit and split.
     cases = itertools.product([1, 9, 16], [(8, 128), (136, 640), (264, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
         schedule = "kernel=mma,k_slices=2" + (",splits=2" if i % 3 == 2 else "")
@@ -925,7 +925,7 @@ def _gated_schedules():
     return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
             (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (16, "kernel=mma,splits=1"),
             (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
-            (13, "kernel=mma,k_slices=2"), (16, "kernel=mma,k_slices=2,splits=2"),
+            (13, "kernel=mma,k_slices=2"), (16, "kernel=mma,k_slices=2,splits=2"),  # INT4
             (130, "kernel=dense"), (3, None), (100, None),
             (29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
             (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]
@@ -939,6 +939,11 @@ def _gated_schedules():
 def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
     if schedule is not None and "tile_m" in schedule and not _wgmma():
         pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    if schedule is not None and "k_slices" in schedule and bits != 4:
+        with pytest.raises(ValueError, match="k_slices=2 exceeds the 1 of"):
+            cute_gemm.mixed_plan(m, 272, 640, bits, group, dtype, schedule=schedule,
+                                 activation="silu_mul")
+        return
     # N = 2 x 136: each half 17 n8 blocks, so warps and CTA tiles straddle the two halves and N.
     n, k = 272, 640
     qw = _qweight(n, k, bits, group, symmetric, dtype, seed=m)

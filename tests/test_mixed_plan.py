@@ -872,10 +872,10 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
                 plain = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device)
                 assert (gated.kernel, gated.tile_m, gated.splits) == ("mma", 16, 1), gated
                 assert not gated.via_workspace and gated.workspace_bytes == 0
-                # On Hopper both take 2 k slices in one split (test_mma_two_k_slices).
+                # On Hopper the gated plan takes 2 k slices (test_mma_two_k_slices).
                 assert gated.k_slices == (2 if device == "h100" else 1), gated
                 if device == "h100":
-                    assert (plain.splits, plain.k_slices) == (1, 2), plain
+                    assert (plain.splits, plain.k_slices) == (2, 1), plain
                 small = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, dtype, device=device,
                                              activation="silu_mul", schedule="kernel=mma")
                 assert small.splits > 2 and small.via_workspace, small
@@ -885,26 +885,31 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
 
 
 def test_mma_two_k_slices():
-    # On Hopper INT4's 16-row mma.sync tile runs 2 k slices of 4 warps per CTA, unsplit, where
-    # one-slice CTAs would take at most 2 splits (kTwoSlicesMaxSplits): Llama-3-8B's gate/up
-    # (4096x28672) at M = 9-16, gated or not. Longer splits keep one slice; so does the A100
-    # (not measured there), and every other tile.
+    # On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers unsplit runs 2 k
+    # slices of 4 warps per CTA (kGatedTwoSlices): Llama-3-8B's gate/up (4096x28672) at M = 9-16.
+    # The plain GEMM keeps its 2 splits; the A100 (not measured there) and every other tile keep
+    # one slice.
     for device, m, dtype, activation in itertools.product(
             DEVICES, (9, 16), (torch.float16, torch.bfloat16), (None, "silu_mul")):
         p = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
                                  activation=activation)
         inst = instances()[p.instance]
-        assert (p.kernel, p.tile_m, p.splits) == ("mma", 16, 1), p
-        want = 2 if device in HOPPER else 1
+        assert (p.kernel, p.tile_m) == ("mma", 16), p
+        assert p.splits == (1 if activation or device == "a100" else 2), p
+        want = 2 if device in HOPPER and activation else 1
         assert p.k_slices == want and inst["max_k_slices"] == 2, p
+        assert inst["sliced_smem_bytes"] == 2 * inst["smem_bytes"]  # each slice its stages
         assert (p.threads, p.warps, p.smem_bytes) == \
-            (inst["threads"] * want, inst["threads"] * want // 32, inst["smem_bytes"] * want)
-        assert not p.via_workspace and p.workspace_bytes == 0
+            (inst["threads"] * want, inst["threads"] * want // 32,
+             inst["smem_bytes"] if want == 1 else inst["sliced_smem_bytes"])
+        assert p.via_workspace == (p.splits > 1)
         spec = cute_gemm.device_spec(device)
         assert 1 <= p.ctas_per_sm and p.ctas_per_sm * p.smem_bytes <= spec.smem_per_sm
         assert ("2 k slices of 4" in str(p)) == (want == 2), str(p)
-    # Long splits (28672x8192: 8 one-slice splits fill a wave) keep one slice.
-    assert plan(16, 8192, 28672, device="h200").k_slices == 1
+    # Gated with more than 2 splits in a wave (N = 4096) keeps one slice and the reduce kernel.
+    small = cute_gemm.mixed_plan(16, 4096, 4096, 4, 128, device="h200", activation="silu_mul",
+                                 schedule="kernel=mma")
+    assert small.k_slices == 1 and small.splits > 2
     # Every instance says how many k slices it runs: 2 only in INT4's 16-row mma.sync tile.
     for inst in instances().values():
         two = inst["kernel"] == "mma" and inst["tile_m"] == 16 and inst["bits"] == 4

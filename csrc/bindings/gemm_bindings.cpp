@@ -170,6 +170,7 @@ py::list instances() {
     d["registers"] = inst.registers;
     d["min_ctas_per_sm"] = inst.min_ctas_per_sm;
     d["max_k_slices"] = inst.max_k_slices;
+    d["sliced_smem_bytes"] = inst.sliced_smem_bytes;
     out.append(d);
   }
   return out;

@@ -21,6 +21,10 @@
 //     steps for groups shorter than a k block (32, 64; kFineGroups), otherwise once per k block.
 //   - Split-K partial sums go to the fp32 workspace and split_k_reduce_kernel adds them in split
 //     order (deterministic). Without split-K the kernel writes `out` itself.
+//   - INT4's 16-row tile may run CTAs of 2 k slices (Cfg::kMaxKSlices): two groups of 4 warps on
+//     the same columns, each with its own stages and half of the CTA's k blocks, in lockstep; the
+//     second parks its sums in shared memory and the first adds them and stores. Twice the warps
+//     per column tile without a workspace (Hopper's plan for gated GEMMs that run unsplit).
 //   - Gated GEMMs (SiLU(gate) * up) without split-K gate in registers in the 16-row tile
 //     (Cfg::kGatesInRegisters), compiled apart (Gated): a warp's n8 blocks 2j and 2j + 1 load the
 //     weight's gate block j and up block j (mixed_epilogue.cuh's weight_block), so each lane holds
@@ -29,7 +33,6 @@
 //     requested before waiting for the previous kernel in the stream (grid_dependency_sm90.hpp).
 
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
-#include "cute_gemm/arch/named_barrier.hpp"
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
 #include "cute_gemm/mma_atom.hpp"
@@ -56,8 +59,8 @@ using MixedKernelConfig =
 // of its CTA the y-th of KSlices near-equal parts of them (an empty part adds zeros), and writes
 // its partial sums to the workspace when to_workspace, `out` otherwise. Gated: the kernel of gated
 // GEMMs that gates in registers (launched with one split, to_workspace false). KSlices (1 or
-// Cfg::kMaxKSlices) is compiled in: the one-slice kernel keeps its CTA-wide barrier and the
-// register cap of kMinCtasPerSm CTAs, and carries none of the slices' indexing.
+// Cfg::kMaxKSlices) is compiled in: the one-slice kernel keeps the register cap of kMinCtasPerSm
+// CTAs and carries none of the slices' indexing.
 template <class Cfg, bool Gated, int KSlices>
 __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / KSlices)
     mixed_gemm_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
@@ -86,6 +89,9 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
   const int kb_begin = split_begin + k_slice * split_blocks / KSlices;
   const int n_kb = split_begin + (k_slice + 1) * split_blocks / KSlices - kb_begin;
+  // The k slices run in lockstep, one CTA barrier per k block (the last slice has the most k
+  // blocks): a slice past its own k blocks copies and computes nothing in the last iteration.
+  const int loop_kb = split_blocks - (KSlices - 1) * split_blocks / KSlices;
   const GroupShape groups(p);
 
   // ---- global -> shared, one k block per stage. Every source address is computed here once and
@@ -225,28 +231,17 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   }
 
   // ---- main loop
-  // The k slice's warps meet once per k block, at a barrier of their own (a compile-time id per
-  // slice: a run-time id would reserve all 16 of the CTA's barriers).
-  auto slice_barrier = [&] {
-    if constexpr (KSlices == 1) {
-      __syncthreads();
-    } else {
-      static_assert(KSlices == 2, "a barrier id per k slice");
-      if (k_slice == 0) {
-        named_barrier_sync<1, Cfg::kThreads>();
-      } else {
-        named_barrier_sync<2, Cfg::kThreads>();
-      }
-    }
-  };
   CG_PRAGMA_NO_UNROLL
-  for (int i = 0; i < n_kb; ++i) {
+  for (int i = 0; i < loop_kb; ++i) {
     cp_async_wait<S - 2>();
-    slice_barrier();  // stage i % S landed; stage (i - 1) % S is free again
+    __syncthreads();  // stage i % S landed; stage (i - 1) % S is free again
     const int stage = i % S;
     load_weights(i + S - 1, (i + S - 1) % S);
     load_activations(i + S - 1, (i + S - 1) % S);
     cp_async_fence();
+    if constexpr (KSlices > 1) {
+      if (i >= n_kb) continue;  // the slice's k blocks are done (warp-uniform)
+    }
 
     char const* st = smem + stage * Cfg::kStageBytes;
     T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kScaleOffset);

@@ -66,6 +66,7 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   i.exact_scales = true;
   i.gates_in_registers = false;
   i.max_k_slices = 1;
+  i.sliced_smem_bytes = 0;
   return i;
 }
 
@@ -79,6 +80,7 @@ MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
   i.registers = Cfg::kRegisters;
   i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
   i.max_k_slices = Cfg::kMaxKSlices;
+  i.sliced_smem_bytes = Cfg::smem_bytes(Cfg::kMaxKSlices);
   i.gates_in_registers = Cfg::kGatesInRegisters;
   return i;
 }

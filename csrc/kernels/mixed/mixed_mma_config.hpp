@@ -83,12 +83,12 @@ struct MixedConfig {
   static constexpr int kMinCtasPerSm = MTiles == 1 ? (Bits == 8 ? 5 : 4) : 1;
   static_assert(kStages >= 2, "the pipeline computes on one stage while the next ones load");
   // k slices (INT4's 16-row tile): a CTA of up to kMaxKSlices groups of kWarps warps on the same
-  // columns, each a part of the CTA's k range with its own stages (kSmemBytes each) and its own
-  // barrier; their sums meet in shared memory and k slice 0 stores them. Twice the warps per
-  // column tile without a split-K workspace or a reduce kernel: the 16-row tile has one warp per
-  // 32 columns, too few per SM to hide a k block's latency where N is under ~40 K columns
-  // (NOTES.md, session 48). blockDim = (kThreads, k slices), chosen at launch; the register cap
-  // stays that of kMinCtasPerSm one-slice CTAs.
+  // columns, each a part of the CTA's k range with its own stages (kSmemBytes each), in lockstep
+  // (one CTA barrier per k block); their sums meet in shared memory and k slice 0 stores them.
+  // Twice the warps per column tile without a split-K workspace or a reduce kernel: the unsplit
+  // 16-row tile has one warp per 32 columns, too few per SM to hide a k block's latency where N is
+  // under ~40 K columns (NOTES.md, session 48). blockDim = (kThreads, k slices), a kernel of its own; the register
+  // cap stays that of kMinCtasPerSm one-slice CTAs.
   static constexpr int kMaxKSlices = MTiles == 1 && Bits == 4 ? 2 : 1;
   static constexpr int kMaxThreads = kThreads * kMaxKSlices;
   static_assert(kMinCtasPerSm % kMaxKSlices == 0, "the register cap must not move");

@@ -33,15 +33,13 @@ constexpr int kDenseFromMMmaSync = 192;
 // kernel, where a wave of its CTAs would take at most this many splits (Llama-3-8B's gate/up
 // 4096x28672 at M = 9-16: 2).
 constexpr int kGatedInRegistersMaxSplits = 2;
-// On Hopper, INT4's 16-row mma.sync tile runs 2 k slices per CTA, unsplit, where one-slice CTAs
-// would take at most this many splits (or a gated one would run unsplit by the rule above): the
-// same warps per SM without a workspace and reduce kernel, and a gated GEMM twice the warps. H200,
-// 4096x28672 at M = 9 / 16: gated bf16 24.8 / 25.0 us against 26.6 / 26.8 unsplit in one slice,
-// fp16 23.0 / 23.5 against 25.9 / 28.1; plain bf16 24.4 / 24.6 against 25.3 / 25.8 with 2 splits,
-// fp16 23.2 / 23.7 against 24.2 / 24.9. Longer splits gain nothing from a second slice (28672x8192
-// in 4 splits of 2 slices: 45.3 against 45.2 in 8 of one); not measured on the A100, which keeps
-// one slice (NOTES.md, session 48).
-constexpr int kTwoSlicesMaxSplits = 2;
+// On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers, and that runs
+// unsplit by the rule above, runs 2 k slices per CTA: twice the warps per SM without a workspace
+// or reduce kernel. H200, 4096x28672 gated at M = 16: bf16 27.7 us against 28.9 in one slice, fp16
+// 25.4 against 27.4 (the slices in lockstep, one CTA barrier per k block). Plain GEMMs keep their
+// splits: there 2 one-slice splits and the reduce kernel measured faster (bf16 25.9 against 26.9,
+// fp16 24.8 against 25.1). Not measured on the A100, which keeps one slice (NOTES.md, session 48).
+constexpr bool kGatedTwoSlices = true;
 // Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
 // grows with the rows each SM computes (rows_per_sm). A smaller tile in as many M tiles computes
 // no more rows per SM and replaces a larger one where it does not compute more; one that needs
@@ -154,8 +152,8 @@ int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
 // wave of the CTAs resident per SM (the occupancy model: on the H100 the register cap's
-// min_ctas_per_sm; on the A100 shared memory allows fewer); on Hopper 2 k slices in place of up
-// to kTwoSlicesMaxSplits splits where the tile has them.
+// min_ctas_per_sm; on the A100 shared memory allows fewer); on Hopper a gated GEMM that runs
+// unsplit takes 2 k slices where the tile has them (kGatedTwoSlices).
 void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
               MixedSchedule const& s, int k_blocks, int group) {
   const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
@@ -173,22 +171,20 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   int splits =
       s.splits > 0 ? s.splits : wave_splits(d, base, one_slice_ctas, k_blocks, kMaxSplits);
   int k_slices = s.k_slices > 0 ? s.k_slices : 1;
-  if (s.k_slices == 0 && s.splits == 0 && d.wgmma && inst.max_k_slices == 2 &&
-      splits <= kTwoSlicesMaxSplits && k_blocks >= 4) {
-    k_slices = 2;
-    splits = 1;
-  }
   // A gated GEMM that the tile gates in registers runs unsplit where one wave would take at
   // most kGatedInRegistersMaxSplits: a second split fills the wave better, but gains less than
   // the reduce kernel it brings costs (bf16 4096x28672 M = 16 on an H100: 26.3 us unsplit, 27.0
-  // with 2 splits and the reduce kernel; NOTES.md, session 37).
+  // with 2 splits and the reduce kernel; NOTES.md, session 37). On Hopper in 2 k slices.
   if (s.splits == 0 && p.gated && inst.gates_in_registers &&
-      splits <= kGatedInRegistersMaxSplits)
+      splits <= kGatedInRegistersMaxSplits) {
     splits = 1;
+    if (kGatedTwoSlices && s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4)
+      k_slices = 2;
+  }
   plan.k_slices = k_slices;
   plan.threads = inst.threads * k_slices;
   plan.warps = plan.threads / 32;
-  plan.smem_bytes = inst.smem_bytes * k_slices;
+  plan.smem_bytes = k_slices == 1 ? inst.smem_bytes : inst.sliced_smem_bytes;
   plan.ctas_per_sm = k_slices == 1 ? one_slice_ctas
                                    : occupancy_ctas_per_sm(d, plan.threads, inst.registers,
                                                            plan.smem_bytes);

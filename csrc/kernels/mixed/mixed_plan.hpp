@@ -155,7 +155,8 @@ struct MixedInstanceInfo {
   int smem_bytes;     // dynamic shared memory per CTA (decode: at the most warps and rows)
   int registers;      // per thread, as ptxas allocates them on sm_90a (decode: col_warps 1)
   int min_ctas_per_sm;  // the CTAs per SM the kernel's register cap is sized for
-  int max_k_slices;     // mma.sync: k slices a CTA may run (threads and smem_bytes are per slice)
+  int max_k_slices;     // mma.sync: k slices a CTA may run (threads and smem_bytes: one slice)
+  int sliced_smem_bytes;  // mma.sync: dynamic shared memory of a CTA of max_k_slices slices
   bool gates_in_registers;  // has a kernel for gated GEMMs that gates in registers (decode,
                            // mma.sync's 16-row tile); the others gate in the reduce kernel
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
