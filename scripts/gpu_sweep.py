@@ -82,10 +82,11 @@ K_MAX = 8192
 # ":exact" suffix the tile with exact scales), "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "mma-slices" (mma.sync in CTAs of 2 k slices where the 16-row INT4 tile runs
-# them, M <= 16; plain mma.sync elsewhere), "decode:W:C" (the decode kernel with W warps per CTA in k slices of C; only
-# for M <= 8), "raster:R" (joined to a warp-specialized wgmma tile: its tiles in groups of R M
-# tiles; in WGMMA_FORCES joined to 128- and 256-row tiles). The splits always meet in the workspace (fp32 partial sums, then the reduce
-# kernel). The wgmma tiles share four places of the cycle (WGMMA_FORCES, in shuffled rounds).
+# them, M <= 16; plain mma.sync elsewhere), "decode:W:C" (the decode kernel with W warps per CTA
+# in k slices of C; only for M <= 8), "raster:R" (joined to a warp-specialized wgmma tile: its
+# tiles in groups of R M tiles; in WGMMA_FORCES joined to 128- and 256-row tiles). The splits
+# always meet in the workspace (fp32 partial sums, then the reduce kernel). The wgmma tiles share
+# four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "mma-slices", "decode"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:160",

@@ -44,13 +44,21 @@ def parse_case(case):
     return k, n, bits, m, DTYPES[name], activation
 
 
-def main(args):
+def parse_args(args):
+    """(launches per case, [(case text, parse_case of it)]) of the command line; ValueError naming
+    what is wrong, before anything runs."""
     launches = 3
     if args[:1] == ["--launches"]:
+        if len(args) < 2 or not args[1].isdigit() or int(args[1]) < 1:
+            raise ValueError(f"--launches needs a positive integer, got {args[1:2]}")
         launches, args = int(args[1]), args[2:]
+    return launches, [(case, parse_case(case)) for case in args]
+
+
+def main(args):
+    launches, cases = parse_args(args)
     torch.manual_seed(0)
-    for case in args:
-        k, n, bits, m, dtype, activation = parse_case(case)
+    for case, (k, n, bits, m, dtype, activation) in cases:
         group = 128 if bits == 4 else -1
         w = torch.randn(n, k, device="cuda", dtype=dtype) * 0.02
         qw = cute_gemm.quantize(w, bits=bits, group_size=group, dtype=dtype)

@@ -74,9 +74,9 @@ def _mixed(family, m, n, k, bits, group, sym, dtype, bias=False, force=None, qui
            activation=None, **expect):
     """A mixed_gemm launch: force is a gpu_sweep.FORCE_KINDS string ("+"-joined combinations
     allowed), run as the schedule gpu_sweep.schedule_for makes of it; expect holds plan fields
-    the launch must have (kernel, tile_m, warp_groups, splits, col_warps, producer; dense=True
-    for the dense path). The wgmma families say which wgmma kernel runs: no producer warpgroup
-    (cp.async, "wgmma") or a TMA producer (warp-specialized, "wgmma_ws")."""
+    the launch must have (kernel, tile_m, warp_groups, splits, col_warps, k_slices, producer;
+    dense=True for the dense path). The wgmma families say which wgmma kernel runs: no producer
+    warpgroup (cp.async, "wgmma") or a TMA producer (warp-specialized, "wgmma_ws")."""
     if family in ("wgmma", "wgmma_ws"):
         expect.setdefault("producer", family == "wgmma_ws")
     return dict(op="mixed", family=family, m=m, n=n, k=k, bits=bits, group=group, sym=sym,

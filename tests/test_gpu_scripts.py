@@ -58,6 +58,17 @@ def test_ncu_probe_cases():
         with pytest.raises(ValueError, match=words) as info:
             ncu_mixed_probe.parse_case(bad)
         assert repr(bad) in str(info.value)
+    # --launches before the cases: a positive integer, 3 without it; every case parsed up front.
+    assert ncu_mixed_probe.parse_args(["4096x4096:4:1"]) == (
+        3, [("4096x4096:4:1", (4096, 4096, 4, 1, torch.float16, None))])
+    assert ncu_mixed_probe.parse_args(["--launches", "1", "8192x8192:8:16:bf16"]) == (
+        1, [("8192x8192:8:16:bf16", (8192, 8192, 8, 16, torch.bfloat16, None))])
+    for bad in (["--launches"], ["--launches", "0", "4096x4096:4:1"],
+                ["--launches", "two", "4096x4096:4:1"]):
+        with pytest.raises(ValueError, match="--launches needs a positive integer"):
+            ncu_mixed_probe.parse_args(bad)
+    with pytest.raises(ValueError, match="'4096x4096:3:1': bits must be 4 or 8"):
+        ncu_mixed_probe.parse_args(["4096x4096:4:1", "4096x4096:3:1"])
 
 
 def test_sweep_arguments():

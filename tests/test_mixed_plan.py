@@ -657,7 +657,8 @@ def test_bf16_and_dtype():
     ("tile_m=16", "tile_m=16"), ("scales=exact,tile_m=32", "tile_m=32,scales=exact"),
     ("scales=rounded", "scales=rounded"),
     ("warps=16,col_warps=4", "warps=16,col_warps=4"),
-    ("k_slices=2,kernel=mma", "kernel=mma,k_slices=2"), ("splits=3,k_slices=1", "splits=3,k_slices=1"),
+    ("k_slices=2,kernel=mma", "kernel=mma,k_slices=2"),
+    ("splits=3,k_slices=1", "splits=3,k_slices=1"),
     ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
 ])
 def test_schedule_canonical_form(text, canonical):
@@ -886,7 +887,7 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
 
 def test_mma_two_k_slices():
     # On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers unsplit runs 2 k
-    # slices of 4 warps per CTA (kGatedTwoSlices): Llama-3-8B's gate/up (4096x28672) at M = 9-16.
+    # slices of 4 warps per CTA (plan_mma): Llama-3-8B's gate/up (4096x28672) at M = 9-16.
     # The plain GEMM keeps its 2 splits; the A100 (not measured there) and every other tile keep
     # one slice.
     for device, m, dtype, activation in itertools.product(

@@ -87,10 +87,9 @@ struct MixedConfig {
   // (one CTA barrier per k block); their sums meet in shared memory and k slice 0 stores them.
   // Twice the warps per column tile without a split-K workspace or a reduce kernel: the unsplit
   // 16-row tile has one warp per 32 columns, too few per SM to hide a k block's latency where N is
-  // under ~40 K columns (NOTES.md, session 48). blockDim = (kThreads, k slices), a kernel of its own; the register
-  // cap stays that of kMinCtasPerSm one-slice CTAs.
+  // under ~40 K columns (NOTES.md, session 48). blockDim = (kThreads, k slices), a kernel of its
+  // own; the register cap stays that of kMinCtasPerSm one-slice CTAs.
   static constexpr int kMaxKSlices = MTiles == 1 && Bits == 4 ? 2 : 1;
-  static constexpr int kMaxThreads = kThreads * kMaxKSlices;
   static_assert(kMinCtasPerSm % kMaxKSlices == 0, "the register cap must not move");
 
   // ---- scaling. The mma accumulates a * (q - z) exactly; the group scales multiply those sums

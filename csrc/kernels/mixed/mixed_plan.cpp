@@ -33,13 +33,6 @@ constexpr int kDenseFromMMmaSync = 192;
 // kernel, where a wave of its CTAs would take at most this many splits (Llama-3-8B's gate/up
 // 4096x28672 at M = 9-16: 2).
 constexpr int kGatedInRegistersMaxSplits = 2;
-// On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers, and that runs
-// unsplit by the rule above, runs 2 k slices per CTA: twice the warps per SM without a workspace
-// or reduce kernel. H200, 4096x28672 gated at M = 16: bf16 27.7 us against 28.9 in one slice, fp16
-// 25.4 against 27.4 (the slices in lockstep, one CTA barrier per k block). Plain GEMMs keep their
-// splits: there 2 one-slice splits and the reduce kernel measured faster (bf16 25.9 against 26.9,
-// fp16 24.8 against 25.1). Not measured on the A100, which keeps one slice (NOTES.md, session 48).
-constexpr bool kGatedTwoSlices = true;
 // Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
 // grows with the rows each SM computes (rows_per_sm). A smaller tile in as many M tiles computes
 // no more rows per SM and replaces a larger one where it does not compute more; one that needs
@@ -153,7 +146,7 @@ int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
 // wave of the CTAs resident per SM (the occupancy model: on the H100 the register cap's
 // min_ctas_per_sm; on the A100 shared memory allows fewer); on Hopper a gated GEMM that runs
-// unsplit takes 2 k slices where the tile has them (kGatedTwoSlices).
+// unsplit takes 2 k slices where the tile has them.
 void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
               MixedSchedule const& s, int k_blocks, int group) {
   const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
@@ -174,20 +167,23 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   // A gated GEMM that the tile gates in registers runs unsplit where one wave would take at
   // most kGatedInRegistersMaxSplits: a second split fills the wave better, but gains less than
   // the reduce kernel it brings costs (bf16 4096x28672 M = 16 on an H100: 26.3 us unsplit, 27.0
-  // with 2 splits and the reduce kernel; NOTES.md, session 37). On Hopper in 2 k slices.
+  // with 2 splits and the reduce kernel; NOTES.md, session 37).
+  // On Hopper it runs 2 k slices per CTA where the tile has them: twice the warps per SM without
+  // a workspace or reduce kernel. H200, 4096x28672 gated at M = 16: bf16 27.7 us against 28.9 in
+  // one slice, fp16 25.4 against 27.4 (the slices in lockstep, one CTA barrier per k block). Plain
+  // GEMMs keep their splits: there 2 one-slice splits and the reduce kernel measured faster (bf16
+  // 25.9 against 26.9, fp16 24.8 against 25.1). Not measured on the A100, which keeps one slice
+  // (NOTES.md, session 48).
   if (s.splits == 0 && p.gated && inst.gates_in_registers &&
       splits <= kGatedInRegistersMaxSplits) {
     splits = 1;
-    if (kGatedTwoSlices && s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4)
-      k_slices = 2;
+    if (s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4) k_slices = 2;
   }
   plan.k_slices = k_slices;
   plan.threads = inst.threads * k_slices;
   plan.warps = plan.threads / 32;
   plan.smem_bytes = k_slices == 1 ? inst.smem_bytes : inst.sliced_smem_bytes;
-  plan.ctas_per_sm = k_slices == 1 ? one_slice_ctas
-                                   : occupancy_ctas_per_sm(d, plan.threads, inst.registers,
-                                                           plan.smem_bytes);
+  plan.ctas_per_sm = occupancy_ctas_per_sm(d, plan.threads, inst.registers, plan.smem_bytes);
   if (k_slices > 1 && plan.ctas_per_sm < 1)
     refuse("schedule: k_slices=" + std::to_string(k_slices) + " does not fit device '" + d.name +
            "' (" + std::to_string(plan.smem_bytes) + " B of shared memory per CTA)");
