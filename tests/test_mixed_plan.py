@@ -473,6 +473,13 @@ def test_custom_device_spec_validation():
     d.cc_major = 8
     for m in (1, 8, 9, 100, 191, 192):
         assert plan(m, device=d).kernel == expected_kernel("a100", m)
+    # A CTA of 2 k slices needs twice a slice's shared memory: refused where it does not fit.
+    one = plan(16, device=d, schedule="kernel=mma")
+    assert one.k_slices == 1 and one.ctas_per_sm >= 1
+    two = instances()[one.instance]["sliced_smem_bytes"]
+    with pytest.raises(ValueError, match=f"schedule: k_slices=2 does not fit device 'tiny' "
+                                         f"\\({two} B of shared memory per CTA\\)"):
+        plan(16, device=d, schedule="kernel=mma,k_slices=2")
 
 
 # --------------------------------------------------------------------------------- decode
