@@ -39,18 +39,24 @@ struct SM75_U32x2_LDSM_N {
   }
 };
 
+// Also with the source as a 32-bit shared-memory address (detail::smem_addr), for loops that keep
+// their shared-memory addresses as such.
 struct SM75_U32x4_LDSM_N {
   using SRegisters = uint128_t[1];
   using DRegisters = uint32_t[4];
-  CG_DEVICE static void copy(uint128_t const& src, uint32_t& d0, uint32_t& d1, uint32_t& d2,
+  CG_DEVICE static void copy(uint32_t src, uint32_t& d0, uint32_t& d1, uint32_t& d2,
                              uint32_t& d3) {
 #if defined(CG_ARCH_LDSM_ENABLED)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
-                 : "r"(detail::smem_addr(&src)));
+                 : "r"(src));
 #else
     detail::arch_unsupported(src, d0, d1, d2, d3);
 #endif
+  }
+  CG_DEVICE static void copy(uint128_t const& src, uint32_t& d0, uint32_t& d1, uint32_t& d2,
+                             uint32_t& d3) {
+    copy(detail::smem_addr(&src), d0, d1, d2, d3);
   }
 };
 

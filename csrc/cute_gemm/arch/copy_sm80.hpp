@@ -17,18 +17,23 @@
 namespace cute_gemm {
 
 // .cg: cache in L2 only (the data goes to shared memory, L1 would only be polluted).
+// Each copy also takes its destination as a 32-bit shared-memory address (detail::smem_addr): a
+// loop that computes that address once and advances it issues no generic-to-shared conversion
+// per copy.
 struct SM80_CP_ASYNC_CACHEGLOBAL_ZFILL {
   using SRegisters = uint128_t[1];
   using DRegisters = uint128_t[1];
-  CG_DEVICE static void copy(uint128_t const& gmem_src, uint128_t& smem_dst, bool pred) {
+  CG_DEVICE static void copy(uint128_t const& gmem_src, uint32_t smem_dst, bool pred) {
 #if defined(CG_ARCH_CP_ASYNC_ENABLED)
     const int src_size = pred ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(
-                     detail::smem_addr(&smem_dst)),
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_dst),
                  "l"(&gmem_src), "r"(src_size));
 #else
     detail::arch_unsupported(gmem_src, smem_dst, pred);
 #endif
+  }
+  CG_DEVICE static void copy(uint128_t const& gmem_src, uint128_t& smem_dst, bool pred) {
+    copy(gmem_src, detail::smem_addr(&smem_dst), pred);
   }
 };
 
@@ -36,17 +41,21 @@ struct SM80_CP_ASYNC_CACHEGLOBAL_ZFILL {
 struct SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY {
   using SRegisters = uint128_t[1];
   using DRegisters = uint128_t[1];
-  CG_DEVICE static void copy(uint128_t const& gmem_src, uint128_t& smem_dst, bool pred,
+  CG_DEVICE static void copy(uint128_t const& gmem_src, uint32_t smem_dst, bool pred,
                              uint64_t policy) {
 #if defined(CG_ARCH_CP_ASYNC_ENABLED)
     const int src_size = pred ? 16 : 0;
     asm volatile(
         "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
-            detail::smem_addr(&smem_dst)),
+            smem_dst),
         "l"(&gmem_src), "r"(src_size), "l"(policy));
 #else
     detail::arch_unsupported(gmem_src, smem_dst, pred, policy);
 #endif
+  }
+  CG_DEVICE static void copy(uint128_t const& gmem_src, uint128_t& smem_dst, bool pred,
+                             uint64_t policy) {
+    copy(gmem_src, detail::smem_addr(&smem_dst), pred, policy);
   }
 };
 

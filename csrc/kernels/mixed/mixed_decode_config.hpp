@@ -148,6 +148,26 @@ struct MixedDecodeConfig {
   // conflict-free).
   using SmemWeights = Layout<Shape<Int<kBlocksPerWarp>, _32>, Stride<_32, _1>>;
   static constexpr int kWeightBytes = 16 * decltype(cosize(SmemWeights{}))::value;  // 2 KB
+  // The weight copies: (T32, copy i) -> 16-byte unit of SmemWeights. Lane (b, g) = b + 4 g copies
+  // unit g + 8 i of block b, so a lane reads one block (one source pointer, advanced once per k
+  // block) and its copies differ by constant offsets, 128 bytes apart in global and shared memory;
+  // each copy instruction moves 128 contiguous bytes of each block.
+  using WeightCopy = Layout<Shape<Shape<_4, _8>, Int<kBlocksPerWarp>>,
+                            Stride<Stride<_32, _1>, _8>>;
+  static constexpr bool weight_copy_covers() {
+    bool seen[kBlocksPerWarp * 32] = {};
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < kBlocksPerWarp; ++i) {
+        const int u = int(WeightCopy{}(l, i));
+        if (u < 0 || u >= kBlocksPerWarp * 32 || seen[u]) return false;
+        seen[u] = true;
+        // one block per lane; copy i is copy 0 plus i * WeightCopy's copy stride
+        if (u / 32 != int(WeightCopy{}(l, 0)) / 32 || u != int(WeightCopy{}(l, 0)) + 8 * i)
+          return false;
+      }
+    return true;
+  }
+  static_assert(weight_copy_covers(), "the weight copies must cover each unit once");
   // (column, group row, scale | zero) -> element after the weights.
   using SmemScales = Layout<Shape<Int<kWarpN>, Int<kScaleRows>, _2>,
                             Stride<_1, Int<kWarpN>, Int<kScaleRows * kWarpN>>>;
@@ -229,20 +249,19 @@ struct MixedDecodeConfig {
   // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations, for ungated and gated
   // GEMMs (compiled apart); the planner's occupancy model reads them
   // (test_planned_occupancy_matches_gpu holds it against cudaOccupancy). Measured with ptxas -v
-  // (nvcc 13.0) when the gated kernel became an instantiation of its own; remeasure when the
-  // kernel changes.
+  // (nvcc 13.0) when the weight copies became one source per lane; remeasure when the kernel
+  // changes.
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
   CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated) {
     const bool shared = col_warps > 1;
     if (Bits == 4) {
-      if (FineGroups) return 128;
-      if (!kBf16) return 112;
-      return shared != gated ? 120 : 112;
+      if (FineGroups) return (kBf16 ? gated && !shared : shared) ? 128 : 120;
+      return kBf16 ? 112 : 104;
     }
-    if (kBf16) return shared ? 104 : 96;
-    return shared ? 112 : 104;
+    if (kBf16) return 96;
+    return shared && !FineGroups ? 112 : 104;
   }
   static constexpr int max_registers() {
     int most = 0;

@@ -29,7 +29,10 @@
 //     Rows are swizzled (Cfg::SmemA) so the 8 rows an ldmatrix matrix reads hit all 32 banks.
 //   - A warp's copies are about a third of its instructions per k block if each recomputes its
 //     source address, and they delay the next requests: every address is computed once and
-//     advanced.
+//     advanced. A lane copies from one weight block (Cfg::WeightCopy: its copies differ by
+//     immediate offsets, one pointer advanced per k block), and every shared-memory address is a
+//     32-bit one derived from the stage base computed before the loop, not a generic pointer
+//     converted at each copy.
 //   - The per-group scaling of fp32 sums of a * (q - z), the split-K workspace and its reduction
 //     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The
 //     dequantization is exact (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the
@@ -118,23 +121,26 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const int a_offset = Cfg::a_offset(col_warps);
   char* sstages = smem + Cfg::kStagesOffset + stages(k_slice, 0);  // the k slice's stages
   const int slice = col_warp * Cfg::kSliceBytes;  // the warp's weights and scales in a stage
+  // The copies' destinations as shared-memory addresses: the k slice's stage 0, computed once
+  // (a generic pointer would be converted at every copy, in the loop).
+  const uint32_t sstages_addr = detail::smem_addr(sstages);
 
   // ---- global -> shared. Every source address is computed once and advanced per k block: the
   // copies would be a third of a warp's instructions at M = 1 if each recomputed its address.
   const uint64_t policy = make_l2_evict_first_policy();  // weights are read once
-  // Weights: lane l copies its 16 bytes of each of the warp's 4 blocks (512-byte runs); blocks
-  // past N read zeros (their columns are never stored). Gated, the warp's blocks 2r and 2r + 1
-  // are one block of the gate half and the same block of the up half (weight_block).
-  uint128_t const* w_src[NB];
-  bool w_ok[NB];
-  CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) {
-    const int nb = n_warp / kBlockN + b;
-    w_ok[b] = nb * kBlockN < p.n;
-    const int64_t block = w_ok[b] ? weight_block<Gated>(p, nb) : 0;
-    w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
-               (block * k_blocks + kb_begin) * kLanes + lane;
-  }
+  // Weights: copy i of lane l is unit Cfg::WeightCopy(l, i) of the warp's blocks (512-byte runs,
+  // one block per lane); blocks past N read zeros (their columns are never stored). Gated, the
+  // warp's blocks 2r and 2r + 1 are one block of the gate half and the same block of the up half
+  // (weight_block).
+  using WeightCopy = typename Cfg::WeightCopy;
+  const int w_unit = WeightCopy{}(lane, 0);  // block w_unit / 32, unit w_unit % 32 of it
+  constexpr int kCopyUnits = WeightCopy{}(0, 1);  // from one copy to the next
+  const int w_nb = n_warp / kBlockN + w_unit / kLanes;
+  const bool w_ok = w_nb * kBlockN < p.n;
+  uint128_t const* w_src =
+      reinterpret_cast<uint128_t const*>(p.qweight) +
+      ((w_ok ? weight_block<Gated>(p, w_nb) : 0) * int64_t(k_blocks) + kb_begin) * kLanes +
+      w_unit % kLanes;
   // Scales (and zeros): lanes 4 r + c (c < 4) copy 16 bytes (8 columns, block c) of group row r
   // (Cfg::ScaleCopy).
   const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
@@ -143,8 +149,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const int s_col = n_warp + (lane % 4) * 8;
   const bool s_ok = s_col < p.n;
   const int s_weight_col = s_ok ? weight_column<Gated>(p, s_col) : 0;
-  T const* s_src = scales + s_weight_col;
-  T const* z_src = symmetric ? nullptr : zeros + s_weight_col;
+  // As bytes: a group row's address is then one wide multiply-add.
+  char const* s_src = reinterpret_cast<char const*>(scales + s_weight_col);
+  char const* z_src = symmetric ? nullptr : reinterpret_cast<char const*>(zeros + s_weight_col);
+  const unsigned s_row_bytes = unsigned(p.n) * unsigned(sizeof(T));
   // Activations, shared by the k slice's warps: rows * kBlockK / 8 units of 16 bytes per k block;
   // thread x of the k slice copies units x + 32 col_warps j: row a_row + j * rows_per_iter, unit
   // a_unit of it, stored where Cfg::SmemA puts it.
@@ -159,36 +167,42 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   T const* const a_fallback = static_cast<T const*>(p.a);  // the address of zero-filled copies
   int a_k = kb_begin * BK + a_unit * 8;                       // K column of the lane's unit
 
+  // The lane's destinations in stage 0: its first weight copy's (copy i: + 16 i kCopyUnits), its
+  // scale copy's (zeros: + kZerosBytes), its activation rows' base.
+  const uint32_t w_dst = sstages_addr + slice + 16 * w_unit;
+  const uint32_t s_dst = sstages_addr + slice + Cfg::kWeightBytes +
+                         int(sizeof(T)) * typename Cfg::ScaleCopy{}(lane);
+  const uint32_t a_dst = sstages_addr + a_offset;
+  const int stage_bytes = stages(0, 1);
+  constexpr int kZerosBytes = int(sizeof(T)) * typename Cfg::SmemScales{}(0, 0, 1);
+
   // Copy split-local k block `next` into stage `stage`; each is called for next = 0, 1, 2, ... in
   // order, since it advances its source addresses. The activations come from an earlier kernel,
   // so the prologue issues them after the dependency wait.
   auto load_weights = [&](int next, int stage) {
     if (next >= n_kb) return;
-    char* st = sstages + stages(0, stage) + slice;
+    const uint32_t st = stage * stage_bytes;
     CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) {
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-          *w_src[b], reinterpret_cast<uint128_t*>(st)[typename Cfg::SmemWeights{}(b, lane)],
-          w_ok[b], policy);
-      w_src[b] += kLanes;
+    for (int i = 0; i < NB; ++i) {
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(w_src[i * kCopyUnits],
+                                                   w_dst + st + 16 * kCopyUnits * i, w_ok, policy);
     }
+    w_src += kLanes;
     if (s_copier) {
-      const int kb = kb_begin + next;
-      const int grp = groups.per_channel ? 0 : min(groups.of(kb * BK) + s_row, groups.last);
-      const size_t at = size_t(unsigned(grp)) * unsigned(p.n);
-      T* dst = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + typename Cfg::ScaleCopy{}(lane);
+      // The group row of the k block's first k (per-channel: last 0, so row 0).
+      const int grp = min((((kb_begin + next) * BK) >> groups.shift) + s_row, groups.last);
+      const size_t at = size_t(unsigned(grp)) * s_row_bytes;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
-                                            *reinterpret_cast<uint128_t*>(dst), s_ok);
+                                            s_dst + st, s_ok);
       if (!symmetric) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-            *reinterpret_cast<uint128_t const*>(z_src + at),
-            *reinterpret_cast<uint128_t*>(dst + typename Cfg::SmemScales{}(0, 0, 1)), s_ok);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(z_src + at),
+                                              s_dst + st + kZerosBytes, s_ok);
       }
     }
   };
   auto load_activations = [&](int next, int stage) {
     if (next >= n_kb) return;
-    char* st = sstages + stages(0, stage) + a_offset;
+    const uint32_t st = a_dst + stage * stage_bytes;
     const bool k_ok = a_k < p.k;  // columns past K read as zeros
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kUnitIters; ++j) {
@@ -197,9 +211,9 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       if (r < rows) {
         T const* src = k_ok ? a_src + j * a_iter_stride : a_fallback;
         // Unit a_unit of row r as Cfg::SmemA stores it: Cfg::a_unit_bytes, written out (see there).
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
-            *reinterpret_cast<uint128_t const*>(src),
-            reinterpret_cast<uint128_t*>(st + r * Cfg::kARowBytes)[a_unit ^ (r % 8)], k_ok);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(src),
+                                              st + r * Cfg::kARowBytes + 16 * (a_unit ^ (r % 8)),
+                                              k_ok);
       }
     }
     a_src += BK;
@@ -256,10 +270,15 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // Cfg::kPairHalf elements, so two offsets per lane serve all. Rows past M read the zero row
   // instead (any offset within it).
   const int b_row = typename Cfg::CopyBRow{}(lane, 0), b_k = typename Cfg::CopyBCol{}(lane, 0);
-  int a_off[2];  // per pr % 2, bytes from the stage's activation base; -1: the zero row
+  // Per pr % 2: the lane's ldmatrix address in stage 0 (the zero row's for rows past M) and
+  // whether it moves with the stage (mask of the stage's byte offset).
+  uint32_t a_addr0[2], a_stage_mask[2];
   CG_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    a_off[h] = b_row < rows ? int(sizeof(T)) * typename Cfg::SmemA{}(b_row, b_k + 32 * h) : -1;
+    const bool in_stage = b_row < rows;
+    a_addr0[h] = in_stage ? a_dst + int(sizeof(T)) * typename Cfg::SmemA{}(b_row, b_k + 32 * h)
+                          : detail::smem_addr(smem);
+    a_stage_mask[h] = in_stage ? ~0u : 0u;
   }
   // The lane's columns: of its weights (WeightCols), which are the rows of its A fragments and
   // of its sums (AccCol); their scales and zeros.
@@ -284,7 +303,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     cp_async_fence();
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
 
-    char const* st = sstages + stages(0, read_stage);
+    const uint32_t read_bytes = read_stage * stage_bytes;  // block i's stage
+    char const* st = sstages + read_bytes;
     read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
     // The lane's 16 bytes of each block: SmemWeights(b, lane), as the block's stride times b plus
     // the lane (the layout evaluated at a run-time (b, lane) here moves the register allocation of
@@ -296,9 +316,9 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       w[b] = reinterpret_cast<uint4 const*>(st + slice)[b * kWBlockUnits + lane];
     }
     T const* s_base = reinterpret_cast<T const*>(st + slice + Cfg::kWeightBytes) + lane_col;
-    char const* a_base[2];
+    uint32_t a_addr[2];
     CG_PRAGMA_UNROLL
-    for (int h = 0; h < 2; ++h) a_base[h] = a_off[h] < 0 ? smem : st + a_offset + a_off[h];
+    for (int h = 0; h < 2; ++h) a_addr[h] = a_addr0[h] + (read_bytes & a_stage_mask[h]);
 
     CG_PRAGMA_UNROLL
     for (int c = 0; c < Cfg::kChunks; ++c) {
@@ -313,8 +333,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       CG_PRAGMA_UNROLL
       for (int pr = c * Cfg::kStepsPerChunk / 2; pr < (c + 1) * Cfg::kStepsPerChunk / 2; ++pr) {
         uint32_t bf[4];
-        SM75_U32x4_LDSM_N::copy(*reinterpret_cast<uint128_t const*>(
-                                    a_base[pr % 2] + (pr / 2) * int(sizeof(T)) * Cfg::kPairHalf),
+        SM75_U32x4_LDSM_N::copy(a_addr[pr % 2] + (pr / 2) * int(sizeof(T)) * Cfg::kPairHalf,
                                 bf[0], bf[1], bf[2], bf[3]);
         // A fragments of the pair's two k16 steps for each row tile, from the B fragments of its
         // two blocks (Cfg::a_block). INT4 word pr holds both steps, INT8 words 2 pr and 2 pr + 1
