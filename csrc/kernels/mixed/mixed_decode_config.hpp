@@ -154,16 +154,16 @@ struct MixedDecodeConfig {
   // each copy instruction moves 128 contiguous bytes of each block.
   using WeightCopy = Layout<Shape<Shape<_4, _8>, Int<kBlocksPerWarp>>,
                             Stride<Stride<_32, _1>, _8>>;
+  // The kernel reads copy i of every lane as its copy 0 plus i * WeightCopy(0, 1) units.
   static constexpr bool weight_copy_covers() {
     bool seen[kBlocksPerWarp * 32] = {};
+    const int step = int(WeightCopy{}(0, 1));
     for (int l = 0; l < 32; ++l)
       for (int i = 0; i < kBlocksPerWarp; ++i) {
-        const int u = int(WeightCopy{}(l, i));
+        const int u = int(WeightCopy{}(l, i)), first = int(WeightCopy{}(l, 0));
         if (u < 0 || u >= kBlocksPerWarp * 32 || seen[u]) return false;
         seen[u] = true;
-        // one block per lane; copy i is copy 0 plus i * WeightCopy's copy stride
-        if (u / 32 != int(WeightCopy{}(l, 0)) / 32 || u != int(WeightCopy{}(l, 0)) + 8 * i)
-          return false;
+        if (u / 32 != first / 32 || u != first + step * i) return false;  // one block per lane
       }
     return true;
   }

@@ -181,11 +181,11 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // so the prologue issues them after the dependency wait.
   auto load_weights = [&](int next, int stage) {
     if (next >= n_kb) return;
-    const uint32_t st = stage * stage_bytes;
+    const uint32_t stage_off = stage * stage_bytes;  // from stage 0
     CG_PRAGMA_UNROLL
     for (int i = 0; i < NB; ++i) {
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(w_src[i * kCopyUnits],
-                                                   w_dst + st + 16 * kCopyUnits * i, w_ok, policy);
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
+          w_src[i * kCopyUnits], w_dst + stage_off + 16 * kCopyUnits * i, w_ok, policy);
     }
     w_src += kLanes;
     if (s_copier) {
@@ -193,10 +193,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       const int grp = min((((kb_begin + next) * BK) >> groups.shift) + s_row, groups.last);
       const size_t at = size_t(unsigned(grp)) * s_row_bytes;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
-                                            s_dst + st, s_ok);
+                                            s_dst + stage_off, s_ok);
       if (!symmetric) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(z_src + at),
-                                              s_dst + st + kZerosBytes, s_ok);
+                                              s_dst + stage_off + kZerosBytes, s_ok);
       }
     }
   };
@@ -270,15 +270,15 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // Cfg::kPairHalf elements, so two offsets per lane serve all. Rows past M read the zero row
   // instead (any offset within it).
   const int b_row = typename Cfg::CopyBRow{}(lane, 0), b_k = typename Cfg::CopyBCol{}(lane, 0);
-  // Per pr % 2: the lane's ldmatrix address in stage 0 (the zero row's for rows past M) and
-  // whether it moves with the stage (mask of the stage's byte offset).
-  uint32_t a_addr0[2], a_stage_mask[2];
+  // Per pr % 2: the lane's ldmatrix address in stage 0 (the zero row's for rows past M); it
+  // moves with the stage only for rows below M (a mask of the stage's byte offset).
+  const bool a_in_stage = b_row < rows;
+  const uint32_t a_stage_mask = a_in_stage ? ~0u : 0u;
+  uint32_t a_addr0[2];
   CG_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    const bool in_stage = b_row < rows;
-    a_addr0[h] = in_stage ? a_dst + int(sizeof(T)) * typename Cfg::SmemA{}(b_row, b_k + 32 * h)
-                          : detail::smem_addr(smem);
-    a_stage_mask[h] = in_stage ? ~0u : 0u;
+    a_addr0[h] = a_in_stage ? a_dst + int(sizeof(T)) * typename Cfg::SmemA{}(b_row, b_k + 32 * h)
+                            : detail::smem_addr(smem);
   }
   // The lane's columns: of its weights (WeightCols), which are the rows of its A fragments and
   // of its sums (AccCol); their scales and zeros.
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     T const* s_base = reinterpret_cast<T const*>(st + slice + Cfg::kWeightBytes) + lane_col;
     uint32_t a_addr[2];
     CG_PRAGMA_UNROLL
-    for (int h = 0; h < 2; ++h) a_addr[h] = a_addr0[h] + (read_bytes & a_stage_mask[h]);
+    for (int h = 0; h < 2; ++h) a_addr[h] = a_addr0[h] + (read_bytes & a_stage_mask);
 
     CG_PRAGMA_UNROLL
     for (int c = 0; c < Cfg::kChunks; ++c) {
