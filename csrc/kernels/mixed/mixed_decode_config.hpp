@@ -249,19 +249,18 @@ struct MixedDecodeConfig {
   // one-warp (col_warps 1) and the shared (col_warps 2, 4) instantiations, for ungated and gated
   // GEMMs (compiled apart); the planner's occupancy model reads them
   // (test_planned_occupancy_matches_gpu holds it against cudaOccupancy). Measured with ptxas -v
-  // (nvcc 13.0) when the weight copies became one source per lane; remeasure when the kernel
-  // changes.
+  // (nvcc 13.0) on the kernel as it is; remeasure when it changes.
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
   CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated) {
     const bool shared = col_warps > 1;
     if (Bits == 4) {
-      if (FineGroups) return (kBf16 ? gated && !shared : shared) ? 128 : 120;
-      return kBf16 ? 112 : 104;
+      if (kBf16) return (FineGroups ? 8 : 0) + (!shared && gated ? 120 : 112);
+      return FineGroups ? 120 : (shared ? 104 : 112);
     }
-    if (kBf16) return 96;
-    return shared && !FineGroups ? 112 : 104;
+    if (kBf16) return shared ? (FineGroups ? 104 : 128) : 96;
+    return !FineGroups && shared && !gated ? 112 : 104;
   }
   static constexpr int max_registers() {
     int most = 0;

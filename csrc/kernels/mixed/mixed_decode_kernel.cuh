@@ -57,6 +57,26 @@
 namespace cute_gemm {
 namespace mixed {
 
+// x itself, opaque to the compiler: a loop-invariant address passed through it before a loop is
+// kept in a register there, not recomputed from its parts in every iteration (NVVM
+// rematerializes cheap expressions to shorten live ranges, which costs instructions per k block).
+CG_DEVICE uint32_t pinned(uint32_t x) {
+  asm("" : "+r"(x));
+  return x;
+}
+CG_DEVICE uint4 lds_128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+CG_DEVICE uint16_t lds_u16(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+  return v;
+}
+
 template <class Op>
 CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1,
                          float const (&c)[4]) {
@@ -169,19 +189,17 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
 
   // The lane's destinations in stage 0: its first weight copy's (copy i: + 16 i kCopyUnits), its
   // scale copy's (zeros: + kZerosBytes), its activation rows' base.
-  const uint32_t w_dst = sstages_addr + slice + 16 * w_unit;
-  const uint32_t s_dst = sstages_addr + slice + Cfg::kWeightBytes +
-                         int(sizeof(T)) * typename Cfg::ScaleCopy{}(lane);
-  const uint32_t a_dst = sstages_addr + a_offset;
+  const uint32_t w_dst = pinned(sstages_addr + slice + 16 * w_unit);
+  const uint32_t s_dst = pinned(sstages_addr + slice + Cfg::kWeightBytes +
+                                int(sizeof(T)) * typename Cfg::ScaleCopy{}(lane));
+  const uint32_t a_dst = pinned(sstages_addr + a_offset);
   const int stage_bytes = stages(0, 1);
   constexpr int kZerosBytes = int(sizeof(T)) * typename Cfg::SmemScales{}(0, 0, 1);
 
-  // Copy split-local k block `next` into stage `stage`; each is called for next = 0, 1, 2, ... in
-  // order, since it advances its source addresses. The activations come from an earlier kernel,
-  // so the prologue issues them after the dependency wait.
-  auto load_weights = [&](int next, int stage) {
-    if (next >= n_kb) return;
-    const uint32_t stage_off = stage * stage_bytes;  // from stage 0
+  // Copy split-local k block `next` into the stage `stage_off` bytes past stage 0. Each is called
+  // for next = 0, 1, 2, ... (< n_kb) in order, since it advances its source addresses. The
+  // activations come from an earlier kernel, so the prologue issues them after the dependency wait.
+  auto load_weights = [&](int next, uint32_t stage_off) {
     CG_PRAGMA_UNROLL
     for (int i = 0; i < NB; ++i) {
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
@@ -200,9 +218,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       }
     }
   };
-  auto load_activations = [&](int next, int stage) {
-    if (next >= n_kb) return;
-    const uint32_t st = a_dst + stage * stage_bytes;
+  auto load_activations = [&](uint32_t stage_off) {
+    const uint32_t st = a_dst + stage_off;
     const bool k_ok = a_k < p.k;  // columns past K read as zeros
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kUnitIters; ++j) {
@@ -224,7 +241,9 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // (programmatic dependent launch on sm_90); commit s then holds stage s's activations, commit 0
   // also all the prologue's weights.
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < S - 1; ++s) load_weights(s, s);
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < n_kb) load_weights(s, s * stage_bytes);
+  }
   grid_dependency_wait();  // also orders this kernel's output writes after the previous kernel
   // The next kernel may launch now where this grid fills the SMs (MixedPlan::early_dependents):
   // its CTAs then take each SM as this grid's CTAs leave it, and stream their first weights
@@ -232,7 +251,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   if (early_dependents) grid_launch_dependents();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {
-    load_activations(s, s);
+    if (s < n_kb) load_activations(s * stage_bytes);
     cp_async_fence();
   }
 
@@ -284,8 +303,18 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // of its sums (AccCol); their scales and zeros.
   const int lane_col = typename Cfg::WeightCols{}(get<0>(thr), 0);
   const float zero[4] = {0.f, 0.f, 0.f, 0.f};
+  // Where the lane reads its weights and its columns' scales in stage 0.
+  const uint32_t w_read = pinned(sstages_addr + slice + 16 * lane);
+  const uint32_t s_read =
+      pinned(sstages_addr + slice + Cfg::kWeightBytes + int(sizeof(T)) * lane_col);
 
-  int read_stage = 0, write_stage = S - 1;  // the stages of blocks i and i + S - 1
+  // The byte offsets from stage 0 of the stages of blocks i and i + S - 1.
+  const uint32_t ring_bytes = S * stage_bytes;
+  uint32_t read_off = 0, write_off = (S - 1) * stage_bytes;
+  auto advance = [&](uint32_t off) {
+    off += stage_bytes;
+    return off == ring_bytes ? 0u : off;
+  };
   CG_PRAGMA_NO_UNROLL
   for (int i = 0; i < n_kb; ++i) {
     cp_async_wait<S - 2>();
@@ -298,14 +327,15 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       mbarrier_arrive(bars + k_slice);
       mbarrier_wait_parity(bars + k_slice, i & 1);
     }
-    load_weights(i + S - 1, write_stage);
-    load_activations(i + S - 1, write_stage);
+    if (i < n_kb - (S - 1)) {  // k block i + S - 1 exists: the steady state
+      load_weights(i + S - 1, write_off);
+      load_activations(write_off);
+    }
     cp_async_fence();
-    write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
+    write_off = advance(write_off);
 
-    const uint32_t read_bytes = read_stage * stage_bytes;  // block i's stage
-    char const* st = sstages + read_bytes;
-    read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
+    const uint32_t read_bytes = read_off;  // block i's stage
+    read_off = advance(read_off);
     // The lane's 16 bytes of each block: SmemWeights(b, lane), as the block's stride times b plus
     // the lane (the layout evaluated at a run-time (b, lane) here moves the register allocation of
     // the shared instantiations: 124 -> 126 registers for fp16 INT4 fine groups).
@@ -313,9 +343,18 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
-      w[b] = reinterpret_cast<uint4 const*>(st + slice)[b * kWBlockUnits + lane];
+      w[b] = lds_128(w_read + read_bytes + 16 * b * kWBlockUnits);
     }
-    T const* s_base = reinterpret_cast<T const*>(st + slice + Cfg::kWeightBytes) + lane_col;
+    const uint32_t s_base = s_read + read_bytes;
+    // Element `at` of the warp's scales and zeros in block i's stage, as fp32.
+    auto scale_at = [&](int at) {
+      const uint16_t bits = lds_u16(s_base + int(sizeof(T)) * at);
+      if constexpr (std::is_same<T, __half>::value) {
+        return __half2float(__ushort_as_half(bits));
+      } else {
+        return __uint_as_float(uint32_t(bits) << 16);
+      }
+    };
     uint32_t a_addr[2];
     CG_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) a_addr[h] = a_addr0[h] + (read_bytes & a_stage_mask);
@@ -327,7 +366,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
         CG_PRAGMA_UNROLL
         for (int b = 0; b < NB; ++b) {
           const int at = typename Cfg::SmemScales{}(typename Cfg::WeightCols{}(0, b), grow, 1);
-          set_zero_point(b, HalfTraits<T>::to_float(s_base[at]));
+          set_zero_point(b, scale_at(at));
         }
       }
       CG_PRAGMA_UNROLL
@@ -388,10 +427,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       // acc += scale * part: values 0, 1 and 2, 3 of row tile r are two columns (AccCol).
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
-        const float s_lo = HalfTraits<T>::to_float(
-            s_base[typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r), grow, 0)]);
-        const float s_hi = HalfTraits<T>::to_float(
-            s_base[typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r + 2), grow, 0)]);
+        const float s_lo =
+            scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r), grow, 0));
+        const float s_hi =
+            scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r + 2), grow, 0));
         acc[r][0] = fmaf(s_lo, part[r][0], acc[r][0]);
         acc[r][1] = fmaf(s_lo, part[r][1], acc[r][1]);
         acc[r][2] = fmaf(s_hi, part[r][2], acc[r][2]);
