@@ -30,9 +30,10 @@
 //   - A warp's copies are about a third of its instructions per k block if each recomputes its
 //     source address, and they delay the next requests: every address is computed once and
 //     advanced. A lane copies from one weight block (Cfg::WeightCopy: its copies differ by
-//     immediate offsets, one pointer advanced per k block), and every shared-memory address is a
-//     32-bit one derived from the stage base computed before the loop, not a generic pointer
-//     converted at each copy.
+//     immediate offsets, one pointer advanced per k block), and every shared-memory address
+//     (copies, loads, ldmatrix) is a 32-bit one: a lane's base in stage 0, computed before the
+//     loop and pinned in a register (NVVM would recompute it in every iteration), plus the
+//     stage's byte offset.
 //   - The per-group scaling of fp32 sums of a * (q - z), the split-K workspace and its reduction
 //     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The
 //     dequantization is exact (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the
@@ -44,6 +45,7 @@
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "cute_gemm/arch/ld_shared.hpp"
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/gemm/gemm_kernel.cuh"
@@ -63,18 +65,6 @@ namespace mixed {
 CG_DEVICE uint32_t pinned(uint32_t x) {
   asm("" : "+r"(x));
   return x;
-}
-CG_DEVICE uint4 lds_128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-CG_DEVICE uint16_t lds_u16(uint32_t addr) {
-  uint16_t v;
-  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
-  return v;
 }
 
 template <class Op>
@@ -343,12 +333,12 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
-      w[b] = lds_128(w_read + read_bytes + 16 * b * kWBlockUnits);
+      ld_shared_u32x4(w_read + read_bytes + 16 * b * kWBlockUnits, w[b].x, w[b].y, w[b].z, w[b].w);
     }
     const uint32_t s_base = s_read + read_bytes;
     // Element `at` of the warp's scales and zeros in block i's stage, as fp32.
     auto scale_at = [&](int at) {
-      const uint16_t bits = lds_u16(s_base + int(sizeof(T)) * at);
+      const uint16_t bits = ld_shared_u16(s_base + int(sizeof(T)) * at);
       if constexpr (std::is_same<T, __half>::value) {
         return __half2float(__ushort_as_half(bits));
       } else {
