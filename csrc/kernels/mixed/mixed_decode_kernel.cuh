@@ -129,11 +129,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   __syncthreads();
   const auto stages = Cfg::stages_layout(rows, col_warps, k_slices);  // (k slice, stage) -> byte
   const int a_offset = Cfg::a_offset(col_warps);
-  char* sstages = smem + Cfg::kStagesOffset + stages(k_slice, 0);  // the k slice's stages
   const int slice = col_warp * Cfg::kSliceBytes;  // the warp's weights and scales in a stage
-  // The copies' destinations as shared-memory addresses: the k slice's stage 0, computed once
-  // (a generic pointer would be converted at every copy, in the loop).
-  const uint32_t sstages_addr = detail::smem_addr(sstages);
+  // The k slice's stage 0 as a shared-memory address, computed once (a generic pointer would be
+  // converted at every copy and load, in the loop).
+  const uint32_t sstages_addr = detail::smem_addr(smem + Cfg::kStagesOffset + stages(k_slice, 0));
 
   // ---- global -> shared. Every source address is computed once and advanced per k block: the
   // copies would be a third of a warp's instructions at M = 1 if each recomputed its address.
@@ -327,8 +326,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     const uint32_t read_bytes = read_off;  // block i's stage
     read_off = advance(read_off);
     // The lane's 16 bytes of each block: SmemWeights(b, lane), as the block's stride times b plus
-    // the lane (the layout evaluated at a run-time (b, lane) here moves the register allocation of
-    // the shared instantiations: 124 -> 126 registers for fp16 INT4 fine groups).
+    // the lane's w_read (the layout evaluated at a run-time (b, lane) here moves the register
+    // allocation of the shared instantiations: 124 -> 126 registers for fp16 INT4 fine groups).
     constexpr int kWBlockUnits = typename Cfg::SmemWeights{}(1, 0);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
@@ -338,12 +337,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     const uint32_t s_base = s_read + read_bytes;
     // Element `at` of the warp's scales and zeros in block i's stage, as fp32.
     auto scale_at = [&](int at) {
-      const uint16_t bits = ld_shared_u16(s_base + int(sizeof(T)) * at);
-      if constexpr (std::is_same<T, __half>::value) {
-        return __half2float(__ushort_as_half(bits));
-      } else {
-        return __uint_as_float(uint32_t(bits) << 16);
-      }
+      return HalfTraits<T>::bits_to_float(ld_shared_u16(s_base + int(sizeof(T)) * at));
     };
     uint32_t a_addr[2];
     CG_PRAGMA_UNROLL
