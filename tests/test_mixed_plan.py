@@ -870,20 +870,34 @@ def test_occupancy_query_needs_a_gpu():
 
 def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
     # Llama-3-8B's fused gate/up (4096x28672) at M = 9-16: one wave of the 16-row tile would take
-    # 2 splits; gating in registers takes one and no reduce kernel. Where a wave takes more splits
-    # (N = 4096), the plan keeps them and gates in the reduce kernel; ungated plans are unchanged.
-    for device in ("h100", "a100"):
+    # 2 splits; gating in registers takes one and no reduce kernel (the A100), on Hopper 4 splits
+    # gated in the reduce kernel (kGatedHopperSplits). Where a wave takes more splits (N = 4096),
+    # the plan keeps them and gates in the reduce kernel; ungated plans are unchanged.
+    for device in ("h100", "h200", "a100"):
         for m in (9, 16):
             for dtype in (torch.float16, torch.bfloat16):
                 gated = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
                                              activation="silu_mul")
                 plain = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device)
-                assert (gated.kernel, gated.tile_m, gated.splits) == ("mma", 16, 1), gated
-                assert not gated.via_workspace and gated.workspace_bytes == 0
-                # On Hopper the gated plan takes 2 k slices (test_mma_two_k_slices).
-                assert gated.k_slices == (2 if device == "h100" else 1), gated
-                if device == "h100":
+                assert (gated.kernel, gated.tile_m, gated.k_slices) == ("mma", 16, 1), gated
+                if device == "a100":
+                    assert gated.splits == 1 and not gated.via_workspace, gated
+                    assert gated.workspace_bytes == 0
+                else:
+                    assert gated.splits == 4 and gated.via_workspace, gated
+                    assert gated.workspace_bytes == 4 * m * 28672 * 4
+                    assert tuple(gated.grid) == (224, 1, 4) and gated.warps == 4, gated
+                    assert "SiLU(gate) * up in the reduce kernel" in str(gated)
                     assert (plain.splits, plain.k_slices) == (2, 1), plain
+                # Each split keeps at least 8 k blocks: a shorter K takes fewer splits, and one
+                # with too few for 3 takes 2 k slices unsplit on Hopper.
+                short = cute_gemm.mixed_plan(m, 28672, 3072, 4, 128, dtype, device=device,
+                                             activation="silu_mul")
+                assert short.splits == (1 if device == "a100" else 3), short
+                shorter = cute_gemm.mixed_plan(m, 28672, 2304, 4, 128, dtype, device=device,
+                                               activation="silu_mul")
+                assert (shorter.splits, shorter.k_slices) == \
+                    ((1, 1) if device == "a100" else (1, 2)), shorter
                 small = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, dtype, device=device,
                                              activation="silu_mul", schedule="kernel=mma")
                 assert small.splits > 2 and small.via_workspace, small
@@ -893,17 +907,20 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
 
 
 def test_mma_two_k_slices():
-    # On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers unsplit runs 2 k
-    # slices of 4 warps per CTA (plan_mma): Llama-3-8B's gate/up (4096x28672) at M = 9-16.
-    # The plain GEMM keeps its 2 splits; the A100 (not measured there) and every other tile keep
-    # one slice.
+    # On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers unsplit, and
+    # whose K is too short for kGatedHopperSplits splits of 8 k blocks, runs 2 k slices of 4 warps
+    # per CTA (plan_mma): gate/up 2304x28672 at M = 9-16. The plain GEMM keeps its splits; the
+    # A100 (not measured there) and every other tile keep one slice.
     for device, m, dtype, activation in itertools.product(
             DEVICES, (9, 16), (torch.float16, torch.bfloat16), (None, "silu_mul")):
-        p = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
+        p = cute_gemm.mixed_plan(m, 28672, 2304, 4, 128, dtype, device=device,
                                  activation=activation)
         inst = instances()[p.instance]
         assert (p.kernel, p.tile_m) == ("mma", 16), p
-        assert p.splits == (1 if activation or device == "a100" else 2), p
+        if activation or device == "a100":
+            assert p.splits == 1, p
+        else:
+            assert p.splits == 2, p
         want = 2 if device in HOPPER and activation else 1
         assert p.k_slices == want and inst["max_k_slices"] == 2, p
         assert inst["sliced_smem_bytes"] == 2 * inst["smem_bytes"]  # each slice its stages

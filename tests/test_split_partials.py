@@ -132,7 +132,8 @@ def test_partial_sums_count_and_plan():
         normal = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h100")
         assert ops.partial_sums_count(m, n, k, 4, 128, torch.bfloat16, "h100") == (
             1 if plan.kernel == "dense" else plan.splits)
-        # The same kernel, tile and splits as mixed_gemm's plan; only where the sums go differs.
+        # The same kernel, tile and splits as mixed_gemm's plan; only where the sums go differs
+        # (but see test_partials_split_a_long_k_decode_grid_into_small_ctas).
         for field in ("kernel", "instance", "tile_m", "tile_n", "splits", "warps", "grid"):
             assert getattr(plan, field) == getattr(normal, field), (m, n, k, field)
         assert plan.partials and plan.via_workspace and not normal.partials
@@ -143,6 +144,46 @@ def test_partial_sums_count_and_plan():
     assert ops.partial_sums_count(0, 4096, 4096, 4, 128, torch.float16, "h100") == 1
     with pytest.raises(ValueError, match="partial sums are for ungated problems"):
         ops._C._mixed_plan(16, 8192, 4096, 4, 128, True, h100, "", True, True)
+
+
+def _partials_plan(m, n, k, bits, group, dtype, device, schedule=""):
+    return ops._C._mixed_plan(m, n, k, bits, group, dtype == torch.bfloat16,
+                              cute_gemm.device_spec(device), schedule, False, True)
+
+
+@pytest.mark.parametrize("device", ["h100", "h200"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_partials_split_a_long_k_decode_grid_into_small_ctas(device, dtype):
+    # INT4 decode with the sums left to the caller, K >= 8192, a one-wave grid of CTAs of more than
+    # 4 one-warp k slices (Llama-3-8B's down projection 14336x4096 at M = 1: 128 CTAs of 16
+    # warps): CTAs of 4 warps in 4 splits, each warp keeping its 7 k blocks (kPartialsCtaWarps).
+    for m in (1, 2):
+        normal = cute_gemm.mixed_plan(m, 4096, 14336, 4, 128, dtype, device=device)
+        plan = _partials_plan(m, 4096, 14336, 4, 128, dtype, device)
+        assert (normal.kernel, normal.warps, normal.splits) == ("decode", 16, 1), normal
+        assert (plan.kernel, plan.instance, plan.tile_n) == ("decode", normal.instance, 32)
+        assert (plan.warps, plan.col_warps, plan.k_slices, plan.splits) == (4, 1, 4, 4), plan
+        assert tuple(plan.grid) == (128, 1, 4) and plan.ctas_per_sm * 132 >= 512, plan
+        assert plan.workspace_bytes == 4 * m * 4096 * 4
+        assert ops.partial_sums_count(m, 4096, 14336, 4, 128, dtype, device) == 4
+        # The same plan as the op's with that schedule (what the GPU test runs).
+        same = cute_gemm.mixed_plan(m, 4096, 14336, 4, 128, dtype, device=device,
+                                    schedule="kernel=decode,warps=4,splits=4")
+        for field in ("instance", "warps", "k_slices", "splits", "grid", "ctas_per_sm"):
+            assert getattr(same, field) == getattr(plan, field), field
+    # A schedule that names the kernel only leaves the CTA shape to the rule.
+    assert _partials_plan(1, 4096, 14336, 4, 128, dtype, device, "kernel=decode").splits == 4
+    # Not: K = 4096 (o_proj: no gain measured), INT8, a scheduled CTA shape or split count.
+    for n, k, bits, group, schedule in [(4096, 4096, 4, 128, ""), (4096, 14336, 8, -1, ""),
+                                        (4096, 14336, 4, 128, "warps=16"),
+                                        (4096, 14336, 4, 128, "kernel=decode,splits=1")]:
+        plan = _partials_plan(1, n, k, bits, group, dtype, device, schedule)
+        normal = cute_gemm.mixed_plan(1, n, k, bits, group, dtype, device=device,
+                                      schedule=schedule or None)
+        assert (plan.warps, plan.splits) == (normal.warps, normal.splits), (n, k, bits, schedule)
+    # On the A100 too where its CTAs fit (the rule reads only the plan and the device).
+    a100 = _partials_plan(1, 4096, 14336, 4, 128, dtype, "a100")
+    assert a100.kernel == "decode" and a100.warps <= 16
 
 
 # ----------------------------------------------------------------------- the pass, on the CPU
@@ -263,6 +304,7 @@ def test_decode_compilation_installs_and_restores_the_pass():
 # (M, N, K, bits, group, schedule): every kernel kind, split and unsplit, and the dense path.
 GPU_CASES = [
     (1, 4096, 4096, 4, 128, None), (3, 1000 // 8 * 8, 384, 4, 32, None),
+    (1, 4096, 14336, 4, 128, None), (2, 4000, 8320, 4, 128, None),
     (5, 4096, 14336, 8, -1, None), (1, 256, 4096, 4, 128, "kernel=decode,splits=4"),
     (16, 4096, 4096, 4, 128, None), (16, 6144, 4096, 4, 128, None),
     (16, 4096, 14336, 4, 128, None), (16, 4096, 4096, 8, -1, None),
@@ -283,8 +325,15 @@ def test_gpu_partials_add_up_to_the_op(m, n, k, bits, group, schedule, dtype):
     parts = _partials(a, qw, schedule)
     splits = ops.partial_sums_count(m, n, k, bits, group, dtype, a.device, schedule)
     assert parts.shape == (splits, m, n) and parts.dtype == torch.float32
-    plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)
+    plan = _partials_plan(m, n, k, bits, group, dtype, a.device, schedule or "")
     assert splits == (1 if plan.kernel == "dense" else plan.splits)
+    # The op on the same plan (a long K's decode grid differs without the schedule).
+    normal = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)
+    if (normal.warps, normal.splits) != (plan.warps, plan.splits):
+        assert plan.kernel == "decode" and schedule is None, (plan, normal)
+        schedule = f"kernel=decode,warps={plan.warps},splits={plan.splits}"
+        assert cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule).grid == \
+            plan.grid
     out = MIXED(a, qw.packed, qw.scales, qw.zeros, bits, group, k, bias, schedule)
     if plan.kernel == "dense":
         torch.testing.assert_close(parts[0].to(dtype), out - bias, rtol=1e-2, atol=1e-2)
@@ -312,12 +361,13 @@ class _Block(torch.nn.Module):
 
 
 @GPU
-@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("m,k", [(1, 4096), (16, 4096), (1, 14336)])
 @pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
-def test_gpu_compiled_block_adds_the_partials_in_its_norm(m, with_bias):
+def test_gpu_compiled_block_adds_the_partials_in_its_norm(m, k, with_bias):
+    # (M = 1, K = 14336: a down projection, split only where its sums are consumed.)
     from torch._inductor.utils import run_and_get_code
     torch.manual_seed(m)
-    n = k = 4096
+    n = 4096
     linear = torch.nn.Linear(k, n, bias=with_bias, dtype=torch.bfloat16, device="cuda")
     block = _Block(cute_gemm.QuantLinear.from_linear(linear)).eval()
     x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")

@@ -33,6 +33,14 @@ constexpr int kDenseFromMMmaSync = 192;
 // kernel, where a wave of its CTAs would take at most this many splits (Llama-3-8B's gate/up
 // 4096x28672 at M = 9-16: 2).
 constexpr int kGatedInRegistersMaxSplits = 2;
+// On Hopper such a gated GEMM runs this many splits instead (SiLU(gate) * up in the reduce
+// kernel), each of at least kGatedSplitMinBlocks k blocks: the 16-row tile's CTAs of 4 warps in
+// ~1.7 waves, which the SMs take as they free, where 224 CTAs of 2 k slices left 40 of 132 SMs
+// with one CTA and the others with two. H200, the compiled Llama-3-8B-shaped step at batch 16
+// (gate/up 4096x28672 bf16), two machines: 2.544 / 2.533 ms against 2.591 / 2.600 unsplit; 6
+// splits 2.597, 8 splits 2.655 (NOTES.md, session 51). Not measured on the H100.
+constexpr int kGatedHopperSplits = 4;
+constexpr int kGatedSplitMinBlocks = 8;
 // Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
 // grows with the rows each SM computes (rows_per_sm). A smaller tile in as many M tiles computes
 // no more rows per SM and replaces a larger one where it does not compute more; one that needs
@@ -53,6 +61,16 @@ constexpr int kDecodeSharedFromM = 5;
 // CTAs for half the SMs, otherwise only where each split keeps at least this much of K.
 constexpr int kDecodeMinSplitK = 8192;
 constexpr int kColWarpChoices[] = {1, 2, 4};
+// Decode with partial sums taken by the caller (no reduce kernel; the compiled model adds them in
+// the next kernel): INT4 on a K of at least kDecodeMinSplitK whose plan is one wave of CTAs of
+// more than this many 1-warp k slices runs CTAs of this many in as many more splits, each warp
+// keeping its k range. A CTA that takes a whole SM (16 warps at 1 CTA per SM) starts only when
+// every CTA of the kernel before it has left that SM; CTAs of 4 warps start as those leave. H200,
+// the compiled Llama-3-8B-shaped step at batch 1 (down 14336x4096 after gate/up's 896 CTAs), two
+// machines: 1.948 / 1.947 ms against 1.986 / 1.990 (2 splits of 8 warps 1.951, 8 of 2 warps
+// 1.981); o_proj (K = 4096, after attention's 32 CTAs) 1.996 against 1.986 (NOTES.md, session
+// 51).
+constexpr int kPartialsCtaWarps = 4;
 // Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
 // vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least
 // kManyWavesSliceBlocks k blocks (a full pipeline): the CTAs' fixed costs (prologue, k-slice sum,
@@ -145,8 +163,8 @@ int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
 // wave of the CTAs resident per SM (the occupancy model: on the H100 the register cap's
-// min_ctas_per_sm; on the A100 shared memory allows fewer); on Hopper a gated GEMM that runs
-// unsplit takes 2 k slices where the tile has them.
+// min_ctas_per_sm; on the A100 shared memory allows fewer); a gated GEMM that the tile gates in
+// registers runs unsplit, on Hopper in kGatedHopperSplits splits.
 void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
               MixedSchedule const& s, int k_blocks, int group) {
   const int tile_m = p.m <= 16 ? 16 : (p.m <= 32 ? 32 : 64);
@@ -168,16 +186,20 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   // most kGatedInRegistersMaxSplits: a second split fills the wave better, but gains less than
   // the reduce kernel it brings costs (bf16 4096x28672 M = 16 on an H100: 26.3 us unsplit, 27.0
   // with 2 splits and the reduce kernel; NOTES.md, session 37).
-  // On Hopper it runs 2 k slices per CTA where the tile has them: twice the warps per SM without
-  // a workspace or reduce kernel. H200, 4096x28672 gated at M = 16: bf16 27.7 us against 28.9 in
-  // one slice, fp16 25.4 against 27.4 (the slices in lockstep, one CTA barrier per k block). Plain
-  // GEMMs keep their splits: there 2 one-slice splits and the reduce kernel measured faster (bf16
-  // 25.9 against 26.9, fp16 24.8 against 25.1). Not measured on the A100, which keeps one slice
-  // (NOTES.md, session 48).
+  // On Hopper it runs kGatedHopperSplits splits where K has the k blocks for them (measured in
+  // the model, above), otherwise 2 k slices per CTA where the tile has them: twice the warps per
+  // SM without a workspace or reduce kernel (H200, 4096x28672 gated at M = 16: bf16 27.7 us
+  // against 28.9 in one slice, fp16 25.4 against 27.4; NOTES.md, session 48). Not measured on the
+  // A100, which keeps one slice.
   if (s.splits == 0 && p.gated && inst.gates_in_registers &&
       splits <= kGatedInRegistersMaxSplits) {
-    splits = 1;
-    if (s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4) k_slices = 2;
+    const int hopper_splits = std::min(kGatedHopperSplits, k_blocks / kGatedSplitMinBlocks);
+    if (d.wgmma && s.k_slices == 0 && hopper_splits > kGatedInRegistersMaxSplits) {
+      splits = hopper_splits;
+    } else {
+      splits = 1;
+      if (s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4) k_slices = 2;
+    }
   }
   plan.k_slices = k_slices;
   plan.threads = inst.threads * k_slices;
@@ -337,7 +359,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // busy in the wave (shared memory bounds the CTAs per SM at larger M), the fewest splits, the
 // preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM); 1-warp slices of a
 // grid of several waves come kManyWavesSlices to a CTA, and short INT4 slices of a grid of more
-// CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks). Scheduled splits get as
+// CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks); with partial sums, a long K's
+// one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits. Scheduled splits get as
 // many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
@@ -432,6 +455,19 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       p.m <= kMinSliceMaxM && plan.col_warps == 1 && plan.splits == 1 &&
       ceil_div(p.n, 32) * m_tiles > sms && k_blocks < kShortSliceBlocks * plan.warps) {
     choose(std::max(1, k_blocks / kMinSliceBlocks));
+  }
+  // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
+  if (best_busy >= 0 && p.partials && p.bits == 4 && p.k >= kDecodeMinSplitK && s.warps == 0 &&
+      s.splits == 0 && plan.col_warps == 1 && plan.splits == 1 &&
+      plan.warps > kPartialsCtaWarps && plan.warps % kPartialsCtaWarps == 0) {
+    const int per_sm = decode_ctas_per_sm(d, inst, rows, kPartialsCtaWarps, 1, p.gated);
+    const int splits = plan.warps / kPartialsCtaWarps;
+    if (ceil_div(p.n, 32) * m_tiles * splits <= int64_t(per_sm) * sms &&
+        non_empty_splits(splits, k_blocks) == splits) {
+      plan.warps = kPartialsCtaWarps;
+      plan.splits = splits;
+      plan.ctas_per_sm = per_sm;
+    }
   }
   if (best_busy < 0) {
     refuse(s.col_warps > 0 ? "schedule col_warps=" + std::to_string(s.col_warps) +
