@@ -33,8 +33,9 @@ once:
         model(**inputs)
 
 and, with ``split_partials`` (default True), a graph pass that leaves split-K sums to the kernel
-that consumes them: a ``cute_gemm::mixed_gemm`` call whose plan splits K (batch 16's q/k/v, o
-and down projections on an H100) writes its fp32 partial sums (``mixed_gemm_partials``) and
+that consumes them: a ``cute_gemm::mixed_gemm`` call whose plan for partial sums splits K
+(``ops.partial_sums_count``: batch 16's q/k/v, o and down projections, batch 1's down
+projection on Hopper) writes its fp32 partial sums (``mixed_gemm_partials``) and
 the graph adds them, in split order, with the bias, and rounds once: the arithmetic of the op's
 reduce kernel, now pointwise work that inductor fuses into the next kernel's loads (the residual
 add + RMSNorm, the rotary embedding), so the reduce kernel and its launch go away. Calls with an
@@ -47,7 +48,11 @@ increments-*.md) the bf16 step 5.310 instead of 5.343 ms at batch 1 and 5.566 / 
 16, the INT4 fused + INT8-head one 2.150 / 2.173 and 2.642 / 2.675. On an H100 (one machine, two
 processes, benchmarks/results/model_nvidia-h100-80gb-hbm3_s42-partials-*.md) the INT4 fused +
 INT8-head model steps 2.847 instead of 2.897 ms at batch 16 and 4.611 instead of 4.760 at batch
-64; the INT8 model 3.906 / 3.910 and 5.148 / 5.244; nothing splits at batch 1.
+64; the INT8 model 3.906 / 3.910 and 5.148 / 5.244; nothing split at batch 1 then. The partials
+plan of an INT4 decode grid of wide CTAs on a long K is 4-warp CTAs in splits (the planner's
+kPartialsCtaWarps): at batch 1 the down projection, after gate/up's grid has filled every SM,
+starts as that grid's CTAs leave, and its 4 partial sums go into the residual + norm kernel (H200,
+one machine: the INT4 step 1.940 instead of 1.984 ms).
 
 Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in one run;
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused

@@ -181,9 +181,13 @@ def test_partials_split_a_long_k_decode_grid_into_small_ctas(device, dtype):
         normal = cute_gemm.mixed_plan(1, n, k, bits, group, dtype, device=device,
                                       schedule=schedule or None)
         assert (plan.warps, plan.splits) == (normal.warps, normal.splits), (n, k, bits, schedule)
-    # On the A100 too where its CTAs fit (the rule reads only the plan and the device).
+    # The A100's plan there is one wave of 6-warp CTAs: not whole 4-warp CTAs, unchanged.
     a100 = _partials_plan(1, 4096, 14336, 4, 128, dtype, "a100")
-    assert a100.kernel == "decode" and a100.warps <= 16
+    a100_op = cute_gemm.mixed_plan(1, 4096, 14336, 4, 128, dtype, device="a100")
+    assert (a100.warps, a100.splits) == (a100_op.warps, a100_op.splits) == (6, 1)
+    # M = 5 on Hopper: 12 one-warp slices -> 3 splits of 4.
+    m5 = _partials_plan(5, 4096, 14336, 4, 128, dtype, device)
+    assert (m5.warps, m5.col_warps, m5.splits) == (4, 1, 3), m5
 
 
 # ----------------------------------------------------------------------- the pass, on the CPU

@@ -25,8 +25,10 @@ TORCH_LIBRARY(cute_gemm, m) {
   // partials[S, M, N] (fp32): the plan's split-K partial sums of a[M, K] @ dequant(qweight)^T,
   // split s over its share of K, left to the caller to add in split order (no reduce kernel, no
   // bias, no activation). S is the plan's split count for this M on this device (1 unsplit and
-  // on CPU); mixed_gemm's out is round(sum_s partials[s] + bias). For compilers that fuse the
-  // sum into the consumer (cute_gemm.inductor.decode_compilation). Inference only.
+  // on CPU; the plan may split where mixed_gemm's would not, since no reduce kernel follows:
+  // mixed_plan.cpp's kPartialsCtaWarps); mixed_gemm's out on the same plan is
+  // round(sum_s partials[s] + bias). For compilers that fuse the sum into the consumer
+  // (cute_gemm.inductor.decode_compilation). Inference only.
   m.def("mixed_gemm_partials(Tensor a, Tensor qweight, Tensor scales, Tensor? zeros, int bits, "
         "int group_size, int k, str? schedule=None) -> Tensor");
 

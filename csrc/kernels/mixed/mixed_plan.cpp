@@ -37,8 +37,8 @@ constexpr int kGatedInRegistersMaxSplits = 2;
 // kernel), each of at least kGatedSplitMinBlocks k blocks: the 16-row tile's CTAs of 4 warps in
 // ~1.7 waves, which the SMs take as they free, where 224 CTAs of 2 k slices left 40 of 132 SMs
 // with one CTA and the others with two. H200, the compiled Llama-3-8B-shaped step at batch 16
-// (gate/up 4096x28672 bf16), two machines: 2.544 / 2.533 ms against 2.591 / 2.600 unsplit; 6
-// splits 2.597, 8 splits 2.655 (NOTES.md, session 51). Not measured on the H100.
+// (gate/up 4096x28672 bf16), three machines: 2.533 / 2.544 / 2.535 ms against 2.600 / 2.591 /
+// 2.592 unsplit; 6 splits 2.597, 8 splits 2.655 (NOTES.md, session 51). Not measured on the H100.
 constexpr int kGatedHopperSplits = 4;
 constexpr int kGatedSplitMinBlocks = 8;
 // Token tiles of 129 rows and up (wgmma's 128, 160, 192 and 256 rows, one CTA per SM): the time
@@ -66,10 +66,10 @@ constexpr int kColWarpChoices[] = {1, 2, 4};
 // more than this many 1-warp k slices runs CTAs of this many in as many more splits, each warp
 // keeping its k range. A CTA that takes a whole SM (16 warps at 1 CTA per SM) starts only when
 // every CTA of the kernel before it has left that SM; CTAs of 4 warps start as those leave. H200,
-// the compiled Llama-3-8B-shaped step at batch 1 (down 14336x4096 after gate/up's 896 CTAs), two
-// machines: 1.948 / 1.947 ms against 1.986 / 1.990 (2 splits of 8 warps 1.951, 8 of 2 warps
-// 1.981); o_proj (K = 4096, after attention's 32 CTAs) 1.996 against 1.986 (NOTES.md, session
-// 51).
+// the compiled Llama-3-8B-shaped step at batch 1 (down 14336x4096 after gate/up's 896 CTAs), three
+// machines: 1.948 / 1.947 / 1.940 ms against 1.986 / 1.990 / 1.984 (2 splits of 8 warps 1.951, 8
+// of 2 warps 1.981); o_proj (K = 4096, after attention's 32 CTAs) 1.996 against 1.986 (NOTES.md,
+// session 51).
 constexpr int kPartialsCtaWarps = 4;
 // Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
 // vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least

@@ -50,7 +50,8 @@ struct MixedGemmProblem {
   bool gated = false;
   // The caller takes the fp32 partial sums [splits][M][N] themselves (the op
   // mixed_gemm_partials): the kernel writes them to the workspace, split or not, and no reduce
-  // kernel runs. Ungated problems only.
+  // kernel runs. Ungated problems only. The plan may then split where it would not with a reduce
+  // kernel (mixed_plan.cpp, kPartialsCtaWarps).
   bool partials = false;
 };
 
