@@ -586,9 +586,9 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
                          [pytest.param(*c, id=mixed_config_id(*c)) for c in MIXED_CONFIGS
                           if c[0] == 4])
 def test_mma_two_k_slices_on_every_config(bits, group, symmetric, dtype):
-    # INT4's 16-row mma.sync tile in CTAs of 2 k slices (on Hopper the default for a gated
-    # gate/up such as Llama's at M = 9-16), every M it takes: K of 1 k block (slice 1 empty), 5
-    # (slices of 2 and 3) and 11, N off the 128-column tile, unsplit and split.
+    # INT4's 16-row mma.sync tile in CTAs of 2 k slices (on Hopper the default for a gated GEMM
+    # whose K is too short for 3 splits of 8 k blocks), every M it takes: K of 1 k block (slice 1
+    # empty), 5 (slices of 2 and 3) and 11, N off the 128-column tile, unsplit and split.
     cases = itertools.product([1, 9, 16], [(8, 128), (136, 640), (264, 1408)])
     for i, (m, (n, k)) in enumerate(cases):
         schedule = "kernel=mma,k_slices=2" + (",splits=2" if i % 3 == 2 else "")

@@ -37,6 +37,13 @@ struct GroupShape {
 
   // The group of k.
   CG_HOST_DEVICE int of(int k) const { return per_channel ? 0 : k >> shift; }
+  // The scale row `row` rows past the group of k (k >= 0), clamped to the last group (rows past
+  // K read its scales): min(of(k) + row, last) without of's per-channel test, since shift and
+  // last are 0 there (the decode kernel's per-k-block scale copy).
+  CG_HOST_DEVICE int row_of(int k, int row = 0) const {
+    const int g = (k >> shift) + row;
+    return g < last ? g : last;
+  }
 };
 
 }  // namespace mixed

@@ -196,8 +196,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     }
     w_src += kLanes;
     if (s_copier) {
-      // The group row of the k block's first k (per-channel: last 0, so row 0).
-      const int grp = min((((kb_begin + next) * BK) >> groups.shift) + s_row, groups.last);
+      const int grp = groups.row_of((kb_begin + next) * BK, s_row);
       const size_t at = size_t(unsigned(grp)) * s_row_bytes;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
                                             s_dst + stage_off, s_ok);
