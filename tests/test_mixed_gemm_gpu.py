@@ -965,6 +965,26 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
     assert out.shape == (m, n // 2)
 
 
+@pytest.mark.parametrize("bits,group,symmetric,dtype,ms", [
+    (4, 128, True, torch.bfloat16, (1, 2)), (8, -1, True, torch.bfloat16, (1, 4)),
+    (8, 64, False, torch.float16, (3,))])
+def test_gated_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms):
+    # On Hopper the planner runs a gated decode grid of narrow CTAs as CTAs of 4 one-warp k slices
+    # where they make one to two waves (kGatedCtaWarps): N = 2 x 8704 is 544 CTAs, K = 1152 is 9
+    # INT4 k blocks (slices of 3, 2, 2, 2) or 18 INT8 ones. The default plan, poisoned output.
+    n, k = 17408, 1152
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits)
+    for m in ms:
+        plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, activation="silu_mul")
+        assert plan.kernel == "decode"
+        if _wgmma():
+            assert (plan.warps, plan.k_slices, plan.splits) == (4, 4, 1), plan
+        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+        run = lambda: cute_gemm.mixed_gemm(a, qw, activation="silu_mul")  # noqa: E731
+        out = assert_poisoned_run(run, _gated_reference(a, qw, None, None), dtype, k)
+        assert out.shape == (m, n // 2)
+
+
 def test_gated_refusals():
     qw = _qweight(136, 128, 4, 32, True, torch.float16)
     a = _randn(2, 128)

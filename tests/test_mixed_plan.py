@@ -551,6 +551,47 @@ def test_decode_int4_short_slices_lengthened_past_one_cta_per_sm(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_decode_gated_on_hopper_takes_4_warp_ctas(device):
+    # On Hopper a gated decode grid of 1-warp k slices in CTAs of fewer than 4 takes CTAs of 4
+    # (each warp half the k blocks) where they make one to two waves (kGatedCtaWarps): bf16 INT4 at
+    # M <= 2, INT8 at M <= 4. Measured on an H200 for 4096x28672 (NOTES.md, session 52); fp16 INT4,
+    # INT4 from M = 3, ungated GEMMs, scheduled CTAs and the A100 keep their plans.
+    spec = cute_gemm.device_spec(device)
+    hopper = device in HOPPER
+    wave = 4 * spec.sm_count  # 4-warp CTAs per wave at these shapes (4 per SM)
+
+    def gated(m, n, k, bits, group, dtype, schedule=None):
+        return cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device, schedule=schedule,
+                                    activation="silu_mul")
+
+    for (n, k), (bits, group), dtype, m in itertools.product(
+            ((28672, 4096), (17408, 1152), (22016, 4096)), ((4, 128), (8, -1), (8, 64)),
+            (torch.bfloat16, torch.float16), (1, 2, 3, 4)):
+        p = gated(m, n, k, bits, group, dtype)
+        ruled = hopper and (bits == 8 or (dtype == torch.bfloat16 and m <= 2))
+        assert wave <= p.grid[0] <= 2 * wave or not hopper, (n, p)
+        if ruled:
+            assert (p.kernel, p.warps, p.col_warps, p.splits, p.ctas_per_sm) == (
+                "decode", 4, 1, 1, 4), (device, m, n, k, bits, dtype, p)
+            assert p.early_dependents  # 4 CTAs per SM: the grid fills every slot of a wave
+        else:
+            assert p.kernel == "decode" and p.warps != 4 or not hopper, (device, m, n, bits, p)
+        # Ungated, the same grid keeps the busiest wave's plan.
+        plain = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device)
+        assert plain.warps < 4 or plain.splits > 1 or plain.col_warps > 1, (device, m, n, plain)
+        # Scheduled warps are taken as they come.
+        assert gated(m, n, k, bits, group, dtype, schedule="warps=2").warps == 2
+    if hopper:
+        # Fewer CTAs than a wave of 4-warp CTAs (11264x2048: 352), or more than two waves
+        # (40960x4096: 1280 of 1056), are not the rule's; nor fp16 INT4 (measured slower).
+        for n, k, bits, group in ((11264, 2048, 4, 128), (40960, 4096, 4, 128),
+                                  (40960, 4096, 8, -1)):
+            p = gated(1, n, k, bits, group, torch.bfloat16)
+            assert p.warps != 4 and p.ctas_per_sm != 4, (n, k, bits, p)
+        assert gated(1, 28672, 4096, 4, 128, torch.float16).warps == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_decode_early_dependents_where_the_grid_fills_the_slots(device):
     # Only decode plans whose grid takes at least EARLY_DEPENDENTS_FILL of the resident CTA slots
     # let the next kernel launch at their start; every other kernel never does.

@@ -71,6 +71,20 @@ constexpr int kColWarpChoices[] = {1, 2, 4};
 // of 2 warps 1.981); o_proj (K = 4096, after attention's 32 CTAs) 1.996 against 1.986 (NOTES.md,
 // session 51).
 constexpr int kPartialsCtaWarps = 4;
+// Decode on Hopper, a gated GEMM whose plan is unsplit 1-warp k slices in CTAs of fewer than this
+// many, with the CTAs for one to two waves of CTAs this wide: CTAs of this many k slices (each warp
+// then streams half the k blocks, 16 warps per SM where the 2-warp grid had ~14, in ~1.7 waves).
+// Where that was measured faster (H200, 4096x28672 with SiLU(gate) * up, graph replays, us, 2 ->
+// 4 warps): bf16 INT4 M = 1 17.85 -> 16.59, M = 2 17.90 -> 16.93; INT8 M = 1, 2, 4: bf16 39.6 ->
+// 30.9, 34.6 -> 31.4, 34.3 -> 31.8, fp16 32.5 -> 30.2, 32.7 -> 30.7, 31.0 -> 30.8; the compiled
+// Llama-3-8B-shaped step at batch 1 1.946 -> 1.919 ms. Not fp16 INT4 (slower: M = 1 17.0 ->
+// 17.6, M = 2 16.9 -> 18.3) nor INT4 from M = 3 (bf16 M = 4 from 1-warp CTAs: 20.5 either way).
+// 8 warps lost everywhere (bf16 INT4 M = 1 22.3 us). Not measured on the H100 (NOTES.md,
+// session 52).
+constexpr int kGatedCtaWarps = 4;
+constexpr int kGatedCtaMaxWaves = 2;  // at most this many waves of them (as measured)
+constexpr int kGatedCtaInt4MaxM = 2;
+constexpr int kGatedCtaInt8MaxM = 4;
 // Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
 // vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least
 // kManyWavesSliceBlocks k blocks (a full pipeline): the CTAs' fixed costs (prologue, k-slice sum,
@@ -360,8 +374,9 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM); 1-warp slices of a
 // grid of several waves come kManyWavesSlices to a CTA, and short INT4 slices of a grid of more
 // CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks); with partial sums, a long K's
-// one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits. Scheduled splits get as
-// many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
+// one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits; on Hopper a gated grid of
+// narrow CTAs takes CTAs of kGatedCtaWarps where they make one to two waves. Scheduled splits get
+// as many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
   const bool fine = mixed::fine_groups_for(p.bits, group, p.k);
@@ -455,6 +470,19 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       p.m <= kMinSliceMaxM && plan.col_warps == 1 && plan.splits == 1 &&
       ceil_div(p.n, 32) * m_tiles > sms && k_blocks < kShortSliceBlocks * plan.warps) {
     choose(std::max(1, k_blocks / kMinSliceBlocks));
+  }
+  // Hopper, gated (kGatedCtaWarps): CTAs of 4 one-warp k slices where they make 1-2 waves.
+  const bool gated_cta_rule = p.bits == 8 ? p.m <= kGatedCtaInt8MaxM
+                                          : p.bf16 && p.m <= kGatedCtaInt4MaxM;
+  if (best_busy >= 0 && p.gated && d.wgmma && gated_cta_rule && s.warps == 0 && s.splits == 0 &&
+      plan.col_warps == 1 && plan.splits == 1 && plan.warps < kGatedCtaWarps &&
+      k_blocks >= 2 * kGatedCtaWarps) {
+    const int per_sm = decode_ctas_per_sm(d, inst, rows, kGatedCtaWarps, 1, p.gated);
+    const int64_t ctas = ceil_div(p.n, 32) * m_tiles, wave = int64_t(per_sm) * sms;
+    if (per_sm >= 1 && ctas >= wave && ctas <= kGatedCtaMaxWaves * wave) {
+      plan.warps = kGatedCtaWarps;
+      plan.ctas_per_sm = per_sm;
+    }
   }
   // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
   if (best_busy >= 0 && p.partials && p.bits == 4 && p.k >= kDecodeMinSplitK && s.warps == 0 &&
