@@ -346,10 +346,7 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1, or 2 in INT4's
             16-row tile: two groups of 4 warps per CTA on halves of its k range), ``raster_m``
             (the warp-specialized wgmma
-            kernel: M tiles per group of its tile order, 1..64; 1 is row-major), ``reduce``
-            (how split-K sums meet: ``kernel``, the reduce kernel through an fp32 workspace, or
-            ``cluster``, a column tile's splits as one thread block cluster adding in shared
-            memory: Hopper, gated GEMMs on mma.sync's 16-row tile, 2..8 splits). A choice the
+            kernel: M tiles per group of its tile order, 1..64; 1 is row-major). A choice the
             device or problem cannot run
             raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
@@ -357,9 +354,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             projection's ``N/2`` rows, then the up projection's, and the result is
             ``silu(g) * u`` of the two ``[..., N/2]`` halves of the product (+ bias), computed in
             fp32 and rounded once (the dense path rounds ``g`` and ``u`` first). ``N`` must be a
-            multiple of 16. At M <= 8 the decode kernel gates in registers, as does mma.sync's
-            16-row tile (its splits, on Hopper, summed in a cluster); the other kernels gate in
-            the split-K reduce kernel, through an fp32 workspace.
+            multiple of 16. At M <= 8 the decode kernel gates in registers; the other kernels
+            gate in the split-K reduce kernel, through an fp32 workspace.
 
     Returns:
         A new ``[..., N]`` tensor (``[..., N/2]`` with an activation) with ``a``'s dtype and

@@ -985,34 +985,6 @@ def test_gated_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms):
         assert out.shape == (m, n // 2)
 
 
-@pytest.mark.parametrize("bits,group,symmetric,dtype", [(4, 128, True, torch.bfloat16),
-                                                         (4, 32, False, torch.float16),
-                                                         (8, -1, True, torch.float16)])
-def test_gated_splits_summed_in_a_cluster(bits, group, symmetric, dtype):
-    # On Hopper mma.sync's gated 16-row tile runs its splits as clusters (1, 1, splits): split 0
-    # adds the others' sums from their shared memory in split order, as the reduce kernel adds
-    # them from the workspace, so both give the same outputs. N = 2 x 1096 (the last column tile
-    # ragged, tiles straddling the halves), K = 2304; 2..8 splits (6 of INT4's 18 k blocks for
-    # 8: none empty), poisoned outputs.
-    if not _wgmma():
-        pytest.skip("clusters of splits run on Hopper (sm_90a) only")
-    n, k = 2192, 2304
-    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits + group)
-    bias = _randn(n, dtype=dtype, seed=3)
-    for m, splits in ((9, 2), (16, 3), (12, 4), (16, 8)):
-        a = _randn(m, k, dtype=dtype, seed=m + splits, scale=1 / math.sqrt(k))
-        cluster = f"kernel=mma,splits={splits},reduce=cluster"
-        plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=cluster,
-                                    activation="silu_mul")
-        assert plan.cluster_splits and plan.workspace_bytes == 0, plan
-        assert plan.splits == min(splits, 6 if bits == 4 else 8), plan  # none empty: 18 INT4 blocks
-        run = lambda s: cute_gemm.mixed_gemm(a, qw, bias, schedule=s,  # noqa: E731
-                                             activation="silu_mul")
-        out = assert_poisoned_run(lambda: run(cluster), _gated_reference(a, qw, bias, cluster),
-                                  dtype, k)
-        assert torch.equal(out, run(f"kernel=mma,splits={splits},reduce=kernel")), (m, splits)
-
-
 def test_gated_refusals():
     qw = _qweight(136, 128, 4, 32, True, torch.float16)
     a = _randn(2, 128)

@@ -39,7 +39,7 @@ FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
-               "via_workspace", "raster_m", "partials", "early_dependents", "cluster_splits"}
+               "via_workspace", "raster_m", "partials", "early_dependents"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -297,13 +297,11 @@ def test_workspace_bytes():
         seen_split |= p.splits > 1
     assert seen_split
     # Gated: decode and mma.sync's 16-row tile gate in registers and need the workspace only to
-    # split K (on Hopper mma.sync's splits meet in a cluster unless reduce=kernel); the other
-    # tiles gate in the reduce kernel, through one workspace slice per split. The launchers read
-    # plan.via_workspace (the rule is the planner's alone).
+    # split K; the other tiles gate in the reduce kernel, through one workspace slice per split.
+    # The launchers read plan.via_workspace (the rule is the planner's alone).
     for schedule, m, via in (("kernel=decode,splits=1", 1, False),
                              ("kernel=decode,splits=2", 1, True),
-                             ("kernel=mma,splits=1", 16, False), ("kernel=mma,splits=2", 16, False),
-                             ("kernel=mma,splits=2,reduce=kernel", 16, True),
+                             ("kernel=mma,splits=1", 16, False), ("kernel=mma,splits=2", 16, True),
                              ("kernel=mma,splits=1", 64, True), ("kernel=mma,splits=3", 64, True),
                              ("kernel=wgmma,tile_m=64,splits=1", 64, True)):
         p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
@@ -727,7 +725,7 @@ def test_schedule_canonical_form(text, canonical):
     ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
     ("k_slices=0", "k_slices"), ("k_slices=3", "k_slices"), ("k_slices=x", "k_slices"),
     ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
-    ("bogus=1", "bogus"), ("reduce=atomic", "reduce"), ("reduce=", "reduce"), ("kernel", "kernel"),
+    ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
 def test_schedule_parse_errors_name_the_key(text, key):
@@ -914,9 +912,8 @@ def test_occupancy_query_needs_a_gpu():
 def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
     # Llama-3-8B's fused gate/up (4096x28672) at M = 9-16: one wave of the 16-row tile would take
     # 2 splits; gating in registers takes one and no reduce kernel (the A100), on Hopper 4 splits
-    # (kGatedHopperSplits) summed in clusters of 4 CTAs and gated in registers. Where a wave
-    # takes more splits than a cluster holds (N = 4096: 16), the plan keeps them and gates in the
-    # reduce kernel; ungated plans are unchanged.
+    # gated in the reduce kernel (kGatedHopperSplits). Where a wave takes more splits (N = 4096),
+    # the plan keeps them and gates in the reduce kernel; ungated plans are unchanged.
     for device in ("h100", "h200", "a100"):
         for m in (9, 16):
             for dtype in (torch.float16, torch.bfloat16):
@@ -928,57 +925,26 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
                     assert gated.splits == 1 and not gated.via_workspace, gated
                     assert gated.workspace_bytes == 0
                 else:
-                    assert gated.splits == 4 and gated.cluster_splits, gated
-                    assert not gated.via_workspace and gated.workspace_bytes == 0, gated
+                    assert gated.splits == 4 and gated.via_workspace, gated
+                    assert gated.workspace_bytes == 4 * m * 28672 * 4
                     assert tuple(gated.grid) == (224, 1, 4) and gated.warps == 4, gated
-                    assert "summed in a cluster of 4 CTAs" in str(gated)
-                    assert "SiLU(gate) * up in registers" in str(gated)
+                    assert "SiLU(gate) * up in the reduce kernel" in str(gated)
                     assert (plain.splits, plain.k_slices) == (2, 1), plain
-                    assert not plain.cluster_splits and plain.via_workspace, plain
-                    # The reduce kernel instead, by schedule.
-                    kern = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
-                                                activation="silu_mul", schedule="reduce=kernel")
-                    assert (kern.splits, kern.cluster_splits, kern.via_workspace) == \
-                        (4, False, True), kern
-                    assert kern.workspace_bytes == 4 * m * 28672 * 4
-                    assert "SiLU(gate) * up in the reduce kernel" in str(kern)
-                assert not gated.cluster_splits or device != "a100"
                 # Each split keeps at least 8 k blocks: a shorter K takes fewer splits, and one
                 # with too few for 3 takes 2 k slices unsplit on Hopper.
                 short = cute_gemm.mixed_plan(m, 28672, 3072, 4, 128, dtype, device=device,
                                              activation="silu_mul")
                 assert short.splits == (1 if device == "a100" else 3), short
-                assert short.cluster_splits == (device != "a100") and not short.via_workspace
                 shorter = cute_gemm.mixed_plan(m, 28672, 2304, 4, 128, dtype, device=device,
                                                activation="silu_mul")
                 assert (shorter.splits, shorter.k_slices) == \
                     ((1, 1) if device == "a100" else (1, 2)), shorter
                 small = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, dtype, device=device,
                                              activation="silu_mul", schedule="kernel=mma")
-                assert small.splits > (2 if device == "a100" else 8), small
-                assert small.via_workspace and not small.cluster_splits, small
+                assert small.splits > 2 and small.via_workspace, small
     forced = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device="h100",
                                   activation="silu_mul", schedule="kernel=mma,splits=2")
-    assert forced.splits == 2 and forced.cluster_splits and forced.k_slices == 1
-    assert not forced.via_workspace
-    # reduce=cluster where no cluster can hold the splits, or on the A100, is refused.
-    for device, schedule, activation in (
-            ("h100", "kernel=mma,splits=16,reduce=cluster", "silu_mul"),
-            ("h100", "kernel=mma,splits=1,reduce=cluster", "silu_mul"),
-            ("h100", "kernel=mma,splits=4,reduce=cluster", None),
-            ("h100", "kernel=mma,k_slices=2,splits=2,reduce=cluster", "silu_mul"),
-            ("a100", "kernel=mma,splits=4,reduce=cluster", "silu_mul")):
-        with pytest.raises(ValueError, match="schedule: reduce=cluster needs a Hopper GPU"):
-            cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device=device,
-                                 activation=activation, schedule=schedule)
-    with pytest.raises(ValueError, match="reduce=cluster applies to the mma kernel; this plan "
-                                         "runs decode"):
-        cute_gemm.mixed_plan(4, 28672, 4096, 4, 128, torch.float16, device="h100",
-                             activation="silu_mul", schedule="kernel=decode,reduce=cluster")
-    # reduce=cluster alone picks the mma.sync kernel.
-    p = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device="h100",
-                             activation="silu_mul", schedule="reduce=cluster")
-    assert p.kernel == "mma" and p.cluster_splits
+    assert forced.splits == 2 and forced.via_workspace and forced.k_slices == 1
 
 
 def test_mma_two_k_slices():

@@ -144,7 +144,6 @@ py::dict plan_dict(MixedPlan const& p) {
   d["raster_m"] = p.raster_m;
   d["via_workspace"] = p.via_workspace;
   d["workspace_bytes"] = p.workspace_bytes;
-  d["cluster_splits"] = p.cluster_splits;
   d["partials"] = p.partials;
   d["early_dependents"] = p.early_dependents;
   return d;
@@ -227,7 +226,6 @@ void bind_gemm(py::module_& m) {
       .def_readonly("raster_m", &MixedPlan::raster_m)
       .def_readonly("via_workspace", &MixedPlan::via_workspace)
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
-      .def_readonly("cluster_splits", &MixedPlan::cluster_splits)
       .def_readonly("partials", &MixedPlan::partials)
       .def_readonly("early_dependents", &MixedPlan::early_dependents)
       .def("describe", &MixedPlan::describe)

@@ -26,18 +26,13 @@
 //     second parks its sums in shared memory and the first adds them and stores. Twice the warps
 //     per column tile without a workspace (Hopper's plan for gated GEMMs that run unsplit: those
 //     whose K is too short for the planner's kGatedHopperSplits).
-//   - Gated GEMMs (SiLU(gate) * up) gate in registers in the 16-row tile (Cfg::kGatesInRegisters),
-//     compiled apart (Gated): a warp's n8 blocks 2j and 2j + 1 load the weight's gate block j and
-//     up block j (mixed_epilogue.cuh's weight_block), so each lane holds both sums of its outputs.
-//     Split, that tile runs on Hopper as clusters of a column tile's splits, split 0 adding the
-//     others' sums through distributed shared memory (MixedPlan::cluster_splits). Other tiles and
-//     split-K plans through the workspace gate in split_k_reduce_kernel.
+//   - Gated GEMMs (SiLU(gate) * up) without split-K gate in registers in the 16-row tile
+//     (Cfg::kGatesInRegisters), compiled apart (Gated): a warp's n8 blocks 2j and 2j + 1 load the
+//     weight's gate block j and up block j (mixed_epilogue.cuh's weight_block), so each lane holds
+//     both sums of its outputs. Other tiles and split-K plans gate in split_k_reduce_kernel.
 //   - On sm_90 the kernels are programmatic dependent launches: the first stages' weights are
 //     requested before waiting for the previous kernel in the stream (grid_dependency_sm90.hpp).
 
-#include <cooperative_groups.h>
-
-#include "cute_gemm/arch/cluster_barrier_sm90.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "cute_gemm/composed_layout.hpp"
 #include "cute_gemm/copy_atom.hpp"
@@ -64,8 +59,7 @@ using MixedKernelConfig =
 // handles k blocks [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)), k slice y
 // of its CTA the y-th of KSlices near-equal parts of them (an empty part adds zeros), and writes
 // its partial sums to the workspace when to_workspace, `out` otherwise. Gated: the kernel of gated
-// GEMMs that gates in registers (to_workspace false; with splits, launched in clusters of
-// (1, 1, splits)). KSlices (1 or
+// GEMMs that gates in registers (launched with one split, to_workspace false). KSlices (1 or
 // Cfg::kMaxKSlices) is compiled in: the one-slice kernel keeps the register cap of kMinCtasPerSm
 // CTAs and carries none of the slices' indexing.
 template <class Cfg, bool Gated, int KSlices>
@@ -359,42 +353,6 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   const auto acc_rows = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccRows{});
   const auto acc_cols = slice_and_offset(make_coord(thr_mma, _), typename Cfg::AccCols{});
   if constexpr (Gated) {
-    // Split K (MixedPlan::cluster_splits): the splits of this column tile are one cluster
-    // (1, 1, splits), split s its CTA of rank s. Each parks its sums at the start of its stages;
-    // split 0 adds the others' in split order (split_k_reduce_kernel's order: the same bits) and
-    // gates them.
-    if (gridDim.z > 1) {
-#if defined(CG_ARCH_SM90_ENABLED)
-      if constexpr (KSlices > 1) {
-        __trap();  // the planner puts a cluster's splits in one k slice each
-      } else {
-        namespace cg = cooperative_groups;
-        cg::cluster_group cluster = cg::this_cluster();
-        if (cluster.dim_blocks().z != gridDim.z) __trap();  // launched without the cluster
-        using Parked = typename Cfg::SmemParked;
-        float* parked = reinterpret_cast<float*>(smem);
-        __syncthreads();  // every warp is past its last read of the stages
-        if (blockIdx.z > 0) {
-          CG_PRAGMA_UNROLL
-          for (int v = 0; v < Cfg::kAccs; ++v) parked[Parked{}(tid, v)] = acc(v);
-        }
-        cluster.sync();  // release / acquire: the parked sums are visible in the cluster
-        if (blockIdx.z == 0) {
-          for (int z = 1; z < int(gridDim.z); ++z) {
-            float const* theirs = cluster.map_shared_rank(parked, z);
-            CG_PRAGMA_UNROLL
-            for (int v = 0; v < Cfg::kAccs; ++v) acc(v) += theirs[Parked{}(tid, v)];
-          }
-        }
-        // Split 0's reads have been used (added): the others may leave with their shared memory.
-        cluster_arrive_relaxed();
-        cluster_wait();
-        if (blockIdx.z > 0) return;
-      }
-#else
-      __trap();  // the planner clusters splits on Hopper only
-#endif
-    }
     // Blocks b and b + 1 (b even) hold the gate and up sums of the same outputs, 8 columns apart
     // (Cfg::gate_up_pairs_in_lane).
     CG_PRAGMA_UNROLL

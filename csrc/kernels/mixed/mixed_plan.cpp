@@ -215,16 +215,6 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       if (s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4) k_slices = 2;
     }
   }
-  // Hopper, a gated split plan of the tile that gates in registers: the splits as one cluster.
-  const bool cluster_fits = d.wgmma && p.gated && inst.gates_in_registers && k_slices == 1 &&
-                            non_empty_splits(splits, k_blocks) > 1 &&
-                            non_empty_splits(splits, k_blocks) <= kMaxClusterSplits;
-  if (s.reduce == MixedSchedule::Reduce::kCluster && !cluster_fits) {
-    refuse("schedule: reduce=cluster needs a Hopper GPU, a gated GEMM on mma.sync's 16-row tile in "
-           "one k slice and 2.." + std::to_string(kMaxClusterSplits) + " splits; this plan has " +
-           std::to_string(non_empty_splits(splits, k_blocks)) + " split(s) of " + inst.name);
-  }
-  plan.cluster_splits = cluster_fits && s.reduce != MixedSchedule::Reduce::kKernel;
   plan.k_slices = k_slices;
   plan.threads = inst.threads * k_slices;
   plan.warps = plan.threads / 32;
@@ -678,14 +668,9 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       s.k_slices = number(key, value, 1, 2);
     } else if (key == "raster_m") {
       s.raster_m = number(key, value, 1, 64);
-    } else if (key == "reduce") {
-      if (value == "kernel") s.reduce = MixedSchedule::Reduce::kKernel;
-      else if (value == "cluster") s.reduce = MixedSchedule::Reduce::kCluster;
-      else refuse("schedule: reduce must be kernel or cluster; got '" + value + "'");
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, scales, splits, warps, col_warps, k_slices, raster_m, "
-             "reduce)");
+             "' (keys: kernel, tile_m, scales, splits, warps, col_warps, k_slices, raster_m)");
     }
   }
   return s;
@@ -702,7 +687,6 @@ std::string MixedSchedule::str() const {
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
   if (k_slices > 0) add("k_slices=" + std::to_string(k_slices));
   if (raster_m > 0) add("raster_m=" + std::to_string(raster_m));
-  if (reduce != Reduce::kAuto) add(reduce == Reduce::kKernel ? "reduce=kernel" : "reduce=cluster");
   return out;
 }
 
@@ -736,8 +720,6 @@ std::string MixedPlan::describe() const {
   if (partials) {
     o << ", " << splits << " fp32 partial sum" << (splits > 1 ? "s" : "") << " to the caller ("
       << workspace_bytes << " B, no reduce kernel)";
-  } else if (cluster_splits) {
-    o << ", split-K " << splits << " summed in a cluster of " << splits << " CTAs";
   } else if (splits > 1) {
     o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
   }
@@ -763,8 +745,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   if (kernel == MixedKernel::kAuto) {
     if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto) kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
-    else if (s.k_slices > 0 || s.reduce == MixedSchedule::Reduce::kCluster)
-      kernel = MixedKernel::kMma;
+    else if (s.k_slices > 0) kernel = MixedKernel::kMma;
   }
   if (kernel == MixedKernel::kAuto) {
     if (p.m <= kDecodeMaxM) kernel = MixedKernel::kDecode;
@@ -784,7 +765,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
   only_for(s.k_slices > 0, "k_slices", MixedKernel::kMma);
   only_for(s.raster_m > 0, "raster_m", MixedKernel::kWgmma);
-  only_for(s.reduce == MixedSchedule::Reduce::kCluster, "reduce=cluster", MixedKernel::kMma);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
     refuse("schedule: splits applies to the fused kernels; this plan runs dense");
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
@@ -818,7 +798,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     const double ctas = double(plan.grid[0]) * double(plan.grid[1]) * double(plan.grid[2]);
     plan.early_dependents = ctas >= kEarlyDependentsFill * plan.ctas_per_sm * d.sm_count;
   }
-  plan.via_workspace = p.partials || (plan.splits > 1 && !plan.cluster_splits) ||
+  plan.via_workspace = p.partials || plan.splits > 1 ||
                        (p.gated && !mixed_instance(plan.instance).gates_in_registers);
   plan.workspace_bytes =
       plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;

@@ -69,10 +69,6 @@ char const* kernel_name(MixedKernel kernel);
 // problem cannot honour is refused (std::invalid_argument naming the field); a split count above
 // the problem's k blocks is lowered so that no split is empty, and decode warps are rounded down
 // to whole k slices that fit in shared memory: the plan shows what runs.
-// The most splits one thread block cluster holds (MixedPlan::cluster_splits): the portable
-// cluster size.
-constexpr int kMaxClusterSplits = 8;
-
 struct MixedSchedule {
   MixedKernel kernel = MixedKernel::kAuto;
   int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 160, 192, 256)
@@ -84,14 +80,10 @@ struct MixedSchedule {
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
   int k_slices = 0;   // mma.sync: k slices per CTA (1, or 2 in INT4's 16-row tile)
   int raster_m = 0;   // warp-specialized wgmma: M tiles per raster group (1 .. 64)
-  // How split-K sums meet: kKernel, through the workspace and split_k_reduce_kernel; kCluster,
-  // the splits of a column tile as one thread block cluster (MixedPlan::cluster_splits: Hopper,
-  // mma.sync's gated 16-row tile, 2..kMaxClusterSplits splits). kAuto: the planner's choice.
-  enum class Reduce { kAuto, kKernel, kCluster } reduce = Reduce::kAuto;
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
-  // warps, col_warps, k_slices, raster_m, reduce (kernel, cluster).
+  // warps, col_warps, k_slices, raster_m.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -106,7 +98,6 @@ struct MixedPlan {
   int threads = 0;        // per CTA
   int smem_bytes = 0;     // dynamic shared memory per CTA
   int splits = 1;         // split-K factor; > 1: fp32 partial sums in the workspace, then a reduce
-                          // kernel, or (cluster_splits) summed within a thread block cluster
   int warps = 0;          // warps per CTA (decode: of col_warps * k_slices)
   int col_warps = 0;      // decode: warps side by side, 32 columns each, sharing the activations
   int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps;
@@ -131,11 +122,6 @@ struct MixedPlan {
   // (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
   bool via_workspace = false;
   size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
-  // mma.sync's gated 16-row tile in splits on Hopper: the splits of a column tile run as one
-  // thread block cluster (1, 1, splits); split 0 adds the others' sums from their shared memory in
-  // split order (the reduce kernel's order: the same bits) and gates them in registers. No
-  // workspace, no reduce kernel.
-  bool cluster_splits = false;
   // MixedGemmProblem::partials: the workspace is the caller's result (via_workspace is set) and
   // the launchers run no reduce kernel.
   bool partials = false;
