@@ -386,6 +386,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   MixedInstanceInfo const& inst = mixed_instance(index);
   const int rows = inst.decode_rows(int(p.m));
   const int64_t m_tiles = ceil_div(p.m, inst.tile_m);
+  const int64_t narrow_ctas = ceil_div(p.n, 32) * m_tiles;  // CTAs of 32-column k slices
   const int64_t sms = d.sm_count;
   auto tried = [&](int cw) {
     if (s.col_warps > 0 ? cw != s.col_warps : (cw > 1 && p.m < kDecodeSharedFromM)) return false;
@@ -399,8 +400,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   // 1-warp CTAs of 1-warp k slices more than fill a wave (kManyWavesSlices).
   const bool many_waves =
       s.warps == 0 && s.splits == 0 && tried(1) &&
-      ceil_div(p.n, 32) * m_tiles >
-          int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated)) * sms;
+      narrow_ctas > int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated)) * sms;
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order;
   // 1-warp-wide CTAs take at most `slice_cap` k slices.
   bool best_cheap = false;
@@ -464,33 +464,36 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
     }
   };
   choose(k_blocks);
-  // INT4 at M <= 2, more 1-warp-slice CTAs than SMs and the busiest wave's slices shorter than
+  // The measured exceptions below reshape only an unscheduled, unsplit plan of 1-warp k slices
+  // (a grid of `narrow_ctas` CTAs).
+  auto reshapeable = [&] {
+    return best_busy >= 0 && s.warps == 0 && s.splits == 0 && plan.col_warps == 1 &&
+           plan.splits == 1;
+  };
+  // INT4 at M <= 2, more CTAs than SMs and the busiest wave's slices shorter than
   // kShortSliceBlocks: slices of kMinSliceBlocks instead.
-  if (best_busy >= 0 && !many_waves && s.warps == 0 && s.splits == 0 && p.bits == 4 &&
-      p.m <= kMinSliceMaxM && plan.col_warps == 1 && plan.splits == 1 &&
-      ceil_div(p.n, 32) * m_tiles > sms && k_blocks < kShortSliceBlocks * plan.warps) {
+  if (reshapeable() && !many_waves && p.bits == 4 && p.m <= kMinSliceMaxM && narrow_ctas > sms &&
+      k_blocks < kShortSliceBlocks * plan.warps) {
     choose(std::max(1, k_blocks / kMinSliceBlocks));
   }
   // Hopper, gated (kGatedCtaWarps): CTAs of 4 one-warp k slices where they make 1-2 waves.
   const bool gated_cta_rule = p.bits == 8 ? p.m <= kGatedCtaInt8MaxM
                                           : p.bf16 && p.m <= kGatedCtaInt4MaxM;
-  if (best_busy >= 0 && p.gated && d.wgmma && gated_cta_rule && s.warps == 0 && s.splits == 0 &&
-      plan.col_warps == 1 && plan.splits == 1 && plan.warps < kGatedCtaWarps &&
+  if (reshapeable() && p.gated && d.wgmma && gated_cta_rule && plan.warps < kGatedCtaWarps &&
       k_blocks >= 2 * kGatedCtaWarps) {
     const int per_sm = decode_ctas_per_sm(d, inst, rows, kGatedCtaWarps, 1, p.gated);
-    const int64_t ctas = ceil_div(p.n, 32) * m_tiles, wave = int64_t(per_sm) * sms;
-    if (per_sm >= 1 && ctas >= wave && ctas <= kGatedCtaMaxWaves * wave) {
+    const int64_t wave = int64_t(per_sm) * sms;
+    if (per_sm >= 1 && narrow_ctas >= wave && narrow_ctas <= kGatedCtaMaxWaves * wave) {
       plan.warps = kGatedCtaWarps;
       plan.ctas_per_sm = per_sm;
     }
   }
   // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
-  if (best_busy >= 0 && p.partials && p.bits == 4 && p.k >= kDecodeMinSplitK && s.warps == 0 &&
-      s.splits == 0 && plan.col_warps == 1 && plan.splits == 1 &&
+  if (reshapeable() && p.partials && p.bits == 4 && p.k >= kDecodeMinSplitK &&
       plan.warps > kPartialsCtaWarps && plan.warps % kPartialsCtaWarps == 0) {
     const int per_sm = decode_ctas_per_sm(d, inst, rows, kPartialsCtaWarps, 1, p.gated);
     const int splits = plan.warps / kPartialsCtaWarps;
-    if (ceil_div(p.n, 32) * m_tiles * splits <= int64_t(per_sm) * sms &&
+    if (narrow_ctas * splits <= int64_t(per_sm) * sms &&
         non_empty_splits(splits, k_blocks) == splits) {
       plan.warps = kPartialsCtaWarps;
       plan.splits = splits;
