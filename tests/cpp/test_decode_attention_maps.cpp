@@ -66,12 +66,14 @@ void check_tile(char const* name) {
   CHECK(chunks_whole, "%s: a 16-byte chunk is not contiguous in SmemRows", name);
   CHECK(Tile::kSmemBytes <= 227 * 1024, "%s: %d bytes of shared memory", name, Tile::kSmemBytes);
 
-  // cp.async: lane + 32 c -> (row, chunk) covers the tile once.
+  // cp.async: (lane, c) -> (copy_row, copy_d) covers the tile's chunks once.
   std::vector<long> copied;
   for (int lane = 0; lane < 32; ++lane)
     for (int c = 0; c < Tile::kCopiesPerLane; ++c) {
-      const int idx = lane + 32 * c;
-      copied.push_back(long(idx / Tile::kChunks) * Tile::kChunks + idx % Tile::kChunks);
+      const int row = Tile::copy_row(lane, c), d = Tile::copy_d(lane);
+      CHECK(row < R && d % Cfg::kVec == 0 && d < kDim, "%s: copy (%d, %d) outside the tile", name,
+            lane, c);
+      copied.push_back(long(row) * Tile::kChunks + d / Cfg::kVec);
     }
   CHECK(bijective(copied, R * Tile::kChunks), "%s: the copies do not cover a tile once", name);
 

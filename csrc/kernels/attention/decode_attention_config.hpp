@@ -60,6 +60,12 @@ struct DecodeAttentionParams {
   bool early_dependents = true;
 };
 
+// Whether the mask differs between query heads (its head stride is not 0): the kernel instance
+// that reads a mask value per head and row; the other reads one per row.
+CG_HOST_DEVICE bool mask_per_head(DecodeAttentionParams const& p) {
+  return p.mask_kind != MaskKind::kNone && p.mask_stride[1] != 0;
+}
+
 struct DecodeAttentionConfig {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
@@ -78,7 +84,8 @@ struct DecodeAttentionConfig {
   static constexpr int kScanMinRows = 8 * kWarps * kTileRows;
 
   // The instance for a head dim (a multiple of 8 up to 256): the smallest of 64, 128 and 256 that
-  // holds it. Chunks and k-steps past D are zero in shared memory and skipped where whole.
+  // holds it. Chunks past D are zero-filled in shared memory, so the k-steps past D add zeros:
+  // the loops run the class's whole D without a branch per step.
   CG_HOST_DEVICE static constexpr int head_dim_class(int head_dim) {
     return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
   }
@@ -127,6 +134,15 @@ struct DecodeAttentionTile {
   static constexpr int kDTiles = kDim / 8;                // n8 tiles of P V over D
   static constexpr int kTileElems = Cfg::kTileRows * kDim;
   static constexpr int kCopiesPerLane = kTileElems / Cfg::kVec / 32;  // per tile, keys or values
+  // A lane's copies of a tile (keys or values alike): copy c is row copy_row(lane, c), elements
+  // [copy_d(lane), + kVec): the chunks lane + 32 c in row order, so a lane keeps one column of
+  // chunks and steps kCopyRowStep rows per copy (one pointer advanced by a stride).
+  static_assert(32 % kChunks == 0, "a warp's 32 chunks are whole rows");
+  static constexpr int kCopyRowStep = 32 / kChunks;
+  CG_HOST_DEVICE static constexpr int copy_row(int lane, int c) {
+    return lane / kChunks + c * kCopyRowStep;
+  }
+  CG_HOST_DEVICE static constexpr int copy_d(int lane) { return lane % kChunks * Cfg::kVec; }
   static_assert(Cfg::kMaxHeads == Cfg::kTileRows, "Q's block has a tile's shape");
 
   // (row, d) -> element of a 16-row block in shared memory (a warp's key or value tile, and the

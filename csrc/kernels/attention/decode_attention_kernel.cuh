@@ -39,6 +39,7 @@
 #include "cute_gemm/arch/config_arch.hpp"
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
+#include "cute_gemm/arch/exp2_approx.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "kernels/attention/decode_attention_config.hpp"
 #include "kernels/device_info.hpp"
@@ -95,7 +96,11 @@ CG_DEVICE uint128_t& as_chunk(T* p) {
 
 // grid: (splits, kv_heads * head_chunks(G), B * Lq), 128 threads, Tile::kSmemBytes of dynamic
 // shared memory; with splits > 1 launched as clusters of (splits, 1, 1).
-template <class T, int kDim>
+// kPerHead: the mask differs between query heads (mask_per_head(p)). Compiled apart, so that the
+// common kernel (no mask, or one mask for every head: a causal or static-cache mask) carries one
+// mask value per row instead of the per-head loads and conversions: at a small batch the kernel
+// runs its code once per call, and its instruction fetches were ~30% of its stalls (ncu, H200).
+template <class T, int kDim, bool kPerHead>
 __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     decode_attention_kernel(DecodeAttentionParams p) {
   using Cfg = DecodeAttentionConfig;
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   int const per_split = Cfg::split_rows(p.kv_len, p.splits);
   int const row_begin = blockIdx.x * per_split, row_end = min(p.kv_len, row_begin + per_split);
   int tiles = Cfg::warp_tiles(max(0, row_end - row_begin), warp);  // after the scan: see there
-  bool const per_head = p.mask_kind != MaskKind::kNone && p.mask_stride[1] != 0;
+  constexpr bool per_head = kPerHead;
 
   // ---- the warp's tiles: tile t covers rows [tile_row(t), tile_row(t) + 16) of the split.
   auto tile_row = [&](int t) { return row_begin + (warp + t * kWarps) * kRows; };
@@ -135,6 +140,21 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
                           kv_head * p.k_stride[1];
   T const* const v_rows = static_cast<T const*>(p.v) + b * p.v_stride[0] +
                           kv_head * p.v_stride[1];
+
+  // The lane's copies (Tile::copy_row / copy_d): its column of chunks in the tile, the byte offset
+  // of each copy's chunk in a stage's key (or value) tile, and the pointer step between copies.
+  int const lane_d = Tile::copy_d(lane);
+  bool const lane_d_in = lane_d < dim;
+  int64_t const lane_k = Tile::copy_row(lane, 0) * p.k_stride[2] + lane_d;
+  int64_t const lane_v = Tile::copy_row(lane, 0) * p.v_stride[2] + lane_d;
+  int64_t const k_step = Tile::kCopyRowStep * p.k_stride[2];
+  int64_t const v_step = Tile::kCopyRowStep * p.v_stride[2];
+  uint32_t copy_dst[Tile::kCopiesPerLane];
+  CG_PRAGMA_UNROLL
+  for (int c = 0; c < Tile::kCopiesPerLane; ++c) {
+    copy_dst[c] = uint32_t(smem_rows(Tile::copy_row(lane, c), lane_d) * sizeof(T));
+  }
+  uint32_t const ring_addr = uint32_t(__cvta_generic_to_shared(ring));
 
   // The lane's mask values of tile t: row Cfg::bias_row of the tile, heads Cfg::bias_head (one
   // value, h = 0, with a mask for every head). A value takes part where the row is in the split
@@ -166,26 +186,32 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       bias[h] = bias_taken(r, h) ? mask_log2(p.mask_kind, bits[h]) : -INFINITY;
       taken |= bias[h] != -INFINITY;
     }
-    taken |= __shfl_xor_sync(kFull, taken, 16);  // the row's other half-warp of heads
+    if constexpr (per_head) taken |= __shfl_xor_sync(kFull, taken, 16);  // the other 8 heads
     uint32_t const rows = __ballot_sync(kFull, taken) & ((1u << kRows) - 1);
     if (lane < kRows) {
       row_bias_s[warp][stage][lane] = per_head ? (taken ? 0.f : -INFINITY) : bias[0];
     }
     if (lane == 0) rows_copied_s[warp][stage] = rows;
     if (rows != 0) {
-      T* const k_dst = ring + stage * Tile::kStageElems;
-      T* const v_dst = k_dst + Tile::kTileElems;
-      int const row0 = tile_row(t);
+      // From the lane's pointers into the tile's first row (lane_k / lane_v, fixed columns),
+      // stepping kCopyRowStep rows per copy; a row not read gets the tile's first row as its
+      // (valid, unread) source.
+      int64_t const row0 = tile_row(t);
+      T const* k_src = k_rows + row0 * p.k_stride[2];
+      T const* v_src = v_rows + row0 * p.v_stride[2];
+      T const* k_lane = k_src + lane_k;
+      T const* v_lane = v_src + lane_v;
+      uint32_t const k_dst = ring_addr + uint32_t(stage * Tile::kStageElems * sizeof(T));
+      uint32_t const v_dst = k_dst + uint32_t(Tile::kTileElems * sizeof(T));
       CG_PRAGMA_UNROLL
       for (int c = 0; c < Tile::kCopiesPerLane; ++c) {
-        int const idx = lane + 32 * c, row = idx / Tile::kChunks;
-        int const d = idx % Tile::kChunks * Cfg::kVec;
-        bool const read = (rows >> row & 1u) && d < dim;
-        int64_t const src = read ? row0 + row : row0;  // a valid address where nothing is read
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(k_rows + src * p.k_stride[2] + d),
-                                              as_chunk(k_dst + smem_rows(row, d)), read);
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(v_rows + src * p.v_stride[2] + d),
-                                              as_chunk(v_dst + smem_rows(row, d)), read);
+        bool const read = (rows >> Tile::copy_row(lane, c) & 1u) && lane_d_in;
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(read ? k_lane : k_src),
+                                              k_dst + copy_dst[c], read);
+        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(as_chunk(read ? v_lane : v_src),
+                                              v_dst + copy_dst[c], read);
+        k_lane += k_step;
+        v_lane += v_step;
       }
     }
     cp_async_fence();
@@ -288,7 +314,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     float s[2][4] = {};
     CG_PRAGMA_UNROLL
     for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-      if (ks * 16 >= dim) break;
       uint32_t a[4], kb[4];
       SM75_U32x4_LDSM_N::copy(as_chunk(q_s + smem_rows(q_ld_row, (2 * ks + q_ld_chunk) * 8)),
                               a[0], a[1], a[2], a[3]);
@@ -310,7 +335,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       CG_PRAGMA_UNROLL
       for (int c = 0; c < 4; ++c) bias_s[n][c] = row_bias_s[warp][stage][8 * n + acc_col[c]];
     }
-    if (per_head) {
+    if constexpr (per_head) {
       uint32_t head_bits[2][4];
       CG_PRAGMA_UNROLL
       for (int n = 0; n < 2; ++n) {
@@ -351,13 +376,13 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       top = fmaxf(top, __shfl_xor_sync(kFull, top, 2));
       float const new_max = fmaxf(row_max[hh], top);
       // Nothing taken part yet (new_max == -inf): no rescale, and every probability is 0.
-      rescale[hh] = new_max == -INFINITY ? 1.f : exp2f(row_max[hh] - new_max);
+      rescale[hh] = new_max == -INFINITY ? 1.f : exp2_approx_ftz(row_max[hh] - new_max);
       float sum = 0.f;
       CG_PRAGMA_UNROLL
       for (int n = 0; n < 2; ++n) {
         CG_PRAGMA_UNROLL
         for (int c = 2 * hh; c < 2 * hh + 2; ++c) {
-          s[n][c] = s[n][c] == -INFINITY ? 0.f : exp2f(s[n][c] - new_max);
+          s[n][c] = s[n][c] == -INFINITY ? 0.f : exp2_approx_ftz(s[n][c] - new_max);
           sum += s[n][c];
         }
       }
@@ -380,7 +405,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
                             HalfTraits<T>::pack2(s[1][2], s[1][3])};
     CG_PRAGMA_UNROLL
     for (int j = 0; j < Tile::kKSteps; ++j) {
-      if (j * 16 >= dim) break;
       uint32_t vb[4];
       SM75_U16x8_LDSM_T::copy(as_chunk(v_tile + smem_rows(q_ld_row, (2 * j + q_ld_chunk) * 8)),
                               vb[0], vb[1], vb[2], vb[3]);
@@ -440,7 +464,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     CG_PRAGMA_UNROLL
     for (int w = 0; w < kWarps; ++w) {
       // 0 where the warp took nothing, and for every warp where the CTA took nothing.
-      float const weight = top == -INFINITY ? 0.f : exp2f(max_s[w][g] - top);
+      float const weight = top == -INFINITY ? 0.f : exp2_approx_ftz(max_s[w][g] - top);
       sum += weight * sum_s[w][g];
       weight_s[w][g] = weight;  // only this thread reads head g's max_s
     }
@@ -459,7 +483,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       }
       if (p.splits == 1) {
         // sum 0: every position excluded, the output is 0.
-        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
+        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? __fdividef(acc, sum) : 0.f);
       } else {
         partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
       }
@@ -495,12 +519,12 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     if (top != -INFINITY) {
       CG_PRAGMA_UNROLL
       for (int s = 0; s < Cfg::kMaxSplits; ++s) {
-        float const weight = exp2f(split_max[s] - top);  // 0 where the split took nothing
+        float const weight = exp2_approx_ftz(split_max[s] - top);  // 0 where the split took nothing
         sum += weight * split_sum[s];
         acc += weight * split_out[s];
       }
     }
-    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? acc / sum : 0.f);
+    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? __fdividef(acc, sum) : 0.f);
   }
   // No CTA leaves while another reads its shared memory: every remote read's value has been used
   // above, so a relaxed arrive suffices (it does not wait for this thread's output stores).
@@ -512,17 +536,18 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
 }
 
 // Launches the kernel for p (p.splits CTAs per cluster) on `stream` as a programmatic dependent
-// of the kernel before it when `pdl`.
-template <class T, int kDim>
-cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
-                                    cudaStream_t stream) {
+// of the kernel before it when `pdl`: the instance for p's mask (mask_per_head).
+template <class T, int kDim, bool kPerHead>
+cudaError_t launch_decode_attention_as(DecodeAttentionParams const& p, bool pdl,
+                                       cudaStream_t stream) {
   using Cfg = DecodeAttentionConfig;
   using Tile = DecodeAttentionTile<kDim>;
+  auto* const kernel = decode_attention_kernel<T, kDim, kPerHead>;
   // The shared memory attribute, set once per device; its error (if any) is what the launch
   // returns, every time.
   static int prepared[64] = {};
   cudaError_t const set = cudaError_t(cached_per_device(prepared, int(cudaErrorNoDevice), [](int) {
-    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim>,
+    cudaError_t const e = cudaFuncSetAttribute(decode_attention_kernel<T, kDim, kPerHead>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                Tile::kSmemBytes);
     cudaGetLastError();  // returned below; not left for the caller's next check
@@ -552,7 +577,14 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = n;
-  return cudaLaunchKernelEx(&config, decode_attention_kernel<T, kDim>, p);
+  return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+template <class T, int kDim>
+cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
+                                    cudaStream_t stream) {
+  return mask_per_head(p) ? launch_decode_attention_as<T, kDim, true>(p, pdl, stream)
+                          : launch_decode_attention_as<T, kDim, false>(p, pdl, stream);
 }
 
 // Whether this build's kernel for (T, kDim) can run in clusters on the current device (its code
@@ -562,7 +594,8 @@ bool decode_attention_has_clusters() {
   static int cached[64] = {};
   return cached_per_device(cached, 0, [](int) {
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, decode_attention_kernel<T, kDim>) != cudaSuccess) return -1;
+    auto* const kernel = decode_attention_kernel<T, kDim, false>;  // as the other's
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return -1;
     return attr.binaryVersion >= 90 ? 1 : 0;
   }) == 1;
 }
