@@ -368,6 +368,9 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     // Online softmax per head: the tile's max over the 4 lanes that share the head, the rescale
     // of what came before, the probabilities in place of the scores.
     float rescale[2];
+    // O changes under the rescale only where it holds something: a head whose max was -inf has
+    // O = 0 (its earlier probabilities were all 0), so a warp's first tile skips the multiply.
+    bool rescale_o = false;
     CG_PRAGMA_UNROLL
     for (int hh = 0; hh < 2; ++hh) {
       float top = fmaxf(fmaxf(s[0][2 * hh], s[0][2 * hh + 1]),
@@ -388,9 +391,10 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       }
       // The lane's share of the sum; the head's 4 lanes add theirs at the end.
       row_sum[hh] = row_sum[hh] * rescale[hh] + sum;
+      rescale_o |= row_max[hh] != -INFINITY && rescale[hh] != 1.f;
       row_max[hh] = new_max;
     }
-    if (__any_sync(kFull, rescale[0] != 1.f || rescale[1] != 1.f)) {
+    if (__any_sync(kFull, rescale_o)) {
       CG_PRAGMA_UNROLL
       for (int nd = 0; nd < Tile::kDTiles; ++nd) {
         CG_PRAGMA_UNROLL
