@@ -226,8 +226,8 @@ def main_attention():
                      f"cudaError_t {n}(DecodeAttentionParams const& p, bool pdl, "
                      "cudaStream_t stream) {\n"
                      f"  return launch_decode_attention<{ctype}, {dim}>(p, pdl, stream);\n}}\n\n"
-                     f"int {n}_max_splits() {{\n"
-                     f"  return decode_attention_max_splits<{ctype}, {dim}>();\n}}\n"
+                     f"bool {n}_clusters() {{\n"
+                     f"  return decode_attention_has_clusters<{ctype}, {dim}>();\n}}\n"
                      "\n}  // namespace attention\n")
             rows.append(f"CG_DECODE_ATTENTION({n}, {cxx_bool(dtype == 'bf16')}, {dim})")
     write_instance_list(os.path.join(ATTENTION_OUT, "decode_attention_instances.inc"),

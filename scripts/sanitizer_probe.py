@@ -222,7 +222,7 @@ def launches():
             L.append(dict(op="gemm", family="gemm", m=200, n=1000, k=3000, dtype="bf16",
                           bias=True, config=name, quick=False, expect={}))
     # cute_gemm.decode_attention: each head-dim instance (64, 128, 256; D = 72 with half a k-step),
-    # a group of 20 over two CTAs, clusters of 2 to 16 splits, each mask kind, a static cache's
+    # a group of 20 over two CTAs, clusters of 2 and 8 splits, each mask kind, a static cache's
     # unread tail (tile by tile, and found by the long splits' scan)
     for batch, heads, kv_heads, q_len, length, dim, dtype, mask, quick in (
             (1, 32, 8, 1, 229, 128, "bf16", "prefix", True),

@@ -212,7 +212,7 @@ at::Tensor decode_attention_cuda(at::Tensor const& q, at::Tensor const& k, at::T
   int64_t const ctas = p.batch * p.q_len * head_ctas;
   int const sm_count = current_sm_count();
   params.splits = attention::decode_attention_splits(ctas, params.kv_len, sm_count,
-                                                      kernel->max_splits());
+                                                      kernel->clusters());
   params.early_dependents =
       attention::decode_attention_early_dependents(ctas * params.splits, sm_count);
   bool const pdl = current_cc_major() >= 9;

@@ -9,9 +9,8 @@
 //   - the mask lanes cover 16 rows x 16 heads once, the warps' tiles cover a split once, the
 //     partial outputs fit the rings;
 //   - the split rule's shares of positions cover [0, L) once, none is empty, there are no more
-//     splits than kMinSplitRows pieces of L, a cluster never exceeds the instance's max_splits
-//     (1, 8 or 16) and reaches it where L and the grid allow, and no split is made where the grid
-//     already fills the SMs.
+//     splits than kMinSplitRows pieces of L, a cluster never exceeds kMaxSplits, and no split is
+//     made where the grid already fills the SMs.
 #include <cstdio>
 #include <vector>
 
@@ -194,18 +193,17 @@ int main() {
   const long ctas_list[] = {1, 2, 8, 16, 33, 128, 132, 133, 1000};
   for (int length : lengths) {
     for (long ctas : ctas_list) {
-      for (int max_splits : {1, Cfg::kPortableSplits, Cfg::kMaxSplits}) {
-        const bool clusters = max_splits > 1;
-        const int splits = decode_attention_splits(ctas, length, 132, max_splits);
-        CHECK(splits >= 1 && splits <= max_splits, "L=%d ctas=%ld: %d splits (at most %d)", length,
-              ctas, splits, max_splits);
+      for (int clusters = 0; clusters < 2; ++clusters) {
+        const int splits = decode_attention_splits(ctas, length, 132, clusters == 1);
+        CHECK(splits >= 1 && splits <= Cfg::kMaxSplits, "L=%d ctas=%ld: %d splits", length,
+              ctas, splits);
         CHECK(clusters || splits == 1, "L=%d ctas=%ld: split without clusters", length, ctas);
         CHECK(ctas < 132 || splits == 1, "L=%d ctas=%ld: split of a full grid", length, ctas);
         CHECK(splits <= (length + Cfg::kMinSplitRows - 1) / Cfg::kMinSplitRows,
               "L=%d ctas=%ld: %d splits of %d rows", length, ctas, splits,
               Cfg::split_rows(length, splits));
-        if (clusters && length >= max_splits * Cfg::kMinSplitRows && ctas * max_splits <= 132) {
-          CHECK(splits == max_splits, "L=%d ctas=%ld: only %d splits", length, ctas, splits);
+        if (clusters && length >= Cfg::kMaxSplits * Cfg::kMinSplitRows && ctas <= 16) {
+          CHECK(splits == Cfg::kMaxSplits, "L=%d ctas=%ld: only %d splits", length, ctas, splits);
         }
         std::vector<int> hits(length, 0);
         const int per = Cfg::split_rows(length, splits);
@@ -225,8 +223,8 @@ int main() {
   // splits, 256 CTAs, the cache streamed by most SMs) after its positions; a smaller grid is
   // never later than a larger one.
   {
-    const int b1 = decode_attention_splits(8, 229, 132, Cfg::kMaxSplits);
-    const int b16 = decode_attention_splits(8 * 16, 229, 132, Cfg::kMaxSplits);
+    const int b1 = decode_attention_splits(8, 229, 132, true);
+    const int b16 = decode_attention_splits(8 * 16, 229, 132, true);
     CHECK(b1 == 4 && b16 == 2, "Llama splits at 229 positions: %d (batch 1), %d (batch 16)", b1,
           b16);
     CHECK(decode_attention_early_dependents(8L * b1, 132), "batch 1: the trigger is late");

@@ -75,10 +75,7 @@ struct DecodeAttentionConfig {
   static constexpr int kTileRows = 16;     // rows per tile: S's two n8 tiles, P V's k16
   // Tiles in a warp's cp.async ring: two in flight while the warp computes the third.
   static constexpr int kStages = 3;
-  // CTAs of one cluster: 8 is the portable size; sm_90 schedules 16 where the kernel allows a
-  // non-portable size and the device can co-schedule them (the instance's max_splits()).
-  static constexpr int kPortableSplits = 8;
-  static constexpr int kMaxSplits = 16;
+  static constexpr int kMaxSplits = 8;                      // the portable cluster size
   static constexpr int kMinSplitRows = kWarps * kTileRows;  // no split shorter than a tile a warp
   // A split at least this long under one mask for every head first finds its last row that takes
   // part (the CTA reads the split's mask values at once) and skips the tiles past it. Shorter
@@ -178,17 +175,16 @@ using AccHeadTV = decltype(tile_row_layout<16>(MMA_Traits_16x8x16_Layouts::CLayo
 using AccColTV = decltype(tile_col_layout<16>(MMA_Traits_16x8x16_Layouts::CLayout{}));
 
 // CTAs per (b, i, head chunk): enough to give every SM a CTA where the grid is small (batch 1
-// decode has kv_heads CTAs), at most the instance's largest cluster (max_splits: 1 where the
-// device or the build has no thread block clusters, sm_80; 8 or 16 on sm_90), and no more than the
-// pieces of kMinSplitRows positions (a tile per warp) that L makes: a split's latency is its
-// tiles, and a split of a few rows would cost its share of the combine for nothing.
-inline int decode_attention_splits(int64_t ctas, int kv_len, int sm_count, int max_splits) {
+// decode has kv_heads CTAs), at most a cluster's kMaxSplits, and no more than the pieces of
+// kMinSplitRows positions (a tile per warp) that L makes: a split's latency is its tiles, and a
+// split of a few rows would cost its share of the combine for nothing. 1 where the device or the
+// build has no thread block clusters (sm_80).
+inline int decode_attention_splits(int64_t ctas, int kv_len, int sm_count, bool clusters) {
   using Cfg = DecodeAttentionConfig;
-  if (max_splits <= 1 || ctas <= 0 || kv_len <= 0) return 1;
+  if (!clusters || ctas <= 0 || kv_len <= 0) return 1;
   int64_t splits = (sm_count + ctas - 1) / ctas;
   const int64_t by_rows = (kv_len + Cfg::kMinSplitRows - 1) / Cfg::kMinSplitRows;
   if (splits > by_rows) splits = by_rows;
-  if (splits > max_splits) splits = max_splits;
   if (splits > Cfg::kMaxSplits) splits = Cfg::kMaxSplits;
   return splits < 1 ? 1 : int(splits);
 }

@@ -591,56 +591,17 @@ cudaError_t launch_decode_attention(DecodeAttentionParams const& p, bool pdl,
                           : launch_decode_attention_as<T, kDim, false>(p, pdl, stream);
 }
 
-// The largest cluster the (T, kDim, kPerHead) kernel runs in on the current device: -1 where the
-// query fails; 1 where its code there predates sm_90 (no clusters); kMaxSplits where it accepts
-// a non-portable cluster size (set here, for the launches after) and the device can co-schedule
-// one such cluster (cudaOccupancyMaxActiveClusters: 16 CTAs in one GPC), kPortableSplits else.
-template <class T, int kDim, bool kPerHead>
-int decode_attention_cluster_limit() {
-  using Cfg = DecodeAttentionConfig;
-  using Tile = DecodeAttentionTile<kDim>;
-  auto* const kernel = decode_attention_kernel<T, kDim, kPerHead>;
-  cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return -1;
-  if (attr.binaryVersion < 90) return 1;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           Tile::kSmemBytes) != cudaSuccess ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-          cudaSuccess) {
-    cudaGetLastError();
-    return Cfg::kPortableSplits;
-  }
-  cudaLaunchAttribute cluster[1];
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = unsigned(Cfg::kMaxSplits);
-  cluster[0].val.clusterDim.y = 1;
-  cluster[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(Cfg::kMaxSplits));
-  config.blockDim = dim3(Cfg::kThreads);
-  config.dynamicSmemBytes = Tile::kSmemBytes;
-  config.attrs = cluster;
-  config.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
-    cudaGetLastError();
-    return Cfg::kPortableSplits;
-  }
-  return clusters >= 1 ? Cfg::kMaxSplits : Cfg::kPortableSplits;
-}
-
-// The largest cluster both mask instances for (T, kDim) run in on the current device (the splits'
-// cap, decode_attention_splits), asked once per device; a launch splits past kPortableSplits only
-// after this has allowed it.
+// Whether this build's kernel for (T, kDim) can run in clusters on the current device (its code
+// there is sm_90 or later); asked once per device.
 template <class T, int kDim>
-int decode_attention_max_splits() {
+bool decode_attention_has_clusters() {
   static int cached[64] = {};
-  return cached_per_device(cached, 1, [](int) {
-    int const shared = decode_attention_cluster_limit<T, kDim, false>();
-    int const per_head = decode_attention_cluster_limit<T, kDim, true>();
-    if (shared < 0 || per_head < 0) return -1;
-    return shared < per_head ? shared : per_head;
-  });
+  return cached_per_device(cached, 0, [](int) {
+    cudaFuncAttributes attr{};
+    auto* const kernel = decode_attention_kernel<T, kDim, false>;  // as the other's
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return -1;
+    return attr.binaryVersion >= 90 ? 1 : 0;
+  }) == 1;
 }
 
 }  // namespace attention

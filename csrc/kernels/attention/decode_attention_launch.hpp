@@ -5,9 +5,8 @@
 //
 //   CG_DECODE_ATTENTION(name, bf16, head_dim_class)
 //
-// each defining `name`, the launcher, and `name`_max_splits, the largest cluster its kernels run
-// in on the current device (1: no cluster code, pre-sm_90). The op includes this header, not the
-// kernel.
+// each defining `name`, the launcher, and `name`_clusters, whether that kernel has cluster code
+// (sm_90+) for the current device. The op includes this header, not the kernel.
 
 #include <cuda_runtime.h>
 
@@ -16,14 +15,14 @@
 namespace cute_gemm {
 namespace attention {
 
-// Launch for p (p.splits CTAs per cluster, at most the instance's max_splits()), a
+// Launch for p (p.splits CTAs per cluster; 1 unless the instance's clusters() said true), a
 // programmatic dependent of the kernel before it when pdl.
 using DecodeAttentionLaunch = cudaError_t (*)(DecodeAttentionParams const& p, bool pdl,
                                               cudaStream_t stream);
 
 #define CG_DECODE_ATTENTION(name, bf16, dim)                                          \
   cudaError_t name(DecodeAttentionParams const& p, bool pdl, cudaStream_t stream); \
-  int name##_max_splits();
+  bool name##_clusters();
 #include "kernels/attention/generated/decode_attention_instances.inc"
 #undef CG_DECODE_ATTENTION
 
@@ -31,14 +30,14 @@ struct DecodeAttentionInstance {
   bool bf16;
   int head_dim_class;
   DecodeAttentionLaunch launch;
-  int (*max_splits)();  // the largest cluster on the current device; 1: no clusters
+  bool (*clusters)();
 };
 
 // The instance for an element type and head dim (DecodeAttentionConfig::head_dim_class), or
 // nullptr where none was generated.
 inline DecodeAttentionInstance const* find_decode_attention(bool bf16, int head_dim) {
   static constexpr DecodeAttentionInstance kInstances[] = {
-#define CG_DECODE_ATTENTION(name, bf16, dim) {bf16, dim, &name, &name##_max_splits},
+#define CG_DECODE_ATTENTION(name, bf16, dim) {bf16, dim, &name, &name##_clusters},
 #include "kernels/attention/generated/decode_attention_instances.inc"
 #undef CG_DECODE_ATTENTION
   };

@@ -10,8 +10,8 @@ cudaError_t decode_attention_bf16_d128(DecodeAttentionParams const& p, bool pdl,
   return launch_decode_attention<__nv_bfloat16, 128>(p, pdl, stream);
 }
 
-int decode_attention_bf16_d128_max_splits() {
-  return decode_attention_max_splits<__nv_bfloat16, 128>();
+bool decode_attention_bf16_d128_clusters() {
+  return decode_attention_has_clusters<__nv_bfloat16, 128>();
 }
 
 }  // namespace attention

@@ -10,8 +10,8 @@ cudaError_t decode_attention_f16_d64(DecodeAttentionParams const& p, bool pdl, c
   return launch_decode_attention<__half, 64>(p, pdl, stream);
 }
 
-int decode_attention_f16_d64_max_splits() {
-  return decode_attention_max_splits<__half, 64>();
+bool decode_attention_f16_d64_clusters() {
+  return decode_attention_has_clusters<__half, 64>();
 }
 
 }  // namespace attention
