@@ -299,6 +299,8 @@ GPU_CASES = [
     (1, 32, 8, 1, 229, 128),   # Llama-3-8B decode
     (16, 32, 8, 1, 300, 128),
     (1, 32, 8, 1, 4096, 128),  # long: the full cluster of 8
+    (1, 8, 4, 1, 2048, 256),   # the 256 instance (one CTA per SM): 4 tiles a warp, the ring wraps
+    (1, 8, 8, 1, 1500, 64),    # the 64 instance, splits of 188 rows
     (3, 28, 4, 1, 517, 128),   # Qwen2.5-7B's group of 7
     (2, 12, 1, 2, 130, 64),    # group of 12 in one CTA; several query positions
     (2, 40, 2, 1, 333, 72),    # group of 20: two CTAs (16 + 4 heads); D = 72: half a k-step
