@@ -487,7 +487,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       }
       if (p.splits == 1) {
         // sum 0: every position excluded, the output is 0.
-        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? __fdividef(acc, sum) : 0.f);
+        float const o_gd = sum > 0.f ? __fdividef(acc, sum) : 0.f;
+        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(o_gd);
       } else {
         partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
       }
