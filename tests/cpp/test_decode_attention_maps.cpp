@@ -144,6 +144,23 @@ int main() {
     CHECK(c >= d && (c == 64 || c / 2 < d), "D=%d: class %d", d, c);
   }
 
+  // The mask instance: per head only where a mask is given and its head stride is not 0 (a mask
+  // broadcast over the heads, e.g. a static cache's [B, 1, 1, L], takes the common instance).
+  {
+    DecodeAttentionParams p;
+    CHECK(!mask_per_head(p), "no mask: the per-head instance");
+    p.mask_stride[1] = 229;  // a stride without a mask is never read
+    CHECK(!mask_per_head(p), "no mask with a head stride: the per-head instance");
+    for (MaskKind kind : {MaskKind::kBool, MaskKind::kFloat16, MaskKind::kBFloat16,
+                          MaskKind::kFloat32}) {
+      p.mask_kind = kind;
+      p.mask_stride[1] = 0;
+      CHECK(!mask_per_head(p), "mask kind %d broadcast over the heads: per head", int(kind));
+      p.mask_stride[1] = 229;
+      CHECK(mask_per_head(p), "mask kind %d per head: the common instance", int(kind));
+    }
+  }
+
   // P = S's accumulators as the A operand: A value v of a lane is S value (n8 tile v / 4,
   // register v % 4) of the same lane, at (head, position) = (AccHead, 8 n + AccCol).
   for (int lane = 0; lane < 32; ++lane) {
