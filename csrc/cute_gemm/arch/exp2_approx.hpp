@@ -4,6 +4,8 @@
 // check, a halving and a squaring to keep subnormal results; a softmax's probabilities and
 // rescale factors below 2^-126 are 0 to it either way. 2^-inf = +0, 2^0 = 1.
 
+#include <cmath>
+
 #include "cute_gemm/arch/config_arch.hpp"
 
 namespace cute_gemm {
@@ -14,7 +16,7 @@ CG_DEVICE float exp2_approx_ftz(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 #else
-  return 0.f * x;  // host pass only; never called there
+  return std::exp2(x);  // the host pass: the exact value (no caller runs it there today)
 #endif
 }
 
