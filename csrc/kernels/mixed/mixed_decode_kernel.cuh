@@ -277,13 +277,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {
     if (two_tiles && s == first_blocks) aim_weights(n_warp + Cfg::kWarpN, 0, s);
-    // A tile stream's stage offset through a shuffle, so that ptxas keeps it in a vector
-    // register: given it as a uniform value, ptxas (CUDA 13.0) emitted the INT4 prologue's copies
-    // as LDGSTS [R+UR] with the cache policy's descriptor, which faulted as an illegal
-    // instruction on the H200 (nvdisasm decodes their descriptor as UR1).
-    if (s < n_kb) {
-      load_weights(s, Stream ? __shfl_sync(0xffffffffu, s * stage_bytes, 0) : s * stage_bytes);
-    }
+    if (s < n_kb) load_weights(s, s * stage_bytes);
   }
   grid_dependency_wait();  // also orders this kernel's output writes after the previous kernel
   // The next kernel may launch now where this grid fills the SMs (MixedPlan::early_dependents):
