@@ -24,10 +24,6 @@
     python3 benchmarks/probe_mixed.py --raster [--steady]
                                                   large M: the warp-specialized kernel's tile
                                                   order (raster_m) vs fp16
-    python3 benchmarks/probe_mixed.py --tile-stream
-                                                  the layer shapes at M = 1, 2 (bf16, gate/up
-                                                  gated): default vs tile streams of 16 / 8
-                                                  warps, alone and in a chain of 4 layers
     python3 benchmarks/probe_mixed.py --small-tiles
                                                   M = 9..32: mma.sync vs the 16- and 32-row
                                                   wgmma tiles (exact scales / rounded weights)
@@ -299,52 +295,6 @@ def sweep_decode_warps():
             torch.cuda.empty_cache()
 
 
-def sweep_tile_stream():
-    """The layer shapes (LAYER_SHAPES without the head, bf16; gate/up with SiLU(gate) * up) at M
-    in CUTE_GEMM_KERNEL_MS (default 1 2): the default plan against tile streams of 16 and 8 warps
-    per CTA, each back to back (graph replays, rotated weights), and the four GEMMs chained over
-    4 layers of distinct weights in one graph, the default plans against gate/up (or every
-    GEMM) as a tile stream. us and GB/s."""
-    torch.manual_seed(0)
-    dt = torch.bfloat16
-    layers = []
-    for name, k, n, bits, group in LAYER_SHAPES[:-1]:
-        w = torch.randn(n, k, device="cuda", dtype=dt) * 0.02
-        qs, nbytes = rotated_quantized(w, bits, group, dt)
-        layers.append((name, k, n, qs, nbytes))
-    for m in kernel_ms("1 2"):
-        for name, k, n, qs, nbytes in layers:
-            act = "silu_mul" if name == "gate_up" else None
-            a = torch.randn(m, k, device="cuda", dtype=dt)
-            for sched in (None, "tile_stream=1", "tile_stream=1,warps=8"):
-                plan = cute_gemm.mixed_plan(m, n, k, 4, 128, dtype=dt, schedule=sched,
-                                            activation=act)
-                t = time_graph(lambda i: cute_gemm.mixed_gemm(a, qs[i % len(qs)], schedule=sched,
-                                                              activation=act))
-                print(f"{name:>8} M={m} {sched or 'default':<24} {t:7.2f} us "
-                      f"{nbytes / t / 1e3:6.0f} GB/s  {plan.describe()[:110]}", flush=True)
-        # The chain: q/k/v -> o -> gate/up -> down over 4 layers of distinct weights (copies).
-        x = torch.randn(m, 4096, device="cuda", dtype=dt)
-        for label, stream in (("default", ()), ("gate/up streamed", ("gate_up",)),
-                              ("all streamed", ("qkv", "o", "gate_up", "down"))):
-            def step(i, stream=stream):
-                h = x
-                for j in range(4):
-                    outs = {}
-                    for name, k, n, qs, _ in layers:
-                        src = {"qkv": h, "o": h, "gate_up": h, "down": outs.get("gate_up")}[name]
-                        if name == "o":
-                            src = outs["qkv"][:, :4096]
-                        act = "silu_mul" if name == "gate_up" else None
-                        sched = "tile_stream=1" if name in stream else None
-                        outs[name] = cute_gemm.mixed_gemm(src.contiguous(), qs[(i + j) % len(qs)],
-                                                          schedule=sched, activation=act)
-                    h = outs["down"]
-                return h
-            print(f"  chain of 4 layers M={m} {label:<18} {time_graph(step) / 4:7.2f} us a layer",
-                  flush=True)
-
-
 WGMMA_TILES = [32, 64, 128, 160, 192, 256]
 
 
@@ -522,8 +472,6 @@ def main():
         return sweep_tile_overhead()
     if "--small-tiles" in sys.argv:
         return sweep_small_tiles()
-    if "--tile-stream" in sys.argv:
-        return sweep_tile_stream()
     if "--decode-warps" in sys.argv:
         return sweep_decode_warps()
     if "--layer-shapes" in sys.argv:

@@ -346,10 +346,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1, or 2 in INT4's
             16-row tile: two groups of 4 warps per CTA on halves of its k range), ``raster_m``
             (the warp-specialized wgmma
-            kernel: M tiles per group of its tile order, 1..64; 1 is row-major),
-            ``tile_stream`` (decode: 1 runs one wave of CTAs, each on consecutive 32-column
-            tiles whose k blocks its warps split evenly). A choice the device or problem
-            cannot run
+            kernel: M tiles per group of its tile order, 1..64; 1 is row-major). A choice the
+            device or problem cannot run
             raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
             ``act_fn(gate_proj(x)) * up_proj(x)`` with SiLU): ``qw``'s rows are the gate

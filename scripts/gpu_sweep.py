@@ -293,8 +293,6 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         return "kernel=mma" + (",k_slices=2" if bits == 4 and m <= 16 else "")
     if kind == "decode":
         return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
-    if kind == "stream":  # a decode tile stream of CTAs of (at most) this many warps
-        return f"tile_stream=1,warps={int(args[0])}"
     if kind == "raster":  # only joined to a warp-specialized wgmma tile ("wgmma:128+raster:3")
         return f"raster_m={int(args[0])}" if spec.wgmma else ""  # mma.sync runs row-major
     raise ValueError(f"unknown force {part!r}")

@@ -99,9 +99,6 @@ def launches():
         _mixed("decode", 2, 136, 1408, 8, 32, True, "fp16", True, kernel="decode"),
         _mixed("decode", 7, 392, 2112, 4, 64, False, "fp16", False, "decode:12:4",
                kernel="decode", col_warps=4),
-        # a tile stream: 301 tiles in CTAs of 2-3, runs of 1-2 k blocks crossing tiles
-        _mixed("decode", 3, 9616, 640, 4, 32, False, "bf16", True, "stream:16", quick=True,
-               kernel="decode", tile_stream=True),
     ]
     # mma.sync (by schedule; 16-, 32- and 64-row tiles)
     L += [
@@ -192,8 +189,6 @@ def launches():
                activation="silu_mul", kernel="decode", col_warps=2, gated=True),
         _mixed("gated", 3, 272, 4224, 4, 64, False, "fp16", True, "splits:3", quick=True,
                activation="silu_mul", kernel="decode", splits=3, gated=True),
-        _mixed("gated", 2, 9616, 4224, 4, 128, True, "fp16", True, "stream:16", quick=True,
-               activation="silu_mul", kernel="decode", tile_stream=True, gated=True),
         _mixed("gated", 16, 272, 640, 8, -1, True, "bf16", True, "mma", quick=True,
                activation="silu_mul", kernel="mma", gated=True),
         _mixed("gated", 13, 272, 1408, 4, 128, False, "bf16", True, "mma+splits:1", quick=True,

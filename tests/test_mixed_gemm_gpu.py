@@ -738,50 +738,6 @@ def test_decode_kernel_scheduled_splits(m, splits):
     assert_accurate(out, _reference(a, qw, None, schedule), torch.float16, k)
 
 
-@pytest.mark.parametrize("n,k,bits,group,symmetric,dtype,warps", [
-    # 301 tiles (the last of 8 columns) in one wave of CTAs of 2-3 tiles; 5 INT4 k blocks, so
-    # the plan takes 10 warps (runs of 1-2 blocks crossing tiles); fine groups, zero points.
-    (9616, 640, 4, 32, False, torch.bfloat16, 16),
-    (9616, 640, 8, 64, True, torch.float16, 16),
-    # 33 k blocks, runs of 4-5 blocks, K % 128 != 0, per-channel INT8 (66 blocks).
-    (9616, 4224, 4, 128, True, torch.float16, 16),
-    (9616, 4224, 8, -1, False, torch.bfloat16, 7),
-    # Two k blocks: 2113 tiles need 133 CTAs of 16 (more than one wave) of 15-16 tiles.
-    (67616, 256, 4, 128, True, torch.bfloat16, 16),
-    # Fewer tiles than CTAs: one tile a CTA, its warps in k slices.
-    (400, 4224, 4, 64, False, torch.float16, 5),
-])
-def test_decode_tile_stream(n, k, bits, group, symmetric, dtype, warps):
-    # A tile stream (schedule tile_stream=1): each CTA's warps split the k blocks of its
-    # consecutive 32-column tiles into runs that cross tiles; the run that ends a tile adds the
-    # tile's parked sums. Every output written (poisoned), accurate, and bit-identical again;
-    # gated (SiLU(gate) * up with a bias, N/2 off the 32-column tiles) and with M up to 8.
-    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=n % 97 + k)
-    bias = _randn(n, dtype=dtype, seed=7)
-    schedule = f"tile_stream=1,warps={warps}"
-    for m, gated in ((1, False), (3, True), (8, False), (2, True)):
-        act = "silu_mul" if gated else None
-        plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule,
-                                    activation=act)
-        assert plan.kernel == "decode" and plan.tile_stream and plan.splits == 1
-        a = _randn(m, k, dtype=dtype, seed=m, scale=1 / math.sqrt(k) if gated else 1.0)
-        run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731
-                                           activation=act)
-        ref = (_gated_reference(a, qw, bias, schedule) if gated
-               else _reference(a, qw, bias, schedule))
-        out = assert_poisoned_run(run, ref, dtype, k)
-        assert out.shape == (m, n // 2 if gated else n)
-    # The partial sums (one, in the caller's workspace) are the product itself.
-    a = _randn(4, k, dtype=dtype, seed=11)
-    parts = torch.ops.cute_gemm.mixed_gemm_partials(a, qw.packed, qw.scales, qw.zeros, qw.bits,
-                                                    qw.group_size, qw.shape[1], schedule)
-    assert parts.shape == (1, 4, n) and parts.dtype == torch.float32
-    ref = _reference(a, qw, None, schedule)
-    assert ((parts[0].double() - ref).norm() / ref.norm()).item() < 1e-4
-    # The same fp32 sums the output rounds once.
-    assert torch.equal(parts[0].to(dtype), cute_gemm.mixed_gemm(a, qw, schedule=schedule))
-
-
 @pytest.mark.parametrize("kernel", ["decode", "mma"])
 @pytest.mark.parametrize("bits,symmetric,dtype", [(4, True, torch.float16),
                                                   (4, False, torch.float16),

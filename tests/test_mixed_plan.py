@@ -39,7 +39,7 @@ FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
-               "via_workspace", "raster_m", "partials", "early_dependents", "tile_stream"}
+               "via_workspace", "raster_m", "partials", "early_dependents"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -638,37 +638,6 @@ def test_decode_schedules():
             plan(9, schedule=schedule)
 
 
-@pytest.mark.parametrize("device", ["h100", "a100"])
-def test_decode_tile_stream_plans(device):
-    # A tile stream: one wave of CTAs (unless that would put more than `warps` tiles in a CTA),
-    # each at most `warps` 32-column tiles and at least `warps` k blocks, one-warp k slices,
-    # unsplit, the grid's x its CTAs; gated and partials alike. Checked where the kernel's index
-    # arithmetic (tests/cpp/test_tile_stream.cpp) holds: tiles per CTA <= warps.
-    spec = cute_gemm.device_spec(device)
-    for (m, n, k), bits, gated, warps in itertools.product(
-            [(1, 28672, 4096), (2, 4096, 14336), (5, 6144, 4096), (8, 392, 4224), (1, 64, 128),
-             (3, 131072, 256), (1, 8, 64)], (4, 8), (False, True), (0, 1, 5, 16)):
-        if gated and n % 16:
-            continue
-        schedule = "tile_stream=1" + (f",warps={warps}" if warps else "")
-        p = cute_gemm.mixed_plan(m, n, k, bits, 128 if k % 128 == 0 else -1, torch.bfloat16,
-                                 device=device, schedule=schedule,
-                                 activation="silu_mul" if gated else None)
-        tiles, kb = -(-n // 32), k_blocks(k, bits)
-        ctas = p.grid[0]
-        assert p.kernel == "decode" and p.tile_stream and p.col_warps == 1 and p.splits == 1
-        assert p.k_slices == p.warps and p.threads == 32 * p.warps and p.tile_n == 32
-        assert p.grid[1] == -(-m // 8) and p.grid[2] == 1 and p.gated == gated
-        assert 1 <= p.warps <= (warps or 16) and 1 <= ctas <= tiles
-        assert -(-tiles // ctas) <= p.warps and tiles // ctas * kb >= p.warps, p
-        # One wave, unless fewer CTAs would hold more than `warps` tiles each.
-        one_wave = ctas * p.grid[1] <= p.ctas_per_sm * spec.sm_count
-        assert one_wave or ctas == tiles or -(-tiles // (ctas - 1)) > p.warps, p
-        assert not p.via_workspace and "streaming the k blocks" in p.describe()
-    # The default plans never stream tiles (only a schedule asks for it).
-    assert not plan(1, 28672, 4096).tile_stream
-
-
 # ---------------------------------------------------------------------------- determinism
 
 
@@ -739,7 +708,6 @@ def test_bf16_and_dtype():
     ("k_slices=2,kernel=mma", "kernel=mma,k_slices=2"),
     ("splits=3,k_slices=1", "splits=3,k_slices=1"),
     ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
-    ("tile_stream=1,warps=8", "warps=8,tile_stream=1"),
 ])
 def test_schedule_canonical_form(text, canonical):
     assert _C._mixed_schedule(text) == canonical
@@ -757,8 +725,6 @@ def test_schedule_canonical_form(text, canonical):
     ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
     ("k_slices=0", "k_slices"), ("k_slices=3", "k_slices"), ("k_slices=x", "k_slices"),
     ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
-    ("tile_stream=0", "tile_stream"), ("tile_stream=2", "tile_stream"),
-    ("tile_stream=yes", "tile_stream"),
     ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
@@ -804,11 +770,6 @@ def test_schedule_tile_m_is_a_built_token_tile():
                                               r"runs dense"),
     ("a100", 4096, "raster_m=2", r"raster_m applies to the wgmma kernel; this plan runs dense"),
     ("a100", 64, "kernel=wgmma", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
-    ("h100", 16, "tile_stream=1", r"kernel=decode runs up to M=8; got M=16"),
-    ("h100", 1, "kernel=mma,tile_stream=1", r"tile_stream applies to the decode kernel; this "
-                                            r"plan runs mma"),
-    ("h100", 1, "tile_stream=1,splits=2", r"tile_stream runs unsplit one-warp k slices"),
-    ("h100", 1, "tile_stream=1,col_warps=2", r"tile_stream runs unsplit one-warp k slices"),
     ("a100", 1, "tile_m=32", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
 ])
 def test_schedules_the_plan_cannot_run(device, m, schedule, match):

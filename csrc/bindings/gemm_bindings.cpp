@@ -146,7 +146,6 @@ py::dict plan_dict(MixedPlan const& p) {
   d["workspace_bytes"] = p.workspace_bytes;
   d["partials"] = p.partials;
   d["early_dependents"] = p.early_dependents;
-  d["tile_stream"] = p.tile_stream;
   return d;
 }
 
@@ -229,7 +228,6 @@ void bind_gemm(py::module_& m) {
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
       .def_readonly("partials", &MixedPlan::partials)
       .def_readonly("early_dependents", &MixedPlan::early_dependents)
-      .def_readonly("tile_stream", &MixedPlan::tile_stream)
       .def("describe", &MixedPlan::describe)
       .def("as_dict", &plan_dict)
       .def("__str__", &MixedPlan::describe)

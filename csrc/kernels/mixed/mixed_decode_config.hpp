@@ -229,12 +229,6 @@ struct MixedDecodeConfig {
   // stages. A value of all lanes is one 128-byte row (conflict-free).
   using SmemParked = Layout<Shape<_32, Shape<_4, Int<kRowTiles>>, Int<kMaxWarps - 1>>,
                             Stride<_1, Stride<_32, _128>, Int<32 * kAccs>>>;
-  // A tile stream's sums (mixed_decode_kernel.cuh): (lane, value (v, r), slot) -> float in the
-  // warp's own stage 0, slot 0 its run's first tile and slot 1 its second.
-  using SmemStreamParked = Layout<Shape<_32, Shape<_4, Int<kRowTiles>>, _2>,
-                                  Stride<_1, Stride<_32, _128>, Int<32 * kAccs>>>;
-  static_assert(4 * decltype(cosize(SmemStreamParked{}))::value <= kStages * kSliceBytes,
-                "a warp's stages must hold its parked sums");
   CG_HOST_DEVICE static constexpr int parked_offset(int rows, int col_warps, int k_slices) {
     return kStagesOffset + k_slices * kStages * stage_bytes(rows, col_warps);
   }
@@ -259,9 +253,7 @@ struct MixedDecodeConfig {
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
-  CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated,
-                                                bool tile_stream = false) {
-    if (tile_stream) return 128;
+  CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated) {
     const bool shared = col_warps > 1;
     if (Bits == 4) {
       if (kBf16) return (FineGroups ? 8 : 0) + (!shared && gated ? 120 : 112);

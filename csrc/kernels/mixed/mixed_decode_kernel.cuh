@@ -20,15 +20,6 @@
 //     a K split to fill the GPU (8192^2 has 256 column tiles for 132 SMs x 16 warps), and this one
 //     needs neither a workspace nor a second kernel; the grid splits K only where 16 warps per
 //     column tile are not enough.
-//   - A tile stream (Stream; MixedPlan::tile_stream): CTA c of G takes the column tiles
-//     [c T / G, (c + 1) T / G) of the T = ceil(N / 32), and its W one-warp k slices split the k
-//     blocks of those tiles, tile after tile, into W near-equal runs (warp w: [w L / W, (w + 1) L
-//     / W) of the L = tiles x k blocks). A run crosses at most one tile boundary (the plan keeps
-//     tiles per CTA <= W), where the warp's copies move to the next tile and its sums start over;
-//     each warp parks its one or two sums in its own stages, and the warp whose run ends a tile
-//     adds that tile's sums in run order and writes it. A grid of one CTA per SM then ends within
-//     one tile's k blocks of the same time on every SM (T / G tiles each, 6.8 for gate/up at
-//     batch 1 on 132 SMs) where CTAs of one tile each would leave a partial last wave.
 //   - The transposed product out^T = dequant(W) @ A^T: the weights are the mma's A operand (16
 //     weight rows per m16n8k16), tokens its N of 8. A lane's B fragments of n8 blocks 2r and
 //     2r + 1 (column g of each) are exactly the A fragment of rows g and g + 8 of the 16 rows they
@@ -63,7 +54,6 @@
 #include "kernels/mixed/mixed_decode_config.hpp"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
-#include "kernels/mixed/tile_stream.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
@@ -92,11 +82,9 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
 // (blockDim.x 64 or 128); otherwise of 1, compiled apart so that its copies' offsets fold to
 // constants. Gated (p.gated): the kernel of gated GEMMs, compiled apart so that the ungated one
 // carries neither the block remapping nor the gated epilogue (their registers and instructions
-// slow a GEMM that is bound by its few k blocks per warp at small M). Stream: the tile stream
-// above, one-warp k slices, grid (G, ceil(M / kTileM), 1); blocks_per_split is then unused.
-// early_dependents: the plan's (MixedPlan::early_dependents), where the next kernel in the stream
-// may launch.
-template <class Cfg, bool Shared, bool Gated, bool Stream>
+// slow a GEMM that is bound by its few k blocks per warp at small M). early_dependents: the plan's
+// (MixedPlan::early_dependents), where the next kernel in the stream may launch.
+template <class Cfg, bool Shared, bool Gated>
 __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
                         bool early_dependents) {
@@ -105,7 +93,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   using Op = typename Cfg::MmaOp;
   static_assert(std::is_same<Op, typename HalfTraits<T>::MmaOp>::value,
                 "the config's mma must be the element type's");
-  static_assert(!(Stream && Shared), "a tile stream runs one-warp k slices");
   constexpr int S = Cfg::kStages, BK = Cfg::kBlockK;
   constexpr int RT = Cfg::kRowTiles, NB = Cfg::kBlocksPerWarp;
   extern __shared__ uint128_t smem_raw[];
@@ -120,31 +107,14 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const int warp = k_slice * col_warps + col_warp;
   // The lane as the mma's thread coordinate (t, g), lane = 4 g + t.
   const auto thr = make_coord(make_coord(lane % 4, lane / 4), _0{}, _0{});
+  const int n_warp = (blockIdx.x * col_warps + col_warp) * Cfg::kWarpN;  // the warp's columns
   const int m0 = blockIdx.y * Cfg::kTileM;
   const int rows = min(Cfg::kTileM, p.m - m0);
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
-  // The warp's first columns and k block, its k blocks (n_kb) and how many of them lie in that
-  // first tile (first_blocks; all of them but in a tile stream, whose runs are tile_stream.hpp's).
-  int n_warp, kb_begin, n_kb, first_blocks;
-  const TileStream tile_stream{(unsigned(p.n) + Cfg::kWarpN - 1) / Cfg::kWarpN, gridDim.x,
-                               unsigned(k_blocks), unsigned(k_slices)};
-  unsigned cta_blocks = 0;  // tile stream: the k blocks of the CTA's tiles
-  if constexpr (Stream) {
-    cta_blocks = tile_stream.cta_blocks(blockIdx.x);
-    const TileStream::Run run = tile_stream.run(cta_blocks, k_slice);
-    n_warp = int(tile_stream.tile_begin(blockIdx.x) + run.tile) * Cfg::kWarpN;
-    kb_begin = run.kb;
-    n_kb = run.blocks;
-    first_blocks = run.first_blocks;
-  } else {
-    n_warp = (blockIdx.x * col_warps + col_warp) * Cfg::kWarpN;  // the warp's columns
-    const int split_begin = blockIdx.z * blocks_per_split;
-    const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
-    kb_begin = split_begin + k_slice * split_blocks / k_slices;
-    n_kb = split_begin + (k_slice + 1) * split_blocks / k_slices - kb_begin;
-    first_blocks = n_kb;
-  }
-  const bool two_tiles = Stream && n_kb > first_blocks;  // a tile stream's run crosses a tile
+  const int split_begin = blockIdx.z * blocks_per_split;
+  const int split_blocks = min(split_begin + blocks_per_split, k_blocks) - split_begin;
+  const int kb_begin = split_begin + k_slice * split_blocks / k_slices;
+  const int n_kb = split_begin + (k_slice + 1) * split_blocks / k_slices - kb_begin;
   const GroupShape groups(p);
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
@@ -174,32 +144,23 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   using WeightCopy = typename Cfg::WeightCopy;
   const int w_unit = WeightCopy{}(lane, 0);  // block w_unit / 32, unit w_unit % 32 of it
   constexpr int kCopyUnits = WeightCopy{}(0, 1);  // from one copy to the next
+  const int w_nb = n_warp / kBlockN + w_unit / kLanes;
+  const bool w_ok = w_nb * kBlockN < p.n;
+  uint128_t const* w_src =
+      reinterpret_cast<uint128_t const*>(p.qweight) +
+      ((w_ok ? weight_block<Gated>(p, w_nb) : 0) * int64_t(k_blocks) + kb_begin) * kLanes +
+      w_unit % kLanes;
   // Scales (and zeros): lanes 4 r + c (c < 4) copy 16 bytes (8 columns, block c) of group row r
   // (Cfg::ScaleCopy).
   const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
   const int s_row = lane / 4;
   const bool s_copier = s_row < scale_rows;
-  bool w_ok, s_ok;
-  uint128_t const* w_src;
-  char const* s_src;  // as bytes: a group row's address is then one wide multiply-add
-  char const* z_src;
-  int kb_base;  // the k block of copy `next` is kb_base + next
-  // The weight and scale sources of the tile at columns n_cols from its k block kb, for the
-  // copies from `next` on: kb_base + next = kb.
-  auto aim_weights = [&](int n_cols, int kb, int next) {
-    kb_base = kb - next;
-    const int w_nb = n_cols / kBlockN + w_unit / kLanes;
-    w_ok = w_nb * kBlockN < p.n;
-    w_src = reinterpret_cast<uint128_t const*>(p.qweight) +
-            ((w_ok ? weight_block<Gated>(p, w_nb) : 0) * int64_t(k_blocks) + kb) * kLanes +
-            w_unit % kLanes;
-    const int s_col = n_cols + (lane % 4) * 8;
-    s_ok = s_col < p.n;
-    const int s_weight_col = s_ok ? weight_column<Gated>(p, s_col) : 0;
-    s_src = reinterpret_cast<char const*>(scales + s_weight_col);
-    z_src = symmetric ? nullptr : reinterpret_cast<char const*>(zeros + s_weight_col);
-  };
-  aim_weights(n_warp, kb_begin, 0);
+  const int s_col = n_warp + (lane % 4) * 8;
+  const bool s_ok = s_col < p.n;
+  const int s_weight_col = s_ok ? weight_column<Gated>(p, s_col) : 0;
+  // As bytes: a group row's address is then one wide multiply-add.
+  char const* s_src = reinterpret_cast<char const*>(scales + s_weight_col);
+  char const* z_src = symmetric ? nullptr : reinterpret_cast<char const*>(zeros + s_weight_col);
   const unsigned s_row_bytes = unsigned(p.n) * unsigned(sizeof(T));
   // Activations, shared by the k slice's warps: rows * kBlockK / 8 units of 16 bytes per k block;
   // thread x of the k slice copies units x + 32 col_warps j: row a_row + j * rows_per_iter, unit
@@ -210,16 +171,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   const int copier = Shared ? int(threadIdx.x) : lane;  // the thread's index in its k slice
   const int a_row = copier / kUnitsPerRow, a_unit = copier % kUnitsPerRow;
   const int64_t a_iter_stride = int64_t(rows_per_iter) * p.lda;
-  T const* const a_row_src =
-      static_cast<T const*>(p.a) + int64_t(m0 + min(a_row, rows - 1)) * p.lda;
+  T const* a_src = static_cast<T const*>(p.a) + int64_t(m0 + min(a_row, rows - 1)) * p.lda +
+                   int64_t(kb_begin) * BK + a_unit * 8;
   T const* const a_fallback = static_cast<T const*>(p.a);  // the address of zero-filled copies
-  T const* a_src;
-  int a_k;  // K column of the lane's unit
-  auto aim_activations = [&](int kb) {
-    a_src = a_row_src + int64_t(kb) * BK + a_unit * 8;
-    a_k = kb * BK + a_unit * 8;
-  };
-  aim_activations(kb_begin);
+  int a_k = kb_begin * BK + a_unit * 8;                       // K column of the lane's unit
 
   // The lane's destinations in stage 0: its first weight copy's (copy i: + 16 i kCopyUnits), its
   // scale copy's (zeros: + kZerosBytes), its activation rows' base.
@@ -231,9 +186,8 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   constexpr int kZerosBytes = int(sizeof(T)) * typename Cfg::SmemScales{}(0, 0, 1);
 
   // Copy split-local k block `next` into the stage `stage_off` bytes past stage 0. Each is called
-  // for next = 0, 1, 2, ... (< n_kb) in order, since it advances its source addresses (in a tile
-  // stream, to the next tile's at block first_blocks). The activations come from an earlier kernel,
-  // so the prologue issues them after the dependency wait.
+  // for next = 0, 1, 2, ... (< n_kb) in order, since it advances its source addresses. The
+  // activations come from an earlier kernel, so the prologue issues them after the dependency wait.
   auto load_weights = [&](int next, uint32_t stage_off) {
     CG_PRAGMA_UNROLL
     for (int i = 0; i < NB; ++i) {
@@ -242,7 +196,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     }
     w_src += kLanes;
     if (s_copier) {
-      const int grp = groups.row_of((kb_base + next) * BK, s_row);
+      const int grp = groups.row_of((kb_begin + next) * BK, s_row);
       const size_t at = size_t(unsigned(grp)) * s_row_bytes;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
                                             s_dst + stage_off, s_ok);
@@ -276,7 +230,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // also all the prologue's weights.
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {
-    if (two_tiles && s == first_blocks) aim_weights(n_warp + Cfg::kWarpN, 0, s);
     if (s < n_kb) load_weights(s, s * stage_bytes);
   }
   grid_dependency_wait();  // also orders this kernel's output writes after the previous kernel
@@ -286,7 +239,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   if (early_dependents) grid_launch_dependents();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < S - 1; ++s) {
-    if (two_tiles && s == first_blocks) aim_activations(0);
     if (s < n_kb) load_activations(s * stage_bytes);
     cp_async_fence();
   }
@@ -294,7 +246,6 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   // acc / part: acc[r][v] is value (v, r) of the sums' TV layout (Cfg::LayoutC_TV): the warp's
   // column Cfg::AccCol, token Cfg::AccToken.
   float acc[RT][4], part[RT][4];
-  float first_acc[RT][4];  // tile stream: the sums of the run's first tile, where it has two
   CG_PRAGMA_UNROLL
   for (int r = 0; r < RT; ++r) {
     CG_PRAGMA_UNROLL
@@ -352,218 +303,126 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     off += stage_bytes;
     return off == ring_bytes ? 0u : off;
   };
-  // The main loop, in phases that end where a tile stream's run moves to its second tile: at the
-  // copy of its first block (copy_switch; in the prologue if negative) and at its first block's
-  // sums (first_blocks). One phase otherwise.
-  const int copy_switch = first_blocks - (S - 1);
-  int i = 0;
-  for (;;) {
-    if (two_tiles && i == copy_switch) {  // the copies move to the run's second tile
-      aim_weights(n_warp + Cfg::kWarpN, 0, first_blocks);
-      aim_activations(0);
+  CG_PRAGMA_NO_UNROLL
+  for (int i = 0; i < n_kb; ++i) {
+    cp_async_wait<S - 2>();
+    // Every thread's copies of block i landed, and every warp of the k slice is done with block
+    // i - 1 (whose stage the next copies overwrite): the warp alone, or the k slice's warps that
+    // share the activations (phase i of the k slice's mbarrier).
+    if constexpr (!Shared) {
+      __syncwarp();
+    } else {
+      mbarrier_arrive(bars + k_slice);
+      mbarrier_wait_parity(bars + k_slice, i & 1);
     }
-    const int phase_end = !two_tiles ? n_kb
-                                     : (i < copy_switch ? copy_switch
-                                                        : (i < first_blocks ? first_blocks : n_kb));
-    CG_PRAGMA_NO_UNROLL
-    for (; i < phase_end; ++i) {
-      cp_async_wait<S - 2>();
-      // Every thread's copies of block i landed, and every warp of the k slice is done with block
-      // i - 1 (whose stage the next copies overwrite): the warp alone, or the k slice's warps that
-      // share the activations (phase i of the k slice's mbarrier).
-      if constexpr (!Shared) {
-        __syncwarp();
-      } else {
-        mbarrier_arrive(bars + k_slice);
-        mbarrier_wait_parity(bars + k_slice, i & 1);
-      }
-      if (i < n_kb - (S - 1)) {  // k block i + S - 1 exists: the steady state
-        load_weights(i + S - 1, write_off);
-        load_activations(write_off);
-      }
-      cp_async_fence();
-      write_off = advance(write_off);
+    if (i < n_kb - (S - 1)) {  // k block i + S - 1 exists: the steady state
+      load_weights(i + S - 1, write_off);
+      load_activations(write_off);
+    }
+    cp_async_fence();
+    write_off = advance(write_off);
 
-      const uint32_t read_bytes = read_off;  // block i's stage
-      read_off = advance(read_off);
-      // The lane's 16 bytes of each block: SmemWeights(b, lane), as the block's stride times b plus
-      // the lane's w_read (the layout evaluated at a run-time (b, lane) here moves the register
-      // allocation of the shared instantiations: 124 -> 126 registers for fp16 INT4 fine groups).
-      constexpr int kWBlockUnits = typename Cfg::SmemWeights{}(1, 0);
-      uint4 w[NB];
-      CG_PRAGMA_UNROLL
-      for (int b = 0; b < NB; ++b) {
-        ld_shared_u32x4(w_read + read_bytes + 16 * b * kWBlockUnits, w[b].x, w[b].y, w[b].z,
-                        w[b].w);
-      }
-      const uint32_t s_base = s_read + read_bytes;
-      // Element `at` of the warp's scales and zeros in block i's stage, as fp32.
-      auto scale_at = [&](int at) {
-        return HalfTraits<T>::bits_to_float(ld_shared_u16(s_base + int(sizeof(T)) * at));
-      };
-      uint32_t a_addr[2];
-      CG_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) a_addr[h] = a_addr0[h] + (read_bytes & a_stage_mask);
+    const uint32_t read_bytes = read_off;  // block i's stage
+    read_off = advance(read_off);
+    // The lane's 16 bytes of each block: SmemWeights(b, lane), as the block's stride times b plus
+    // the lane's w_read (the layout evaluated at a run-time (b, lane) here moves the register
+    // allocation of the shared instantiations: 124 -> 126 registers for fp16 INT4 fine groups).
+    constexpr int kWBlockUnits = typename Cfg::SmemWeights{}(1, 0);
+    uint4 w[NB];
+    CG_PRAGMA_UNROLL
+    for (int b = 0; b < NB; ++b) {
+      ld_shared_u32x4(w_read + read_bytes + 16 * b * kWBlockUnits, w[b].x, w[b].y, w[b].z, w[b].w);
+    }
+    const uint32_t s_base = s_read + read_bytes;
+    // Element `at` of the warp's scales and zeros in block i's stage, as fp32.
+    auto scale_at = [&](int at) {
+      return HalfTraits<T>::bits_to_float(ld_shared_u16(s_base + int(sizeof(T)) * at));
+    };
+    uint32_t a_addr[2];
+    CG_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) a_addr[h] = a_addr0[h] + (read_bytes & a_stage_mask);
 
-      CG_PRAGMA_UNROLL
-      for (int c = 0; c < Cfg::kChunks; ++c) {
-        const int grow = Cfg::kFineGroups ? (32 * c) >> groups.shift : 0;  // the chunk's group row
-        if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
-          CG_PRAGMA_UNROLL
-          for (int b = 0; b < NB; ++b) {
-            const int at = typename Cfg::SmemScales{}(typename Cfg::WeightCols{}(0, b), grow, 1);
-            set_zero_point(b, scale_at(at));
-          }
-        }
+    CG_PRAGMA_UNROLL
+    for (int c = 0; c < Cfg::kChunks; ++c) {
+      const int grow = Cfg::kFineGroups ? (32 * c) >> groups.shift : 0;  // the chunk's group row
+      if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
         CG_PRAGMA_UNROLL
-        for (int pr = c * Cfg::kStepsPerChunk / 2; pr < (c + 1) * Cfg::kStepsPerChunk / 2; ++pr) {
-          uint32_t bf[4];
-          SM75_U32x4_LDSM_N::copy(a_addr[pr % 2] + (pr / 2) * int(sizeof(T)) * Cfg::kPairHalf,
-                                  bf[0], bf[1], bf[2], bf[3]);
-          // A fragments of the pair's two k16 steps for each row tile, from the B fragments of its
-          // two blocks (Cfg::a_block). INT4 word pr holds both steps, INT8 words 2 pr and 2 pr + 1
-          // one each.
-          constexpr int kWords = Cfg::kBits == 4 ? 1 : 2, kRegs = Cfg::kBits == 4 ? 4 : 2;
-          uint32_t af[RT][2][4];
-          CG_PRAGMA_UNROLL
-          for (int r = 0; r < RT; ++r) {
-            CG_PRAGMA_UNROLL
-            for (int x = 0; x < kWords; ++x) {
-              uint32_t bfrag[2][kRegs];  // B fragments (r0, r1 per step) of blocks 2r, 2r + 1
-              dequant_word<T, Cfg::kBits, kBiased>(word_of(w[2 * r], kWords * pr + x), zc[2 * r],
-                                                   bfrag[0]);
-              dequant_word<T, Cfg::kBits, kBiased>(word_of(w[2 * r + 1], kWords * pr + x),
-                                                   zc[2 * r + 1], bfrag[1]);
-              CG_PRAGMA_UNROLL
-              for (int h = 0; h < 2 / kWords; ++h) {
-                CG_PRAGMA_UNROLL
-                for (int j = 0; j < 4; ++j)
-                  af[r][x + h][j] = bfrag[Cfg::a_block(j)][2 * h + Cfg::a_block_reg(j)];
-              }
-            }
-          }
-          const bool first = pr == c * Cfg::kStepsPerChunk / 2;
-          CG_PRAGMA_UNROLL
-          for (int r = 0; r < RT; ++r) {
-            if (first) {
-              mma_16816<Op>(part[r], af[r][0], bf[0], bf[1], zero);
-            } else {
-              mma_16816<Op>(part[r], af[r][0], bf[0], bf[1], part[r]);
-            }
-            mma_16816<Op>(part[r], af[r][1], bf[2], bf[3], part[r]);
-          }
-          if constexpr (kBiased) {
-            if (first) {
-              mma_16816<Op>(bacc, ones_a, bf[0], bf[1], zero);
-            } else {
-              mma_16816<Op>(bacc, ones_a, bf[0], bf[1], bacc);
-            }
-            mma_16816<Op>(bacc, ones_a, bf[2], bf[3], bacc);
-          }
+        for (int b = 0; b < NB; ++b) {
+          const int at = typename Cfg::SmemScales{}(typename Cfg::WeightCols{}(0, b), grow, 1);
+          set_zero_point(b, scale_at(at));
         }
-        if constexpr (kBiased) {  // part -= (off + z) S
-          CG_PRAGMA_UNROLL
-          for (int r = 0; r < RT; ++r) {
-            CG_PRAGMA_UNROLL
-            for (int v = 0; v < 4; ++v) {
-              part[r][v] = fmaf(-zoff[2 * r + v / 2], bacc[v % 2], part[r][v]);
-            }
-          }
-        }
-        // acc += scale * part: values 0, 1 and 2, 3 of row tile r are two columns (AccCol).
+      }
+      CG_PRAGMA_UNROLL
+      for (int pr = c * Cfg::kStepsPerChunk / 2; pr < (c + 1) * Cfg::kStepsPerChunk / 2; ++pr) {
+        uint32_t bf[4];
+        SM75_U32x4_LDSM_N::copy(a_addr[pr % 2] + (pr / 2) * int(sizeof(T)) * Cfg::kPairHalf,
+                                bf[0], bf[1], bf[2], bf[3]);
+        // A fragments of the pair's two k16 steps for each row tile, from the B fragments of its
+        // two blocks (Cfg::a_block). INT4 word pr holds both steps, INT8 words 2 pr and 2 pr + 1
+        // one each.
+        constexpr int kWords = Cfg::kBits == 4 ? 1 : 2, kRegs = Cfg::kBits == 4 ? 4 : 2;
+        uint32_t af[RT][2][4];
         CG_PRAGMA_UNROLL
         for (int r = 0; r < RT; ++r) {
-          const float s_lo =
-              scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r), grow, 0));
-          const float s_hi =
-              scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r + 2), grow, 0));
-          acc[r][0] = fmaf(s_lo, part[r][0], acc[r][0]);
-          acc[r][1] = fmaf(s_lo, part[r][1], acc[r][1]);
-          acc[r][2] = fmaf(s_hi, part[r][2], acc[r][2]);
-          acc[r][3] = fmaf(s_hi, part[r][3], acc[r][3]);
+          CG_PRAGMA_UNROLL
+          for (int x = 0; x < kWords; ++x) {
+            uint32_t bfrag[2][kRegs];  // B fragments (r0, r1 per step) of blocks 2r, 2r + 1
+            dequant_word<T, Cfg::kBits, kBiased>(word_of(w[2 * r], kWords * pr + x), zc[2 * r],
+                                                 bfrag[0]);
+            dequant_word<T, Cfg::kBits, kBiased>(word_of(w[2 * r + 1], kWords * pr + x),
+                                                 zc[2 * r + 1], bfrag[1]);
+            CG_PRAGMA_UNROLL
+            for (int h = 0; h < 2 / kWords; ++h) {
+              CG_PRAGMA_UNROLL
+              for (int j = 0; j < 4; ++j)
+                af[r][x + h][j] = bfrag[Cfg::a_block(j)][2 * h + Cfg::a_block_reg(j)];
+            }
+          }
+        }
+        const bool first = pr == c * Cfg::kStepsPerChunk / 2;
+        CG_PRAGMA_UNROLL
+        for (int r = 0; r < RT; ++r) {
+          if (first) {
+            mma_16816<Op>(part[r], af[r][0], bf[0], bf[1], zero);
+          } else {
+            mma_16816<Op>(part[r], af[r][0], bf[0], bf[1], part[r]);
+          }
+          mma_16816<Op>(part[r], af[r][1], bf[2], bf[3], part[r]);
+        }
+        if constexpr (kBiased) {
+          if (first) {
+            mma_16816<Op>(bacc, ones_a, bf[0], bf[1], zero);
+          } else {
+            mma_16816<Op>(bacc, ones_a, bf[0], bf[1], bacc);
+          }
+          mma_16816<Op>(bacc, ones_a, bf[2], bf[3], bacc);
         }
       }
-    }
-    if (!two_tiles || i == n_kb) break;
-    if (i == first_blocks) {  // the sums move to the run's second tile
+      if constexpr (kBiased) {  // part -= (off + z) S
+        CG_PRAGMA_UNROLL
+        for (int r = 0; r < RT; ++r) {
+          CG_PRAGMA_UNROLL
+          for (int v = 0; v < 4; ++v) {
+            part[r][v] = fmaf(-zoff[2 * r + v / 2], bacc[v % 2], part[r][v]);
+          }
+        }
+      }
+      // acc += scale * part: values 0, 1 and 2, 3 of row tile r are two columns (AccCol).
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
-        CG_PRAGMA_UNROLL
-        for (int v = 0; v < 4; ++v) {
-          first_acc[r][v] = acc[r][v];
-          acc[r][v] = 0.f;
-        }
+        const float s_lo =
+            scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r), grow, 0));
+        const float s_hi =
+            scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r + 2), grow, 0));
+        acc[r][0] = fmaf(s_lo, part[r][0], acc[r][0]);
+        acc[r][1] = fmaf(s_lo, part[r][1], acc[r][1]);
+        acc[r][2] = fmaf(s_hi, part[r][2], acc[r][2]);
+        acc[r][3] = fmaf(s_hi, part[r][3], acc[r][3]);
       }
     }
   }
   cp_async_wait<0>();
   if (!early_dependents) grid_launch_dependents();  // the next kernel may stream its weights
-
-  // ---- epilogue: value (v, r) of `sums` is column cols + AccCol, token m0 + AccToken (the
-  // workspace takes the weight's column of it). Gated, values v and v + 2 (v < 2) are the gate and
-  // up sums of one output (Cfg::gate_up_pairs_in_lane): column 16 j + c of the warp's order is
-  // output 8 j + c.
-  auto store_sums = [&](int cols, float const (&sums)[RT][4]) {
-    float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < RT; ++r) {
-      CG_PRAGMA_UNROLL
-      for (int v = 0; v < 4; ++v) {
-        const int col = cols + typename Cfg::AccCol{}(thr, v + 4 * r);
-        const int row = m0 + typename Cfg::AccToken{}(thr, v + 4 * r);
-        if (col >= p.n || row >= p.m) continue;
-        if (to_workspace) {
-          ws[int64_t(row) * p.n + weight_column<Gated>(p, col)] = sums[r][v];
-        } else if constexpr (!Gated) {
-          store_out_one<T>(p, row, col, sums[r][v]);
-        } else if (v < 2) {
-          store_out_gated<T>(p, row, gated_output_column(col), sums[r][v], sums[r][v + 2]);
-        }
-      }
-    }
-  };
-
-  if constexpr (Stream) {
-    // Each warp parks its run's sums in its own stage 0 (no other warp copies there; its own
-    // copies have landed and its reads are done): slot 0 the first tile's, slot 1 the second's.
-    // Then the warp whose run holds a tile's last k block adds the tile's sums in run order.
-    using Parked = typename Cfg::SmemStreamParked;
-    auto parked = [&](int w, int slot) {
-      return reinterpret_cast<float*>(smem + Cfg::kStagesOffset + stages(w, 0)) +
-             Parked{}(lane, 0, slot);
-    };
-    __syncwarp();
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < RT; ++r) {
-      CG_PRAGMA_UNROLL
-      for (int v = 0; v < 4; ++v) {
-        if (two_tiles) parked(k_slice, 0)[Parked{}(0, v + 4 * r, 0)] = first_acc[r][v];
-        parked(k_slice, two_tiles ? 1 : 0)[Parked{}(0, v + 4 * r, 0)] = acc[r][v];
-      }
-    }
-    __syncthreads();
-    const int g0 = tile_stream.run_start(cta_blocks, k_slice), g1 = g0 + n_kb;
-    for (int j = 0; j < (two_tiles ? 2 : 1); ++j) {
-      const int t = g0 / k_blocks + j;  // of the CTA's tiles
-      if (g1 < (t + 1) * k_blocks) continue;  // a later run ends the tile
-      float sums[RT][4];
-      CG_PRAGMA_UNROLL
-      for (int r = 0; r < RT; ++r) {
-        CG_PRAGMA_UNROLL
-        for (int v = 0; v < 4; ++v) sums[r][v] = 0.f;
-      }
-      for (int w = tile_stream.first_run(cta_blocks, t, k_slice); w <= k_slice; ++w) {
-        float const* theirs = parked(w, tile_stream.slot(cta_blocks, w, t));
-        CG_PRAGMA_UNROLL
-        for (int r = 0; r < RT; ++r) {
-          CG_PRAGMA_UNROLL
-          for (int v = 0; v < 4; ++v) sums[r][v] += theirs[Parked{}(0, v + 4 * r, 0)];
-        }
-      }
-      store_sums(int(tile_stream.tile_begin(blockIdx.x) + t) * Cfg::kWarpN, sums);
-    }
-    return;
-  }
 
   // ---- the k slices' sum, in k slice order: the warps of k slices 1.. park their sums
   // (Cfg::SmemParked), each warp of k slice 0 adds those of its columns.
@@ -589,7 +448,28 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       }
     }
   }
-  store_sums(n_warp, acc);  // k slice 0
+
+  // ---- epilogue (k slice 0): value (v, r) is column n_warp + AccCol, token m0 + AccToken (the
+  // workspace takes the weight's column of it). Gated, values v and v + 2 (v < 2) are the gate and
+  // up sums of one output (Cfg::gate_up_pairs_in_lane): column 16 j + c of the warp's order is
+  // output 8 j + c.
+  float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RT; ++r) {
+    CG_PRAGMA_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      const int col = n_warp + typename Cfg::AccCol{}(thr, v + 4 * r);
+      const int row = m0 + typename Cfg::AccToken{}(thr, v + 4 * r);
+      if (col >= p.n || row >= p.m) continue;
+      if (to_workspace) {
+        ws[int64_t(row) * p.n + weight_column<Gated>(p, col)] = acc[r][v];
+      } else if constexpr (!Gated) {
+        store_out_one<T>(p, row, col, acc[r][v]);
+      } else if (v < 2) {
+        store_out_gated<T>(p, row, gated_output_column(col), acc[r][v], acc[r][v + 2]);
+      }
+    }
+  }
 }
 
 // The kernel may use all the shared memory a CTA can opt in to (set once per process).
@@ -597,20 +477,15 @@ inline int decode_smem_limit() {
   return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024);
 }
 
-// The instantiation that runs k slices of col_warps warps, for a gated GEMM or not, in a tile
-// stream or not (one-warp k slices only).
+// The instantiation that runs k slices of col_warps warps, for a gated GEMM or not.
 template <class Cfg>
-auto decode_kernel_for(int col_warps, bool gated, bool tile_stream) {
-  if (tile_stream) {
-    return gated ? mixed_decode_kernel<Cfg, false, true, true>
-                 : mixed_decode_kernel<Cfg, false, false, true>;
-  }
+auto decode_kernel_for(int col_warps, bool gated) {
   if (gated) {
-    return col_warps > 1 ? mixed_decode_kernel<Cfg, true, true, false>
-                         : mixed_decode_kernel<Cfg, false, true, false>;
+    return col_warps > 1 ? mixed_decode_kernel<Cfg, true, true>
+                         : mixed_decode_kernel<Cfg, false, true>;
   }
-  return col_warps > 1 ? mixed_decode_kernel<Cfg, true, false, false>
-                       : mixed_decode_kernel<Cfg, false, false, false>;
+  return col_warps > 1 ? mixed_decode_kernel<Cfg, true, false>
+                       : mixed_decode_kernel<Cfg, false, false>;
 }
 
 template <class Cfg>
@@ -618,12 +493,10 @@ cudaError_t prepare_mixed_decode() {
   static const cudaError_t e = [] {
     for (int col_warps : {1, 2}) {
       for (bool gated : {false, true}) {
-        for (bool tile_stream : {false, true}) {
-          const cudaError_t set = cudaFuncSetAttribute(
-              decode_kernel_for<Cfg>(col_warps, gated, tile_stream),
-              cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_limit());
-          if (set != cudaSuccess) return set;
-        }
+        const cudaError_t set = cudaFuncSetAttribute(decode_kernel_for<Cfg>(col_warps, gated),
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     decode_smem_limit());
+        if (set != cudaSuccess) return set;
       }
     }
     return cudaSuccess;
@@ -633,8 +506,7 @@ cudaError_t prepare_mixed_decode() {
 
 // plan: the planner's, for this instance: its grid split-K factor (none of the splits empty;
 // whether the sums go through p.workspace), warps per CTA (<= Cfg::max_warps(Cfg::rows_for(p.m),
-// col_warps, the opt-in shared memory)) and warps per k slice (col_warps); a tile stream: its
-// CTAs (grid[0]) and one-warp k slices, unsplit.
+// col_warps, the opt-in shared memory)) and warps per k slice (col_warps).
 template <class Cfg>
 cudaError_t launch_mixed_decode(MixedGemmParams const& p, MixedPlan const& plan,
                                 cudaStream_t stream) {
@@ -642,15 +514,12 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, MixedPlan const& plan,
   if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
       warps > Cfg::kMaxWarps)
     return cudaErrorInvalidValue;
-  if (plan.tile_stream && (col_warps != 1 || plan.splits != 1 || plan.grid[0] < 1))
-    return cudaErrorInvalidValue;
   const cudaError_t prepared = prepare_mixed_decode<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   const int smem = Cfg::smem_bytes(Cfg::rows_for(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(
-      decode_kernel_for<Cfg>(col_warps, p.gated, plan.tile_stream), p, plan, Cfg::kTileM,
-      col_warps * Cfg::kWarpN,
+      decode_kernel_for<Cfg>(col_warps, p.gated), p, plan, Cfg::kTileM, col_warps * Cfg::kWarpN,
       dim3(32 * col_warps, warps / col_warps), smem, current_cc_major() >= 9, stream,
       plan.early_dependents);
 }
@@ -672,8 +541,7 @@ cudaError_t mixed_decode_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
   const cudaError_t prepared = prepare_mixed_decode<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, decode_kernel_for<Cfg>(col_warps, plan.gated, plan.tile_stream), 32 * warps,
-      plan.smem_bytes);
+      ctas_per_sm, decode_kernel_for<Cfg>(col_warps, plan.gated), 32 * warps, plan.smem_bytes);
 }
 
 }  // namespace mixed

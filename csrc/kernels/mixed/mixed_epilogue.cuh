@@ -162,8 +162,7 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
 }
 
 // Launches kernel(p, per_split, plan.via_workspace, extra...) on a (ceil(N / tile_n),
-// ceil(M / tile_m), plan.splits) grid of `threads` blocks (a tile stream: plan.grid[0] CTAs
-// across N) (a programmatic dependent of the
+// ceil(M / tile_m), plan.splits) grid of `threads` blocks (a programmatic dependent of the
 // previous kernel in the stream when pdl, i.e. on sm_90), then, via the workspace,
 // split_k_reduce_kernel. The kernel writes its fp32 sums to p.workspace when the plan says so
 // (MixedPlan::via_workspace), otherwise `out` itself; a plan for partial sums
@@ -180,8 +179,7 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
-  const int64_t ctas_n = plan.tile_stream ? plan.grid[0] : (p.n + tile_n - 1) / tile_n;
-  config.gridDim = dim3(unsigned(ctas_n), (p.m + tile_m - 1) / tile_m, splits);
+  config.gridDim = dim3((p.n + tile_n - 1) / tile_n, (p.m + tile_m - 1) / tile_m, splits);
   config.blockDim = threads;
   config.dynamicSmemBytes = smem;
   config.stream = stream;

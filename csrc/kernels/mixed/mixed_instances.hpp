@@ -109,9 +109,7 @@ struct DecodeQueries {
   static int max_warps(int rows, int col_warps, int smem_limit) {
     return Cfg::max_warps(rows, col_warps, smem_limit);
   }
-  static int registers(int col_warps, bool gated, bool tile_stream) {
-    return Cfg::registers(col_warps, gated, tile_stream);
-  }
+  static int registers(int col_warps, bool gated) { return Cfg::registers(col_warps, gated); }
 };
 
 template <class Cfg>
@@ -122,7 +120,7 @@ MixedInstanceInfo decode_instance_info(char const* name, bool bf16) {
   i.fine_groups = Cfg::kFineGroups;
   i.threads = 32 * Cfg::kMaxWarps;
   i.smem_bytes = Cfg::smem_bytes(Cfg::kTileM, Cfg::kMaxWarps, 1);
-  i.registers = Q::registers(1, false, false);
+  i.registers = Q::registers(1, false);
   i.min_ctas_per_sm = 1;
   i.gates_in_registers = true;
   i.decode_rows = &Q::rows;

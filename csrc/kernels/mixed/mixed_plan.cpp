@@ -361,46 +361,8 @@ int decode_max_warps(DeviceSpec const& d, MixedInstanceInfo const& inst, int row
 
 int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows, int warps,
                        int col_warps, bool gated) {
-  return occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(col_warps, gated, false),
+  return occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(col_warps, gated),
                                inst.decode_smem_bytes(rows, warps, col_warps));
-}
-
-// Decode, a tile stream (MixedPlan::tile_stream): CTAs of the scheduled warps (otherwise the
-// most that fit, at most 16) in one-warp k slices, one wave of them over the 32-column tiles of
-// each token tile, each CTA at most `warps` tiles (a warp's run then crosses at most one tile
-// boundary) and at least one k block per warp.
-void plan_tile_stream(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
-                      MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks) {
-  if (s.splits > 1 || s.col_warps > 1)
-    refuse("schedule: tile_stream runs unsplit one-warp k slices; got " + s.str());
-  const int rows = inst.decode_rows(int(p.m));
-  const int64_t tiles = ceil_div(p.n, 32), m_tiles = ceil_div(p.m, inst.tile_m);
-  int warps = std::min(s.warps > 0 ? s.warps : 16, decode_max_warps(d, inst, rows, 1));
-  if (warps < 1) refuse("no decode CTA fits in shared memory");
-  const int per_sm = occupancy_ctas_per_sm(d, 32 * warps,
-                                           inst.decode_registers(1, p.gated, true),
-                                           inst.decode_smem_bytes(rows, warps, 1));
-  if (per_sm < 1) refuse("schedule: tile_stream: a CTA of " + std::to_string(warps) +
-                         " warps does not fit device '" + d.name + "'");
-  int64_t ctas = std::max<int64_t>(1, int64_t(per_sm) * d.sm_count / m_tiles);
-  ctas = std::min(std::max(ctas, ceil_div(tiles, int64_t(warps))), tiles);
-  warps = int(std::min<int64_t>(warps, tiles / ctas * k_blocks));
-  if (ceil_div(tiles, ctas) > warps) {  // one k block a tile: one tile a CTA
-    ctas = tiles;
-    warps = std::min(warps, k_blocks);
-  }
-  // The kernel's tile and run arithmetic is 32-bit.
-  if (double(ctas) * double(tiles) >= 4294967296.0 ||
-      double(warps) * double(ceil_div(tiles, ctas)) * k_blocks >= 4294967296.0)
-    refuse("schedule: tile_stream: the problem is too large for a tile stream (N=" +
-           std::to_string(p.n) + ", K=" + std::to_string(p.k) + ")");
-  plan.tile_stream = true;
-  plan.warps = warps;
-  plan.col_warps = 1;
-  plan.splits = 1;
-  plan.ctas_per_sm = occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(1, p.gated, true),
-                                           inst.decode_smem_bytes(rows, warps, 1));
-  plan.grid[0] = ctas;
 }
 
 // Decode: CTAs of k slices of col_warps warps (32 columns each, sharing the activations), each k
@@ -423,14 +385,6 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   fill_from_instance(plan, index);
   MixedInstanceInfo const& inst = mixed_instance(index);
   const int rows = inst.decode_rows(int(p.m));
-  if (s.tile_stream > 0) {
-    plan_tile_stream(plan, p, d, s, inst, k_blocks);
-    plan.k_slices = plan.warps;
-    plan.threads = 32 * plan.warps;
-    plan.tile_n = 32;
-    plan.smem_bytes = inst.decode_smem_bytes(rows, plan.warps, 1);
-    return;
-  }
   const int64_t m_tiles = ceil_div(p.m, inst.tile_m);
   const int64_t narrow_ctas = ceil_div(p.n, 32) * m_tiles;  // CTAs of 32-column k slices
   const int64_t sms = d.sm_count;
@@ -717,11 +671,9 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       s.k_slices = number(key, value, 1, 2);
     } else if (key == "raster_m") {
       s.raster_m = number(key, value, 1, 64);
-    } else if (key == "tile_stream") {
-      s.tile_stream = number(key, value, 1, 1);
     } else {
-      refuse("schedule: unknown key '" + key + "' (keys: kernel, tile_m, scales, splits, warps, "
-             "col_warps, k_slices, raster_m, tile_stream)");
+      refuse("schedule: unknown key '" + key +
+             "' (keys: kernel, tile_m, scales, splits, warps, col_warps, k_slices, raster_m)");
     }
   }
   return s;
@@ -738,7 +690,6 @@ std::string MixedSchedule::str() const {
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
   if (k_slices > 0) add("k_slices=" + std::to_string(k_slices));
   if (raster_m > 0) add("raster_m=" + std::to_string(raster_m));
-  if (tile_stream > 0) add("tile_stream=1");
   return out;
 }
 
@@ -755,9 +706,7 @@ std::string MixedPlan::describe() const {
   }
   o << " " << mixed_instance(instance).name << ": tile " << tile_m << "x" << tile_n
     << " (M x N), " << stages << " stages, ";
-  if (kernel == MixedKernel::kDecode && tile_stream) {
-    o << warps << " warps streaming the k blocks of consecutive column tiles";
-  } else if (kernel == MixedKernel::kDecode) {
+  if (kernel == MixedKernel::kDecode) {
     o << warps << " warps (" << k_slices << " k slice" << (k_slices > 1 ? "s" : "") << " of "
       << col_warps << ")";
   } else if (kernel == MixedKernel::kWgmma) {
@@ -798,7 +747,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
     if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto) kernel = MixedKernel::kWgmma;
-    else if (s.warps > 0 || s.col_warps > 0 || s.tile_stream > 0) kernel = MixedKernel::kDecode;
+    else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
     else if (s.k_slices > 0) kernel = MixedKernel::kMma;
   }
   if (kernel == MixedKernel::kAuto) {
@@ -819,7 +768,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
   only_for(s.k_slices > 0, "k_slices", MixedKernel::kMma);
   only_for(s.raster_m > 0, "raster_m", MixedKernel::kWgmma);
-  only_for(s.tile_stream > 0, "tile_stream", MixedKernel::kDecode);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
     refuse("schedule: splits applies to the fused kernels; this plan runs dense");
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
@@ -840,7 +788,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     case MixedKernel::kWgmma: plan_wgmma(plan, p, d, s, k_blocks); break;
     default: plan_mma(plan, p, d, s, k_blocks, group); break;
   }
-  if (!plan.tile_stream) plan.grid[0] = ceil_div(p.n, plan.tile_n);
+  plan.grid[0] = ceil_div(p.n, plan.tile_n);
   plan.grid[1] = ceil_div(p.m, plan.tile_m);
   plan.grid[2] = plan.splits;
   if (plan.producer) {

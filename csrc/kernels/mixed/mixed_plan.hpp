@@ -80,11 +80,10 @@ struct MixedSchedule {
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
   int k_slices = 0;   // mma.sync: k slices per CTA (1, or 2 in INT4's 16-row tile)
   int raster_m = 0;   // warp-specialized wgmma: M tiles per raster group (1 .. 64)
-  int tile_stream = 0;  // decode: 1 for a tile stream (MixedPlan::tile_stream), 0 auto
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
-  // warps, col_warps, k_slices, raster_m, tile_stream (1).
+  // warps, col_warps, k_slices, raster_m.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -131,11 +130,6 @@ struct MixedPlan {
   // take each SM as this grid's CTAs leave it. Only where the grid leaves few resident slots
   // beside it (mixed_plan.cpp, kEarlyDependentsFill); every other plan triggers after its loop.
   bool early_dependents = false;
-  // Decode: a tile stream (mixed_decode_kernel.cuh). grid[0] CTAs, one wave, each takes
-  // consecutive 32-column tiles (at most `warps` of them), and its one-warp k slices split the k
-  // blocks of those tiles into equal runs, so that every SM ends within a tile's k blocks of the
-  // others where one-tile CTAs would leave a partial last wave. Unsplit.
-  bool tile_stream = false;
 
   std::string describe() const;  // one readable line
 };
@@ -169,11 +163,11 @@ struct MixedInstanceInfo {
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
   // memory of a CTA of `warps` warps in k slices of `col_warps`, the most warps per CTA (whole
   // k slices) that fit in `smem_limit` bytes (0: none), and registers per thread of the
-  // instantiation for `col_warps`, a gated GEMM or not and a tile stream or not (compiled apart).
+  // instantiation for `col_warps` and a gated GEMM or not (compiled apart).
   int (*decode_rows)(int m);
   int (*decode_smem_bytes)(int rows, int warps, int col_warps);
   int (*decode_max_warps)(int rows, int col_warps, int smem_limit);
-  int (*decode_registers)(int col_warps, bool gated, bool tile_stream);
+  int (*decode_registers)(int col_warps, bool gated);
 };
 int mixed_instance_count();
 MixedInstanceInfo const& mixed_instance(int index);
