@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(DequantWeightConfig<Bits>::kThreads)
 #pragma unroll
   for (int wi = 0; wi < 4; ++wi) {
     const int k_local = 16 * Cfg::kStepsPerWord * wi;  // first k of this word's first k16 step
-    const int group = min(groups.of(kb * BK + k_local), groups.last);
+    const int group = groups.row_of(kb * BK + k_local);
     const float sf = HalfTraits<T>::to_float(scales[int64_t(group) * p.n + n]);
     const float zf = zeros != nullptr ? HalfTraits<T>::to_float(zeros[int64_t(group) * p.n + n])
                                       : float(1 << (Bits - 1));

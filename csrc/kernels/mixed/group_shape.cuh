@@ -35,11 +35,10 @@ struct GroupShape {
         per_channel(size == p.k && (size & (size - 1)) != 0),
         shift(per_channel ? 0 : log2_of_power_of_two(size)) {}
 
-  // The group of k.
-  CG_HOST_DEVICE int of(int k) const { return per_channel ? 0 : k >> shift; }
   // The scale row `row` rows past the group of k (k >= 0), clamped to the last group (rows past
-  // K read its scales): min(of(k) + row, last) without of's per-channel test, since shift and
-  // last are 0 there (the decode kernel's per-k-block scale copy).
+  // K, the packed padding, read its scales): min(k / size + row, last), with a shift, which is
+  // 0 for per-channel scales (as `last`), so the clamp gives their one row. Every mixed kernel
+  // indexes its scales with it.
   CG_HOST_DEVICE int row_of(int k, int row = 0) const {
     const int g = (k >> shift) + row;
     return g < last ? g : last;

@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   const int scale_row =
       typename Cfg::ScaleCopyRows{}(make_coord(make_coord(_0{}, tid / kScaleChunks), _0{}));
   auto scale_group = [&](int kb) {  // the group of row scale_row of k block kb
-    return groups.per_channel ? 0 : min(groups.of(kb * BK) + scale_row, groups.last);
+    return groups.row_of(kb * BK, scale_row);
   };
   // Activations: rows below M only; the others were zero-filled once.
   T const* a_ptr = static_cast<T const*>(p.a);

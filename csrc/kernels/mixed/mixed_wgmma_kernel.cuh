@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
           reinterpret_cast<uint128_t*>(st)[sW(lane, slice.w_dst[b])], true, policy);
     }
     if (scale_copier) {
-      const int grp = min(groups.of(kb * BK + 32 * scale_row), groups.last);
+      const int grp = groups.row_of(kb * BK + 32 * scale_row);
       const int64_t at = int64_t(grp) * p.n + scale_col;
       T* s_scale = reinterpret_cast<T*>(st + Cfg::kWeightBytes);
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(

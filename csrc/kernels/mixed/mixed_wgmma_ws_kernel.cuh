@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       tma_load_2d(st, &maps.w, full + s, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
       CG_PRAGMA_UNROLL
       for (int r = 0; r < Cfg::kScaleRows; ++r) {
-        const int grp = min(groups.of(kb * BK + 32 * r), groups.last);
+        const int grp = groups.row_of(kb * BK + 32 * r);
         char* dst = st + Cfg::kWeightBytes + sS(r, 0, 0) * int(sizeof(T));
         tma_load_2d(dst, &maps.scales, full + s, n0, grp);
         if (asymmetric) {
