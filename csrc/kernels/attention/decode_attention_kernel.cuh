@@ -94,6 +94,12 @@ CG_DEVICE uint128_t& as_chunk(T* p) {
   return *reinterpret_cast<uint128_t*>(p);
 }
 
+// A head's output value: its weighted sum over its softmax sum, 0 where the sum is 0 (every
+// position excluded).
+CG_DEVICE float normalized_output(float acc, float sum) {
+  return sum > 0.f ? __fdividef(acc, sum) : 0.f;
+}
+
 // grid: (splits, kv_heads * head_chunks(G), B * Lq), 128 threads, Tile::kSmemBytes of dynamic
 // shared memory; with splits > 1 launched as clusters of (splits, 1, 1).
 // kPerHead: the mask differs between query heads (mask_per_head(p)). Compiled apart, so that the
@@ -486,9 +492,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
         acc += weight_s[w][g] * partial[Tile::partial_index(w, g, d)];
       }
       if (p.splits == 1) {
-        // sum 0: every position excluded, the output is 0.
-        float const o_gd = sum > 0.f ? __fdividef(acc, sum) : 0.f;
-        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(o_gd);
+        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(normalized_output(acc, sum));
       } else {
         partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
       }
@@ -529,7 +533,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
         acc += weight * split_out[s];
       }
     }
-    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(sum > 0.f ? __fdividef(acc, sum) : 0.f);
+    out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(normalized_output(acc, sum));
   }
   // No CTA leaves while another reads its shared memory: every remote read's value has been used
   // above, so a relaxed arrive suffices (it does not wait for this thread's output stores).
