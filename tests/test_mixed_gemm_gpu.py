@@ -720,6 +720,37 @@ def test_decode_kernel_cta_shapes(m, warps, col_warps):
     assert_accurate(out, _reference(a, qw, None, schedule), torch.bfloat16, k)
 
 
+@pytest.mark.parametrize("n,k,bits,group", [
+    (400, 4160, 4, 64),    # 33 k blocks, 65 groups: the last block's second scale row is past K
+    (400, 4224, 4, 128),   # 33 k blocks of one group row each
+    (400, 4224, 8, -1),    # per-channel, K not a power of two: one row throughout
+    (400, 4160, 8, 64),    # INT8: 65 k blocks of one group row each
+    (400, 4096, 8, 32),    # INT8 fine groups: 2 rows a block
+])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_decode_single_row(n, k, bits, group, symmetric):
+    # M = 1 in one-warp k slices runs the single-row instance (each lane one small copy per k
+    # block: a scale, zero-point or activation unit): N off the 32-column tiles, K past its last
+    # k block, splits (k slices starting mid-K), gated; poisoned outputs, fp64 reference.
+    for dtype in (torch.float16, torch.bfloat16):
+        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=k + bits)
+        a = _randn(1, k, dtype=dtype, seed=3)
+        bias = _randn(n, dtype=dtype, seed=4)
+        for schedule in (None, "kernel=decode,warps=5,col_warps=1", "kernel=decode,splits=3"):
+            plan = _plan(1, qw, schedule)
+            assert plan.kernel == "decode" and plan.single_row, plan
+            run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)  # noqa: E731
+            assert_poisoned_run(run, _reference(a, qw, bias, schedule), dtype, k)
+        ag = _randn(1, k, dtype=dtype, seed=5, scale=1 / math.sqrt(k))
+        plan = cute_gemm.mixed_plan(1, n, k, bits, group, dtype, activation="silu_mul")
+        assert plan.single_row
+        run = lambda: cute_gemm.mixed_gemm(ag, qw, bias, activation="silu_mul")  # noqa: E731
+        assert_poisoned_run(run, _gated_reference(ag, qw, bias, None), dtype, k)
+    # INT4 with 32-element groups does not fit one copy per lane (48 units with zero points).
+    assert not cute_gemm.mixed_plan(1, 400, 4096, 4, 32, torch.float16).single_row
+    assert not cute_gemm.mixed_plan(2, 400, 4096, 4, 128, torch.float16).single_row
+
+
 @pytest.mark.parametrize("splits", [1, 3, 64])
 @pytest.mark.parametrize("m", [1, 5, 8])
 def test_decode_kernel_scheduled_splits(m, splits):

@@ -39,7 +39,7 @@ FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
-               "via_workspace", "raster_m", "partials", "early_dependents"}
+               "via_workspace", "raster_m", "partials", "early_dependents", "single_row"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",

@@ -146,6 +146,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["workspace_bytes"] = p.workspace_bytes;
   d["partials"] = p.partials;
   d["early_dependents"] = p.early_dependents;
+  d["single_row"] = p.single_row;
   return d;
 }
 
@@ -228,6 +229,7 @@ void bind_gemm(py::module_& m) {
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
       .def_readonly("partials", &MixedPlan::partials)
       .def_readonly("early_dependents", &MixedPlan::early_dependents)
+      .def_readonly("single_row", &MixedPlan::single_row)
       .def("describe", &MixedPlan::describe)
       .def("as_dict", &plan_dict)
       .def("__str__", &MixedPlan::describe)

@@ -318,6 +318,39 @@ void check_maps(char const* name) {
     CHECK(conflict_free_words(addr), "%s: parked sums bank conflict", name);
   }
 
+  // ---- the single-row copies: each scale, zero-point and activation unit of a k block by one
+  // lane, the rest idle, where single_row_fits; an activation unit of row 0 lands where the
+  // activation copy's layout puts it (16 bytes per unit, no swizzle on row 0).
+  for (int group : {32, 64, 128, 256, 4096}) {
+    for (int groups : {1, 2, 33}) {
+      if (!Cfg::single_row_fits(group, groups)) continue;
+      const int scale_rows = Cfg::kFineGroups ? Cfg::kBlockK / group : 1;
+      CHECK(group <= Cfg::kBlockK || groups == 1, "%s: single row with group %d", name, group);
+      for (int zero_units : {0, 4 * scale_rows}) {
+        std::map<std::pair<int, int>, int> seen;
+        for (int l = 0; l < 32; ++l) {
+          const auto c = Cfg::small_copy(l, 4 * scale_rows, zero_units);
+          if (c.kind != Cfg::kIdleLane) seen[{c.kind, c.unit}]++;
+        }
+        const int want = 4 * scale_rows + zero_units + Cfg::kBlockK / 8;
+        bool once = int(seen.size()) == want;
+        for (auto const& [key, n] : seen) {
+          const int units = key.first == Cfg::kActUnit     ? Cfg::kBlockK / 8
+                            : key.first == Cfg::kScaleUnit ? 4 * scale_rows
+                                                           : zero_units;
+          once &= n == 1 && key.second >= 0 && key.second < units;
+        }
+        CHECK(once, "%s: single-row copies (group %d, %d zero units) cover a block's units once",
+              name, group, zero_units);
+      }
+    }
+  }
+  for (int u = 0; u < Cfg::kBlockK / 8; ++u)
+    CHECK(Cfg::a_unit_bytes(0, u) == 16 * u, "%s: row 0's activation unit %d", name, u);
+  for (bool gated : {false, true})
+    CHECK(Cfg::registers(1, gated, true) % 8 == 0 && Cfg::registers(1, gated, true) <= 128,
+          "%s: single-row registers", name);
+
   // ---- the planner's members.
   CHECK(Cfg::rows_for(0) == 1 && Cfg::rows_for(3) == 3 && Cfg::rows_for(100) == M, "%s: rows_for",
         name);

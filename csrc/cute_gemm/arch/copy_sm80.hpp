@@ -35,6 +35,19 @@ struct SM80_CP_ASYNC_CACHEGLOBAL_ZFILL {
   CG_DEVICE static void copy(uint128_t const& gmem_src, uint128_t& smem_dst, bool pred) {
     copy(gmem_src, detail::smem_addr(&smem_dst), pred);
   }
+  // The copy only where `issue` (a guarded cp.async; where not, nothing is written).
+  CG_DEVICE static void copy_if(bool issue, uint128_t const& gmem_src, uint32_t smem_dst,
+                                bool pred) {
+#if defined(CG_ARCH_CP_ASYNC_ENABLED)
+    const int src_size = pred ? 16 : 0;
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n"
+        "@p cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n}\n" ::"r"(smem_dst),
+        "l"(&gmem_src), "r"(src_size), "r"(int(issue)));
+#else
+    detail::arch_unsupported(issue, gmem_src, smem_dst, pred);
+#endif
+  }
 };
 
 // The same copy with an L2 cache-eviction policy (see make_l2_evict_first_policy).

@@ -215,6 +215,31 @@ struct MixedDecodeConfig {
   }
   static_assert(a_units_match(), "the activation copy must store where SmemA says");
 
+  // ---- One token row (M = 1) in one-warp k slices (the single-row instance): a k block's small
+  // copies, the scales' (4 units per group row), the zero points' (as many; asymmetric weights)
+  // and the activation row's (kBlockK / 8 units), are one copy per lane, its source and
+  // destination set before the main loop and stepped per k block: lane -> (kind, unit), the lanes
+  // past them idle. Where that fits 32 lanes for either kind of weights (all but INT4 with
+  // 32-element groups) and the scale rows step evenly (groups no longer than a k block, or one
+  // group), the launcher runs that instance at M = 1 (single_row_fits).
+  enum SmallKind { kScaleUnit, kZeroUnit, kActUnit, kIdleLane };
+  struct SmallCopy {
+    int kind, unit;
+  };
+  CG_HOST_DEVICE static constexpr SmallCopy small_copy(int lane, int scale_units, int zero_units) {
+    if (lane < scale_units) return SmallCopy{kScaleUnit, lane};
+    if (lane < scale_units + zero_units) return SmallCopy{kZeroUnit, lane - scale_units};
+    if (lane < scale_units + zero_units + kBlockK / 8) {
+      return SmallCopy{kActUnit, lane - scale_units - zero_units};
+    }
+    return SmallCopy{kIdleLane, 0};
+  }
+  // group: the effective group size (K for per-channel scales), groups: how many along K.
+  CG_HOST_DEVICE static constexpr bool single_row_fits(int group, int groups) {
+    const int scale_rows = FineGroups ? kBlockK / group : 1;
+    return (group <= kBlockK || groups == 1) && 8 * scale_rows + kBlockK / 8 <= kLanes;
+  }
+
   // The activation rows start after the col_warps slices.
   CG_HOST_DEVICE static constexpr int a_offset(int col_warps) { return col_warps * kSliceBytes; }
   CG_HOST_DEVICE static constexpr int stage_bytes(int rows, int col_warps) {
@@ -253,7 +278,9 @@ struct MixedDecodeConfig {
   static constexpr bool kBf16 = std::is_same<MmaOp, SM80_16x8x16_F32BF16BF16F32_TN>::value;
   static_assert(kBf16 || std::is_same<MmaOp, SM80_16x8x16_F32F16F16F32_TN>::value,
                 "an m16n8k16 mma of fp16 or bf16");
-  CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated) {
+  CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated,
+                                                bool single_row = false) {
+    if (single_row) return single_row_registers(gated);
     const bool shared = col_warps > 1;
     if (Bits == 4) {
       if (kBf16) return (FineGroups ? 8 : 0) + (!shared && gated ? 120 : 112);
@@ -261,6 +288,11 @@ struct MixedDecodeConfig {
     }
     if (kBf16) return shared ? (FineGroups ? 104 : 128) : 96;
     return !FineGroups && shared && !gated ? 112 : 104;
+  }
+  // The single-row instance's (one-warp k slices, gated or not alike).
+  CG_HOST_DEVICE static constexpr int single_row_registers(bool /*gated*/) {
+    if (Bits == 4) return FineGroups ? 104 : (kBf16 ? 96 : 88);
+    return FineGroups ? 88 : (kBf16 ? 104 : 96);
   }
   static constexpr int max_registers() {
     int most = 0;

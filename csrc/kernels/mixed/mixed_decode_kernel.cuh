@@ -34,6 +34,13 @@
 //     (copies, loads, ldmatrix) is a 32-bit one: a lane's base in stage 0, computed before the
 //     loop and pinned in a register (NVVM would recompute it in every iteration), plus the
 //     stage's byte offset.
+//   - One token row (SingleRow, MixedPlan::single_row: M = 1 in one-warp k slices): a k block's
+//     scale, zero-point and activation units are at most 32, so each lane makes one of those
+//     copies per k block (Cfg::small_copy), from a source and to a destination set before the
+//     loop and stepped per block, in the basic block of the weight copies: no per-block scale
+//     row arithmetic and no branches around the small copies (each basic block that starts
+//     with a cp.async also costs three fence instructions from ptxas). Group rows past K read
+//     zeros (their activations are zero too) instead of the last row.
 //   - The per-group scaling of fp32 sums of a * (q - z), the split-K workspace and its reduction
 //     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The
 //     dequantization is exact (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the
@@ -84,7 +91,7 @@ CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uin
 // carries neither the block remapping nor the gated epilogue (their registers and instructions
 // slow a GEMM that is bound by its few k blocks per warp at small M). early_dependents: the plan's
 // (MixedPlan::early_dependents), where the next kernel in the stream may launch.
-template <class Cfg, bool Shared, bool Gated>
+template <class Cfg, bool Shared, bool Gated, bool SingleRow>
 __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     mixed_decode_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
                         bool early_dependents) {
@@ -93,6 +100,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   using Op = typename Cfg::MmaOp;
   static_assert(std::is_same<Op, typename HalfTraits<T>::MmaOp>::value,
                 "the config's mma must be the element type's");
+  static_assert(!(SingleRow && Shared), "the single-row copies are one-warp k slices'");
   constexpr int S = Cfg::kStages, BK = Cfg::kBlockK;
   constexpr int RT = Cfg::kRowTiles, NB = Cfg::kBlocksPerWarp;
   extern __shared__ uint128_t smem_raw[];
@@ -195,7 +203,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
           w_src[i * kCopyUnits], w_dst + stage_off + 16 * kCopyUnits * i, w_ok, policy);
     }
     w_src += kLanes;
-    if (s_copier) {
+    if (!SingleRow && s_copier) {
       const int grp = groups.row_of((kb_begin + next) * BK, s_row);
       const size_t at = size_t(unsigned(grp)) * s_row_bytes;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(s_src + at),
@@ -206,7 +214,55 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       }
     }
   };
+  // Single row (SingleRow, M = 1): the lane's one small copy of each k block
+  // (Cfg::small_copy: a scale, zero-point or activation unit, or none), from l_src, stepped by
+  // l_step bytes per k block, to l_dst in stage 0; it reads zeros where its group row or K column
+  // l_k (stepped by l_k_step) is at l_end or past, or its column is past N.
+  char const* l_src = nullptr;
+  int64_t l_step = 0;
+  uint32_t l_dst = 0;
+  int l_k = 0, l_k_step = 0, l_end = 0;
+  bool l_ok = false, l_active = false;
+  if constexpr (SingleRow) {
+    const int scale_units = 4 * scale_rows, zero_units = symmetric ? 0 : scale_units;
+    const auto mine = Cfg::small_copy(lane, scale_units, zero_units);
+    l_active = mine.kind != Cfg::kIdleLane;
+    if (mine.kind == Cfg::kActUnit) {
+      l_src = reinterpret_cast<char const*>(static_cast<T const*>(p.a) + int64_t(m0) * p.lda +
+                                            int64_t(kb_begin) * BK + mine.unit * 8);
+      l_step = BK * int(sizeof(T));
+      l_dst = a_dst + 16 * mine.unit;  // row 0: Cfg::a_unit_bytes(0, unit)
+      l_k = kb_begin * BK + mine.unit * 8;
+      l_k_step = BK;
+      l_end = p.k;
+      l_ok = true;
+    } else if (l_active) {  // 8 columns of group row unit / 4 of the scales or zero points
+      const int row = mine.unit / 4, col = n_warp + (mine.unit % 4) * 8;
+      l_ok = col < p.n;
+      const int weight_col = l_ok ? weight_column<Gated>(p, col) : 0;
+      T const* base = mine.kind == Cfg::kScaleUnit ? scales : zeros;
+      // The group row of the split's first block (one group: row 0 throughout).
+      l_k = groups.last == 0 ? row : (kb_begin * BK >> groups.shift) + row;
+      l_k_step = groups.last == 0 ? 0 : BK >> groups.shift;
+      l_end = groups.last + 1;
+      l_src = reinterpret_cast<char const*>(base + weight_col) +
+              int64_t(l_k < l_end ? l_k : 0) * s_row_bytes;
+      l_step = int64_t(l_k_step) * s_row_bytes;
+      l_dst = sstages_addr + slice + Cfg::kWeightBytes +
+              int(sizeof(T)) * typename Cfg::ScaleCopy{}(mine.unit) +
+              (mine.kind == Cfg::kZeroUnit ? kZerosBytes : 0);
+    }
+    l_dst = pinned(l_dst);
+  }
   auto load_activations = [&](uint32_t stage_off) {
+    if constexpr (SingleRow) {
+      const bool ok = l_ok && l_k < l_end;
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy_if(
+          l_active, *reinterpret_cast<uint128_t const*>(ok ? l_src : p.a), l_dst + stage_off, ok);
+      l_src += l_step;
+      l_k += l_k_step;
+      return;
+    }
     const uint32_t st = a_dst + stage_off;
     const bool k_ok = a_k < p.k;  // columns past K read as zeros
     CG_PRAGMA_UNROLL
@@ -477,26 +533,34 @@ inline int decode_smem_limit() {
   return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024);
 }
 
-// The instantiation that runs k slices of col_warps warps, for a gated GEMM or not.
+// The instantiation that runs k slices of col_warps warps, for a gated GEMM or not, with the
+// single-row copies or not (one-warp k slices only).
 template <class Cfg>
-auto decode_kernel_for(int col_warps, bool gated) {
-  if (gated) {
-    return col_warps > 1 ? mixed_decode_kernel<Cfg, true, true>
-                         : mixed_decode_kernel<Cfg, false, true>;
+auto decode_kernel_for(int col_warps, bool gated, bool single_row) {
+  if (single_row && col_warps == 1) {
+    return gated ? mixed_decode_kernel<Cfg, false, true, true>
+                 : mixed_decode_kernel<Cfg, false, false, true>;
   }
-  return col_warps > 1 ? mixed_decode_kernel<Cfg, true, false>
-                       : mixed_decode_kernel<Cfg, false, false>;
+  if (gated) {
+    return col_warps > 1 ? mixed_decode_kernel<Cfg, true, true, false>
+                         : mixed_decode_kernel<Cfg, false, true, false>;
+  }
+  return col_warps > 1 ? mixed_decode_kernel<Cfg, true, false, false>
+                       : mixed_decode_kernel<Cfg, false, false, false>;
 }
+
 
 template <class Cfg>
 cudaError_t prepare_mixed_decode() {
   static const cudaError_t e = [] {
     for (int col_warps : {1, 2}) {
       for (bool gated : {false, true}) {
-        const cudaError_t set = cudaFuncSetAttribute(decode_kernel_for<Cfg>(col_warps, gated),
-                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     decode_smem_limit());
-        if (set != cudaSuccess) return set;
+        for (bool single_row : {false, true}) {
+          const cudaError_t set = cudaFuncSetAttribute(
+              decode_kernel_for<Cfg>(col_warps, gated, single_row),
+              cudaFuncAttributeMaxDynamicSharedMemorySize, decode_smem_limit());
+          if (set != cudaSuccess) return set;
+        }
       }
     }
     return cudaSuccess;
@@ -506,7 +570,8 @@ cudaError_t prepare_mixed_decode() {
 
 // plan: the planner's, for this instance: its grid split-K factor (none of the splits empty;
 // whether the sums go through p.workspace), warps per CTA (<= Cfg::max_warps(Cfg::rows_for(p.m),
-// col_warps, the opt-in shared memory)) and warps per k slice (col_warps).
+// col_warps, the opt-in shared memory)), warps per k slice (col_warps) and whether the single-row
+// instance runs (MixedPlan::single_row).
 template <class Cfg>
 cudaError_t launch_mixed_decode(MixedGemmParams const& p, MixedPlan const& plan,
                                 cudaStream_t stream) {
@@ -514,12 +579,18 @@ cudaError_t launch_mixed_decode(MixedGemmParams const& p, MixedPlan const& plan,
   if (!Cfg::col_warps_valid(col_warps) || warps < col_warps || warps % col_warps != 0 ||
       warps > Cfg::kMaxWarps)
     return cudaErrorInvalidValue;
+  if (plan.single_row) {  // the planner's rule (MixedPlan::single_row), held here
+    const GroupShape groups(p);
+    if (p.m != 1 || col_warps != 1 || !Cfg::single_row_fits(groups.size, groups.last + 1))
+      return cudaErrorInvalidValue;
+  }
   const cudaError_t prepared = prepare_mixed_decode<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   const int smem = Cfg::smem_bytes(Cfg::rows_for(p.m), warps, col_warps);
   // sm_90: a programmatic dependent of what precedes it in the stream (grid_dependency_sm90.hpp).
   return launch_split_k<typename Cfg::Element>(
-      decode_kernel_for<Cfg>(col_warps, p.gated), p, plan, Cfg::kTileM, col_warps * Cfg::kWarpN,
+      decode_kernel_for<Cfg>(col_warps, p.gated, plan.single_row), p, plan,
+      Cfg::kTileM, col_warps * Cfg::kWarpN,
       dim3(32 * col_warps, warps / col_warps), smem, current_cc_major() >= 9, stream,
       plan.early_dependents);
 }
@@ -541,7 +612,8 @@ cudaError_t mixed_decode_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
   const cudaError_t prepared = prepare_mixed_decode<Cfg>();
   if (prepared != cudaSuccess) return prepared;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, decode_kernel_for<Cfg>(col_warps, plan.gated), 32 * warps, plan.smem_bytes);
+      ctas_per_sm, decode_kernel_for<Cfg>(col_warps, plan.gated, plan.single_row), 32 * warps,
+      plan.smem_bytes);
 }
 
 }  // namespace mixed

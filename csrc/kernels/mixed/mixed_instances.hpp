@@ -109,7 +109,10 @@ struct DecodeQueries {
   static int max_warps(int rows, int col_warps, int smem_limit) {
     return Cfg::max_warps(rows, col_warps, smem_limit);
   }
-  static int registers(int col_warps, bool gated) { return Cfg::registers(col_warps, gated); }
+  static int registers(int col_warps, bool gated, bool single_row) {
+    return Cfg::registers(col_warps, gated, single_row);
+  }
+  static bool single_row(int group, int groups) { return Cfg::single_row_fits(group, groups); }
 };
 
 template <class Cfg>
@@ -120,13 +123,14 @@ MixedInstanceInfo decode_instance_info(char const* name, bool bf16) {
   i.fine_groups = Cfg::kFineGroups;
   i.threads = 32 * Cfg::kMaxWarps;
   i.smem_bytes = Cfg::smem_bytes(Cfg::kTileM, Cfg::kMaxWarps, 1);
-  i.registers = Q::registers(1, false);
+  i.registers = Q::registers(1, false, false);
   i.min_ctas_per_sm = 1;
   i.gates_in_registers = true;
   i.decode_rows = &Q::rows;
   i.decode_smem_bytes = &Q::smem_bytes;
   i.decode_max_warps = &Q::max_warps;
   i.decode_registers = &Q::registers;
+  i.decode_single_row = &Q::single_row;
   return i;
 }
 

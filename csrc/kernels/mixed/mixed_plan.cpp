@@ -359,10 +359,13 @@ int decode_max_warps(DeviceSpec const& d, MixedInstanceInfo const& inst, int row
   return inst.decode_max_warps(rows, col_warps, d.smem_per_block_optin);
 }
 
+// single_row: at M = 1, where the instance's single-row copies fit (MixedPlan::single_row); one-
+// warp k slices then run that instance.
 int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int rows, int warps,
-                       int col_warps, bool gated) {
-  return occupancy_ctas_per_sm(d, 32 * warps, inst.decode_registers(col_warps, gated),
-                               inst.decode_smem_bytes(rows, warps, col_warps));
+                       int col_warps, bool gated, bool single_row) {
+  return occupancy_ctas_per_sm(
+      d, 32 * warps, inst.decode_registers(col_warps, gated, single_row && col_warps == 1),
+      inst.decode_smem_bytes(rows, warps, col_warps));
 }
 
 // Decode: CTAs of k slices of col_warps warps (32 columns each, sharing the activations), each k
@@ -385,6 +388,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   fill_from_instance(plan, index);
   MixedInstanceInfo const& inst = mixed_instance(index);
   const int rows = inst.decode_rows(int(p.m));
+  const bool single_row = p.m == 1 && inst.decode_single_row(group, int(ceil_div(p.k, group)));
   const int64_t m_tiles = ceil_div(p.m, inst.tile_m);
   const int64_t narrow_ctas = ceil_div(p.n, 32) * m_tiles;  // CTAs of 32-column k slices
   const int64_t sms = d.sm_count;
@@ -400,7 +404,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   // 1-warp CTAs of 1-warp k slices more than fill a wave (kManyWavesSlices).
   const bool many_waves =
       s.warps == 0 && s.splits == 0 && tried(1) &&
-      narrow_ctas > int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated)) * sms;
+      narrow_ctas > int64_t(decode_ctas_per_sm(d, inst, rows, 1, 1, p.gated, single_row)) * sms;
   // The best candidate's key: (cheap split, busy warps, -splits, -rank), compared in order;
   // 1-warp-wide CTAs take at most `slice_cap` k slices.
   bool best_cheap = false;
@@ -430,7 +434,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       if (cw == 1) hi = std::max(lo, std::min(hi, slice_cap));
       for (int slices = lo; slices <= hi; ++slices) {
         const int w = slices * cw;
-        const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw, p.gated);
+        const int per_sm = decode_ctas_per_sm(d, inst, rows, w, cw, p.gated, single_row);
         const int64_t resident = int64_t(per_sm) * sms;
         if (slices > lo && base > resident) continue;  // more than one wave
         const int filling = non_empty_splits(
@@ -481,7 +485,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
                                           : p.bf16 && p.m <= kGatedCtaInt4MaxM;
   if (reshapeable() && p.gated && d.wgmma && gated_cta_rule && plan.warps < kGatedCtaWarps &&
       k_blocks >= 2 * kGatedCtaWarps) {
-    const int per_sm = decode_ctas_per_sm(d, inst, rows, kGatedCtaWarps, 1, p.gated);
+    const int per_sm = decode_ctas_per_sm(d, inst, rows, kGatedCtaWarps, 1, p.gated, single_row);
     const int64_t wave = int64_t(per_sm) * sms;
     if (per_sm >= 1 && narrow_ctas >= wave && narrow_ctas <= kGatedCtaMaxWaves * wave) {
       plan.warps = kGatedCtaWarps;
@@ -491,7 +495,8 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
   if (reshapeable() && p.partials && p.bits == 4 && p.k >= kDecodeMinSplitK &&
       plan.warps > kPartialsCtaWarps && plan.warps % kPartialsCtaWarps == 0) {
-    const int per_sm = decode_ctas_per_sm(d, inst, rows, kPartialsCtaWarps, 1, p.gated);
+    const int per_sm =
+        decode_ctas_per_sm(d, inst, rows, kPartialsCtaWarps, 1, p.gated, single_row);
     const int splits = plan.warps / kPartialsCtaWarps;
     if (narrow_ctas * splits <= int64_t(per_sm) * sms &&
         non_empty_splits(splits, k_blocks) == splits) {
@@ -505,6 +510,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
                                  ": not even one k slice of that width fits in shared memory"
                            : "no decode CTA fits in shared memory");
   }
+  plan.single_row = single_row && plan.col_warps == 1;
   plan.k_slices = plan.warps / plan.col_warps;
   plan.threads = 32 * plan.warps;
   plan.tile_n = 32 * plan.col_warps;
@@ -720,6 +726,7 @@ std::string MixedPlan::describe() const {
   if (raster_m > 1) o << " in groups of " << raster_m << " M tiles";
   o << ", " << ctas_per_sm << " CTA/SM";
   if (early_dependents) o << ", next kernel launched at its start";
+  if (single_row) o << ", single-row copies";
   if (partials) {
     o << ", " << splits << " fp32 partial sum" << (splits > 1 ? "s" : "") << " to the caller ("
       << workspace_bytes << " B, no reduce kernel)";

@@ -130,6 +130,11 @@ struct MixedPlan {
   // take each SM as this grid's CTAs leave it. Only where the grid leaves few resident slots
   // beside it (mixed_plan.cpp, kEarlyDependentsFill); every other plan triggers after its loop.
   bool early_dependents = false;
+  // Decode at M = 1 in one-warp k slices, where the scales' (and zero points') and the activation
+  // row's copies of a k block fit one per lane and the scale rows step evenly: the instance whose
+  // lanes each make one such copy per k block, from addresses set before its loop (fewer
+  // instructions and registers per k block; mixed_decode_config.hpp, single_row_fits).
+  bool single_row = false;
 
   std::string describe() const;  // one readable line
 };
@@ -167,7 +172,8 @@ struct MixedInstanceInfo {
   int (*decode_rows)(int m);
   int (*decode_smem_bytes)(int rows, int warps, int col_warps);
   int (*decode_max_warps)(int rows, int col_warps, int smem_limit);
-  int (*decode_registers)(int col_warps, bool gated);
+  int (*decode_registers)(int col_warps, bool gated, bool single_row);
+  bool (*decode_single_row)(int group, int groups);  // the instance's single_row_fits
 };
 int mixed_instance_count();
 MixedInstanceInfo const& mixed_instance(int index);
