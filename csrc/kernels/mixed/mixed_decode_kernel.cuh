@@ -549,7 +549,6 @@ auto decode_kernel_for(int col_warps, bool gated, bool single_row) {
                        : mixed_decode_kernel<Cfg, false, false, false>;
 }
 
-
 template <class Cfg>
 cudaError_t prepare_mixed_decode() {
   static const cudaError_t e = [] {
