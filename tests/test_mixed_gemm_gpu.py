@@ -922,7 +922,7 @@ def test_planned_occupancy_matches_gpu():
         seen.add(plan.instance)
         # The GPU's count depends only on what the launch is made of: query each launch once.
         key = (plan.instance, plan.threads, plan.smem_bytes, plan.warps, plan.col_warps,
-               plan.gated)
+               plan.gated, plan.single_row)
         if key not in gpu:
             gpu[key] = cute_gemm._C._mixed_occupancy(plan)
         if plan.ctas_per_sm != gpu[key] or gpu[key] < 1:
