@@ -932,9 +932,11 @@ def test_planned_occupancy_matches_gpu():
         "\n".join(wrong.values())
     assert seen == supported, ("instances no plan selected", sorted(supported - seen))
     # The decode kernel was checked at several CTA shapes, both of its variants among them.
-    decode_shapes = {(w, cw) for name, _, _, w, cw, _ in gpu
-                     if instances[name]["kernel"] == "decode"}
+    decode_keys = [key for key in gpu if instances[key[0]]["kernel"] == "decode"]
+    decode_shapes = {(w, cw) for _, _, _, w, cw, _, _ in decode_keys}
     assert {cw for _, cw in decode_shapes} == {1, 2, 4} and len(decode_shapes) >= 8
+    # ... and with and without single-row copies (another kernel, another register count).
+    assert {single_row for *_, single_row in decode_keys} == {False, True}
 
 
 # ------------------------------------------------------------- activation="silu_mul" (gated)
