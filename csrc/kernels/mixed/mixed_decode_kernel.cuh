@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
     l_dst = pinned(l_dst);
   }
   auto load_activations = [&](uint32_t stage_off) {
-    if constexpr (SingleRow) {
+    if constexpr (SingleRow) {  // the scales and zero points travel with the activation row here
       const bool ok = l_ok && l_k < l_end;
       SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy_if(
           l_active, *reinterpret_cast<uint128_t const*>(ok ? l_src : p.a), l_dst + stage_off, ok);
