@@ -19,7 +19,9 @@ NVLink multicast stays off: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST
 NVSHMEM_DISABLE_NVLS=1 are set for every rank, whatever the caller's environment says (on a
 shared host, a program that uses multicast can take the GPUs out of service).
 
-Writes tp_<gpu>.json / .md under --out (default benchmarks/results/) and prints the table.
+Writes tp_<gpu>.json / .md / .png (tokens/s of each variant on 1 and --world GPUs by batch size;
+needs matplotlib, --no-plot skips it) under --out (default benchmarks/results/) and prints the
+table.
 """
 
 import argparse
@@ -61,6 +63,7 @@ def parse_args(argv=None):
                    help="uncaptured steps profiled for the all-reduce time (0: skip)")
     p.add_argument("--tag", default="")
     p.add_argument("--out", default=None)
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="2 gloo ranks on the CPU, a 2-layer model of small dimensions: checks "
                         "the code path; measures nothing")
@@ -153,6 +156,19 @@ def rank_rows(rank, world, args, device):
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return rows
+
+
+def plot(path, rows, title):
+    """tokens/s of each (variant, GPUs) over the batch sizes: one line per pair."""
+    batches = sorted({r["batch"] for r in rows})
+    series = {}
+    for variant, world in dict.fromkeys((r["variant"], r["world"]) for r in rows):
+        by = {r["batch"]: r["tokens_per_s"] for r in rows
+              if r["variant"] == variant and r["world"] == world}
+        series[f"{variant}, {world} GPU{'s' if world > 1 else ''}"] = [
+            by.get(b, float("nan")) for b in batches]
+    return common.plot_series(path, [f"batch {b}" for b in batches], series, title,
+                              ylabel="decode tokens/s (same run)")
 
 
 def _worker(rank, world, port, args, queue):
@@ -256,7 +272,11 @@ def main(argv=None):
     out = args.out or (os.path.join(common.DEFAULT_OUT_DIR, "tmp") if args.cpu_smoke
                        else common.DEFAULT_OUT_DIR)
     title = f"Tensor-parallel decode, Llama-3-8B shapes x {args.layers} layers ({meta['gpu_name']})"
-    paths = common.write_results(out, stem, meta, columns, rows, title, notes)
+    paths = list(common.write_results(out, stem, meta, columns, rows, title, notes))
+    if not args.no_plot:
+        png = plot(os.path.join(out, stem + ".png"), rows, title)
+        if png:
+            paths.append(png)
     print("wrote " + " ".join(paths))
     print(f"\n{'weights':<8}{'GPUs':>5}{'batch':>6}{'ms/step':>10}{'tokens/s':>11}{'vs 1 GPU':>10}"
           f"{'all-reduce':>12}")

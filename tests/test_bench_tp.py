@@ -30,6 +30,8 @@ def test_cpu_smoke_runs_one_and_two_ranks(tmp_path):
     # The ranks inherit the parent's environment with multicast off, whatever it was before.
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
     assert os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "tp_cpu-smoke.png").stat().st_size > 0
 
 
 def test_bad_arguments_are_refused():
