@@ -280,7 +280,10 @@ struct MixedDecodeConfig {
                 "an m16n8k16 mma of fp16 or bf16");
   CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated,
                                                 bool single_row = false) {
-    if (single_row) return single_row_registers(gated);
+    if (single_row) {  // the single-row instance (one-warp k slices), gated or not alike
+      if (Bits == 4) return FineGroups ? 104 : (kBf16 ? 96 : 88);
+      return FineGroups ? 88 : (kBf16 ? 104 : 96);
+    }
     const bool shared = col_warps > 1;
     if (Bits == 4) {
       if (kBf16) return (FineGroups ? 8 : 0) + (!shared && gated ? 120 : 112);
@@ -289,16 +292,14 @@ struct MixedDecodeConfig {
     if (kBf16) return shared ? (FineGroups ? 104 : 128) : 96;
     return !FineGroups && shared && !gated ? 112 : 104;
   }
-  // The single-row instance's (one-warp k slices, gated or not alike).
-  CG_HOST_DEVICE static constexpr int single_row_registers(bool /*gated*/) {
-    if (Bits == 4) return FineGroups ? 104 : (kBf16 ? 96 : 88);
-    return FineGroups ? 88 : (kBf16 ? 104 : 96);
-  }
   static constexpr int max_registers() {
     int most = 0;
     for (int col_warps : {1, kMaxColWarps}) {
       for (bool gated : {false, true}) {
-        most = registers(col_warps, gated) > most ? registers(col_warps, gated) : most;
+        for (bool single_row : {false, col_warps == 1}) {
+          const int r = registers(col_warps, gated, single_row);
+          most = r > most ? r : most;
+        }
       }
     }
     return most;
