@@ -43,4 +43,14 @@ CG_DEVICE uint32_t smem_addr(void const* p) {
 #endif
 }
 }  // namespace detail
+
+// x itself, opaque to the compiler: a loop-invariant address passed through it before a loop is
+// kept in a register there, not recomputed from its parts in every iteration (NVVM
+// rematerializes cheap expressions to shorten live ranges, which costs instructions per k block).
+CG_DEVICE uint32_t pinned(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  asm("" : "+r"(x));
+#endif
+  return x;
+}
 }  // namespace cute_gemm

@@ -66,14 +66,6 @@
 namespace cute_gemm {
 namespace mixed {
 
-// x itself, opaque to the compiler: a loop-invariant address passed through it before a loop is
-// kept in a register there, not recomputed from its parts in every iteration (NVVM
-// rematerializes cheap expressions to shorten live ranges, which costs instructions per k block).
-CG_DEVICE uint32_t pinned(uint32_t x) {
-  asm("" : "+r"(x));
-  return x;
-}
-
 template <class Op>
 CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1,
                          float const (&c)[4]) {

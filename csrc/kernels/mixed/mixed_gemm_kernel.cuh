@@ -118,6 +118,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   constexpr int kScaleChunks = Cfg::kScaleChunks;
   const int scale_rows = Cfg::kFineGroups ? BK >> groups.shift : 1;
   const bool scale_copier = tid < scale_rows * kScaleChunks;
+  const bool zero_copier = scale_copier && p.zeros != nullptr;
   T const* scales = static_cast<T const*>(p.scales);
   T const* zeros = static_cast<T const*>(p.zeros);
   const auto chunk = make_coord(make_coord(tid % kScaleChunks, _0{}), _0{});
@@ -154,31 +155,43 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
     }
   }
 
-  // Weights, scales and zeros of k block i: they do not depend on earlier kernels.
+  // Every copy's destination in stage 0 as a 32-bit shared-memory address, computed once and
+  // pinned (a generic pointer would be converted at every copy, in the loop); stage s is
+  // s * Cfg::kStageBytes (weights, scales) or s * Cfg::kAStageElems elements (activations) on.
+  const uint32_t stage0 = detail::smem_addr(smem);
+  uint32_t w_dst[NB];
+  CG_PRAGMA_UNROLL
+  for (int b = 0; b < NB; ++b) {
+    w_dst[b] = pinned(
+        stage0 + 16 * int(SmemW{}(tile_coord<32>(typename Cfg::WeightTV{}, thr_w, b))));
+  }
+  // Thread tid's 16 bytes are unit tid of the stage's scales (Cfg::ScaleCopyDst), its zero
+  // points as far on as the zeros lie from the scales.
+  const uint32_t s_dst = pinned(stage0 + Cfg::kScaleOffset + 16 * tid);
+  constexpr int kZerosBytes = int(sizeof(T)) * SmemS{}(_0{}, _0{}, _1{});
+  uint32_t a_dst[RA];
+  CG_PRAGMA_UNROLL
+  for (int r = 0; r < RA; ++r) a_dst[r] = pinned(detail::smem_addr(&tAsA(0, r, 0)));
+  constexpr int kAStageBytes = Cfg::kAStageElems * int(sizeof(T));
+
+  // Weights, scales and zeros of k block i: they do not depend on earlier kernels. The scale and
+  // zero copies are guarded copies in the weights' basic block, not branches around them.
   auto load_weights = [&](int i, int stage) {
     if (i >= n_kb) return;
     const int kb = kb_begin + i;
-    char* st = smem + stage * Cfg::kStageBytes;
+    const uint32_t st = stage * Cfg::kStageBytes;
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) {
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(
-          w_src[b][int64_t(i) * 32],
-          reinterpret_cast<uint128_t*>(st)[SmemW{}(
-              tile_coord<32>(typename Cfg::WeightTV{}, thr_w, b))],
-          true, policy);
+      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL_POLICY::copy(w_src[b][int64_t(i) * 32], w_dst[b] + st, true,
+                                                   policy);
     }
-    if (scale_copier) {
-      // 32 x 32 -> 64-bit multiply-add: one IMAD.WIDE.U32 (group and N are non-negative ints).
-      const size_t at = size_t(unsigned(scale_group(kb))) * unsigned(p.n) + unsigned(scale_col);
-      // Thread tid's 16 bytes are unit tid of the stage's scales (Cfg::ScaleCopyDst).
-      uint128_t* s_dst = reinterpret_cast<uint128_t*>(st + Cfg::kScaleOffset) + tid;
-      SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(scales + at),
-                                            s_dst[0], true);
-      if (zeros != nullptr) {
-        SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(*reinterpret_cast<uint128_t const*>(zeros + at),
-                                              s_dst[SmemS{}(_0{}, _0{}, _1{}) / 8], true);
-      }
-    }
+    // 32 x 32 -> 64-bit multiply-add: one IMAD.WIDE.U32 (group and N are non-negative ints).
+    const size_t at = size_t(unsigned(scale_group(kb))) * unsigned(p.n) + unsigned(scale_col);
+    SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy_if(
+        scale_copier, *reinterpret_cast<uint128_t const*>(scales + at), s_dst + st, true);
+    SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy_if(
+        zero_copier, *reinterpret_cast<uint128_t const*>((zero_copier ? zeros : scales) + at),
+        s_dst + st + kZerosBytes, true);
   };
   // Activations of k block i: written by an earlier kernel, so only after grid_dependency_wait.
   auto load_activations = [&](int i, int stage) {
@@ -190,7 +203,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
       if (a_row_ok[r]) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(&tAgA(0, r, 0) + int64_t(i) * BK),
-            *reinterpret_cast<uint128_t*>(&tAsA(0, r, 0) + stage * Cfg::kAStageElems), col_ok);
+            a_dst[r] + stage * kAStageBytes, col_ok);
       }
     }
   };
