@@ -15,8 +15,9 @@
 //     16 bytes per n8 block (conflict-free LDS.128). Source addresses are computed once and
 //     advanced by a constant per k block. Activation rows past M are zero-filled once, before the
 //     loop, and never loaded again.
-//   - Weights are dequantized in registers to the integers q - z (dequant.cuh) and the mma
-//     accumulates a * (q - z) exactly in fp32. The group scale is applied afterwards, once per
+//   - Weights are dequantized in registers to the integers q - z (dequant.cuh; the 16-row tile
+//     keeps bf16 INT4's and fp16 INT8's offset in them and subtracts it from the sums, kBiased)
+//     and the mma accumulates a * (q - z) exactly in fp32. The group scale is applied afterwards, once per
 //     group and output element (one FFMA per accumulator), instead of once per weight: every 2 k16
 //     steps for groups shorter than a k block (32, 64; kFineGroups), otherwise once per k block.
 //   - Split-K partial sums go to the fp32 workspace and split_k_reduce_kernel adds them in split
@@ -217,7 +218,19 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   auto part = make_fragment_like<float>(acc);
   clear(acc);
   auto tArA = Cfg::CopyA::retile(tCrA);
+  // The lane's ldmatrix sources. With Cfg::kLdsmStepsByXor, m16 tile m at k16 step j of stage s
+  // lies at byte offset (a_ld[m] + s * kAStageBytes) ^ a_step_xor_bytes(j) from the activation
+  // tiles' base (the swizzle moves whole k16 steps by flipping offset bits: Cfg's check), so the
+  // loop keeps one offset per m16 tile instead of one per step or the swizzle's arithmetic.
   const auto tAsA_ld = get_thread_copy(typename Cfg::CopyA{}, tid).partition_S(sA);
+  const uint32_t a_ld_base = detail::smem_addr(smem_a);
+  uint32_t a_ld[MT] = {};
+  if constexpr (Cfg::kLdsmStepsByXor) {
+    CG_PRAGMA_UNROLL
+    for (int m = 0; m < MT; ++m) {
+      a_ld[m] = pinned(detail::smem_addr(&tAsA_ld(0, m, 0)) - a_ld_base);
+    }
+  }
 
   // The lane's coordinates in the m16n8k16 atom (t = lane % 4, g = lane / 4: its column pair and
   // row in the accumulator fragment) and this thread's in the tiled MMA's thread mode
@@ -227,9 +240,20 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   const bool symmetric = zeros == nullptr;
   // Each n8 block's dequantization constants for the current group: the symmetric zero point
   // 2^(bits-1) throughout, or the group's zero points, loaded per chunk.
+  const float z_sym = float(1 << (Cfg::kBits - 1));
   ZeroConstants<T2> zc[NB];
   CG_PRAGMA_UNROLL
-  for (int b = 0; b < NB; ++b) zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
+  for (int b = 0; b < NB; ++b) zc[b] = D::zero_constants(z_sym);
+  // Biased dequantization (Cfg::kBiased): the B fragments keep the offset, off + q, so part sums
+  // a * (off + q); one more mma per k16 step and m16 tile, against a B fragment of ones, sums
+  // each token's activations over the chunk (rsum[m], rows as part's: values 0, 1 row g, 2, 3 row
+  // g + 8), and a column with zero point z takes part - (off + z) rsum: the symmetric zero point's
+  // share in every chunk, z - z_sym's after it for asymmetric weights (zc is then unused).
+  constexpr bool kBiased = Cfg::kBiased;
+  static_assert(!kBiased || D::template kBiased<Cfg::kBits>, "the dtype's biased dequantization");
+  constexpr float kBias = D::template kBias<Cfg::kBits>;
+  float rsum[MT][4];
+  const uint32_t ones = kBiased ? pinned(D::as_u32(D::splat(1.f))) : 0u;  // the B registers
 
   // ---- prologue. The first stages' weights go out before waiting for the previous kernel
   // (programmatic dependent launch on sm_90), so their DRAM latency overlaps its tail. The s-th
@@ -250,6 +274,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
     cp_async_wait<S - 2>();
     __syncthreads();  // stage i % S landed; stage (i - 1) % S is free again
     const int stage = i % S;
+    const uint32_t a_stage = stage * kAStageBytes;
     load_weights(i + S - 1, (i + S - 1) % S);
     load_activations(i + S - 1, (i + S - 1) % S);
     cp_async_fence();
@@ -274,7 +299,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
       const int grow = Cfg::kFineGroups ? (32 * c) >> groups.shift : 0;
       T const* srow =
           s_scale + SmemS{}(grow, _0{}, _0{}) + mma_warp_part<typename Cfg::AccCols>(warp);
-      if (!symmetric) {  // warp-uniform; symmetric weights keep the constants set before the loop
+      if (!kBiased && !symmetric) {  // warp-uniform; symmetric weights keep the constants
         CG_PRAGMA_UNROLL
         for (int b = 0; b < NB; ++b) {
           const T z = srow[SmemS{}(_0{}, mma_value_part<typename Cfg::BCols>(make_coord(0, b, 0)),
@@ -291,7 +316,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
           CG_PRAGMA_UNROLL
           for (int b = 0; b < NB; ++b) {
             uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of steps j, j + 1 (INT4) or j (INT8)
-            dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
+            dequant_word<T, Cfg::kBits, kBiased>(word_of(w[b], wi), zc[b], r);
             CG_PRAGMA_UNROLL
             for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
               uint32_t* f = reinterpret_cast<uint32_t*>(&tCrB(0, b, j + s));
@@ -300,9 +325,18 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
             }
           }
         }
-        copy_ldsm(LdsmA_x4{},
-                  make_tensor(tAsA_ld.data() + stage * Cfg::kAStageElems, tAsA_ld.layout()), tArA,
-                  j);
+        if constexpr (Cfg::kLdsmStepsByXor) {
+          CG_PRAGMA_UNROLL
+          for (int m = 0; m < MT; ++m) {
+            uint32_t* d = reinterpret_cast<uint32_t*>(&tArA(0, m, j));
+            SM75_U32x4_LDSM_N::copy(a_ld_base + ((a_ld[m] + a_stage) ^ Cfg::a_step_xor_bytes(j)),
+                                    d[0], d[1], d[2], d[3]);
+          }
+        } else {
+          copy_ldsm(LdsmA_x4{},
+                    make_tensor(tAsA_ld.data() + stage * Cfg::kAStageElems, tAsA_ld.layout()),
+                    tArA, j);
+        }
         const bool first = j == c * Cfg::kStepsPerChunk;
         CG_PRAGMA_UNROLL
         for (int m = 0; m < MT; ++m) {
@@ -317,6 +351,35 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
               Atom::call(part(_, m, b), tCrA(_, m, j), tCrB(_, b, j), part(_, m, b));
             }
           }
+          if constexpr (kBiased) {
+            uint32_t const* a = reinterpret_cast<uint32_t const*>(&tCrA(0, m, j));
+            float(&r)[4] = rsum[m];
+            if (first) {
+              Cfg::MmaOp::fma(r[0], r[1], r[2], r[3], a[0], a[1], a[2], a[3], ones, ones, 0.f,
+                              0.f, 0.f, 0.f);
+            } else {
+              Cfg::MmaOp::fma(r[0], r[1], r[2], r[3], a[0], a[1], a[2], a[3], ones, ones, r[0],
+                              r[1], r[2], r[3]);
+            }
+          }
+        }
+      }
+      if (kBiased && !symmetric) {  // warp-uniform: the rest of part -= (off + z) rsum
+        CG_PRAGMA_UNROLL
+        for (int b = 0; b < NB; ++b) {
+          const T2 z2 = *reinterpret_cast<T2 const*>(
+              srow +
+              SmemS{}(_0{}, mma_value_part<typename Cfg::AccCols>(make_coord(0, 0, b)), _1{}) +
+              mma_lane_part<typename Cfg::AccCols>(t, g));
+          const float dz[2] = {HalfTraits<T>::to_float(z2.x) - z_sym,
+                               HalfTraits<T>::to_float(z2.y) - z_sym};
+          CG_PRAGMA_UNROLL
+          for (int m = 0; m < MT; ++m) {
+            CG_PRAGMA_UNROLL
+            for (int v = 0; v < 4; ++v) {
+              part(v, m, b) = fmaf(-dz[v % 2], rsum[m][v], part(v, m, b));
+            }
+          }
         }
       }
       // acc += scale * part: values 0 and 2 of block b lie in one column, 1 and 3 in the next
@@ -327,6 +390,15 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
             srow + SmemS{}(_0{}, mma_value_part<typename Cfg::AccCols>(make_coord(0, 0, b)), _0{}) +
             mma_lane_part<typename Cfg::AccCols>(t, g));
         const float s_even = HalfTraits<T>::to_float(s2.x), s_odd = HalfTraits<T>::to_float(s2.y);
+        if constexpr (kBiased) {  // part -= (off + z) rsum, z at the accumulators' columns
+          CG_PRAGMA_UNROLL
+          for (int m = 0; m < MT; ++m) {
+            CG_PRAGMA_UNROLL
+            for (int v = 0; v < 4; ++v) {
+              part(v, m, b) = fmaf(-(kBias + z_sym), rsum[m][v], part(v, m, b));
+            }
+          }
+        }
         CG_PRAGMA_UNROLL
         for (int m = 0; m < MT; ++m) {
           acc(0, m, b) = fmaf(s_even, part(0, m, b), acc(0, m, b));

@@ -99,6 +99,18 @@ struct MixedConfig {
   static constexpr int kStepsPerChunk = FineGroups ? 2 : kKSteps;
   static constexpr int kChunks = kKSteps / kStepsPerChunk;
   static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;  // k16 steps one packed word feeds
+  // Two ways to fewer instructions per k block, for the 16-row tile with coarse groups only
+  // (M = 9-16, the tile Hopper runs for gated GEMMs and long K slices; 1-4% faster there on an
+  // H200): the 32-row tile ran 12-18% slower with both (NOTES.md, session 56), and the fine-group
+  // instances were not measured with them.
+  //   - Biased dequantization (dequant.cuh's, where the dtype has one: bf16 INT4, fp16 INT8): the
+  //     B fragments keep the dequantization's offset, and the offset and zero points come off
+  //     each chunk's sums through the tokens' activation sums (the kernel). Per k block a lane
+  //     saves 2 instructions per fragment register pair (INT4 64, INT8 32) and pays an mma per
+  //     k16 step and an FFMA per accumulator and chunk.
+  //   - ldmatrix sources stepped by XOR (a_step_xor_bytes): one offset register per m16 tile.
+  static constexpr bool kLdsmStepsByXor = MTiles == 1 && !FineGroups;
+  static constexpr bool kBiased = kLdsmStepsByXor && (kBf16 ? Bits == 4 : Bits == 8);
 
   // ---- the tiled MMA. Warp w owns n8 blocks kBlocksPerWarp w .. kBlocksPerWarp w + 3 of the
   // CTA's columns: the N permutation maps the natural (atom, warp, repeat) to (atom, repeat, warp)
@@ -170,6 +182,23 @@ struct MixedConfig {
       make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}), make_stride(Int<kBlockK>{}, _1{}))));
   static constexpr int kAStageElems = kTileM * kBlockK;
   static_assert(kAStageElems % (8 * kBlockK) == 0, "stage offsets must not meet the swizzle");
+  // k16 step j of a row lies where step 0 does with the offset XOR 16 j (elements): the swizzle
+  // XORs a row's low 3 bits into offset bits 3-5, and 16 j (bits 4 up, below the row's) meets
+  // them as an XOR, not a carry. So a lane's ldmatrix offset for step j is its step-0 offset XOR
+  // a constant (the kernel adds the stage, a multiple of the swizzle's period, before it).
+  CG_HOST_DEVICE static constexpr int a_step_xor_bytes(int j) {
+    return 16 * j * int(sizeof(Element));
+  }
+  static constexpr bool a_steps_are_xors() {  // at the columns ldmatrix rows start: 0 and 8
+    for (int r = 0; r < kTileM; ++r)
+      for (int c = 0; c < 16; c += 8)
+        for (int j = 0; j < kKSteps; ++j)
+          if (int(SmemA{}(r, 16 * j + c)) != (int(SmemA{}(r, c)) ^ (16 * j))) return false;
+    return true;
+  }
+  static_assert(a_steps_are_xors(), "k16 steps of the activation tile are XORs of step 0");
+  static_assert(kAStageElems * int(sizeof(Element)) % (32 * kKSteps) == 0,
+                "a stage offset leaves the bits a step flips alone");
   // Per k slice; slice y's stages start y * kSmemBytes in. After its main loop a slice y > 0
   // parks its sums at the start of its own stages for slice 0: value v of thread x at float
   // SmemParked(x, v), one 128-thread row per value (conflict-free).
@@ -214,7 +243,7 @@ struct MixedConfig {
   // memory also allows.
   CG_HOST_DEVICE static constexpr int registers() {
     if (Bits == 4) {
-      if (MTiles == 1) return FineGroups ? 128 : 120;
+      if (MTiles == 1) return FineGroups || kBf16 ? 128 : 120;
       if (MTiles == 2) return FineGroups ? 216 : (kBf16 ? 160 : 168);
       return 256;
     }
