@@ -206,6 +206,14 @@ void check_mma_config(char const* name) {
             addr.push_back(byte_of(&part(0, i, j)));
             for (int v = 1; v < 8; ++v)
               CHECK(byte_of(&part(v, i, j)) == addr.back() + 2 * v, "%s: ldmatrix row split", name);
+            // The kernel's kLdsmStepsByXor addresses: step 0's offset plus a stage, XOR the step's
+            // constant, is the copy's own source of that step in that stage.
+            const long step0 = byte_of(&part(0, i, 0));
+            for (int s = 0; s < Cfg::kStages; ++s) {
+              const long stage = long(s) * Cfg::kAStageElems * 2;
+              CHECK(((step0 + stage) ^ Cfg::a_step_xor_bytes(j)) == addr.back() + stage,
+                    "%s: ldmatrix source of step %d is not step 0's XOR a_step_xor_bytes", name, j);
+            }
           }
           CHECK(conflict_free_16B(addr), "%s: ldmatrix bank conflict", name);
         }
