@@ -52,4 +52,12 @@ struct SM80_16x8x16_F32BF16BF16F32_TN {
   }
 };
 
+// D = A * B + C through Op (one of the m16n8k16 structs above) on register arrays, for kernels
+// that hold their fragments as plain registers rather than atom tensors.
+template <class Op>
+CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1,
+                         float const (&c)[4]) {
+  Op::fma(d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], b0, b1, c[0], c[1], c[2], c[3]);
+}
+
 }  // namespace cute_gemm

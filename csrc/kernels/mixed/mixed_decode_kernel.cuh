@@ -66,12 +66,6 @@
 namespace cute_gemm {
 namespace mixed {
 
-template <class Op>
-CG_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1,
-                         float const (&c)[4]) {
-  Op::fma(d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], b0, b1, c[0], c[1], c[2], c[3]);
-}
-
 // grid: (ceil(N / (32 col_warps)), ceil(M / kTileM), splits), blockDim = (32 col_warps, k slices).
 // Split z handles k blocks [z * blocks_per_split, min((z + 1) * blocks_per_split, k_blocks)), none
 // empty; k slice y of its CTA the y-th of blockDim.y near-equal parts of them (empty when the

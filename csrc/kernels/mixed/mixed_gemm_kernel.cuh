@@ -17,9 +17,10 @@
 //     loop, and never loaded again.
 //   - Weights are dequantized in registers to the integers q - z (dequant.cuh; the 16-row tile
 //     keeps bf16 INT4's and fp16 INT8's offset in them and subtracts it from the sums, kBiased)
-//     and the mma accumulates a * (q - z) exactly in fp32. The group scale is applied afterwards, once per
-//     group and output element (one FFMA per accumulator), instead of once per weight: every 2 k16
-//     steps for groups shorter than a k block (32, 64; kFineGroups), otherwise once per k block.
+//     and the mma accumulates a * (q - z) exactly in fp32. The group scale is applied afterwards,
+//     once per group and output element (one FFMA per accumulator), instead of once per weight:
+//     every 2 k16 steps for groups shorter than a k block (32, 64; kFineGroups), otherwise once
+//     per k block.
 //   - Split-K partial sums go to the fp32 workspace and split_k_reduce_kernel adds them in split
 //     order (deterministic). Without split-K the kernel writes `out` itself.
 //   - INT4's 16-row tile may run CTAs of 2 k slices (Cfg::kMaxKSlices): two groups of 4 warps on
@@ -254,6 +255,14 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   constexpr float kBias = D::template kBias<Cfg::kBits>;
   float rsum[MT][4];
   const uint32_t ones = kBiased ? pinned(D::as_u32(D::splat(1.f))) : 0u;  // the B registers
+  // part(_, _, b) -= off_z[column] * rsum, off_z of the accumulators' even and odd columns.
+  auto unbias = [&](int b, float const (&off_z)[2]) {
+    CG_PRAGMA_UNROLL
+    for (int m = 0; m < MT; ++m) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < 4; ++v) part(v, m, b) = fmaf(-off_z[v % 2], rsum[m][v], part(v, m, b));
+    }
+  };
 
   // ---- prologue. The first stages' weights go out before waiting for the previous kernel
   // (programmatic dependent launch on sm_90), so their DRAM latency overlaps its tail. The s-th
@@ -352,14 +361,12 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
             }
           }
           if constexpr (kBiased) {
-            uint32_t const* a = reinterpret_cast<uint32_t const*>(&tCrA(0, m, j));
-            float(&r)[4] = rsum[m];
+            auto const& a = *reinterpret_cast<uint32_t const(*)[4]>(&tCrA(0, m, j));
             if (first) {
-              Cfg::MmaOp::fma(r[0], r[1], r[2], r[3], a[0], a[1], a[2], a[3], ones, ones, 0.f,
-                              0.f, 0.f, 0.f);
+              const float zero[4] = {0.f, 0.f, 0.f, 0.f};
+              mma_16816<typename Cfg::MmaOp>(rsum[m], a, ones, ones, zero);
             } else {
-              Cfg::MmaOp::fma(r[0], r[1], r[2], r[3], a[0], a[1], a[2], a[3], ones, ones, r[0],
-                              r[1], r[2], r[3]);
+              mma_16816<typename Cfg::MmaOp>(rsum[m], a, ones, ones, rsum[m]);
             }
           }
         }
@@ -371,15 +378,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
               srow +
               SmemS{}(_0{}, mma_value_part<typename Cfg::AccCols>(make_coord(0, 0, b)), _1{}) +
               mma_lane_part<typename Cfg::AccCols>(t, g));
-          const float dz[2] = {HalfTraits<T>::to_float(z2.x) - z_sym,
-                               HalfTraits<T>::to_float(z2.y) - z_sym};
-          CG_PRAGMA_UNROLL
-          for (int m = 0; m < MT; ++m) {
-            CG_PRAGMA_UNROLL
-            for (int v = 0; v < 4; ++v) {
-              part(v, m, b) = fmaf(-dz[v % 2], rsum[m][v], part(v, m, b));
-            }
-          }
+          unbias(b, {HalfTraits<T>::to_float(z2.x) - z_sym, HalfTraits<T>::to_float(z2.y) - z_sym});
         }
       }
       // acc += scale * part: values 0 and 2 of block b lie in one column, 1 and 3 in the next
@@ -390,15 +389,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
             srow + SmemS{}(_0{}, mma_value_part<typename Cfg::AccCols>(make_coord(0, 0, b)), _0{}) +
             mma_lane_part<typename Cfg::AccCols>(t, g));
         const float s_even = HalfTraits<T>::to_float(s2.x), s_odd = HalfTraits<T>::to_float(s2.y);
-        if constexpr (kBiased) {  // part -= (off + z) rsum, z at the accumulators' columns
-          CG_PRAGMA_UNROLL
-          for (int m = 0; m < MT; ++m) {
-            CG_PRAGMA_UNROLL
-            for (int v = 0; v < 4; ++v) {
-              part(v, m, b) = fmaf(-(kBias + z_sym), rsum[m][v], part(v, m, b));
-            }
-          }
-        }
+        if constexpr (kBiased) unbias(b, {kBias + z_sym, kBias + z_sym});  // part -= (off + z) rsum
         CG_PRAGMA_UNROLL
         for (int m = 0; m < MT; ++m) {
           acc(0, m, b) = fmaf(s_even, part(0, m, b), acc(0, m, b));
