@@ -121,6 +121,15 @@ struct MixedDecodeConfig {
     return true;
   }
   static_assert(lane_cols_agree(), "a lane's sums must be its weights' columns");
+  // A lane's odd values are odd tokens: with one token row (the single-row instance) they are
+  // past M, and the kernel neither scales nor adds them.
+  static constexpr bool odd_values_odd_tokens() {
+    for (int l = 0; l < 32; ++l)
+      for (int v = 0; v < kAccs; ++v)
+        if (int(AccToken{}(l, v)) % 2 != v % 2) return false;
+    return true;
+  }
+  static_assert(odd_values_odd_tokens(), "the single-row kernel skips a lane's odd values");
   // Gated GEMMs (mixed_epilogue.cuh's weight_block): values v and v + 2 (v < 2) of row tile r are
   // one token's sums of a column in n8 block 2r and the same column of block 2r + 1, the gate and
   // up sums of one output.
@@ -281,8 +290,8 @@ struct MixedDecodeConfig {
   CG_HOST_DEVICE static constexpr int registers(int col_warps, bool gated,
                                                 bool single_row = false) {
     if (single_row) {  // the single-row instance (one-warp k slices), gated or not alike
-      if (Bits == 4) return FineGroups ? 104 : (kBf16 ? 96 : 88);
-      return FineGroups ? 88 : (kBf16 ? 104 : 96);
+      if (Bits == 4) return kBf16 || FineGroups ? 96 : 88;
+      return kBf16 ? 80 : 88;
     }
     const bool shared = col_warps > 1;
     if (Bits == 4) {

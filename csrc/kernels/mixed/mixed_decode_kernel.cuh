@@ -440,26 +440,30 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
           mma_16816<Op>(bacc, ones_a, bf[2], bf[3], bacc);
         }
       }
+      // Values 0, 1 and 2, 3 of row tile r are two columns (AccCol), each for two tokens
+      // (AccToken). The odd values are odd tokens (Cfg::odd_values_odd_tokens): with one token
+      // row (SingleRow) they are never scaled and stay 0.
+      constexpr int kValueStep = SingleRow ? 2 : 1;
       if constexpr (kBiased) {  // part -= (off + z) S
         CG_PRAGMA_UNROLL
         for (int r = 0; r < RT; ++r) {
           CG_PRAGMA_UNROLL
-          for (int v = 0; v < 4; ++v) {
+          for (int v = 0; v < 4; v += kValueStep) {
             part[r][v] = fmaf(-zoff[2 * r + v / 2], bacc[v % 2], part[r][v]);
           }
         }
       }
-      // acc += scale * part: values 0, 1 and 2, 3 of row tile r are two columns (AccCol).
+      // acc += scale * part.
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
         const float s_lo =
             scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r), grow, 0));
         const float s_hi =
             scale_at(typename Cfg::SmemScales{}(typename Cfg::AccCol{}(0, 4 * r + 2), grow, 0));
-        acc[r][0] = fmaf(s_lo, part[r][0], acc[r][0]);
-        acc[r][1] = fmaf(s_lo, part[r][1], acc[r][1]);
-        acc[r][2] = fmaf(s_hi, part[r][2], acc[r][2]);
-        acc[r][3] = fmaf(s_hi, part[r][3], acc[r][3]);
+        CG_PRAGMA_UNROLL
+        for (int v = 0; v < 4; v += kValueStep) {
+          acc[r][v] = fmaf(v < 2 ? s_lo : s_hi, part[r][v], acc[r][v]);
+        }
       }
     }
   }
