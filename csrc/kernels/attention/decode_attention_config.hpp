@@ -82,10 +82,6 @@ struct DecodeAttentionConfig {
   // splits (under 8 tiles a warp) skip tile by tile: the scan's memory latency would cost about
   // what it saves.
   static constexpr int kScanMinRows = 8 * kWarps * kTileRows;
-  // Rows of a split whose keys and values the CTA asks L2 for before its dependency wait: the
-  // tiles its warps copy first (the prologue's and the next one each). Further rows stream
-  // behind the loop's copies anyway, and a long split's whole range could evict itself from L2.
-  static constexpr int kPrefetchRows = kStages * kWarps * kTileRows;
 
   // The instance for a head dim (a multiple of 8 up to 256): the smallest of 64, 128 and 256 that
   // holds it. Chunks past D are zero-filled in shared memory, so the k-steps past D add zeros:

@@ -23,11 +23,10 @@
 //     the output: a small batch fills the GPU without a workspace or a second kernel. Elsewhere
 //     splits is 1.
 //   - fp32 scores, softmax and sums; P is rounded to the 16-bit type for the mma, the output once.
-//     Programmatic dependent launch: the kernel asks L2 for its first cache rows, waits for the
-//     previous kernel before its first read and lets the next one (the output projection's
-//     GEMM, which streams its weights before its own wait) launch at once, or after its
-//     positions where its grid is large enough that the two streams would compete
-//     (p.early_dependents, decode_attention_early_dependents).
+//     Programmatic dependent launch: the kernel waits for the previous kernel before its first
+//     read and lets the next one (the output projection's GEMM, which streams its weights before
+//     its own wait) launch at once, or after its positions where its grid is large enough that
+//     the two streams would compete (p.early_dependents, decode_attention_early_dependents).
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -42,7 +41,6 @@
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/exp2_approx.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
-#include "cute_gemm/arch/prefetch_l2_sm90.hpp"
 #include "kernels/attention/decode_attention_config.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/half_traits.cuh"
@@ -225,18 +223,6 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     cp_async_fence();
   };
 
-  // Before the wait: the split's first rows of keys and values asked of L2, so that their DRAM
-  // latency overlaps the previous kernel's tail. That kernel may write one of them (a decode
-  // step's new cache row); a prefetch cannot make the copies below read it stale (L2 is where
-  // global memory is coherent), and they are issued after the wait.
-  {
-    int const rows_ahead = min(row_end, row_begin + Cfg::kPrefetchRows);
-    uint32_t const row_bytes = uint32_t(dim * sizeof(T));
-    for (int r = row_begin + tid; r < rows_ahead; r += Cfg::kThreads) {
-      prefetch_l2_bulk(k_rows + r * p.k_stride[2], row_bytes);
-      prefetch_l2_bulk(v_rows + r * p.v_stride[2], row_bytes);
-    }
-  }
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
   if (p.early_dependents) grid_launch_dependents();
 
