@@ -286,7 +286,10 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
   }
 
   // acc / part: acc[r][v] is value (v, r) of the sums' TV layout (Cfg::LayoutC_TV): the warp's
-  // column Cfg::AccCol, token Cfg::AccToken.
+  // column Cfg::AccCol, token Cfg::AccToken. The odd values are odd tokens
+  // (Cfg::odd_values_odd_tokens): with one token row (SingleRow) they are never scaled, parked
+  // or added, and stay 0 (kValueStep).
+  constexpr int kValueStep = SingleRow ? 2 : 1;
   float acc[RT][4], part[RT][4];
   CG_PRAGMA_UNROLL
   for (int r = 0; r < RT; ++r) {
@@ -440,10 +443,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
           mma_16816<Op>(bacc, ones_a, bf[2], bf[3], bacc);
         }
       }
-      // Values 0, 1 and 2, 3 of row tile r are two columns (AccCol), each for two tokens
-      // (AccToken). The odd values are odd tokens (Cfg::odd_values_odd_tokens): with one token
-      // row (SingleRow) they are never scaled and stay 0.
-      constexpr int kValueStep = SingleRow ? 2 : 1;
+      // Values 0, 1 and 2, 3 of row tile r are two columns (AccCol), each for two tokens.
       if constexpr (kBiased) {  // part -= (off + z) S
         CG_PRAGMA_UNROLL
         for (int r = 0; r < RT; ++r) {
@@ -480,7 +480,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
         CG_PRAGMA_UNROLL
-        for (int v = 0; v < 4; ++v) mine[Parked{}(0, v + 4 * r, 0)] = acc[r][v];
+        for (int v = 0; v < 4; v += kValueStep) mine[Parked{}(0, v + 4 * r, 0)] = acc[r][v];
       }
     }
     __syncthreads();
@@ -490,7 +490,7 @@ __global__ void __launch_bounds__(Cfg::kMaxThreads, 1)
       CG_PRAGMA_UNROLL
       for (int r = 0; r < RT; ++r) {
         CG_PRAGMA_UNROLL
-        for (int v = 0; v < 4; ++v) acc[r][v] += theirs[Parked{}(0, v + 4 * r, 0)];
+        for (int v = 0; v < 4; v += kValueStep) acc[r][v] += theirs[Parked{}(0, v + 4 * r, 0)];
       }
     }
   }
