@@ -40,7 +40,8 @@
 //     loop and stepped per block, in the basic block of the weight copies: no per-block scale
 //     row arithmetic and no branches around the small copies (each basic block that starts
 //     with a cp.async also costs three fence instructions from ptxas). Group rows past K read
-//     zeros (their activations are zero too) instead of the last row.
+//     zeros (their activations are zero too) instead of the last row. Half a lane's sums are
+//     tokens past the one row: they are neither scaled per group nor summed over k slices.
 //   - The per-group scaling of fp32 sums of a * (q - z), the split-K workspace and its reduction
 //     kernel (when the grid splits K) are the mma.sync kernel's (mixed_epilogue.cuh). The
 //     dequantization is exact (dequant.cuh) except for fp16 INT8 and bf16 INT4, which keep the
