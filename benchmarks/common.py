@@ -80,16 +80,26 @@ def env_info(device=0):
         info["cute_gemm_version"] = cute_gemm.__version__
     except ImportError:
         pass
+    info.update(git_info())
+    return info
+
+
+def git_info():
+    """Which source a results file came from: ``CUTE_GEMM_GIT_COMMIT`` where set (a copy of the
+    tree whose .git is stale or missing, e.g. one copied to a GPU machine, says its commit that
+    way), else git's HEAD and whether tracked files differ from it; {} where neither is known."""
+    stated = os.environ.get("CUTE_GEMM_GIT_COMMIT", "").strip()
+    if stated:
+        return {"git_commit": stated, "git_commit_from": "CUTE_GEMM_GIT_COMMIT"}
     try:
-        info["git_commit"] = subprocess.run(
+        commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
             text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        info["git_dirty"] = bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
-        pass
-    return info
+        return {}
+    return {"git_commit": commit, "git_dirty": bool(dirty.stdout.strip())}
 
 
 def make_rotation(make_operands, bytes_per_set, min_bytes=None, max_copies=64):

@@ -75,3 +75,24 @@ def test_a_kernel_that_fails_while_timed_is_marked(monkeypatch):
 def test_rounds_argument():
     assert bench_mixed_gemm.parse_args([]).rounds == 1
     assert bench_mixed_gemm.parse_args(["--rounds", "3"]).rounds == 3
+
+
+def test_git_info_states_the_commit_given_or_git_head(monkeypatch, tmp_path):
+    # The results' source commit: CUTE_GEMM_GIT_COMMIT where a copied tree's .git cannot say it,
+    # else this checkout's HEAD; outside any checkout, nothing.
+    import subprocess
+
+    import common
+
+    monkeypatch.setenv("CUTE_GEMM_GIT_COMMIT", "abc1234")
+    assert common.git_info() == {"git_commit": "abc1234", "git_commit_from": "CUTE_GEMM_GIT_COMMIT"}
+    monkeypatch.delenv("CUTE_GEMM_GIT_COMMIT")
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=common.REPO_ROOT,
+                          capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    info = common.git_info()
+    assert info["git_commit"] == head.stdout.strip() and isinstance(info["git_dirty"], bool)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    monkeypatch.setattr(common, "REPO_ROOT", str(tmp_path))
+    assert common.git_info() == {}
