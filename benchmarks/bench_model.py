@@ -131,6 +131,10 @@ def parse_args(argv=None):
                    help="compile-decode / compile-cdt: decode_compilation(batch_increments=False), "
                         "the static cache's per-layer length increments in a kernel each (the "
                         "default batches them in one); for every variant of the run")
+    p.add_argument("--early-triggers", action="store_true",
+                   help="compile-decode / compile-cdt: decode_compilation(early_triggers=True), "
+                        "each Triton kernel letting the next one launch right after its "
+                        "dependency wait (with --inductor-pdl); for every variant of the run")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "
@@ -510,7 +514,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
           flush=True)
     next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
-    decode = dict(batch_increments=args.batch_increments)
+    decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers)
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
                  "compile-decode": lambda: cute_gemm.inductor.decode_compilation(**decode),
                  "compile-cdt": lambda: tuned_decode_compilation(cute_gemm, **decode)}.get(
@@ -594,6 +598,7 @@ def _meta(args, transformers, device, dims):
         "prompt_tokens": args.prompt, "decode_steps": args.steps, "repeats": args.repeats,
         "inductor_pdl": args.inductor_pdl,
         "batch_increments": args.batch_increments,
+        "early_triggers": args.early_triggers,
         "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],
     })
     return meta

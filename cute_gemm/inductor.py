@@ -67,11 +67,12 @@ INT8 model 3.661 instead of 3.747 ms (1.85x) and 3.962 instead of 4.097.
 
 import contextlib
 import operator
+import threading
 
 import torch
 
 __all__ = ["DEFAULT_MAX_ELEMENTS", "batch_increments", "decode_compilation",
-           "persistent_reductions", "split_partials"]
+           "persistent_reductions", "split_partials", "trigger_after_wait"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
 # persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
@@ -316,20 +317,87 @@ def _post_grad_pass(rewrites, previous):
     return _DecodeRewrites()
 
 
+def trigger_after_wait(lines, wait, launch):
+    """Moves, in a Triton kernel's body ``lines`` (inductor's ``IndentedBuffer._lines``), the one
+    line that lets the next kernel launch (``launch``) to right after the first dependency wait
+    (``wait``), at the wait's indentation. Inductor writes it after the kernel's last load, so a
+    GEMM behind a norm launches (and starts streaming its weights) only once the norm's loads
+    have returned; after the wait, it launches as soon as the kernel before the norm has
+    completed. Still after the wait, so the chain's guarantee holds: when a kernel launches, the
+    one two places before it has completed (inductor leaves out the wait of a kernel that reads
+    nothing its direct predecessor writes). Returns whether it moved the line: not where there
+    is no wait, more than one launch line, or the launch already follows the wait directly."""
+    waits = [i for i, line in enumerate(lines) if type(line) is str and wait in line]
+    launches = [i for i, line in enumerate(lines) if type(line) is str and launch in line]
+    if not waits or len(launches) != 1 or launches[0] <= waits[0] + 1:
+        return False
+    first = lines[waits[0]]
+    indent = first[:len(first) - len(first.lstrip())]
+    del lines[launches[0]]
+    lines.insert(waits[0] + 1, indent + launch)
+    return True
+
+
+# Whether this thread is compiling inside decode_compilation(early_triggers=True); the patched
+# TritonKernel._filter_pdl reads it, and does nothing else outside such a block.
+_EARLY_TRIGGERS = threading.local()
+_PATCH_LOCK = threading.Lock()
+
+
+def _install_trigger_after_wait():
+    """Wraps inductor's TritonKernel._filter_pdl (once per process) so that, in a thread inside
+    decode_compilation(early_triggers=True), each kernel's trigger follows its wait."""
+    from torch._inductor.codegen.triton import TritonKernel
+    missing = [name for name in ("_filter_pdl", "GDC_WAIT", "GDC_LAUNCH")
+               if not hasattr(TritonKernel, name)]
+    if missing:
+        raise RuntimeError(f"cute_gemm.inductor: this torch ({torch.__version__}) lacks "
+                           f"TritonKernel.{', TritonKernel.'.join(missing)} "
+                           f"(decode_compilation(early_triggers=True))")
+    with _PATCH_LOCK:
+        original = TritonKernel._filter_pdl
+        if getattr(original, "_cute_gemm_trigger_after_wait", False):
+            return
+
+        def _filter_pdl(self, code):
+            original(self, code)
+            if getattr(_EARLY_TRIGGERS, "on", False):
+                trigger_after_wait(code._lines, self.GDC_WAIT, self.GDC_LAUNCH)
+
+        _filter_pdl._cute_gemm_trigger_after_wait = True
+        TritonKernel._filter_pdl = _filter_pdl
+
+
+@contextlib.contextmanager
+def _early_triggers():
+    """This thread's compilations inside the block place each kernel's trigger after its wait."""
+    _install_trigger_after_wait()
+    before = getattr(_EARLY_TRIGGERS, "on", False)
+    _EARLY_TRIGGERS.on = True
+    try:
+        yield
+    finally:
+        _EARLY_TRIGGERS.on = before
+
+
 @contextlib.contextmanager
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
-                       split_partials=True, batch_increments=True):
+                       split_partials=True, batch_increments=True, early_triggers=False):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
     launch (inductor's combo kernels); with ``split_partials`` (a bool, default True), split-K
     GEMMs' partial sums added inside the kernels that consume them (see the module's docstring);
     with ``batch_increments`` (a bool, default True), the step's in-place increments of its
-    inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``).
+    inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``); with
+    ``early_triggers`` (a bool, default False: not yet measured), each Triton kernel lets the next
+    kernel launch right after its dependency wait instead of after its last load
+    (``trigger_after_wait``; under ``torch._inductor.config.triton.enable_pdl``).
     Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
-                        ("batch_increments", batch_increments)):
+                        ("batch_increments", batch_increments),
+                        ("early_triggers", early_triggers)):
         if not isinstance(value, bool):
             raise TypeError(f"decode_compilation: {name} must be a bool; got "
                             f"{type(value).__name__}")
@@ -339,5 +407,6 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     passes = (config.patch({"post_grad_custom_post_pass":
                             _post_grad_pass(rewrites, config.post_grad_custom_post_pass)})
               if rewrites else contextlib.nullcontext())
-    with persistent_reductions(max_elements), combo, passes:
+    triggers = _early_triggers() if early_triggers else contextlib.nullcontext()
+    with persistent_reductions(max_elements), combo, passes, triggers:
         yield

@@ -304,12 +304,12 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert not inductor_config.coordinate_descent_tuning  # restored after the block
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
     if manager == "decode_compilation":  # --no-batch-increments reaches the block
-        assert settings == [{"batch_increments": True}] * 2
+        assert settings == [{"batch_increments": True, "early_triggers": False}] * 2
         settings.clear()
         assert bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", mode,
                                  "--no-batch-increments", "--no-plot", "--out",
                                  str(tmp_path)]) == 0
-        assert settings == [{"batch_increments": False}]
+        assert settings == [{"batch_increments": False, "early_triggers": False}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
         assert meta["batch_increments"] is False
 
@@ -332,3 +332,24 @@ def test_profiled_steps_sit_in_the_timed_runs(steps, repeats, profiled):
         assert abs((p0 + p1) - (t0 + t1)) <= 1  # centred
     else:
         assert p0 <= t0 and p1 >= t1
+
+
+def test_early_triggers_option(tmp_path, monkeypatch):
+    # --early-triggers passes decode_compilation(early_triggers=True) to the compiled modes and is
+    # recorded in the results; off by default.
+    assert not bench_model.parse_args([]).early_triggers
+    assert bench_model.parse_args(["--early-triggers"]).early_triggers
+    import cute_gemm
+    seen = []
+    real = cute_gemm.inductor.decode_compilation
+
+    def recording(**settings):
+        seen.append(settings)
+        return real(**settings)
+
+    monkeypatch.setattr(cute_gemm.inductor, "decode_compilation", recording)
+    status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
+                               "--no-plot", "--out", str(tmp_path), "--early-triggers"])
+    assert status == 0
+    assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["early_triggers"] is True
+    assert seen and all(s["early_triggers"] is True for s in seen)

@@ -436,3 +436,111 @@ def test_gpu_batched_increments_match_apart(monkeypatch):
     torch.testing.assert_close(out_batched, want, rtol=1e-5, atol=1e-5)
     assert torch.equal(out_batched, out_apart)
     torch._dynamo.reset()
+
+
+W, L = "tl.extra.cuda.gdc_wait()", "tl.extra.cuda.gdc_launch_dependents()"
+
+
+def test_trigger_moves_to_right_after_the_first_wait():
+    # A persistent norm as inductor writes it: wait, loads, trigger, arithmetic, stores.
+    lines = ["    xoffset = tl.program_id(0)", "    " + W, "    tmp0 = tl.load(in_ptr0 + r0)",
+             "    tmp1 = tl.load(in_ptr1 + r0)", "    " + L, "    tmp2 = tmp0 + tmp1",
+             "    tl.store(out_ptr0 + r0, tmp2)"]
+    assert ci.trigger_after_wait(lines, W, L)
+    assert lines == ["    xoffset = tl.program_id(0)", "    " + W, "    " + L,
+                     "    tmp0 = tl.load(in_ptr0 + r0)", "    tmp1 = tl.load(in_ptr1 + r0)",
+                     "    tmp2 = tmp0 + tmp1", "    tl.store(out_ptr0 + r0, tmp2)"]
+    # The trigger takes the wait's indentation (a looped reduction's trigger sits deeper).
+    lines = ["  " + W, "  for r in range(0, 4096, 1024):", "      tmp = tl.load(p + r)",
+             "      " + L]
+    assert ci.trigger_after_wait(lines, W, L) and lines[:2] == ["  " + W, "  " + L]
+
+
+@pytest.mark.parametrize("lines", [
+    ["    tmp0 = tl.load(p)", "    " + L],                            # no wait: no dependency
+    ["    " + W, "    " + L, "    tmp0 = tl.load(p)"],                  # already right after
+    ["    " + W, "    tmp0 = tl.load(p)", "    " + L, "    " + L],       # two triggers
+    ["    " + L, "    " + W, "    tmp0 = tl.load(p)"]])                 # trigger before the wait
+def test_trigger_left_where_it_cannot_move_safely(lines):
+    before = list(lines)
+    assert not ci.trigger_after_wait(lines, W, L) and lines == before
+
+
+def test_early_triggers_only_inside_the_block(monkeypatch):
+    from torch._inductor.codegen.triton import TritonKernel
+
+    calls = []
+
+    class Code:
+        def __init__(self):
+            self._lines = ["    " + W, "    tmp0 = tl.load(p)", "    " + L]
+
+    def fake_filter(self, code):  # inductor's own pass: here, nothing to filter
+        calls.append(code)
+
+    monkeypatch.setattr(TritonKernel, "_filter_pdl", fake_filter)
+    with ci.decode_compilation(early_triggers=True):
+        inside = Code()
+        TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), inside)
+    outside = Code()
+    TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), outside)
+    with ci.decode_compilation():  # the default leaves inductor's placement
+        default = Code()
+        TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), default)
+    assert len(calls) == 3  # inductor's pass ran each time
+    assert inside._lines == ["    " + W, "    " + L, "    tmp0 = tl.load(p)"]
+    assert outside._lines[-1] == "    " + L and default._lines[-1] == "    " + L
+
+
+def test_early_triggers_refused_by_name_without_inductors_pass(monkeypatch):
+    from torch._inductor.codegen.triton import TritonKernel
+    monkeypatch.delattr(TritonKernel, "_filter_pdl")
+    with pytest.raises(RuntimeError, match="lacks TritonKernel._filter_pdl"):
+        with ci.decode_compilation(early_triggers=True):
+            pass
+    with pytest.raises(TypeError, match="early_triggers must be a bool; got int"):
+        with ci.decode_compilation(early_triggers=1):
+            pass
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="needs a CUDA GPU with programmatic dependent launch (sm_90+)")
+@pytest.mark.parametrize("rows", [1, 16])
+def test_gpu_early_triggers_follow_the_wait_and_change_no_value(rows):
+    # A residual add + RMSNorm behind a GEMM and in front of one, as in a decoder layer: with
+    # early_triggers every Triton kernel's trigger directly follows its wait; the results are
+    # bit-identical to inductor's own placement.
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(rows)
+    dt = torch.bfloat16
+    x = torch.randn(rows, 4096, device="cuda", dtype=dt)
+    residual = torch.randn(rows, 4096, device="cuda", dtype=dt)
+    w1 = torch.randn(4096, 4096, device="cuda", dtype=dt) / 64
+    w2 = torch.randn(1024, 4096, device="cuda", dtype=dt) / 64
+    weight = torch.rand(4096, device="cuda", dtype=dt) + 0.5
+
+    def layer(x, residual, weight):
+        hidden, normed = _add_rms_norm(residual, x @ w1.t(), weight)
+        return hidden, normed @ w2.t()
+
+    def compiled(early):
+        torch._dynamo.reset()
+        fn = torch.compile(layer, fullgraph=True, dynamic=False)
+        with config.patch({"triton.enable_pdl": True}), \
+                ci.decode_compilation(early_triggers=early):
+            got, code = run_and_get_code(fn, x, residual, weight)
+        return got, "\n".join(code)
+
+    base, base_code = compiled(False)
+    got, code = compiled(True)
+    def triggers_after_waits(code):  # each trigger right after a wait; how many triggers
+        lines = [line.strip() for line in code.splitlines()]
+        launches = [i for i, line in enumerate(lines) if line == L]
+        return all(lines[i - 1] == W for i in launches), len(launches)
+
+    assert triggers_after_waits(code)[0] and triggers_after_waits(code)[1] > 0, code
+    assert triggers_after_waits(code)[1] == triggers_after_waits(base_code)[1]
+    assert not triggers_after_waits(base_code)[0], "inductor already triggers after its wait"
+    for g, b in zip(got, base):
+        torch.testing.assert_close(g, b, rtol=0, atol=0)
+    torch._dynamo.reset()
