@@ -210,7 +210,7 @@ void check_mma_config(char const* name) {
             // constant, is the copy's own source of that step in that stage.
             const long step0 = byte_of(&part(0, i, 0));
             for (int s = 0; s < Cfg::kStages; ++s) {
-              const long stage = long(s) * Cfg::kAStageElems * 2;
+              const long stage = long(s) * Cfg::kAStageBytes;
               CHECK(((step0 + stage) ^ Cfg::a_step_xor_bytes(j)) == addr.back() + stage,
                     "%s: ldmatrix source of step %d is not step 0's XOR a_step_xor_bytes", name, j);
             }

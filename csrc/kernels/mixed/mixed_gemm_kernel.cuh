@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
 
   // Every copy's destination in stage 0 as a 32-bit shared-memory address, computed once and
   // pinned (a generic pointer would be converted at every copy, in the loop); stage s is
-  // s * Cfg::kStageBytes (weights, scales) or s * Cfg::kAStageElems elements (activations) on.
+  // s * Cfg::kStageBytes (weights, scales) or s * Cfg::kAStageBytes (activations) on.
   const uint32_t stage0 = detail::smem_addr(smem);
   uint32_t w_dst[NB];
   CG_PRAGMA_UNROLL
@@ -174,7 +174,6 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   uint32_t a_dst[RA];
   CG_PRAGMA_UNROLL
   for (int r = 0; r < RA; ++r) a_dst[r] = pinned(detail::smem_addr(&tAsA(0, r, 0)));
-  constexpr int kAStageBytes = Cfg::kAStageElems * int(sizeof(T));
 
   // Weights, scales and zeros of k block i: they do not depend on earlier kernels. The scale and
   // zero copies are guarded copies in the weights' basic block, not branches around them.
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
       if (a_row_ok[r]) {
         SM80_CP_ASYNC_CACHEGLOBAL_ZFILL::copy(
             *reinterpret_cast<uint128_t const*>(&tAgA(0, r, 0) + int64_t(i) * BK),
-            a_dst[r] + stage * kAStageBytes, col_ok);
+            a_dst[r] + stage * Cfg::kAStageBytes, col_ok);
       }
     }
   };
@@ -220,9 +219,10 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
   clear(acc);
   auto tArA = Cfg::CopyA::retile(tCrA);
   // The lane's ldmatrix sources. With Cfg::kLdsmStepsByXor, m16 tile m at k16 step j of stage s
-  // lies at byte offset (a_ld[m] + s * kAStageBytes) ^ a_step_xor_bytes(j) from the activation
-  // tiles' base (the swizzle moves whole k16 steps by flipping offset bits: Cfg's check), so the
-  // loop keeps one offset per m16 tile instead of one per step or the swizzle's arithmetic.
+  // lies at byte offset (a_ld[m] + s * Cfg::kAStageBytes) ^ a_step_xor_bytes(j) from the
+  // activation tiles' base (the swizzle moves whole k16 steps by flipping offset bits: Cfg's
+  // check), so the loop keeps one offset per m16 tile instead of one per step or the swizzle's
+  // arithmetic.
   const auto tAsA_ld = get_thread_copy(typename Cfg::CopyA{}, tid).partition_S(sA);
   const uint32_t a_ld_base = detail::smem_addr(smem_a);
   uint32_t a_ld[MT] = {};
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(Cfg::kThreads * KSlices, Cfg::kMinCtasPerSm / 
     cp_async_wait<S - 2>();
     __syncthreads();  // stage i % S landed; stage (i - 1) % S is free again
     const int stage = i % S;
-    const uint32_t a_stage = stage * kAStageBytes;
+    const uint32_t a_stage = stage * Cfg::kAStageBytes;
     load_weights(i + S - 1, (i + S - 1) % S);
     load_activations(i + S - 1, (i + S - 1) % S);
     cp_async_fence();

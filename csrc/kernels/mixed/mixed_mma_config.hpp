@@ -181,6 +181,7 @@ struct MixedConfig {
       Swizzle<3, 3, log2_of(kBlockK) - 3>{},
       make_layout(make_shape(Int<kTileM>{}, Int<kBlockK>{}), make_stride(Int<kBlockK>{}, _1{}))));
   static constexpr int kAStageElems = kTileM * kBlockK;
+  static constexpr int kAStageBytes = kAStageElems * int(sizeof(Element));
   static_assert(kAStageElems % (8 * kBlockK) == 0, "stage offsets must not meet the swizzle");
   // k16 step j of a row lies where step 0 does with the offset XOR 16 j (elements): the swizzle
   // XORs a row's low 3 bits into offset bits 3-5, and 16 j (bits 4 up, below the row's) meets
@@ -197,13 +198,12 @@ struct MixedConfig {
     return true;
   }
   static_assert(a_steps_are_xors(), "k16 steps of the activation tile are XORs of step 0");
-  static_assert(kAStageElems * int(sizeof(Element)) % (32 * kKSteps) == 0,
+  static_assert(kAStageBytes % (32 * kKSteps) == 0,
                 "a stage offset leaves the bits a step flips alone");
   // Per k slice; slice y's stages start y * kSmemBytes in. After its main loop a slice y > 0
   // parks its sums at the start of its own stages for slice 0: value v of thread x at float
   // SmemParked(x, v), one 128-thread row per value (conflict-free).
-  static constexpr int kSmemBytes =
-      kStages * kStageBytes + kStages * kAStageElems * int(sizeof(Element));
+  static constexpr int kSmemBytes = kStages * (kStageBytes + kAStageBytes);
   static_assert(kSmemBytes % 128 == 0, "k slices' stages start on 128 bytes");
   static constexpr int kAccs = 4 * MTiles * kBlocksPerWarp;  // fp32 sums per thread
   using SmemParked = Layout<Shape<Int<kThreads>, Int<kAccs>>, Stride<_1, Int<kThreads>>>;
