@@ -132,6 +132,49 @@ void check_tile(char const* name) {
     if (x >= 0 && x < long(hit.size())) once &= hit[x]++ == 0;
   }
   CHECK(inside && once, "%s: the partial outputs overlap or leave the rings", name);
+
+  // The splits' combine, for every head count, head dim of the class and split count: each
+  // element pushed by a split lands in its owner's slot once, inside the space past the partial
+  // outputs; the owners' elements partition the outputs, and each owner expects as many bytes as
+  // it is sent; the splits' (max, sum) of every head lie inside the queries' place.
+  for (int heads = 1; heads <= Cfg::kMaxHeads; ++heads) {
+    for (int dim = kDim / 2 + 8; dim <= kDim; dim += 8) {
+      const int total = heads * dim;
+      for (int splits = 2; splits <= Cfg::kMaxSplits; ++splits) {
+        const int slots = Cfg::combine_slots(total, splits);
+        const int room = (Tile::kSmemBytes - Tile::kCombineOutOffset) / 4;
+        // slot_hits[owner][index]: what lands in each owner's buffer.
+        std::vector<std::vector<int>> slot_hits(splits, std::vector<int>(room, 0));
+        std::vector<int> owned(splits, 0);
+        bool fits = true, single = true;
+        for (int s = 0; s < splits; ++s) {
+          for (int k = 0; k * Cfg::kThreads < total; ++k) {  // what split s pushes, block k
+            for (int t = 0; t < Cfg::kThreads && k * Cfg::kThreads + t < total; ++t) {
+              const int owner = k % splits, at = Cfg::combine_out_index(s, k / splits, t, slots);
+              const bool inside = k / splits < slots && at >= 0 && at < room;
+              fits &= inside;
+              if (inside) single &= slot_hits[owner][at]++ == 0;
+              if (s == 0) ++owned[owner];
+            }
+          }
+        }
+        // What the owner reads: slot j, thread t of rank r is element (j splits + r) kThreads + t.
+        for (int r = 0; r < splits; ++r) {
+          int reads = 0;
+          for (int j = 0; j < slots; ++j)
+            for (int t = 0; t < Cfg::kThreads; ++t)
+              reads += (j * splits + r) * Cfg::kThreads + t < total;
+          CHECK(reads == owned[r] && owned[r] == Cfg::combine_owned(total, splits, r),
+                "%s heads=%d D=%d splits=%d: rank %d owns %d, reads %d, expects %d", name, heads,
+                dim, splits, r, owned[r], reads, Cfg::combine_owned(total, splits, r));
+        }
+        CHECK(fits && single, "%s heads=%d D=%d splits=%d: combine slots overlap or overflow",
+              name, heads, dim, splits);
+      }
+    }
+  }
+  CHECK(Tile::kCombineStatsOffset + 8 * Cfg::kMaxSplits * Cfg::kMaxHeads <= Tile::kQueryBytes,
+        "%s: the splits' statistics leave the queries' place", name);
 }
 
 int main() {

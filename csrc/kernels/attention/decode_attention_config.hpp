@@ -122,6 +122,37 @@ struct DecodeAttentionConfig {
     return lane % 8 + 8 * (lane / 16);
   }
   CG_HOST_DEVICE static constexpr int ldsm_chunks_first_chunk(int lane) { return lane / 8 % 2; }
+
+  // ---- The splits' combine (clusters, sm_90): the `total` = heads x D outputs of a (b, i, head
+  // chunk) in blocks of kThreads, element e = k kThreads + t in block k; the CTA of cluster rank
+  // r owns blocks r, r + splits, ...: block k is slot k / splits (< combine_slots) of rank
+  // k % splits, element t of it thread t's. Every CTA pushes its unnormalized output of each
+  // element to the element's owner, where split s's value of slot j, thread t lands at
+  // combine_out_index(s, j, t), and its max and sum of every head to every CTA.
+  CG_HOST_DEVICE static constexpr int combine_slots(int total, int splits) {
+    return (total + splits * kThreads - 1) / (splits * kThreads);
+  }
+  CG_HOST_DEVICE static constexpr int combine_out_index(int split, int slot, int thread,
+                                                        int slots) {
+    return (split * slots + slot) * kThreads + thread;
+  }
+  // How many elements rank r owns (the bytes its CTA expects from each split: 4 each).
+  CG_HOST_DEVICE static constexpr int combine_owned(int total, int splits, int rank) {
+    int owned = 0;
+    for (int block = rank; block * kThreads < total; block += splits) {
+      owned += total - block * kThreads < kThreads ? total - block * kThreads : kThreads;
+    }
+    return owned;
+  }
+  // The most output floats a CTA receives: over split counts 2..kMaxSplits at `total` outputs.
+  CG_HOST_DEVICE static constexpr int combine_out_floats(int total) {
+    int most = 0;
+    for (int splits = 2; splits <= kMaxSplits; ++splits) {
+      const int floats = splits * combine_slots(total, splits) * kThreads;
+      most = floats > most ? floats : most;
+    }
+    return most;
+  }
 };
 
 // The layouts of one head-dim instance.
@@ -167,6 +198,18 @@ struct DecodeAttentionTile {
   }
   static_assert(Cfg::kWarps * Cfg::kMaxHeads * kPartialRow * 4 <= kRingBytes,
                 "the partial outputs fit the rings");
+
+  // What a CTA receives from the splits of its cluster (Cfg::combine_*), in shared memory its
+  // positions no longer use: every split's (max, sum) of each head as float2 [split][head] in the
+  // queries' place, the output values after the partial outputs in the rings.
+  static constexpr int kCombineStatsOffset = 0;
+  static constexpr int kCombineOutOffset =
+      kQueryBytes + Cfg::kWarps * Cfg::kMaxHeads * kPartialRow * 4;
+  static_assert(Cfg::kMaxSplits * Cfg::kMaxHeads * 8 <= kQueryBytes,
+                "the splits' max and sum per head fit the queries' place");
+  static_assert(kCombineOutOffset + 4 * Cfg::combine_out_floats(Cfg::kMaxHeads * kDim) <=
+                    kSmemBytes,
+                "the splits' outputs fit the rings after the partial outputs");
 };
 
 // The m16n8k16 accumulator of one n8 tile: (T32, V4) -> head (M) and column (N). For S the column

@@ -20,8 +20,11 @@
 //   - The warps' partial results (max, sum, unnormalized output) meet in shared memory. On sm_90
 //     the positions of one (b, i, head chunk) are split over a thread block cluster of `splits`
 //     CTAs, whose results meet through distributed shared memory, each CTA writing its share of
-//     the output: a small batch fills the GPU without a workspace or a second kernel. Elsewhere
-//     splits is 1.
+//     the output: a small batch fills the GPU without a workspace or a second kernel. Each CTA
+//     pushes its results to the CTAs that own them (st.async, counted on the owner's mbarrier),
+//     so the only cluster barrier is a relaxed one (no CTA pushes into another's rings before
+//     that one is done with its positions): a cluster barrier with release semantics costs a
+//     GPU-scope memory barrier. Elsewhere splits is 1.
 //   - fp32 scores, softmax and sums; P is rounded to the 16-bit type for the mma, the output once.
 //     Programmatic dependent launch: the kernel waits for the previous kernel before its first
 //     read and lets the next one (the output projection's GEMM, which streams its weights before
@@ -39,8 +42,11 @@
 #include "cute_gemm/arch/config_arch.hpp"
 #include "cute_gemm/arch/copy_sm75.hpp"
 #include "cute_gemm/arch/copy_sm80.hpp"
+#include "cute_gemm/arch/dsmem_sm90.hpp"
 #include "cute_gemm/arch/exp2_approx.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "cute_gemm/arch/mbarrier_sm80.hpp"
+#include "cute_gemm/arch/tma_sm90.hpp"  // mbarrier_arrive_expect_tx, mbarrier_wait_parity_suspend
 #include "kernels/attention/decode_attention_config.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/half_traits.cuh"
@@ -222,6 +228,17 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     }
     cp_async_fence();
   };
+
+  // The splits' combine barrier (several splits): what this CTA receives from the cluster's CTAs
+  // (theirs and its own) counts on it; the init is made visible to them before any pushes
+  // (the cluster barrier after the positions).
+  __shared__ uint64_t combine_bar;
+#if defined(CG_ARCH_SM90_ENABLED)
+  if (p.splits > 1 && tid == 0) {
+    mbarrier_init(&combine_bar, 1);
+    fence_mbarrier_init_cluster();
+  }
+#endif
 
   grid_dependency_wait();  // q, the cache and the mask come from the kernels before
   if (p.early_dependents) grid_launch_dependents();
@@ -437,6 +454,10 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   cp_async_wait<0>();
   if (!p.early_dependents) grid_launch_dependents();  // every copy of this thread has landed
   __syncthreads();
+  // Several splits: this CTA is done with its queries and rings (every copy landed, every value
+  // read from them used), where the cluster's CTAs push their results (Tile::kCombine*); relaxed,
+  // as no write of this CTA needs to be ordered before their pushes.
+  if (p.splits > 1) cluster_arrive_relaxed();
   float* const partial = reinterpret_cast<float*>(rings);
   CG_PRAGMA_UNROLL
   for (int nd = 0; nd < Tile::kDTiles; ++nd) {
@@ -461,8 +482,9 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   // ---- the warps' results meet in the CTA: per head, the warps' weights against their common
   // max (thread g for head g, into weight_s in place of max_s), the CTA's max and sum; then per
   // element, the warps' outputs weighted. One split: that is the output (divided by the sum).
-  // Several: the CTA's output (unnormalized) goes to warp 0's partial row in place, its max and
-  // sum per head stay in cta_max_s / cta_sum_s.
+  // Several: the CTA pushes its max and sum per head to every CTA of the cluster and each
+  // element's output (unnormalized) to the element's owner (Cfg::combine_*, st.async counted on
+  // the owner's combine_bar), once every CTA has left its positions (the cluster barrier).
   __shared__ float cta_max_s[kHeads], cta_sum_s[kHeads];
   float(&weight_s)[kWarps][kHeads] = max_s;  // after the per-head pass: the warps' weights
   if (tid < heads) {
@@ -483,42 +505,83 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   }
   __syncthreads();
   T* const out = static_cast<T*>(p.out) + ((int64_t(b) * p.q_len + i) * p.heads + head0) * dim;
-  for (int g = 0; g < heads; ++g) {
-    float const sum = cta_sum_s[g];
-    for (int d = tid; d < dim; d += Cfg::kThreads) {
-      float acc = 0.f;
-      CG_PRAGMA_UNROLL
-      for (int w = 0; w < kWarps; ++w) {
-        acc += weight_s[w][g] * partial[Tile::partial_index(w, g, d)];
-      }
-      if (p.splits == 1) {
-        out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(normalized_output(acc, sum));
-      } else {
-        partial[Tile::partial_index(0, g, d)] = acc;  // only this thread reads or writes (g, d)
+  int const total = heads * dim;  // the outputs of the CTA's heads
+  // The CTA's unnormalized output of head g, element d: the warps' outputs weighted.
+  auto cta_output = [&](int g, int d) {
+    float acc = 0.f;
+    CG_PRAGMA_UNROLL
+    for (int w = 0; w < kWarps; ++w) acc += weight_s[w][g] * partial[Tile::partial_index(w, g, d)];
+    return acc;
+  };
+  if (p.splits == 1) {
+    for (int g = 0; g < heads; ++g) {
+      for (int d = tid; d < dim; d += Cfg::kThreads) {
+        out[int64_t(g) * dim + d] =
+            HalfTraits<T>::from_float(normalized_output(cta_output(g, d), cta_sum_s[g]));
       }
     }
+    return;
   }
-  if (p.splits == 1) return;
 
-  // ---- the splits' results meet: the CTA of rank r writes elements r * 128 + tid, stepping by
-  // splits * 128, of the heads' outputs, reading every split's through distributed shared memory.
 #if defined(CG_ARCH_SM90_ENABLED)
   namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every CTA's result is in its shared memory
-  int const rank = int(cluster.block_rank());
-  for (int e = rank * Cfg::kThreads + tid; e < heads * dim; e += p.splits * Cfg::kThreads) {
+  int const rank = int(cg::this_cluster().block_rank());
+  int const slots = Cfg::combine_slots(total, p.splits);
+  uint32_t const smem_addr = detail::smem_addr(smem_raw);
+  uint32_t const bar_addr = detail::smem_addr(&combine_bar);
+  // (max, sum) of head g from split s, and split s's output of slot j of thread t, as byte
+  // offsets of this CTA's shared memory (and, mapped, of every other's).
+  auto stats_at = [&](int s, int g) {
+    return smem_addr + uint32_t(Tile::kCombineStatsOffset + 8 * (s * kHeads + g));
+  };
+  auto out_at = [&](int s, int j, int t) {
+    return smem_addr +
+           uint32_t(Tile::kCombineOutOffset + 4 * Cfg::combine_out_index(s, j, t, slots));
+  };
+  cluster_wait();  // every CTA is done with its positions and has initialized its combine_bar
+  if (tid < heads) {
+    uint32_t const max_bits = __float_as_uint(cta_max_s[tid]);
+    uint32_t const sum_bits = __float_as_uint(cta_sum_s[tid]);
+    CG_PRAGMA_NO_UNROLL
+    for (int q = 0; q < p.splits; ++q) {
+      st_async_v2_b32(map_shared_rank(stats_at(rank, tid), uint32_t(q)), max_bits, sum_bits,
+                      map_shared_rank(bar_addr, uint32_t(q)));
+    }
+  }
+  // Element e = k kThreads + tid (block k): owner k % splits, slot k / splits, its thread tid.
+  CG_PRAGMA_NO_UNROLL
+  for (int k = 0; k * Cfg::kThreads + tid < total; ++k) {
+    int const e = k * Cfg::kThreads + tid;
+    uint32_t const owner = uint32_t(k % p.splits);
+    st_async_b32(map_shared_rank(out_at(rank, k / p.splits, tid), owner),
+                 __float_as_uint(cta_output(e / dim, e % dim)), map_shared_rank(bar_addr, owner));
+  }
+  // What this CTA receives: every split's stats of each head and output of each element it owns.
+  if (tid == 0) {
+    mbarrier_arrive_expect_tx(
+        &combine_bar,
+        uint32_t(p.splits * (8 * heads + 4 * Cfg::combine_owned(total, p.splits, rank))));
+  }
+  mbarrier_wait_parity_suspend(&combine_bar, 0);
+
+  // ---- the splits' results meet: the elements this CTA owns, from what every split pushed.
+  float const* const stats = reinterpret_cast<float const*>(
+      reinterpret_cast<char const*>(smem_raw) + Tile::kCombineStatsOffset);
+  float const* const outs = reinterpret_cast<float const*>(
+      reinterpret_cast<char const*>(smem_raw) + Tile::kCombineOutOffset);
+  for (int j = 0; j < slots; ++j) {
+    int const e = (j * p.splits + rank) * Cfg::kThreads + tid;
+    if (e >= total) break;
     int const g = e / dim, d = e % dim;
-    // Every split's values are loaded before any is used, so the remote reads overlap.
     float split_max[Cfg::kMaxSplits], split_sum[Cfg::kMaxSplits], split_out[Cfg::kMaxSplits];
     CG_PRAGMA_UNROLL
     for (int s = 0; s < Cfg::kMaxSplits; ++s) {
       split_max[s] = -INFINITY;
       split_sum[s] = split_out[s] = 0.f;
       if (s < p.splits) {
-        split_max[s] = *cluster.map_shared_rank(&cta_max_s[g], s);
-        split_sum[s] = *cluster.map_shared_rank(&cta_sum_s[g], s);
-        split_out[s] = *cluster.map_shared_rank(&partial[Tile::partial_index(0, g, d)], s);
+        split_max[s] = stats[2 * (s * kHeads + g)];
+        split_sum[s] = stats[2 * (s * kHeads + g) + 1];
+        split_out[s] = outs[Cfg::combine_out_index(s, j, tid, slots)];
       }
     }
     float top = -INFINITY;
@@ -535,10 +598,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
     }
     out[int64_t(g) * dim + d] = HalfTraits<T>::from_float(normalized_output(acc, sum));
   }
-  // No CTA leaves while another reads its shared memory: every remote read's value has been used
-  // above, so a relaxed arrive suffices (it does not wait for this thread's output stores).
-  cluster_arrive_relaxed();
-  cluster_wait();
+  // Every byte pushed to this CTA has landed (combine_bar) and no CTA reads another's shared
+  // memory: the CTAs leave without another cluster barrier.
 #else
   __trap();  // the launcher splits only where there are clusters
 #endif
