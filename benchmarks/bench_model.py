@@ -131,10 +131,11 @@ def parse_args(argv=None):
                    help="compile-decode / compile-cdt: decode_compilation(batch_increments=False), "
                         "the static cache's per-layer length increments in a kernel each (the "
                         "default batches them in one); for every variant of the run")
-    p.add_argument("--early-triggers", action="store_true",
-                   help="compile-decode / compile-cdt: decode_compilation(early_triggers=True), "
-                        "each Triton kernel letting the next one launch right after its "
-                        "dependency wait (with --inductor-pdl); for every variant of the run")
+    p.add_argument("--no-early-triggers", dest="early_triggers", action="store_false",
+                   help="compile-decode / compile-cdt: decode_compilation(early_triggers=False), "
+                        "each Triton kernel letting the next one launch after its last load (the "
+                        "default, with --inductor-pdl, lets it launch right after the kernel's "
+                        "dependency wait); for every variant of the run")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "

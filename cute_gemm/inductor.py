@@ -382,7 +382,7 @@ def _early_triggers():
 
 @contextlib.contextmanager
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
-                       split_partials=True, batch_increments=True, early_triggers=False):
+                       split_partials=True, batch_increments=True, early_triggers=True):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
@@ -390,9 +390,10 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     GEMMs' partial sums added inside the kernels that consume them (see the module's docstring);
     with ``batch_increments`` (a bool, default True), the step's in-place increments of its
     inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``); with
-    ``early_triggers`` (a bool, default False: not yet measured), each Triton kernel lets the next
-    kernel launch right after its dependency wait instead of after its last load
-    (``trigger_after_wait``; under ``torch._inductor.config.triton.enable_pdl``).
+    ``early_triggers`` (a bool, default True), each Triton kernel lets the next kernel launch
+    right after its dependency wait instead of after its last load (``trigger_after_wait``; it
+    matters under ``torch._inductor.config.triton.enable_pdl``: a norm then no longer holds back
+    the launch of the GEMM behind it).
     Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),

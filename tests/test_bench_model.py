@@ -304,12 +304,12 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert not inductor_config.coordinate_descent_tuning  # restored after the block
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
     if manager == "decode_compilation":  # --no-batch-increments reaches the block
-        assert settings == [{"batch_increments": True, "early_triggers": False}] * 2
+        assert settings == [{"batch_increments": True, "early_triggers": True}] * 2
         settings.clear()
         assert bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", mode,
                                  "--no-batch-increments", "--no-plot", "--out",
                                  str(tmp_path)]) == 0
-        assert settings == [{"batch_increments": False, "early_triggers": False}]
+        assert settings == [{"batch_increments": False, "early_triggers": True}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
         assert meta["batch_increments"] is False
 
@@ -335,10 +335,10 @@ def test_profiled_steps_sit_in_the_timed_runs(steps, repeats, profiled):
 
 
 def test_early_triggers_option(tmp_path, monkeypatch):
-    # --early-triggers passes decode_compilation(early_triggers=True) to the compiled modes and is
-    # recorded in the results; off by default.
-    assert not bench_model.parse_args([]).early_triggers
-    assert bench_model.parse_args(["--early-triggers"]).early_triggers
+    # --no-early-triggers passes decode_compilation(early_triggers=False) to the compiled modes and
+    # is recorded in the results; on by default.
+    assert bench_model.parse_args([]).early_triggers
+    assert not bench_model.parse_args(["--no-early-triggers"]).early_triggers
     import cute_gemm
     seen = []
     real = cute_gemm.inductor.decode_compilation
@@ -349,7 +349,7 @@ def test_early_triggers_option(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cute_gemm.inductor, "decode_compilation", recording)
     status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
-                               "--no-plot", "--out", str(tmp_path), "--early-triggers"])
+                               "--no-plot", "--out", str(tmp_path), "--no-early-triggers"])
     assert status == 0
-    assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["early_triggers"] is True
-    assert seen and all(s["early_triggers"] is True for s in seen)
+    assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["early_triggers"] is False
+    assert seen and all(s["early_triggers"] is False for s in seen)

@@ -479,17 +479,17 @@ def test_early_triggers_only_inside_the_block(monkeypatch):
         calls.append(code)
 
     monkeypatch.setattr(TritonKernel, "_filter_pdl", fake_filter)
-    with ci.decode_compilation(early_triggers=True):
+    with ci.decode_compilation():  # the default moves the trigger
         inside = Code()
         TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), inside)
     outside = Code()
     TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), outside)
-    with ci.decode_compilation():  # the default leaves inductor's placement
-        default = Code()
-        TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), default)
+    with ci.decode_compilation(early_triggers=False):  # inductor's placement
+        kept = Code()
+        TritonKernel._filter_pdl(TritonKernel.__new__(TritonKernel), kept)
     assert len(calls) == 3  # inductor's pass ran each time
     assert inside._lines == ["    " + W, "    " + L, "    tmp0 = tl.load(p)"]
-    assert outside._lines[-1] == "    " + L and default._lines[-1] == "    " + L
+    assert outside._lines[-1] == "    " + L and kept._lines[-1] == "    " + L
 
 
 def test_early_triggers_refused_by_name_without_inductors_pass(monkeypatch):
