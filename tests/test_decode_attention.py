@@ -375,6 +375,55 @@ def test_gpu_static_cache_tail(valid, kind):
     torch.testing.assert_close(out.float().cpu(), ref, **tolerance(torch.float16))
 
 
+def excluded_rows_case(batch, length, kind, device):
+    """Inputs whose excluded positions (holes, a static cache's unfilled tail, whole splits with
+    no position at short lengths) hold NaN in keys and values, and the reference from the same
+    inputs before the NaN went in."""
+    gen = torch.Generator().manual_seed(batch * 10000 + length)
+    dtype = torch.bfloat16 if kind == "bool" else torch.float16
+    q, k, v = make_inputs(batch, 32, 8, 1, length, 128, dtype, "cpu", gen)
+    valid = torch.randint(length // 3, length, (batch,), generator=gen)
+    keep = (torch.rand(batch, length, generator=gen) > 0.3) & \
+        (torch.arange(length)[None, :] < valid[:, None])
+    keep[:, 0] = True
+    if kind == "bool":
+        mask = keep.view(batch, 1, 1, length)
+    else:
+        add = torch.randn(batch, length, generator=gen) * 2
+        mask = torch.where(keep, add, float("-inf")).half().view(batch, 1, 1, length)
+    ref = reference(q, k, v, mask)
+    for b in range(batch):
+        k[b, :, ~keep[b]], v[b, :, ~keep[b]] = float("nan"), float("nan")
+    return (q.to(device), k.to(device), v.to(device), mask.to(device)), ref, dtype
+
+
+@pytest.mark.parametrize("batch,length", [(1, 100), (3, 130)])
+@pytest.mark.parametrize("kind", ["bool", "add-f16"])
+def test_cpu_excluded_rows_take_no_part(batch, length, kind):
+    # The CPU reference as the GPU kernel: NaN in a position the mask excludes is ignored.
+    args, ref, dtype = excluded_rows_case(batch, length, kind, "cpu")
+    out = cute_gemm.decode_attention(*args)
+    assert not torch.isnan(out).any()
+    torch.testing.assert_close(out.float(), ref, **tolerance(dtype))
+    # A NaN in a position that takes part still reaches its rows.
+    q, k, v, mask = args
+    v[0, 0, 0, 0] = float("nan")
+    out = cute_gemm.decode_attention(q, k, v, mask)
+    assert torch.isnan(out[0, 0, :4, 0]).all() and not torch.isnan(out[0, 0, :4, 1:]).any()
+
+
+@gpu
+@pytest.mark.parametrize("batch,length", [(1, 256), (1, 100), (2, 1000), (16, 256), (3, 130)])
+@pytest.mark.parametrize("kind", ["bool", "add-f16"])
+def test_gpu_excluded_rows_take_no_part(batch, length, kind):
+    """Batch 1 and 16 at a few hundred positions (short splits), and longer splits: the rows the
+    mask excludes hold NaN here and must not reach the output."""
+    args, ref, dtype = excluded_rows_case(batch, length, kind, "cuda")
+    out = cute_gemm.decode_attention(*args)
+    assert not torch.isnan(out).any()
+    torch.testing.assert_close(out.float().cpu(), ref, **tolerance(dtype))
+
+
 @gpu
 def test_gpu_layout_errors():
     q = torch.zeros(1, 8, 1, 64, dtype=torch.float16, device="cuda")

@@ -115,7 +115,9 @@ bool has_work(AttentionProblem const& p) {
 }
 
 // CPU: the reference. fp32 scores and softmax over the keys and values repeated to the query heads;
-// rows with no position taking part give 0.
+// rows with no position taking part give 0. As on the GPU, what an excluded position holds (NaN
+// or Inf in a static cache's unused rows) takes no part: its score is -inf and its values are
+// weighted by nothing, not by 0 (0 * NaN is NaN).
 at::Tensor decode_attention_cpu(at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
                                 std::optional<at::Tensor> const& mask,
                                 std::optional<double> scale) {
@@ -128,16 +130,25 @@ at::Tensor decode_attention_cpu(at::Tensor const& q, at::Tensor const& k, at::Te
   at::Tensor const vf = v.to(at::kFloat).repeat_interleave(group, 1);
   at::Tensor scores = at::matmul(q.to(at::kFloat), kf.transpose(-1, -2)) * p.scale;
   if (mask.has_value()) {
-    scores = mask->scalar_type() == at::kBool
-                 ? scores.masked_fill(mask->logical_not(), -INFINITY)
-                 : scores + mask->to(at::kFloat);
+    bool const is_bool = mask->scalar_type() == at::kBool;
+    at::Tensor const additive = is_bool ? at::Tensor() : mask->to(at::kFloat);
+    at::Tensor const excluded = is_bool ? mask->logical_not() : additive == -INFINITY;
+    scores = (is_bool ? scores : scores + additive).masked_fill(excluded, -INFINITY);
   }
   at::Tensor const top = std::get<0>(scores.max(-1, /*keepdim=*/true));
   // A row whose max is -inf has no position taking part: its probabilities are 0, not NaN.
   at::Tensor const shift = at::where(at::isinf(top) & (top < 0), at::zeros_like(top), top);
   at::Tensor const probs = at::exp(scores - shift);
   at::Tensor const sums = probs.sum(-1, /*keepdim=*/true);
-  at::Tensor out = at::matmul(probs, vf) / at::where(sums > 0, sums, at::ones_like(sums));
+  at::Tensor weighted = at::matmul(probs, vf);
+  at::Tensor const finite = at::isfinite(vf);
+  if (!finite.all().item<bool>()) {
+    // Values that are not finite count only through positions that take part (probability > 0).
+    at::Tensor const reached = at::matmul((probs > 0).to(at::kFloat),
+                                          finite.logical_not().to(at::kFloat)) > 0;
+    weighted = at::where(reached, weighted, at::matmul(probs, vf.masked_fill(~finite, 0)));
+  }
+  at::Tensor out = weighted / at::where(sums > 0, sums, at::ones_like(sums));
   return out.transpose(1, 2).contiguous().to(q.scalar_type());
 }
 
