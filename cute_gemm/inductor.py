@@ -52,7 +52,11 @@ INT8-head model steps 2.847 instead of 2.897 ms at batch 16 and 4.611 instead of
 plan of an INT4 decode grid of wide CTAs on a long K is 4-warp CTAs in splits (the planner's
 kPartialsCtaWarps): at batch 1 the down projection, after gate/up's grid has filled every SM,
 starts as that grid's CTAs leave, and its 4 partial sums go into the residual + norm kernel (H200,
-one machine: the INT4 step 1.940 instead of 1.984 ms).
+one machine: the INT4 step 1.940 instead of 1.984 ms). ``early_triggers`` (on by default) moves
+each Triton kernel's ``gdc_launch_dependents()`` to right after its ``gdc_wait()``
+(``trigger_after_wait``), so that under inductor's PDL the GEMM behind a norm launches while the
+norm loads (H200, one machine, benchmarks/results/model_nvidia-h200_s58-call{1,2}-*.md: the INT4
+fused + INT8-head step 1.701-1.705 instead of 1.745-1.748 ms at batch 1, 2.363 / 2.366 at 16).
 
 Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in one run;
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused
