@@ -173,7 +173,8 @@ void check_tile(char const* name) {
       }
     }
   }
-  CHECK(Tile::kCombineStatsOffset + 8 * Cfg::kMaxSplits * Cfg::kMaxHeads <= Tile::kQueryBytes,
+  CHECK(Tile::kCombineStatsOffset + 4 * Cfg::combine_stats_index(Cfg::kMaxSplits, 0) <=
+            Tile::kQueryBytes,
         "%s: the splits' statistics leave the queries' place", name);
 }
 

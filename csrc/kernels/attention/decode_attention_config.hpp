@@ -128,7 +128,11 @@ struct DecodeAttentionConfig {
   // r owns blocks r, r + splits, ...: block k is slot k / splits (< combine_slots) of rank
   // k % splits, element t of it thread t's. Every CTA pushes its unnormalized output of each
   // element to the element's owner, where split s's value of slot j, thread t lands at
-  // combine_out_index(s, j, t), and its max and sum of every head to every CTA.
+  // combine_out_index(s, j, t), and its max and sum of every head to every CTA, where split s's
+  // (max, sum) of head g are floats combine_stats_index(s, g) and the one after it.
+  CG_HOST_DEVICE static constexpr int combine_stats_index(int split, int head) {
+    return 2 * (split * kMaxHeads + head);
+  }
   CG_HOST_DEVICE static constexpr int combine_slots(int total, int splits) {
     return (total + splits * kThreads - 1) / (splits * kThreads);
   }
@@ -205,7 +209,8 @@ struct DecodeAttentionTile {
   static constexpr int kCombineStatsOffset = 0;
   static constexpr int kCombineOutOffset =
       kQueryBytes + Cfg::kWarps * Cfg::kMaxHeads * kPartialRow * 4;
-  static_assert(Cfg::kMaxSplits * Cfg::kMaxHeads * 8 <= kQueryBytes,
+  static_assert(kCombineStatsOffset + 4 * Cfg::combine_stats_index(Cfg::kMaxSplits, 0) <=
+                    kQueryBytes,
                 "the splits' max and sum per head fit the queries' place");
   static_assert(kCombineOutOffset + 4 * Cfg::combine_out_floats(Cfg::kMaxHeads * kDim) <=
                     kSmemBytes,

@@ -532,7 +532,7 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
   // (max, sum) of head g from split s, and split s's output of slot j of thread t, as byte
   // offsets of this CTA's shared memory (and, mapped, of every other's).
   auto stats_at = [&](int s, int g) {
-    return smem_addr + uint32_t(Tile::kCombineStatsOffset + 8 * (s * kHeads + g));
+    return smem_addr + uint32_t(Tile::kCombineStatsOffset + 4 * Cfg::combine_stats_index(s, g));
   };
   auto out_at = [&](int s, int j, int t) {
     return smem_addr +
@@ -579,8 +579,8 @@ __global__ void __launch_bounds__(DecodeAttentionConfig::kThreads)
       split_max[s] = -INFINITY;
       split_sum[s] = split_out[s] = 0.f;
       if (s < p.splits) {
-        split_max[s] = stats[2 * (s * kHeads + g)];
-        split_sum[s] = stats[2 * (s * kHeads + g) + 1];
+        split_max[s] = stats[Cfg::combine_stats_index(s, g)];
+        split_sum[s] = stats[Cfg::combine_stats_index(s, g) + 1];
         split_out[s] = outs[Cfg::combine_out_index(s, j, tid, slots)];
       }
     }
