@@ -533,14 +533,17 @@ def test_gpu_early_triggers_follow_the_wait_and_change_no_value(rows):
 
     base, base_code = compiled(False)
     got, code = compiled(True)
+
     def triggers_after_waits(code):  # each trigger right after a wait; how many triggers
         lines = [line.strip() for line in code.splitlines()]
         launches = [i for i, line in enumerate(lines) if line == L]
         return all(lines[i - 1] == W for i in launches), len(launches)
 
-    assert triggers_after_waits(code)[0] and triggers_after_waits(code)[1] > 0, code
-    assert triggers_after_waits(code)[1] == triggers_after_waits(base_code)[1]
-    assert not triggers_after_waits(base_code)[0], "inductor already triggers after its wait"
+    moved, triggers = triggers_after_waits(code)
+    placed, base_triggers = triggers_after_waits(base_code)
+    assert moved and triggers > 0, code
+    assert triggers == base_triggers
+    assert not placed, "inductor already triggers after its wait"
     for g, b in zip(got, base):
         torch.testing.assert_close(g, b, rtol=0, atol=0)
     torch._dynamo.reset()
