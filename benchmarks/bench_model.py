@@ -136,6 +136,11 @@ def parse_args(argv=None):
                         "each Triton kernel letting the next one launch after its last load (the "
                         "default, with --inductor-pdl, lets it launch right after the kernel's "
                         "dependency wait); for every variant of the run")
+    p.add_argument("--realize-reads", type=int, default=None, metavar="N",
+                   help="compile-decode / compile-cdt: decode_compilation(realize_reads=N), "
+                        "inductor's realize_reads_threshold inside the block (default: "
+                        "decode_compilation's, cute_gemm.inductor.DEFAULT_REALIZE_READS; 4 is "
+                        "inductor's own); for every variant of the run")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "
@@ -516,6 +521,8 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
     decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers)
+    if args.realize_reads is not None:
+        decode["realize_reads"] = args.realize_reads
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
                  "compile-decode": lambda: cute_gemm.inductor.decode_compilation(**decode),
                  "compile-cdt": lambda: tuned_decode_compilation(cute_gemm, **decode)}.get(
@@ -593,6 +600,7 @@ def add_ratios(rows):
 
 
 def _meta(args, transformers, device, dims):
+    from cute_gemm.inductor import DEFAULT_REALIZE_READS
     meta = bench_decode.model_meta(transformers, device, args.layers, dims,
                                    str(args.dtype).replace("torch.", ""))
     meta.update({
@@ -600,6 +608,8 @@ def _meta(args, transformers, device, dims):
         "inductor_pdl": args.inductor_pdl,
         "batch_increments": args.batch_increments,
         "early_triggers": args.early_triggers,
+        "realize_reads": (args.realize_reads if args.realize_reads is not None
+                          else DEFAULT_REALIZE_READS),
         "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],
     })
     return meta

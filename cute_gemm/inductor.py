@@ -57,6 +57,10 @@ each Triton kernel's ``gdc_launch_dependents()`` to right after its ``gdc_wait()
 (``trigger_after_wait``), so that under inductor's PDL the GEMM behind a norm launches while the
 norm loads (H200, one machine, benchmarks/results/model_nvidia-h200_s58-call{1,2}-*.md: the INT4
 fused + INT8-head step 1.701-1.705 instead of 1.745-1.748 ms at batch 1, 2.363 / 2.366 at 16).
+``realize_reads`` (default ``DEFAULT_REALIZE_READS`` = 5) raises inductor's threshold for storing
+a value that several kernels read, so that batch 16's q/k/v partial sums (5 splits) are added in
+the kernel that applies the rotary embedding and writes the cache instead of in one before it
+(H200, one machine: 2.292 / 2.303 instead of 2.348 / 2.353 ms at batch 16; batch 1 unchanged).
 
 Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in one run;
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused
@@ -75,17 +79,23 @@ import threading
 
 import torch
 
-__all__ = ["DEFAULT_MAX_ELEMENTS", "batch_increments", "decode_compilation",
+__all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_REALIZE_READS", "batch_increments",
+           "decode_compilation",
            "persistent_reductions", "split_partials", "trigger_after_wait"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
 # persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
 DEFAULT_MAX_ELEMENTS = 16384
+# Inputs a pointwise value with several consumers may read and still be recomputed inside each
+# of them (inductor's realize_reads_threshold, 4 of its own): 5 takes in the sum of the 5 split-K
+# partial sums of batch 16's q/k/v GEMM on Hopper, whose slices the rotary embedding and the
+# cache writes read (see decode_compilation).
+DEFAULT_REALIZE_READS = 5
 _MULTI_KERNEL_FACTOR = 16
 _INNER_THRESHOLD = 1024
 
 
-def _inductor(combo_kernels=False, post_grad_pass=False):
+def _inductor(combo_kernels=False, post_grad_pass=False, realize_reads=False):
     """torch's inductor pieces this module uses, or a RuntimeError naming the missing one."""
     try:
         from torch._inductor import config
@@ -102,6 +112,8 @@ def _inductor(combo_kernels=False, post_grad_pass=False):
                if not hasattr(owner, name)]
     if combo_kernels and not hasattr(config, "combo_kernels"):
         missing.append("combo_kernels")
+    if realize_reads and not hasattr(config, "realize_reads_threshold"):
+        missing.append("realize_reads_threshold")
     if post_grad_pass:
         try:
             from torch._inductor.custom_graph_pass import CustomGraphPass  # noqa: F401
@@ -386,7 +398,8 @@ def _early_triggers():
 
 @contextlib.contextmanager
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
-                       split_partials=True, batch_increments=True, early_triggers=True):
+                       split_partials=True, batch_increments=True, early_triggers=True,
+                       realize_reads=DEFAULT_REALIZE_READS):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
@@ -397,7 +410,16 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     ``early_triggers`` (a bool, default True), each Triton kernel lets the next kernel launch
     right after its dependency wait instead of after its last load (``trigger_after_wait``; it
     matters under ``torch._inductor.config.triton.enable_pdl``: a norm then no longer holds back
-    the launch of the GEMM behind it).
+    the launch of the GEMM behind it); with ``realize_reads`` (an int >= 1, default
+    ``DEFAULT_REALIZE_READS``, or None for inductor's own 4), inductor's
+    ``realize_reads_threshold``: a pointwise value that several kernels consume gets a kernel and
+    a buffer of its own once it reads more inputs than that, and is recomputed inside each
+    consumer otherwise. At batch 16 the q/k/v GEMM splits K in 5 on Hopper; the sum of its partial
+    sums (``split_partials``) reads 5 inputs, so at 4 it is stored by a kernel before the one that
+    applies the rotary embedding and writes the cache, and at 5 that kernel adds them itself
+    (H200, one machine, benchmarks/results/model_nvidia-h200_s59-rt*.md: the INT4 fused +
+    INT8-head step 2.292 / 2.303 instead of 2.348 / 2.353 ms at batch 16, 1.680 / 1.682 at batch
+    1, where nothing that several kernels read sums 5 partials).
     Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
@@ -406,12 +428,21 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
         if not isinstance(value, bool):
             raise TypeError(f"decode_compilation: {name} must be a bool; got "
                             f"{type(value).__name__}")
+    if realize_reads is not None:
+        if isinstance(realize_reads, bool) or not isinstance(realize_reads, int):
+            raise TypeError(f"decode_compilation: realize_reads must be an int or None; got "
+                            f"{type(realize_reads).__name__}")
+        if realize_reads < 1:
+            raise ValueError(f"decode_compilation: realize_reads must be >= 1; got "
+                             f"{realize_reads}")
     rewrites = _rewrites(split_partials, batch_increments)
-    config = _inductor(combo_kernels, bool(rewrites))[0]
+    config = _inductor(combo_kernels, bool(rewrites), realize_reads is not None)[0]
     combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
     passes = (config.patch({"post_grad_custom_post_pass":
                             _post_grad_pass(rewrites, config.post_grad_custom_post_pass)})
               if rewrites else contextlib.nullcontext())
     triggers = _early_triggers() if early_triggers else contextlib.nullcontext()
-    with persistent_reductions(max_elements), combo, passes, triggers:
+    reads = (config.patch({"realize_reads_threshold": realize_reads})
+             if realize_reads is not None else contextlib.nullcontext())
+    with persistent_reductions(max_elements), combo, passes, triggers, reads:
         yield

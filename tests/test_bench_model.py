@@ -353,3 +353,26 @@ def test_early_triggers_option(tmp_path, monkeypatch):
     assert status == 0
     assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["early_triggers"] is False
     assert seen and all(s["early_triggers"] is False for s in seen)
+
+
+@pytest.mark.parametrize("argv, passed, recorded", [
+    ([], {}, None),
+    (["--realize-reads", "4"], {"realize_reads": 4}, 4)])
+def test_realize_reads_option(tmp_path, monkeypatch, argv, passed, recorded):
+    # --realize-reads N passes decode_compilation(realize_reads=N) to the compiled modes; without
+    # it decode_compilation's default applies. The results record the value the block used.
+    import cute_gemm
+    seen = []
+    real = cute_gemm.inductor.decode_compilation
+
+    def recording(**settings):
+        seen.append(settings)
+        return real(**settings)
+
+    monkeypatch.setattr(cute_gemm.inductor, "decode_compilation", recording)
+    status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
+                               "--no-plot", "--out", str(tmp_path)] + argv)
+    assert status == 0
+    want = cute_gemm.inductor.DEFAULT_REALIZE_READS if recorded is None else recorded
+    assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["realize_reads"] == want
+    assert seen and all({k: s[k] for k in s if k == "realize_reads"} == passed for s in seen)

@@ -166,43 +166,57 @@ def test_gpu_norm_compiles_in_one_pass_inside_the_block(rows, hidden):
 
 
 def test_decode_compilation_scope():
-    before, caches, combo = V.choices, config.force_disable_caches, config.combo_kernels
+    def state():
+        return (V.choices, config.force_disable_caches, config.combo_kernels,
+                config.realize_reads_threshold)
+
+    before = state()
+    reads = before[3]
+    assert reads != ci.DEFAULT_REALIZE_READS  # else the checks below could not tell
     with ci.decode_compilation():
         assert config.combo_kernels and config.force_disable_caches
         assert isinstance(V.choices, ci._PersistentRowReductions)
         assert V.choices._max_elements == ci.DEFAULT_MAX_ELEMENTS
-    assert (V.choices, config.force_disable_caches, config.combo_kernels) == (before, caches, combo)
-    with ci.decode_compilation(4096, combo_kernels=False):
-        assert config.combo_kernels == combo and V.choices._max_elements == 4096
+        assert config.realize_reads_threshold == ci.DEFAULT_REALIZE_READS
+    assert state() == before
+    with ci.decode_compilation(4096, combo_kernels=False, realize_reads=None):
+        assert config.combo_kernels == before[2] and V.choices._max_elements == 4096
+        assert config.realize_reads_threshold == reads
+    with ci.decode_compilation(realize_reads=9):
+        assert config.realize_reads_threshold == 9
     with pytest.raises(KeyError):
         with ci.decode_compilation():
             raise KeyError("inside")
-    assert (V.choices, config.force_disable_caches, config.combo_kernels) == (before, caches, combo)
+    assert state() == before
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
     ({"combo_kernels": 1}, TypeError, "combo_kernels must be a bool; got int"),
     ({"combo_kernels": None}, TypeError, "got NoneType"),
     ({"max_elements": 100}, ValueError, "max_elements must be in"),
-    ({"max_elements": 2.5}, TypeError, "max_elements must be an int")])
+    ({"max_elements": 2.5}, TypeError, "max_elements must be an int"),
+    ({"realize_reads": True}, TypeError, "realize_reads must be an int or None; got bool"),
+    ({"realize_reads": 5.0}, TypeError, "realize_reads must be an int or None; got float"),
+    ({"realize_reads": 0}, ValueError, "realize_reads must be >= 1; got 0")])
 def test_decode_compilation_bad_arguments_refused(kwargs, error, words):
-    before, combo = V.choices, config.combo_kernels
+    before = V.choices, config.combo_kernels, config.realize_reads_threshold
     with pytest.raises(error, match=words):
         with ci.decode_compilation(**kwargs):
             pass
-    assert V.choices is before and config.combo_kernels == combo
+    assert (V.choices, config.combo_kernels, config.realize_reads_threshold) == before
 
 
-@pytest.mark.parametrize("missing, options", [
-    ("combo_kernels", ("combo_kernels",)),
-    ("post_grad_custom_post_pass", ("split_partials", "batch_increments"))])
-def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing, options):
+@pytest.mark.parametrize("missing, options, off", [
+    ("combo_kernels", ("combo_kernels",), False),
+    ("post_grad_custom_post_pass", ("split_partials", "batch_increments"), False),
+    ("realize_reads_threshold", ("realize_reads",), None)])
+def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing, options, off):
     import torch._inductor.config as cfg
     monkeypatch.delattr(cfg, missing)
     with pytest.raises(RuntimeError, match=f"lacks {missing}"):
         with ci.decode_compilation():
             pass
-    with ci.decode_compilation(**dict.fromkeys(options, False)):  # not asked for: not needed
+    with ci.decode_compilation(**dict.fromkeys(options, off)):  # not asked for: not needed
         pass
 
 
@@ -253,6 +267,54 @@ def test_gpu_decode_compilation_fuses_the_attention_prologue():
     assert torch.equal(v_in, v_cache)  # a copy
     rows = torch.arange(length, device=dev) != 29
     assert torch.equal(k_in[:, :, rows], caches[0][:, :, rows])  # only the position's row moved
+    torch._dynamo.reset()
+
+
+def _partials_prologue(parts, cos, sin, k_cache, v_cache, position):
+    """A batch-16 decode step's attention prologue after ``split_partials``, in small: the fused
+    q/k/v GEMM's partial sums added in split order and rounded once, its q, k and v slices, then
+    _rotary_append (2 sequences, 4 query heads and 1 key/value head of 16)."""
+    total = parts[0]
+    for s in range(1, parts.shape[0]):
+        total = total + parts[s]
+    q, k, v = total.to(torch.bfloat16).split([64, 16, 16], dim=-1)
+    q, k, v = (x.view(2, 1, -1, 16).transpose(1, 2) for x in (q, k, v))
+    return _rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
+
+
+@pytest.mark.parametrize("splits, stored_apart", [(4, False), (5, True)])
+def test_cpu_realize_reads_adds_the_partials_where_they_are_read(splits, stored_apart):
+    """Inductor stores a value that several kernels read in a buffer of its own once it reads
+    more than realize_reads_threshold inputs: 5 partial sums at its own 4, none at
+    decode_compilation's default 5; 4 partial sums are not stored at either. Added where they are
+    read, the sums reach the rotary embedding unrounded (inductor's fp32 inside a kernel), stored
+    they are rounded to bf16 first: both within bf16 rounding of eager, the copied v rows equal."""
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(splits)
+    parts = torch.randn(splits, 2, 96)
+    angle = torch.rand(1, 1, 1, 16) * 6.0
+    cos, sin = angle.cos().bfloat16(), angle.sin().bfloat16()
+    caches = [torch.randn(2, 1, 8, 16, dtype=torch.bfloat16) for _ in range(2)]
+    position = torch.tensor([5])
+
+    def compiled(realize_reads):
+        torch._dynamo.reset()
+        k_cache, v_cache = (c.clone() for c in caches)
+        fn = torch.compile(_partials_prologue, fullgraph=True, dynamic=False)
+        with ci.decode_compilation(realize_reads=realize_reads):
+            q, code = run_and_get_code(fn, parts, cos, sin, k_cache, v_cache, position)
+        return (q, k_cache, v_cache), "empty_strided_cpu((2, 96)" in "\n".join(code)
+
+    (ours, ours_stored), (theirs, theirs_stored) = compiled(ci.DEFAULT_REALIZE_READS), compiled(None)
+    assert (ours_stored, theirs_stored) == (False, stored_apart)
+    k_cache, v_cache = (c.clone() for c in caches)
+    want = _partials_prologue(parts, cos, sin, k_cache, v_cache, position)
+    for got in (ours, theirs):
+        torch.testing.assert_close(got[0].float(), want.float(), rtol=1.6e-2, atol=2e-2)
+        torch.testing.assert_close(got[1].float(), k_cache.float(), rtol=1.6e-2, atol=2e-2)
+        assert torch.equal(got[2], v_cache)
+    rows = torch.arange(8) != 5
+    assert torch.equal(ours[1][:, :, rows], caches[0][:, :, rows])  # only the position's row moved
     torch._dynamo.reset()
 
 
