@@ -1,5 +1,6 @@
 """Pieces shared by the test modules: dtype and mixed_gemm configuration lists, the GPU accuracy
-check, the allocator-poison trick, CUDA-graph capture and the stream/host-sync probe.
+check, the allocator-poison trick, CUDA-graph capture, the stream/host-sync probe and a decode
+step's attention prologue.
 
 A plain module, imported as `from helpers import ...`: pytest's default (prepend) import mode puts
 tests/ (which has no __init__.py) on sys.path for the test modules and conftest.py.
@@ -120,3 +121,19 @@ def capture_graph(fn):
     with torch.cuda.graph(graph):
         out = fn()
     return graph, out
+
+
+# ------------------------------------------------------------------------------- decode steps
+
+def rotary_append(q, k, v, cos, sin, k_cache, v_cache, position):
+    """A decode step's attention-block prologue as transformers writes it: the rotary embedding
+    of q and k (rotate_half), k and v into a static cache at `position`."""
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    q_rot = q * cos + rotate_half(q) * sin
+    k_rot = k * cos + rotate_half(k) * sin
+    k_cache.index_copy_(2, position, k_rot)
+    v_cache.index_copy_(2, position, v)
+    return q_rot

@@ -21,6 +21,7 @@ import torch
 
 import cute_gemm
 from cute_gemm import inductor as ci
+from helpers import rotary_append
 
 config = pytest.importorskip("torch._inductor.config")
 from torch._inductor.runtime.hints import ReductionHint  # noqa: E402
@@ -220,19 +221,6 @@ def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing
         pass
 
 
-def _rotary_append(q, k, v, cos, sin, k_cache, v_cache, position):
-    """A decode step's attention-block prologue as transformers writes it: the rotary embedding
-    of q and k (rotate_half), k and v into a static cache at `position`."""
-    def rotate_half(x):
-        half = x.shape[-1] // 2
-        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-    q_rot = q * cos + rotate_half(q) * sin
-    k_rot = k * cos + rotate_half(k) * sin
-    k_cache.index_copy_(2, position, k_rot)
-    v_cache.index_copy_(2, position, v)
-    return q_rot
-
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
 def test_gpu_decode_compilation_fuses_the_attention_prologue():
@@ -250,14 +238,14 @@ def test_gpu_decode_compilation_fuses_the_attention_prologue():
     def compiled(inside):
         torch._dynamo.reset()
         k_cache, v_cache = (c.clone() for c in caches)
-        fn = torch.compile(_rotary_append, fullgraph=True, dynamic=False)
+        fn = torch.compile(rotary_append, fullgraph=True, dynamic=False)
         block = ci.decode_compilation() if inside else config.patch({"force_disable_caches": True})
         with block:
             got, code = run_and_get_code(fn, q, k, v, cos, sin, k_cache, v_cache, position)
         return got, k_cache, v_cache, "\n".join(code).count("@triton.jit")
 
     k_cache, v_cache = (c.clone() for c in caches)
-    want = _rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
+    want = rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
     (q_out, k_out, v_out, apart), (q_in, k_in, v_in, fused) = compiled(False), compiled(True)
     assert fused < apart, (fused, apart)
     for got in (q_out, q_in):  # inductor rounds once in fp32, eager after each op
@@ -273,13 +261,13 @@ def test_gpu_decode_compilation_fuses_the_attention_prologue():
 def _partials_prologue(parts, cos, sin, k_cache, v_cache, position):
     """A batch-16 decode step's attention prologue after ``split_partials``, in small: the fused
     q/k/v GEMM's partial sums added in split order and rounded once, its q, k and v slices, then
-    _rotary_append (2 sequences, 4 query heads and 1 key/value head of 16)."""
+    rotary_append (2 sequences, 4 query heads and 1 key/value head of 16)."""
     total = parts[0]
     for s in range(1, parts.shape[0]):
         total = total + parts[s]
     q, k, v = total.to(torch.bfloat16).split([64, 16, 16], dim=-1)
     q, k, v = (x.view(2, 1, -1, 16).transpose(1, 2) for x in (q, k, v))
-    return _rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
+    return rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
 
 
 @pytest.mark.parametrize("splits, stored_apart", [(4, False), (5, True)])

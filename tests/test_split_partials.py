@@ -13,6 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import cute_gemm
 from cute_gemm import inductor as ci
 from cute_gemm import ops
+from helpers import rotary_append
 
 PARTIALS = torch.ops.cute_gemm.mixed_gemm_partials.default
 MIXED = torch.ops.cute_gemm.mixed_gemm.default
@@ -395,3 +396,49 @@ def test_gpu_compiled_block_adds_the_partials_in_its_norm(m, k, with_bias):
     for got in results.values():
         torch.testing.assert_close(got[0].float(), want[0].float(), rtol=1.6e-2, atol=2e-2)
         torch.testing.assert_close(got[1].float(), want[1].float(), rtol=1.6e-2, atol=3e-2)
+
+
+def _qkv_prologue(qkv, x, cos, sin, k_cache, v_cache, position):
+    """A fused q/k/v projection of a 32 / 8 / 8-head Llama block (head dim 128), its slices as
+    heads, the rotary embedding and the cache rows (rotary_append)."""
+    q, k, v = qkv(x).split([4096, 1024, 1024], dim=-1)
+    rows = x.shape[0]
+    q, k, v = (t.view(rows, 1, -1, 128).transpose(1, 2) for t in (q, k, v))
+    return rotary_append(q, k, v, cos, sin, k_cache, v_cache, position)
+
+
+@GPU
+def test_gpu_partials_read_by_several_kernels_added_where_read():
+    # Batch 16's fused q/k/v projection: its partial sums feed the rotary embedding of q and k
+    # and the cache rows of k and v. Inductor stores their sum in a kernel of its own when it
+    # reads more than realize_reads_threshold inputs (its own 4); decode_compilation's default
+    # lets the rotary / cache kernel add them where the plan splits K in up to that many.
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(16)
+    m, k, n = 16, 4096, 6144
+    linear = torch.nn.Linear(k, n, bias=False, dtype=torch.bfloat16, device="cuda")
+    qkv = cute_gemm.QuantLinear.from_linear(linear).eval()
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    angle = torch.rand(1, 1, 1, 128, device="cuda") * 6.0
+    cos, sin = angle.cos().bfloat16(), angle.sin().bfloat16()
+    caches = [torch.randn(m, 8, 24, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+    position = torch.tensor([9], device="cuda")
+    splits = ops.partial_sums_count(m, n, k, 4, 128, torch.bfloat16, x.device)
+    with torch.no_grad():
+        k_cache, v_cache = (c.clone() for c in caches)
+        want = (_qkv_prologue(qkv, x, cos, sin, k_cache, v_cache, position), k_cache, v_cache)
+        kernels = {}
+        for realize_reads in (None, ci.DEFAULT_REALIZE_READS):
+            torch._dynamo.reset()
+            k_cache, v_cache = (c.clone() for c in caches)
+            compiled = torch.compile(_qkv_prologue, fullgraph=True, dynamic=False)
+            with ci.decode_compilation(realize_reads=realize_reads):
+                q_rot, code = run_and_get_code(compiled, qkv, x, cos, sin, k_cache, v_cache,
+                                               position)
+            kernels[realize_reads] = "\n".join(code).count("@triton.jit")
+            torch.testing.assert_close(q_rot.float(), want[0].float(), rtol=1.6e-2, atol=3e-2)
+            torch.testing.assert_close(k_cache.float(), want[1].float(), rtol=1.6e-2, atol=3e-2)
+            torch.testing.assert_close(v_cache.float(), want[2].float(), rtol=1.6e-2, atol=1e-2)
+    torch._dynamo.reset()
+    fewer = 4 < splits <= ci.DEFAULT_REALIZE_READS  # the sum stored at 4, not at the default
+    assert kernels[ci.DEFAULT_REALIZE_READS] == kernels[None] - fewer, (splits, kernels)
