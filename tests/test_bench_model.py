@@ -334,11 +334,9 @@ def test_profiled_steps_sit_in_the_timed_runs(steps, repeats, profiled):
         assert p0 <= t0 and p1 >= t1
 
 
-def test_early_triggers_option(tmp_path, monkeypatch):
-    # --no-early-triggers passes decode_compilation(early_triggers=False) to the compiled modes and
-    # is recorded in the results; on by default.
-    assert bench_model.parse_args([]).early_triggers
-    assert not bench_model.parse_args(["--no-early-triggers"]).early_triggers
+@pytest.fixture
+def decode_settings(monkeypatch):
+    """The keyword arguments of every cute_gemm.inductor.decode_compilation call, in order."""
     import cute_gemm
     seen = []
     real = cute_gemm.inductor.decode_compilation
@@ -348,6 +346,15 @@ def test_early_triggers_option(tmp_path, monkeypatch):
         return real(**settings)
 
     monkeypatch.setattr(cute_gemm.inductor, "decode_compilation", recording)
+    return seen
+
+
+def test_early_triggers_option(tmp_path, decode_settings):
+    # --no-early-triggers passes decode_compilation(early_triggers=False) to the compiled modes and
+    # is recorded in the results; on by default.
+    assert bench_model.parse_args([]).early_triggers
+    assert not bench_model.parse_args(["--no-early-triggers"]).early_triggers
+    seen = decode_settings
     status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
                                "--no-plot", "--out", str(tmp_path), "--no-early-triggers"])
     assert status == 0
@@ -358,18 +365,11 @@ def test_early_triggers_option(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv, passed, recorded", [
     ([], {}, None),
     (["--realize-reads", "4"], {"realize_reads": 4}, 4)])
-def test_realize_reads_option(tmp_path, monkeypatch, argv, passed, recorded):
+def test_realize_reads_option(tmp_path, decode_settings, argv, passed, recorded):
     # --realize-reads N passes decode_compilation(realize_reads=N) to the compiled modes; without
     # it decode_compilation's default applies. The results record the value the block used.
     import cute_gemm
-    seen = []
-    real = cute_gemm.inductor.decode_compilation
-
-    def recording(**settings):
-        seen.append(settings)
-        return real(**settings)
-
-    monkeypatch.setattr(cute_gemm.inductor, "decode_compilation", recording)
+    seen = decode_settings
     status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
                                "--no-plot", "--out", str(tmp_path)] + argv)
     assert status == 0
