@@ -80,8 +80,7 @@ import threading
 import torch
 
 __all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_REALIZE_READS", "batch_increments",
-           "decode_compilation",
-           "persistent_reductions", "split_partials", "trigger_after_wait"]
+           "decode_compilation", "persistent_reductions", "split_partials", "trigger_after_wait"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
 # persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
@@ -418,8 +417,8 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     sums (``split_partials``) reads 5 inputs, so at 4 it is stored by a kernel before the one that
     applies the rotary embedding and writes the cache, and at 5 that kernel adds them itself
     (H200, one machine, benchmarks/results/model_nvidia-h200_s59-rt*.md: the INT4 fused +
-    INT8-head step 2.292 / 2.303 instead of 2.348 / 2.353 ms at batch 16, 1.680 / 1.682 at batch
-    1, where nothing that several kernels read sums 5 partials).
+    INT8-head step 2.292 / 2.303 instead of 2.348 / 2.353 ms at batch 16, 1.680 instead of 1.682
+    at batch 1).
     Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),

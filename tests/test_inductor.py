@@ -2,8 +2,9 @@
 stand-ins for a kernel's features and the graph's size reasoning), its scope (the handler and the
 cache switch restored on exit, exceptions included), its argument checks, and on a GPU the Triton
 code of a compiled residual add + RMSNorm (one pass inside the block, looped outside) and its
-results. cute_gemm.inductor.decode_compilation: its scope and checks, and on a GPU a decode
-step's rotary embedding and cache rows compiled into fewer kernels with the same results.
+results. cute_gemm.inductor.decode_compilation: its scope and checks, on the CPU a split GEMM's
+partial sums added where several kernels read them (realize_reads), and on a GPU a decode step's
+rotary embedding and cache rows compiled into fewer kernels with the same results.
 cute_gemm.inductor.batch_increments: the rewrite on hand-built graphs (what it batches, what it
 leaves), a compiled static-cache decode on the CPU against eager, and on a GPU a compiled step
 with and without the rewrite against eager."""
@@ -219,7 +220,6 @@ def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing
             pass
     with ci.decode_compilation(**dict.fromkeys(options, off)):  # not asked for: not needed
         pass
-
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")

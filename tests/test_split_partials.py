@@ -4,7 +4,9 @@ the consumer's kernel). On the CPU: the op's reference, fake kernel, registratio
 the planner's partial-sums plans, and the pass's rewrite of FX graphs on fake CUDA tensors with
 the H100's plans. On a GPU: the partials of every kernel kind against the op's own output (the
 sum in split order, + bias, rounded, is the reduce kernel's result bit for bit), and a compiled
-projection + residual add + RMSNorm whose norm kernel adds the partials, against eager."""
+projection + residual add + RMSNorm whose norm kernel adds the partials, against eager, and a
+fused q/k/v projection whose partials the rotary / cache kernel adds under decode_compilation's
+realize_reads (one Triton kernel fewer than at inductor's threshold where K splits in 5)."""
 
 import pytest
 import torch
