@@ -47,6 +47,7 @@ the torch, CUDA and transformers versions, and prints the table.
 """
 
 import argparse
+import ast
 import contextlib
 import os
 import sys
@@ -141,6 +142,11 @@ def parse_args(argv=None):
                         "inductor's realize_reads_threshold inside the block (default: "
                         "decode_compilation's, cute_gemm.inductor.DEFAULT_REALIZE_READS; 4 is "
                         "inductor's own); for every variant of the run")
+    p.add_argument("--inductor-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="set torch._inductor.config's KEY (dotted, e.g. "
+                        "triton.force_cooperative_reductions) to VALUE (a Python literal) for "
+                        "every compilation of the run, every variant; repeatable. A KEY inductor "
+                        "does not have fails the run")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "
@@ -163,11 +169,30 @@ def parse_args(argv=None):
     if any(b < 1 for b in args.batch):
         p.error(f"--batch: sizes must be >= 1; got {args.batch}")
     args.layer_schedule = [parse_layer_schedule(p, text) for text in args.layer_schedule]
+    args.inductor_config = dict(parse_inductor_setting(p, text) for text in args.inductor_config)
     args.dtype = getattr(torch, args.dtype)
     if args.inductor_pdl and not hasattr(inductor_config.triton, "enable_pdl"):
         p.error(f"--inductor-pdl: this torch ({torch.__version__}) has no "
                 "torch._inductor.config.triton.enable_pdl")
     return args
+
+
+def parse_inductor_setting(parser, text):
+    """--inductor-config's KEY=VALUE as (key, value): KEY one of torch._inductor.config's
+    settings, VALUE a Python literal."""
+    key, eq, value = text.partition("=")
+    key = key.strip()
+    if not eq or not key:
+        parser.error(f"--inductor-config: expected KEY=VALUE; got {text!r}")
+    if key not in inductor_config.get_config_copy():
+        parser.error(f"--inductor-config: torch {torch.__version__} has no inductor setting "
+                     f"{key!r}")
+    try:
+        parsed = ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        parser.error(f"--inductor-config {key}: VALUE must be a Python literal (True, 4, "
+                     f"'name'); got {value.strip()!r}")
+    return key, parsed
 
 
 def parse_layer_schedule(parser, text):
@@ -286,6 +311,17 @@ def set_inductor_pdl(enabled):
     """torch._inductor.config.triton.enable_pdl for this run's compilations (--inductor-pdl)."""
     if enabled:
         inductor_config.triton.enable_pdl = True
+
+
+def set_inductor_settings(settings):
+    """torch._inductor.config's dotted KEYs set to their values for this run's compilations
+    (--inductor-config)."""
+    for key, value in settings.items():
+        *path, name = key.split(".")
+        owner = inductor_config
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, name, value)
 
 
 # Kernel kinds for --profile: the first pattern (lower-case substring of the kernel name) that
@@ -611,6 +647,7 @@ def _meta(args, transformers, device, dims):
         "realize_reads": (args.realize_reads if args.realize_reads is not None
                           else DEFAULT_REALIZE_READS),
         "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],
+        "inductor_config": {k: repr(v) for k, v in args.inductor_config.items()},
     })
     return meta
 
@@ -703,6 +740,7 @@ def main(argv=None):
     if "torch-int4" in args.variants and args.dtype != torch.bfloat16:
         raise SystemExit("bench_model.py: torch-int4 needs --dtype bfloat16")
     set_inductor_pdl(args.inductor_pdl)
+    set_inductor_settings(args.inductor_config)
 
     print(f"building LlamaForCausalLM ({args.layers} layers, {dims}) on {device} ...",
           flush=True)

@@ -376,3 +376,27 @@ def test_realize_reads_option(tmp_path, decode_settings, argv, passed, recorded)
     want = cute_gemm.inductor.DEFAULT_REALIZE_READS if recorded is None else recorded
     assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["realize_reads"] == want
     assert seen and all({k: s[k] for k in s if k == "realize_reads"} == passed for s in seen)
+
+
+def test_inductor_config_option(capsys):
+    # --inductor-config KEY=VALUE parses VALUE as a Python literal and sets inductor's dotted KEY
+    # for the run; a KEY inductor lacks, a VALUE that is no literal and a missing '=' are refused
+    # by name.
+    import torch._inductor.config as inductor_config
+    args = bench_model.parse_args(["--inductor-config", "triton.force_cooperative_reductions=True",
+                                   "--inductor-config", "realize_reads_threshold = 6"])
+    assert args.inductor_config == {"triton.force_cooperative_reductions": True,
+                                    "realize_reads_threshold": 6}
+    assert bench_model.parse_args([]).inductor_config == {}
+    with inductor_config.patch({"triton.force_cooperative_reductions": False,
+                                "realize_reads_threshold": 4}):
+        bench_model.set_inductor_settings(args.inductor_config)
+        assert inductor_config.triton.force_cooperative_reductions is True
+        assert inductor_config.realize_reads_threshold == 6
+    assert inductor_config.realize_reads_threshold != 6
+    for text, message in (("triton.no_such_setting=1", "no inductor setting"),
+                          ("realize_reads_threshold=five", "must be a Python literal"),
+                          ("realize_reads_threshold", "expected KEY=VALUE")):
+        with pytest.raises(SystemExit):
+            bench_model.parse_args(["--inductor-config", text])
+        assert message in capsys.readouterr().err
