@@ -217,7 +217,7 @@ def sweep_layer_shapes():
     """The model's layer shapes (LAYER_SHAPES, bf16) at M in CUTE_GEMM_KERNEL_MS (default 1 16):
     bf16 F.linear, one reduction kernel reading the packed weight's bytes (a read reference),
     the default plan and the schedules around it (decode warps x splits x col_warps at M <= 8;
-    mma.sync and wgmma split counts above). Cells: us and the weight stream's GB/s. With --int8
+    mma.sync and wgmma split counts above, and INT4's 16-row tile in 64 columns up to M = 16). Cells: us and the weight stream's GB/s. With --int8
     the layers in INT8 per-channel (LAYER_SHAPES_INT8) instead."""
     torch.manual_seed(0)
     dt = torch.bfloat16
@@ -242,6 +242,8 @@ def sweep_layer_shapes():
                 schedules = [None] + [f"kernel=mma,splits={s_}" for s_ in (1, 2, 4, 8, 16)]
                 if cute_gemm.device_spec().wgmma:
                     schedules += [f"kernel=wgmma,splits={s_}" for s_ in (1, 2, 4, 8)]
+                    if bits == 4 and m <= 16:  # the 16-row tile's 64-column form
+                        schedules += [f"tile_n=64,splits={s_}" for s_ in (1, 2, 4, 8)]
             for sched in schedules:
                 try:
                     plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype=dt, schedule=sched)

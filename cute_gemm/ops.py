@@ -341,7 +341,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
         schedule: optional explicit choices that override the planner's, as a string
             (``"kernel=wgmma,tile_m=128"``) or a mapping (``{"kernel": "decode", "warps": 8}``).
             Keys: ``kernel`` (``decode``, ``mma``, ``wgmma``, ``dense``), ``tile_m`` (wgmma:
-            16 (INT4), 32, 64, 128, 160, 192, 256), ``scales`` (wgmma: ``rounded``, the default, or
+            16 (INT4), 32, 64, 128, 160, 192, 256), ``tile_n`` (wgmma: 128 output columns per CTA,
+            the default, or 64, which INT4's 16-row tile has), ``scales`` (wgmma: ``rounded``, the
+            default, or
             ``exact``, which the 32-row tile has), ``splits`` (1..64), ``warps`` (decode:
             1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1, or 2 in INT4's
             16-row tile: two groups of 4 warps per CTA on halves of its k range), ``raster_m``

@@ -42,12 +42,14 @@ MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fin
 # Hopper wgmma (sm_90a): (bits, token tile, n64 tiles per warpgroup (the config's NTiles), exact
 # scales, consumer warpgroups, TMA producer warpgroup). Every default plan rounds the weights; the
 # 32-row tile with exact per-group scales runs by schedule (scales=exact). The 16-row tile is
-# INT4's only (INT8 runs the 32-row tile from M = 9). The producer (mixed_wgmma_ws_kernel.cuh)
+# INT4's only (INT8 runs the 32-row tile from M = 9); its 64-column form (one n64 tile, half the
+# registers, 3 CTAs per SM) runs by schedule (tile_n=64). The producer (mixed_wgmma_ws_kernel.cuh)
 # serves the 128-, 160-, 192- and 256-row tiles and INT8's 64-row tile; 160 and 192 rows fit M
 # of 129-192, 257-384 and 577-768 more tightly than 256 rows in as few CTAs.
 MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
                        for tm, nt, exact, wg, producer in (
-                           (16, 2, False, 1, False), (32, 2, False, 1, False),
+                           (16, 2, False, 1, False), (16, 1, False, 1, False),
+                           (32, 2, False, 1, False),
                            (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
                            (128, 1, False, 2, True), (160, 1, False, 2, True),
                            (192, 1, False, 2, True), (256, 1, False, 2, True))
@@ -195,8 +197,9 @@ def main_mixed():
                 "launch_mixed<{cfg}>(p, plan, stream)", "mixed_occupancy")
             rows.append(f"CG_MIXED_MMA({n}, {bf16}, {bits}, {mt}, {cxx_bool(fine)})")
         for bits, tm, nt, exact, wg, producer in MIXED_WGMMA_CONFIGS:
+            tile_n = 64 * nt * wg
             n = (f"mixed_wgmma_{dtype}_int{bits}_m{tm}" + (f"_wg{wg}" if wg > 1 else "") +
-                 ("_exact" if exact else ""))
+                 (f"_n{tile_n}" if tile_n != 128 else "") + ("_exact" if exact else ""))
             args = f"{bits}, {tm}, {nt}, {cxx_bool(exact)}, {wg}, {cxx_bool(producer)}"
             write_mixed_instance(
                 n, "kernels/mixed/mixed_wgmma_launch.cuh",

@@ -79,7 +79,8 @@ K_MAX = 8192
 # Forced paths (schedules, see schedule_for), drawn in a shuffled cycle for about a third of the
 # cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token tiles; Hopper
 # sm_90a builds, mma.sync elsewhere; "wgmma:16" runs INT8 in 32-row tiles, INT4's only; a
-# ":exact" suffix the tile with exact scales), "dense" (dequantize + dense GEMM), "splits:S" (S k
+# ":exact" suffix the tile with exact scales, ":n64" INT4's 16-row tile in 64 columns per CTA),
+# "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "mma-slices" (mma.sync in CTAs of 2 k slices where the 16-row INT4 tile runs
 # them, M <= 16; plain mma.sync elsewhere), "decode:W:C" (the decode kernel with W warps per CTA
@@ -89,8 +90,8 @@ K_MAX = 8192
 # four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "mma-slices", "decode"]
-WGMMA_FORCES = ["wgmma:16", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128", "wgmma:160",
-                "wgmma:192", "wgmma:256", "wgmma:128+raster:3", "wgmma:256+raster:2"]
+WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128",
+                "wgmma:160", "wgmma:192", "wgmma:256", "wgmma:128+raster:3", "wgmma:256+raster:2"]
 FORCED_FRACTION = 0.35
 LAYER_FRACTION = 0.2
 # Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).
@@ -279,8 +280,11 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
     if kind == "wgmma":
         if not spec.wgmma:
             return "kernel=mma"
-        tile_m = 32 if int(args[0]) == 16 and bits != 4 else int(args[0])  # 16 rows: INT4 only
-        return f"kernel=wgmma,tile_m={tile_m}" + (",scales=exact" if args[1:] == ["exact"] else "")
+        int4_16 = int(args[0]) == 16 and bits == 4  # 16 rows (and 64 columns): INT4 only
+        tile_m = int(args[0]) if int4_16 or int(args[0]) != 16 else 32
+        return (f"kernel=wgmma,tile_m={tile_m}" +
+                (",scales=exact" if args[1:] == ["exact"] else "") +
+                (",tile_n=64" if args[1:] == ["n64"] and int4_16 else ""))
     if kind == "dense":
         return "kernel=dense"
     if kind == "splits":
@@ -331,6 +335,8 @@ def plan_label(plan):
     if plan.kernel == "dense":
         return "dense"
     label = f"{plan.kernel}/t{plan.tile_m}"
+    if plan.kernel == "wgmma" and plan.tile_n == 64:
+        label += "/n64"
     if plan.kernel == "decode":
         label += f"/w{plan.warps}x{plan.col_warps}"
     if plan.splits > 1:

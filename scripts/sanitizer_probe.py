@@ -117,12 +117,17 @@ def launches():
         _mixed("mma", 64, 136, 1408, 8, 64, False, "bf16", False, "mma", kernel="mma",
                tile_m=64),
     ]
-    # wgmma, cp.async (INT4's 16-row tiles, 32-row tiles rounded and exact, INT4's 64-row tiles)
+    # wgmma, cp.async (INT4's 16-row tiles in 128 and 64 columns, 32-row tiles rounded and exact,
+    # INT4's 64-row tiles)
     L += [
         _mixed("wgmma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
                tile_m=16, warp_groups=1),
         _mixed("wgmma", 11, 264, 1408, 4, 32, False, "bf16", True, "wgmma:16", quick=True,
                kernel="wgmma", tile_m=16),
+        _mixed("wgmma", 16, 200, 1408, 4, 128, True, "bf16", True, "wgmma:16:n64+splits:3",
+               quick=True, kernel="wgmma", tile_m=16, tile_n=64, splits=3),
+        _mixed("wgmma", 7, 136, 640, 4, 64, False, "fp16", False, "wgmma:16:n64", kernel="wgmma",
+               tile_m=16, tile_n=64),
         _mixed("wgmma", 9, 136, 640, 8, -1, True, "fp16", True, quick=True, kernel="wgmma",
                tile_m=32, exact_scales=False),
         _mixed("wgmma", 27, 136, 1408, 4, 64, False, "fp16", True, "wgmma:32:exact", quick=True,

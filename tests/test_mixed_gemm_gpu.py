@@ -545,8 +545,8 @@ def _reaching(inst):
 
 
 def _wgmma_schedule(inst):
-    """The schedule that runs wgmma instance `inst`: its token tile and scales."""
-    return _tile_schedule(inst["tile_m"], inst["exact_scales"])
+    """The schedule that runs wgmma instance `inst`: its token tile, scales and width."""
+    return _tile_schedule(inst["tile_m"], inst["exact_scales"], inst["tile_n"])
 
 
 @pytest.mark.parametrize("name", [i["name"] for i in cute_gemm._C._mixed_instances()])
@@ -620,23 +620,26 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
                   schedule=schedule)
 
 
-# (token tile, warpgroups per CTA, exact scales) of each wgmma instance; the 16-row tile is INT4's
-WGMMA_TILES = [(16, 1, False), (32, 1, False), (32, 1, True), (64, 1, False), (128, 2, False),
-               (160, 2, False), (192, 2, False), (256, 2, False)]
+# (token tile, warpgroups per CTA, exact scales, columns per CTA) of each wgmma instance; the
+# 16-row tiles are INT4's
+WGMMA_TILES = [(16, 1, False, 128), (16, 1, False, 64), (32, 1, False, 128), (32, 1, True, 128),
+               (64, 1, False, 128), (128, 2, False, 128), (160, 2, False, 128),
+               (192, 2, False, 128), (256, 2, False, 128)]
 
 
 def _wgmma_tiles(bits):
     return [t for t in WGMMA_TILES if t[0] != 16 or bits == 4]
 
 
-def _tile_schedule(tile_m, exact):
-    return f"kernel=wgmma,tile_m={tile_m},scales={'exact' if exact else 'rounded'}"
+def _tile_schedule(tile_m, exact, tile_n=128):
+    return (f"kernel=wgmma,tile_m={tile_m},scales={'exact' if exact else 'rounded'}" +
+            (f",tile_n={tile_n}" if tile_n != 128 else ""))
 
 
 def test_wgmma_tiles_are_the_instances():
     # WGMMA_TILES, which the sweeps below walk, lists every wgmma instance of each dtype and bits.
     for bf16, bits in itertools.product((False, True), (4, 8)):
-        built = sorted((i["tile_m"], i["warp_groups"], i["exact_scales"])
+        built = sorted((i["tile_m"], i["warp_groups"], i["exact_scales"], i["tile_n"])
                        for i in cute_gemm._C._mixed_instances()
                        if i["kernel"] == "wgmma" and i["bf16"] == bf16 and i["bits"] == bits)
         assert built == sorted(_wgmma_tiles(bits)), (bf16, bits)
@@ -647,8 +650,8 @@ def test_wgmma_tiles_are_the_instances():
 def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
     # Every wgmma instance (token tile, with its warpgroups per CTA) on every configuration: M off
     # the token tile and across several of them (M = 200: the last 160- and 192-row tiles load one
-    # or two of their activation row boxes and skip the rest), N off the CTA's 128 columns, K off
-    # the k block; poisoned output, bit-identical repeats.
+    # or two of their activation row boxes and skip the rest), N off the CTA's 64 or 128 columns,
+    # K off the k block; poisoned output, bit-identical repeats.
     if not _wgmma():
         pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
     cases = itertools.product([17, 64, 130, 200, 290], [(136, 640), (392, 1408)])
@@ -657,11 +660,11 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         a = _randn(m, k, dtype=dtype, seed=100 + i)
         bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
         refs = {}  # by the tile's exact_scales: fp32 scales of exact sums, or rounded weights
-        for tile_m, groups, exact in _wgmma_tiles(bits):
-            schedule = _tile_schedule(tile_m, exact)
+        for tile_m, groups, exact, tile_n in _wgmma_tiles(bits):
+            schedule = _tile_schedule(tile_m, exact, tile_n)
             plan = _plan(m, qw, schedule)
-            assert (plan.kernel, plan.tile_m, plan.warp_groups, plan.exact_scales) == \
-                ("wgmma", tile_m, groups, exact)
+            assert (plan.kernel, plan.tile_m, plan.warp_groups, plan.exact_scales,
+                    plan.tile_n) == ("wgmma", tile_m, groups, exact, tile_n)
             if exact not in refs:
                 refs[exact] = _reference(a, qw, bias, schedule)
             ref = refs[exact]
@@ -894,8 +897,8 @@ def _occupancy_plans():
     decode = [f"kernel=decode,warps={w},col_warps={cw}" for w, cw in OCCUPANCY_DECODE_SHAPES]
     for dtype, bits, group, (n, k) in itertools.product(
             DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
-        schedules = ["kernel=mma"] + ([_tile_schedule(t, e) for t, _, e in _wgmma_tiles(bits)]
-                                      if _wgmma() else [])
+        schedules = ["kernel=mma"] + ([_tile_schedule(t, e, w)
+                                       for t, _, e, w in _wgmma_tiles(bits)] if _wgmma() else [])
         two_slices = ["kernel=mma,k_slices=2"] if bits == 4 else []
         for m in (1, 3, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 1024):
             for schedule in [None] + schedules + (decode if m <= 8 else []) + \

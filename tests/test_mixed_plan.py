@@ -708,6 +708,7 @@ def test_bf16_and_dtype():
     ("k_slices=2,kernel=mma", "kernel=mma,k_slices=2"),
     ("splits=3,k_slices=1", "splits=3,k_slices=1"),
     ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
+    ("tile_n=64,splits=4,tile_m=16", "tile_m=16,tile_n=64,splits=4"), ("tile_n=128", "tile_n=128"),
 ])
 def test_schedule_canonical_form(text, canonical):
     assert _C._mixed_schedule(text) == canonical
@@ -725,7 +726,8 @@ def test_schedule_canonical_form(text, canonical):
     ("col_warps=3", "col_warps"), ("col_warps=0", "col_warps"), ("col_warps=8", "col_warps"),
     ("k_slices=0", "k_slices"), ("k_slices=3", "k_slices"), ("k_slices=x", "k_slices"),
     ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
-    ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
+    ("tile_n=96", "tile_n"), ("tile_n=0", "tile_n"), ("tile_n=512", "tile_n"),
+    ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
 def test_schedule_parse_errors_name_the_key(text, key):
@@ -743,6 +745,43 @@ def test_schedule_tile_m_is_a_built_token_tile():
         _C._mixed_schedule("tile_m=224")
     for t in tiles:
         assert _C._mixed_schedule(f"tile_m={t}") == f"tile_m={t}"
+
+
+def test_schedule_tile_n_is_a_built_width():
+    # The CTA widths a schedule may name are the wgmma instances' (64 and 128 columns).
+    widths = sorted({i["tile_n"] for i in _C._mixed_instances() if i["kernel"] == "wgmma"})
+    assert widths == [64, 128]
+    with pytest.raises(ValueError, match="schedule: tile_n must be 64 or 128; got 256$"):
+        _C._mixed_schedule("tile_n=256")
+
+
+@pytest.mark.parametrize("device", ["h100", "h200"])
+def test_wgmma_16_row_tile_in_64_columns_by_schedule_only(device):
+    # INT4's 16-row tile has a 64-column form (one n64 tile per warpgroup, 4 CTAs per SM), which
+    # runs by schedule (tile_n=64) and never by default; per-split CTAs of the same bytes take
+    # twice the column tiles, so a grid of the same CTAs has half the splits.
+    for m, (n, k), dtype in itertools.product((1, 9, 16), ((4096, 4096), (4096, 14336),
+                                                             (6144, 4096)),
+                                              (torch.float16, torch.bfloat16)):
+        default = plan(m, n, k, dtype=dtype, device=device)
+        assert default.tile_n != 64, (m, n, k, default.describe())
+        p = plan(m, n, k, dtype=dtype, device=device, schedule="tile_n=64")
+        inst = instances()[p.instance]
+        assert (p.kernel, p.tile_m, p.tile_n, p.warp_groups) == ("wgmma", 16, 64, 1)
+        assert inst["tile_n"] == 64 and not inst["exact_scales"] and inst["name"].endswith("_n64")
+        assert p.ctas_per_sm == 4 and p.threads == 128
+        assert tuple(p.grid) == (n // 64, 1, p.splits)
+        wide = plan(m, n, k, dtype=dtype, device=device, schedule="tile_m=16,tile_n=128")
+        assert wide.tile_n == 128 and wide.instance != p.instance
+        pinned = plan(m, n, k, dtype=dtype, device=device, schedule="tile_n=64,splits=4")
+        assert pinned.splits == 4 and tuple(pinned.grid) == (n // 64, 1, 4)
+    # Only INT4's 16-row tile has it.
+    with pytest.raises(ValueError, match="no wgmma instance with tile_m=16, tile_n=64.*INT8"):
+        plan(16, bits=8, group=-1, device=device, schedule="tile_m=16,tile_n=64")
+    with pytest.raises(ValueError, match="no wgmma instance with tile_m=32, tile_n=64"):
+        plan(17, device=device, schedule="tile_n=64")
+    with pytest.raises(ValueError, match="tile_n applies to the wgmma kernel; this plan runs mma"):
+        plan(16, device=device, schedule="kernel=mma,tile_n=64")
 
 
 @pytest.mark.parametrize("device,m,schedule,match", [
@@ -848,14 +887,14 @@ def test_instances_table():
         assert inst["smem_bytes"] > 0 and inst["registers"] > 0
         assert ("bf16" in inst["name"]) == inst["bf16"]
         assert f"int{inst['bits']}" in inst["name"]
-    # Every token tile of the wgmma kernel for each bit width and dtype (16 rows: INT4 only), and
-    # the one tile with exact scales.
+    # Every token tile of the wgmma kernel for each bit width and dtype (16 rows, in 128 and 64
+    # columns: INT4 only), and the one tile with exact scales; 128 columns per CTA but for the one.
     for bits, bf16 in itertools.product((4, 8), (False, True)):
-        tiles = sorted((i["tile_m"], i["exact_scales"]) for i in table
+        tiles = sorted((i["tile_m"], i["exact_scales"], i["tile_n"]) for i in table
                        if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
-        assert tiles == [(16, False)] * (bits == 4) + [(32, False), (32, True), (64, False),
-                                                       (128, False), (160, False), (192, False),
-                                                       (256, False)]
+        assert tiles == [(16, False, 64), (16, False, 128)] * (bits == 4) + [
+            (t, e, 128) for t, e in ((32, False), (32, True), (64, False), (128, False),
+                                     (160, False), (192, False), (256, False))]
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
                  if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
@@ -873,6 +912,7 @@ def _schedule_reaching(inst):
     if kernel == "wgmma":
         schedule["tile_m"] = tile_m
         schedule["scales"] = "exact" if inst["exact_scales"] else "rounded"
+        schedule["tile_n"] = inst["tile_n"]
     return dict(m=m, n=4096, k=4096, bits=inst["bits"], group=group,
                 dtype=torch.bfloat16 if inst["bf16"] else torch.float16), schedule
 

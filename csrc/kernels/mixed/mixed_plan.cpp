@@ -136,15 +136,21 @@ int non_empty_splits(int splits, int k_blocks) {
   return (k_blocks + per_split - 1) / per_split;
 }
 
+// wgmma's output columns per CTA unless a schedule asks for tile_n: the 16-row tile's 64-column
+// form runs by schedule only.
+constexpr int kWgmmaDefaultTileN = 128;
+
 // The first instance of `kernel` for the problem's bits and dtype with this token tile; decode and
 // mma.sync: with `fine` groups or not; wgmma: with the scales asked for (kAuto: rounded weights,
-// which let a warp dequantize the next k block while the wgmmas of this one run).
+// which let a warp dequantize the next k block while the wgmmas of this one run) and `tile_n`
+// columns per CTA (0: kWgmmaDefaultTileN).
 int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, bool fine,
-                  MixedSchedule::Scales scales = MixedSchedule::Scales::kAuto) {
+                  MixedSchedule::Scales scales = MixedSchedule::Scales::kAuto, int tile_n = 0) {
+  const int want_n = tile_n > 0 ? tile_n : kWgmmaDefaultTileN;
   for (int i = 0; i < mixed_instance_count(); ++i) {
     MixedInstanceInfo const& inst = mixed_instance(i);
     if (inst.kernel != kernel || inst.bits != p.bits || inst.bf16 != p.bf16 ||
-        inst.tile_m != tile_m)
+        inst.tile_m != tile_m || (kernel == MixedKernel::kWgmma && inst.tile_n != want_n))
       continue;
     if (kernel != MixedKernel::kWgmma ? inst.fine_groups == fine
                                       : inst.exact_scales ==
@@ -305,13 +311,16 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     // Exact scales: only the 32-row tile has them.
     tile_m = s.scales == MixedSchedule::Scales::kExact && p.m <= 32 ? 32 : default_wgmma_tile_m(p);
   }
-  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales);
+  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales, s.tile_n);
   if (index < 0) {
     char const* const scales_asked[] = {"", " and exact scales", " and rounded weights"};
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
-           scales_asked[int(s.scales)]);
+           (s.tile_n > 0 ? ", tile_n=" + std::to_string(s.tile_n) : std::string()) +
+           scales_asked[int(s.scales)] + " for INT" + std::to_string(p.bits));
   }
-  if (s.tile_m == 0 && tile_m == 256) index = fitted_wide_tile(p, d, s, index, k_blocks);
+  if (s.tile_m == 0 && s.tile_n == 0 && tile_m == 256) {
+    index = fitted_wide_tile(p, d, s, index, k_blocks);
+  }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
   plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
@@ -519,11 +528,11 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
 
 // The token tiles of the wgmma instances (the generated table), ascending, and as text for an
 // error message ("16, 32, ... or 256").
-std::vector<int> wgmma_tiles() {
+std::vector<int> wgmma_tiles(int MixedInstanceInfo::*side = &MixedInstanceInfo::tile_m) {
   std::vector<int> tiles;
   for (int i = 0; i < mixed_instance_count(); ++i) {
     MixedInstanceInfo const& inst = mixed_instance(i);
-    if (inst.kernel == MixedKernel::kWgmma) tiles.push_back(inst.tile_m);
+    if (inst.kernel == MixedKernel::kWgmma) tiles.push_back(inst.*side);
   }
   std::sort(tiles.begin(), tiles.end());
   tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
@@ -662,6 +671,11 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       static const std::vector<int> tiles = wgmma_tiles();
       if (!std::binary_search(tiles.begin(), tiles.end(), s.tile_m))
         refuse("schedule: tile_m must be " + list_text(tiles) + "; got " + value);
+    } else if (key == "tile_n") {
+      s.tile_n = number(key, value, 8, 256);
+      static const std::vector<int> widths = wgmma_tiles(&MixedInstanceInfo::tile_n);
+      if (!std::binary_search(widths.begin(), widths.end(), s.tile_n))
+        refuse("schedule: tile_n must be " + list_text(widths) + "; got " + value);
     } else if (key == "scales") {
       if (value == "exact") s.scales = MixedSchedule::Scales::kExact;
       else if (value == "rounded") s.scales = MixedSchedule::Scales::kRounded;
@@ -679,7 +693,8 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       s.raster_m = number(key, value, 1, 64);
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, scales, splits, warps, col_warps, k_slices, raster_m)");
+             "' (keys: kernel, tile_m, tile_n, scales, splits, warps, col_warps, k_slices, "
+             "raster_m)");
     }
   }
   return s;
@@ -690,6 +705,7 @@ std::string MixedSchedule::str() const {
   auto add = [&](std::string const& item) { out += (out.empty() ? "" : ",") + item; };
   if (kernel != MixedKernel::kAuto) add(std::string("kernel=") + kernel_name(kernel));
   if (tile_m > 0) add("tile_m=" + std::to_string(tile_m));
+  if (tile_n > 0) add("tile_n=" + std::to_string(tile_n));
   if (scales != Scales::kAuto) add(scales == Scales::kExact ? "scales=exact" : "scales=rounded");
   if (splits > 0) add("splits=" + std::to_string(splits));
   if (warps > 0) add("warps=" + std::to_string(warps));
@@ -753,7 +769,8 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
 
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
-    if (s.tile_m > 0 || s.scales != MixedSchedule::Scales::kAuto) kernel = MixedKernel::kWgmma;
+    if (s.tile_m > 0 || s.tile_n > 0 || s.scales != MixedSchedule::Scales::kAuto)
+      kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
     else if (s.k_slices > 0) kernel = MixedKernel::kMma;
   }
@@ -770,6 +787,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
              " kernel; this plan runs " + kernel_name(kernel));
   };
   only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
+  only_for(s.tile_n > 0, "tile_n", MixedKernel::kWgmma);
   only_for(s.scales != MixedSchedule::Scales::kAuto, "scales", MixedKernel::kWgmma);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);

@@ -72,6 +72,9 @@ char const* kernel_name(MixedKernel kernel);
 struct MixedSchedule {
   MixedKernel kernel = MixedKernel::kAuto;
   int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 160, 192, 256)
+  // wgmma: output columns per CTA, 128 by default; 64: the 16-row tile's one-n64-tile form (INT4,
+  // half the registers, 4 CTAs per SM; twice the column tiles, so half the splits for a grid).
+  int tile_n = 0;
   // wgmma: exact scales (fp32 sums of q - z scaled per group: the 32-row tile only) or rounded
   // weights ((q - z) * s in the activation dtype, as the dense path); kAuto: rounded.
   enum class Scales { kAuto, kExact, kRounded } scales = Scales::kAuto;
@@ -82,8 +85,8 @@ struct MixedSchedule {
   int raster_m = 0;   // warp-specialized wgmma: M tiles per raster group (1 .. 64)
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
-  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, scales (exact, rounded), splits,
-  // warps, col_warps, k_slices, raster_m.
+  // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, tile_n, scales (exact, rounded),
+  // splits, warps, col_warps, k_slices, raster_m.
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
