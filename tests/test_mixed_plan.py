@@ -756,25 +756,41 @@ def test_schedule_tile_n_is_a_built_width():
 
 
 @pytest.mark.parametrize("device", ["h100", "h200"])
-def test_wgmma_16_row_tile_in_64_columns_by_schedule_only(device):
-    # INT4's 16-row tile has a 64-column form (one n64 tile per warpgroup, 4 CTAs per SM), which
-    # runs by schedule (tile_n=64) and never by default; per-split CTAs of the same bytes take
-    # twice the column tiles, so a grid of the same CTAs has half the splits.
-    for m, (n, k), dtype in itertools.product((1, 9, 16), ((4096, 4096), (4096, 14336),
-                                                             (6144, 4096)),
+def test_wgmma_16_row_tile_in_64_columns(device):
+    # INT4's 16-row tile has a 64-column form (one n64 tile per warpgroup, 4 CTAs per SM). The
+    # planner takes it where the 128-column grid would split K 8 ways or more to fill a wave
+    # (N = 4096 on 132 SMs: 32 column tiles), in as many splits; tile_n pins either width.
+    for m, (n, k), dtype in itertools.product((9, 16), ((4096, 4096), (4096, 14336),
+                                                        (6144, 4096), (2048, 4096)),
                                               (torch.float16, torch.bfloat16)):
         default = plan(m, n, k, dtype=dtype, device=device)
-        assert default.tile_n != 64, (m, n, k, default.describe())
+        wide = plan(m, n, k, dtype=dtype, device=device, schedule="tile_m=16,tile_n=128")
         p = plan(m, n, k, dtype=dtype, device=device, schedule="tile_n=64")
+        assert (default.kernel, wide.tile_n, wide.ctas_per_sm) == ("wgmma", 128, 2)
+        assert default.tile_n == (64 if wide.splits >= 8 else 128), (m, n, k, default.describe())
+        assert default.instance == (p.instance if default.tile_n == 64 else wide.instance)
+        if n <= 4096:  # 32 or 16 column tiles of 128: 8 or 16 splits, as many in 64 columns
+            assert default.tile_n == 64 and wide.splits == 8 * 4096 // n
+            assert default.splits == wide.splits and tuple(default.grid) == (n // 64, 1, wide.splits)
         inst = instances()[p.instance]
         assert (p.kernel, p.tile_m, p.tile_n, p.warp_groups) == ("wgmma", 16, 64, 1)
         assert inst["tile_n"] == 64 and not inst["exact_scales"] and inst["name"].endswith("_n64")
         assert p.ctas_per_sm == 4 and p.threads == 128
         assert tuple(p.grid) == (n // 64, 1, p.splits)
-        wide = plan(m, n, k, dtype=dtype, device=device, schedule="tile_m=16,tile_n=128")
-        assert wide.tile_n == 128 and wide.instance != p.instance
+        assert wide.instance != p.instance
         pinned = plan(m, n, k, dtype=dtype, device=device, schedule="tile_n=64,splits=4")
         assert pinned.splits == 4 and tuple(pinned.grid) == (n // 64, 1, 4)
+    # The decode kernel (M <= 8), the other tiles and INT8 are not affected.
+    assert plan(8, device=device).kernel == "decode"
+    assert plan(17, device=device).tile_n == 128
+    assert plan(16, bits=8, group=-1, device=device).tile_n == 128
+    # A gated GEMM on it goes through the workspace, split or not (the reduce kernel gates).
+    for splits in (1, 2):
+        p = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16, device=device,
+                                 schedule=f"tile_n=64,splits={splits}", activation="silu_mul")
+        assert (p.tile_n, p.splits, p.via_workspace) == (64, splits, True)
+        assert "in registers" not in p.describe()
+        assert p.workspace_bytes == splits * 16 * 28672 * 4
     # Only INT4's 16-row tile has it.
     with pytest.raises(ValueError, match="no wgmma instance with tile_m=16, tile_n=64.*INT8"):
         plan(16, bits=8, group=-1, device=device, schedule="tile_m=16,tile_n=64")

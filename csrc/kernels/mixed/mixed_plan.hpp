@@ -72,8 +72,9 @@ char const* kernel_name(MixedKernel kernel);
 struct MixedSchedule {
   MixedKernel kernel = MixedKernel::kAuto;
   int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 160, 192, 256)
-  // wgmma: output columns per CTA, 128 by default; 64: the 16-row tile's one-n64-tile form (INT4,
-  // half the registers, 4 CTAs per SM; twice the column tiles, so half the splits for a grid).
+  // wgmma: output columns per CTA; 64: the 16-row tile's one-n64-tile form (INT4, half the
+  // registers, 4 CTAs per SM; twice the column tiles, so half the splits for a grid). By default
+  // 128, and 64 for the 16-row tile where 128 columns would split K 8 ways or more.
   int tile_n = 0;
   // wgmma: exact scales (fp32 sums of q - z scaled per group: the 32-row tile only) or rounded
   // weights ((q - z) * s in the activation dtype, as the dense path); kAuto: rounded.
