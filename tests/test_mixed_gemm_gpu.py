@@ -632,8 +632,9 @@ def _wgmma_tiles(bits):
 
 
 def _tile_schedule(tile_m, exact, tile_n=128):
-    return (f"kernel=wgmma,tile_m={tile_m},scales={'exact' if exact else 'rounded'}" +
-            (f",tile_n={tile_n}" if tile_n != 128 else ""))
+    # tile_n always: the 16-row tile's default width depends on the problem.
+    return (f"kernel=wgmma,tile_m={tile_m},scales={'exact' if exact else 'rounded'},"
+            f"tile_n={tile_n}")
 
 
 def test_wgmma_tiles_are_the_instances():
