@@ -217,8 +217,9 @@ def sweep_layer_shapes():
     """The model's layer shapes (LAYER_SHAPES, bf16) at M in CUTE_GEMM_KERNEL_MS (default 1 16):
     bf16 F.linear, one reduction kernel reading the packed weight's bytes (a read reference),
     the default plan and the schedules around it (decode warps x splits x col_warps at M <= 8;
-    mma.sync and wgmma split counts above, and INT4's 16-row tile in 64 columns up to M = 16). Cells: us and the weight stream's GB/s. With --int8
-    the layers in INT8 per-channel (LAYER_SHAPES_INT8) instead."""
+    mma.sync and wgmma split counts above, and INT4's 16-row tile in 64 columns up to M = 16).
+    Cells: us and the weight stream's GB/s. With --int8 the layers in INT8 per-channel
+    (LAYER_SHAPES_INT8) instead."""
     torch.manual_seed(0)
     dt = torch.bfloat16
     for name, k, n, bits, group in (LAYER_SHAPES_INT8 if "--int8" in sys.argv else LAYER_SHAPES):

@@ -727,7 +727,8 @@ def test_schedule_canonical_form(text, canonical):
     ("k_slices=0", "k_slices"), ("k_slices=3", "k_slices"), ("k_slices=x", "k_slices"),
     ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
     ("tile_n=96", "tile_n"), ("tile_n=0", "tile_n"), ("tile_n=512", "tile_n"),
-    ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=cluster", "reduce"), ("kernel", "kernel"),
+    ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=cluster", "reduce"),
+    ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
 def test_schedule_parse_errors_name_the_key(text, key):
@@ -771,7 +772,8 @@ def test_wgmma_16_row_tile_in_64_columns(device):
         assert default.instance == (p.instance if default.tile_n == 64 else wide.instance)
         if n <= 4096:  # 32 or 16 column tiles of 128: 8 or 16 splits, as many in 64 columns
             assert default.tile_n == 64 and wide.splits == 8 * 4096 // n
-            assert default.splits == wide.splits and tuple(default.grid) == (n // 64, 1, wide.splits)
+            assert default.splits == wide.splits
+            assert tuple(default.grid) == (n // 64, 1, wide.splits)
         inst = instances()[p.instance]
         assert (p.kernel, p.tile_m, p.tile_n, p.warp_groups) == ("wgmma", 16, 64, 1)
         assert inst["tile_n"] == 64 and not inst["exact_scales"] and inst["name"].endswith("_n64")
