@@ -378,7 +378,7 @@ def test_realize_reads_option(tmp_path, decode_settings, argv, passed, recorded)
     assert seen and all({k: s[k] for k in s if k == "realize_reads"} == passed for s in seen)
 
 
-def test_inductor_config_option(capsys):
+def test_inductor_config_option(tmp_path, capsys):
     # --inductor-config KEY=VALUE parses VALUE as a Python literal and sets inductor's dotted KEY
     # for the run; a KEY inductor lacks, a VALUE that is no literal and a missing '=' are refused
     # by name.
@@ -394,6 +394,14 @@ def test_inductor_config_option(capsys):
         assert inductor_config.triton.force_cooperative_reductions is True
         assert inductor_config.realize_reads_threshold == 6
     assert inductor_config.realize_reads_threshold != 6
+    # The run records what it set.
+    with inductor_config.patch({"realize_reads_threshold": 4}):
+        status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "graph",
+                                   "--no-plot", "--out", str(tmp_path), "--inductor-config",
+                                   "realize_reads_threshold=6"])
+        assert status == 0
+    meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
+    assert meta["inductor_config"] == {"realize_reads_threshold": "6"}
     for text, message in (("triton.no_such_setting=1", "no inductor setting"),
                           ("realize_reads_threshold=five", "must be a Python literal"),
                           ("realize_reads_threshold", "expected KEY=VALUE")):
