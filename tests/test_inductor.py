@@ -293,7 +293,8 @@ def test_cpu_realize_reads_adds_the_partials_where_they_are_read(splits, stored_
             q, code = run_and_get_code(fn, parts, cos, sin, k_cache, v_cache, position)
         return (q, k_cache, v_cache), "empty_strided_cpu((2, 96)" in "\n".join(code)
 
-    (ours, ours_stored), (theirs, theirs_stored) = compiled(ci.DEFAULT_REALIZE_READS), compiled(None)
+    ours, ours_stored = compiled(ci.DEFAULT_REALIZE_READS)
+    theirs, theirs_stored = compiled(None)
     assert (ours_stored, theirs_stored) == (False, stored_apart)
     k_cache, v_cache = (c.clone() for c in caches)
     want = _partials_prologue(parts, cos, sin, k_cache, v_cache, position)
