@@ -146,7 +146,9 @@ def parse_args(argv=None):
                    help="set torch._inductor.config's KEY (dotted, e.g. "
                         "triton.force_cooperative_reductions) to VALUE (a Python literal) for "
                         "every compilation of the run, every variant; repeatable. A KEY inductor "
-                        "does not have fails the run")
+                        "does not have fails the run. Inside compile-decode / compile-cdt, what "
+                        "decode_compilation sets wins (its realize_reads_threshold: use "
+                        "--realize-reads; combo_kernels)")
     p.add_argument("--layer-schedule", action="append", default=[], metavar="NAME@M=SCHEDULE",
                    help="pin a mixed GEMM schedule in the quantized variants: every QuantLinear "
                         "whose module name is NAME or ends with '.NAME' runs SCHEDULE (the op's "
