@@ -137,6 +137,13 @@ def parse_args(argv=None):
                         "each Triton kernel letting the next one launch after its last load (the "
                         "default, with --inductor-pdl, lets it launch right after the kernel's "
                         "dependency wait); for every variant of the run")
+    p.add_argument("--no-partials-into-reductions", dest="partials_into_reductions",
+                   action="store_false",
+                   help="compile-decode / compile-cdt: decode_compilation("
+                        "partials_into_reductions=False), the split GEMMs whose sums reach a "
+                        "reduction (o / down before the residual add + RMSNorm) keep their reduce "
+                        "kernel instead of leaving their partial sums to the norm; for every "
+                        "variant of the run")
     p.add_argument("--realize-reads", type=int, default=None, metavar="N",
                    help="compile-decode / compile-cdt: decode_compilation(realize_reads=N), "
                         "inductor's realize_reads_threshold inside the block (default: "
@@ -558,7 +565,8 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
           flush=True)
     next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
-    decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers)
+    decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers,
+                  partials_into_reductions=args.partials_into_reductions)
     if args.realize_reads is not None:
         decode["realize_reads"] = args.realize_reads
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
@@ -646,6 +654,7 @@ def _meta(args, transformers, device, dims):
         "inductor_pdl": args.inductor_pdl,
         "batch_increments": args.batch_increments,
         "early_triggers": args.early_triggers,
+        "partials_into_reductions": args.partials_into_reductions,
         "realize_reads": (args.realize_reads if args.realize_reads is not None
                           else DEFAULT_REALIZE_READS),
         "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],

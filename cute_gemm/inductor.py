@@ -74,13 +74,15 @@ INT8 model 3.661 instead of 3.747 ms (1.85x) and 3.962 instead of 4.097.
 """
 
 import contextlib
+import functools
 import operator
 import threading
 
 import torch
 
 __all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_REALIZE_READS", "batch_increments",
-           "decode_compilation", "persistent_reductions", "split_partials", "trigger_after_wait"]
+           "decode_compilation", "persistent_reductions", "reaches_reduction", "split_partials",
+           "trigger_after_wait"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
 # persistent threshold for inner reductions is 1024, 16 times that under its multi-kernel mode.
@@ -184,13 +186,42 @@ def _fake_value(target, args, fake_mode):
         return target(*values)
 
 
-def split_partials(graph, spec_for=None):
+# The reshapes a value may pass through on its way from a projection to a reduction.
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+          torch.ops.aten.reshape.default, torch.ops.aten.unsqueeze.default,
+          torch.ops.aten.squeeze.dim, torch.ops.aten.expand.default)
+
+
+def reaches_reduction(node, depth=8):
+    """Whether FX ``node``'s value reaches a reduction (an op tagged ``torch.Tag.reduction``: the
+    mean of an RMSNorm) through at most ``depth`` pointwise ops and reshapes."""
+    frontier, seen = [node], set()
+    for _ in range(depth):
+        following = []
+        for n in frontier:
+            for user in n.users:
+                target = user.target
+                if user in seen or not isinstance(target, torch._ops.OpOverload):
+                    continue
+                seen.add(user)
+                if torch.Tag.reduction in target.tags:
+                    return True
+                if torch.Tag.pointwise in target.tags or target in _VIEWS:
+                    following.append(user)
+        frontier = following
+    return False
+
+
+def split_partials(graph, spec_for=None, into_reductions=True):
     """Rewrites, in the post-grad FX ``graph``, each ``cute_gemm::mixed_gemm`` call without an
     activation whose M is static and whose plan splits K into S > 1 parts, as
     ``mixed_gemm_partials`` followed by ``((p[0] + p[1]) + ...) + bias`` in fp32 and one rounding
     (the reduce kernel's order and arithmetic). ``spec_for(device)``: the planner's device spec
-    for a fake tensor's device (default ``cute_gemm.device_spec``). Returns the number of calls
-    rewritten."""
+    for a fake tensor's device (default ``cute_gemm.device_spec``). ``into_reductions`` (a bool):
+    False leaves the calls whose value reaches a reduction (``reaches_reduction``: the residual
+    add + RMSNorm after an output or down projection) to the op's reduce kernel, which adds the
+    partial sums over the whole GPU, where a row reduction reads each row's in one CTA. Returns
+    the number of calls rewritten."""
     from . import ops
     from . import weight_format as wf
 
@@ -219,7 +250,7 @@ def split_partials(graph, spec_for=None):
             continue
         splits = ops.partial_sums_count(m, n, call["k"], call["bits"], call["group_size"],
                                         a_val.dtype, spec_for(a_val.device), call["schedule"])
-        if splits < 2:
+        if splits < 2 or (not into_reductions and reaches_reduction(node)):
             continue
         fake_mode = a_val.fake_mode
 
@@ -307,9 +338,10 @@ def batch_increments(graph):
     return batched
 
 
-def _rewrites(partials, increments):
+def _rewrites(partials, increments, partials_into_reductions=True):
     """decode_compilation's graph rewrites, in the order they run."""
-    return [rewrite for rewrite, wanted in ((split_partials, partials),
+    partials_pass = functools.partial(split_partials, into_reductions=partials_into_reductions)
+    return [rewrite for rewrite, wanted in ((partials_pass, partials),
                                             (batch_increments, increments)) if wanted]
 
 
@@ -398,12 +430,15 @@ def _early_triggers():
 @contextlib.contextmanager
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
                        split_partials=True, batch_increments=True, early_triggers=True,
-                       realize_reads=DEFAULT_REALIZE_READS):
+                       realize_reads=DEFAULT_REALIZE_READS, partials_into_reductions=True):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
     launch (inductor's combo kernels); with ``split_partials`` (a bool, default True), split-K
-    GEMMs' partial sums added inside the kernels that consume them (see the module's docstring);
+    GEMMs' partial sums added inside the kernels that consume them (see the module's docstring),
+    and with ``partials_into_reductions`` (a bool, default True) False, not inside a reduction
+    (the residual add + RMSNorm after the output and down projections reads a row in one CTA;
+    those GEMMs keep their reduce kernel, ``split_partials(into_reductions=False)``);
     with ``batch_increments`` (a bool, default True), the step's in-place increments of its
     inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``); with
     ``early_triggers`` (a bool, default True), each Triton kernel lets the next kernel launch
@@ -423,7 +458,8 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
                         ("batch_increments", batch_increments),
-                        ("early_triggers", early_triggers)):
+                        ("early_triggers", early_triggers),
+                        ("partials_into_reductions", partials_into_reductions)):
         if not isinstance(value, bool):
             raise TypeError(f"decode_compilation: {name} must be a bool; got "
                             f"{type(value).__name__}")
@@ -434,7 +470,7 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
         if realize_reads < 1:
             raise ValueError(f"decode_compilation: realize_reads must be >= 1; got "
                              f"{realize_reads}")
-    rewrites = _rewrites(split_partials, batch_increments)
+    rewrites = _rewrites(split_partials, batch_increments, partials_into_reductions)
     config = _inductor(combo_kernels, bool(rewrites), realize_reads is not None)[0]
     combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
     passes = (config.patch({"post_grad_custom_post_pass":

@@ -304,12 +304,14 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert not inductor_config.coordinate_descent_tuning  # restored after the block
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
     if manager == "decode_compilation":  # --no-batch-increments reaches the block
-        assert settings == [{"batch_increments": True, "early_triggers": True}] * 2
+        assert settings == [{"batch_increments": True, "early_triggers": True,
+                             "partials_into_reductions": True}] * 2
         settings.clear()
         assert bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", mode,
                                  "--no-batch-increments", "--no-plot", "--out",
                                  str(tmp_path)]) == 0
-        assert settings == [{"batch_increments": False, "early_triggers": True}]
+        assert settings == [{"batch_increments": False, "early_triggers": True,
+                             "partials_into_reductions": True}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
         assert meta["batch_increments"] is False
 
@@ -360,6 +362,20 @@ def test_early_triggers_option(tmp_path, decode_settings):
     assert status == 0
     assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["early_triggers"] is False
     assert seen and all(s["early_triggers"] is False for s in seen)
+
+
+def test_partials_into_reductions_option(tmp_path, decode_settings):
+    # --no-partials-into-reductions passes decode_compilation(partials_into_reductions=False) to
+    # the compiled modes and is recorded in the results; on by default.
+    assert bench_model.parse_args([]).partials_into_reductions
+    seen = decode_settings
+    status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
+                               "--no-plot", "--out", str(tmp_path),
+                               "--no-partials-into-reductions"])
+    assert status == 0
+    meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
+    assert meta["partials_into_reductions"] is False
+    assert seen and all(s["partials_into_reductions"] is False for s in seen)
 
 
 @pytest.mark.parametrize("argv, passed, recorded", [

@@ -251,6 +251,69 @@ def test_pass_rewrites_a_split_gemm_into_partials_and_adds(bias):
     g.lint()
 
 
+def _norm_after(g, node):
+    """Appends an RMSNorm's statistics to FX graph ``g`` after ``node`` (a [M, N] value): fp32,
+    squared, mean over N; the graph returns it beside its output."""
+    aten, convert = torch.ops.aten, torch.ops.prims.convert_element_type.default
+    out = next(n for n in g.nodes if n.op == "output")
+    with g.inserting_before(out):
+        h = g.call_function(convert, (node, torch.float32))
+        sq = g.call_function(aten.pow.Tensor_Scalar, (h, 2))
+        mean = g.call_function(aten.mean.dim, (sq, [-1], True))
+    out.args = ((out.args[0], mean),)
+    return mean
+
+
+def test_pass_leaves_gemms_into_reductions_to_their_reduce_kernel():
+    # into_reductions=False: a split GEMM whose sum reaches a reduction (the residual add +
+    # RMSNorm after o / down) stays a mixed_gemm call (its reduce kernel adds the partial sums
+    # over the GPU); one whose sum only meets pointwise ops is still rewritten. True rewrites both.
+    m, n, k = 16, 4096, 4096
+    for into_reductions, norm, rewritten in ((False, True, 0), (False, False, 1), (True, True, 1)):
+        g = _graph_of(m, n, k)
+        if norm:
+            residual_add = next(node for node in g.nodes
+                                if node.target is torch.ops.aten.add.Tensor)
+            _norm_after(g, residual_add)
+        assert ci.split_partials(g, spec_for=_h100, into_reductions=into_reductions) == rewritten
+        assert (MIXED in [node.target for node in g.nodes]) == (not rewritten)
+        g.lint()
+
+
+def test_decode_compilation_passes_partials_into_reductions(monkeypatch):
+    # The block's pass leaves the GEMM before a norm to its reduce kernel with
+    # partials_into_reductions=False, and rewrites it by default.
+    config = pytest.importorskip("torch._inductor.config")
+    monkeypatch.setattr(ops, "device_spec", lambda device=None: _h100(device))
+    for into_reductions in (False, True):
+        g = _graph_of(16, 4096, 4096)
+        _norm_after(g, next(node for node in g.nodes if node.target is torch.ops.aten.add.Tensor))
+        with ci.decode_compilation(partials_into_reductions=into_reductions):
+            config.post_grad_custom_post_pass(g)
+        assert (MIXED in [node.target for node in g.nodes]) == (not into_reductions)
+
+
+def test_reaches_reduction():
+    # Through pointwise ops and reshapes, within the depth; not through other ops.
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    v = g.call_function(aten.view.default, (x, [16, 4096]))
+    y = g.call_function(aten.add.Tensor, (v, 1.0))
+    mm = g.call_function(aten.mm.default, (x, x))
+    g.output((y, mm))
+    assert not ci.reaches_reduction(x)
+    _norm_after(g, y)
+    assert ci.reaches_reduction(x) and ci.reaches_reduction(v)
+    assert not ci.reaches_reduction(x, depth=2)  # view, add, convert, pow, mean: 5 steps
+    assert ci.reaches_reduction(x, depth=5)
+    g2 = torch.fx.Graph()
+    x2 = g2.placeholder("x")
+    mm2 = g2.call_function(aten.mm.default, (x2, x2))
+    g2.output(g2.call_function(aten.mean.dim, (mm2, [-1])))
+    assert not ci.reaches_reduction(x2)  # a matmul stands between
+
+
 @pytest.mark.parametrize("case", ["decode", "gated", "dense"])
 def test_pass_leaves_other_calls(case):
     # M = 1 (the decode kernel, unsplit), a gated call, a large-M plan without split-K.
@@ -294,6 +357,9 @@ def test_decode_compilation_installs_and_restores_the_pass():
         assert config.post_grad_custom_post_pass is before
     with pytest.raises(TypeError, match="split_partials must be a bool; got int"):
         with ci.decode_compilation(split_partials=1):
+            pass
+    with pytest.raises(TypeError, match="partials_into_reductions must be a bool; got str"):
+        with ci.decode_compilation(partials_into_reductions="no"):
             pass
     # A pass set before the block still runs, after ours.
     seen = []
@@ -383,14 +449,17 @@ def test_gpu_compiled_block_adds_the_partials_in_its_norm(m, k, with_bias):
     with torch.no_grad():
         want = block(x, residual)
         results = {}
-        for split_partials in (False, True):
+        # (split_partials, partials_into_reductions): the last leaves the GEMM before the norm
+        # to its reduce kernel.
+        for split_partials, into_reductions in ((False, True), (True, True), (True, False)):
             torch._dynamo.reset()
             compiled = torch.compile(block, fullgraph=True, dynamic=False)
-            with ci.decode_compilation(split_partials=split_partials):
+            with ci.decode_compilation(split_partials=split_partials,
+                                       partials_into_reductions=into_reductions):
                 got, code = run_and_get_code(compiled, x, residual)
-            results[split_partials] = got
+            results[split_partials, into_reductions] = got
             code = "\n".join(code)
-            rewritten = split_partials and splits > 1
+            rewritten = split_partials and into_reductions and splits > 1
             assert ("mixed_gemm_partials" in code) == rewritten, (split_partials, splits)
             assert ("cute_gemm.mixed_gemm.default" in code) == (not rewritten)
     torch._dynamo.reset()
