@@ -529,6 +529,31 @@ def test_default_plan_on_this_device():
         assert plan(256, 4096, 14336, 4).tile_m == 256
 
 
+@pytest.mark.parametrize("m", [9, 16])
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("group,symmetric,dtype", [(-1, True, torch.bfloat16),
+                                                   (-1, True, torch.float16),
+                                                   (64, False, torch.float16)])
+def test_int8_wide_default_plan(m, gated, group, symmetric, dtype):
+    # INT8 at M = 9..16 where mma.sync's 16-row column tiles give every SM a CTA: on Hopper the
+    # default plan is that tile unsplit (gated in registers where gated), written straight to the
+    # poisoned output; elsewhere whatever the planner picks. Columns: one 128-column tile past
+    # one per SM, the last tile ragged.
+    sms = cute_gemm.device_spec().sm_count
+    n, k = 128 * sms + 144, 640
+    qw = _qweight(n, k, 8, group, symmetric, dtype, seed=m)
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    activation = "silu_mul" if gated else None
+    plan = cute_gemm.mixed_plan(m, n, k, 8, group, dtype, activation=activation)
+    if _wgmma():
+        assert (plan.kernel, plan.tile_m, plan.splits, plan.via_workspace) == \
+            ("mma", 16, 1, False), plan
+    ref = _gated_reference(a, qw, None, None) if gated else _reference(a, qw)
+    run = lambda: cute_gemm.mixed_gemm(a, qw, activation=activation)  # noqa: E731
+    out = assert_poisoned_run(run, ref, dtype, k)
+    assert out.shape == (m, n // 2 if gated else n)
+
+
 # ---------------------------------------------------------------- each kernel, by schedule
 
 

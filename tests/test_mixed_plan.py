@@ -252,6 +252,46 @@ def test_small_m_on_hopper():
         assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, False)
 
 
+def test_int8_wide_n_on_mma_sync_unsplit():
+    # INT8 at M = 9..16 on Hopper: wgmma's 32-row tile where its grid splits K, mma.sync's 16-row
+    # tile unsplit (gated in registers where gated) where wgmma's grid would be unsplit; the wave
+    # model alone would give mma.sync 2 splits there (session 61: 45.6 against 37.1 us).
+    for device in ("h100", "h200"):
+        sms = cute_gemm.device_spec(device).sm_count
+        for n, k in ((28672, 4096), (128256, 4096), (17024, 8192)):
+            for m in (9, 12, 16):
+                # mma.sync's 16-row column tiles give every SM a CTA; wgmma's grid is unsplit too.
+                assert -(-n // 128) >= sms
+                assert plan(m, n, k, bits=8, group=-1, device=device,
+                            schedule="kernel=wgmma").splits == 1, (device, n, m)
+                for activation in (None, "silu_mul"):
+                    p = cute_gemm.mixed_plan(m, n, k, 8, -1, torch.bfloat16, device=device,
+                                             activation=activation)
+                    assert (p.kernel, p.tile_m, p.splits) == ("mma", 16, 1), (device, n, m, p)
+                    assert p.via_workspace is False
+                    if activation:
+                        assert "in registers" in p.describe()
+                # The wave model's split where it is scheduled as mma.sync without splits.
+                assert plan(m, n, k, bits=8, group=-1, device=device,
+                            schedule="kernel=mma").splits == 1
+                assert plan(m, n, k, bits=8, group=-1, device=device,
+                            schedule="kernel=mma,splits=2").splits == 2
+        # Fewer columns: wgmma in splits (a column tile short of one per SM included).
+        for n, k in ((4096, 4096), (6144, 4096), (4096, 14336), (8192, 28672), (16768, 4096)):
+            for m in (9, 16):
+                p = plan(m, n, k, bits=8, group=-1, device=device)
+                assert (p.kernel, p.tile_m) == ("wgmma", 32) and p.splits > 1, (device, n, k, m)
+        # Outside M = 9..16, and INT4, the rule does not apply.
+        assert plan(8, 28672, 4096, bits=8, group=-1, device=device).kernel == "decode"
+        assert plan(17, 28672, 4096, bits=8, group=-1, device=device).kernel == "wgmma"
+        assert plan(4, 28672, 4096, bits=8, group=-1, device=device,
+                    schedule="kernel=mma").splits > 1
+        assert plan(16, 28672, 4096, device=device).kernel == "mma"
+    # Without wgmma (A100) INT8 keeps mma.sync's wave-filling splits.
+    p = plan(16, 28672, 4096, bits=8, group=-1, device="a100")
+    assert p.kernel == "mma" and p.splits > 1
+
+
 # ------------------------------------------------------------------------------- split-K
 
 

@@ -20,9 +20,11 @@ constexpr int kMaxSplits = 64;
 // The decode kernel runs up to one 8-row token tile.
 constexpr int kDecodeMaxM = 8;
 // With wgmma the mma.sync kernel may run up to here, wgmma above. INT8 takes wgmma's 32-row tile
-// from M = 9 (faster than mma.sync on every measured shape); INT4 takes its 16-row tile where
-// that grid splits K into slices of at most kWgmma16MaxSliceK, mma.sync otherwise (K-long
-// slices: 28672x8192 49.6 vs 47.0 us at M = 16 on an H100).
+// from M = 9 where that grid splits K to fill the SMs (Llama-3-8B's q/k/v, o and down at M = 9 /
+// 16 on an H200: 9.2-19.5 us against 9.8-22.6 in mma.sync's best split), mma.sync's 16-row tile
+// unsplit where that tile's columns alone give every SM a CTA (int8_on_mma_unsplit). INT4 takes
+// wgmma's 16-row tile where that grid splits K into slices of at most kWgmma16MaxSliceK, mma.sync
+// otherwise (K-long slices: 28672x8192 49.6 vs 47.0 us at M = 16 on an H100).
 constexpr int kMmaSyncMaxM = 16;
 constexpr int kWgmma16MaxSliceK = 2048;
 // Without wgmma the fused mma.sync kernel runs below this M; from here the product is
@@ -187,6 +189,35 @@ int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
   return occupancy_ctas_per_sm(d, inst.threads, inst.registers, inst.smem_bytes);
 }
 
+int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
+                 MixedInstanceInfo const& inst, int k_blocks) {
+  const int64_t base = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
+  const int splits = s.splits > 0 ? s.splits
+                                  : wave_splits(d, base, instance_ctas_per_sm(d, inst), k_blocks,
+                                                kMaxSplits);
+  return non_empty_splits(splits, k_blocks);
+}
+
+// wgmma's default token tile: the smallest of 16 (INT4), 32, 64, 128 that holds M, then 256
+// (each dequantized weight feeds more tokens, even with the last tile padded), which
+// fitted_wide_tile may exchange for 192, 160 or 128 rows.
+int default_wgmma_tile_m(MixedGemmProblem const& p) {
+  if (p.m <= 16 && p.bits == 4) return 16;
+  return p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
+}
+
+// INT8 at M = 9..kMmaSyncMaxM on Hopper: whether mma.sync's 16-row tile runs it, unsplit: where
+// that tile's column tiles alone give every SM a CTA. wgmma's 32-row grid then runs unsplit too,
+// one CTA per SM, where mma.sync's 4-warp CTAs go several to an SM. H200, bf16, M = 9 / 16
+// (NOTES.md, session 61): 4096x28672 36.9 / 37.1 us against wgmma's 40.2 / 40.5 (mma.sync in
+// the 2 splits the wave model would give it: 44.4 / 45.6); the 4096x128256 head at M = 16
+// 153.9 / 155.8 against 162.4 / 164.0 (session 60, two machines).
+bool int8_on_mma_unsplit(MixedGemmProblem const& p, DeviceSpec const& d) {
+  if (p.bits != 8 || !d.wgmma || p.m <= kDecodeMaxM || p.m > kMmaSyncMaxM) return false;
+  constexpr int kMmaTileN = 128;  // the 16-row tile's columns (MixedConfig: 4 warps)
+  return ceil_div(p.n, kMmaTileN) >= d.sm_count;
+}
+
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
 // wave of the CTAs resident per SM (the occupancy model: on the H100 the register cap's
 // min_ctas_per_sm; on the A100 shared memory allows fewer); a gated GEMM that the tile gates in
@@ -227,6 +258,9 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       if (s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4) k_slices = 2;
     }
   }
+  // Hopper's INT8 16-row tile where its column tiles give every SM a CTA: unsplit (gated in
+  // registers where gated), as hopper_small_m_kernel chose it.
+  if (s.splits == 0 && int8_on_mma_unsplit(p, d)) splits = 1;
   plan.k_slices = k_slices;
   plan.threads = inst.threads * k_slices;
   plan.warps = plan.threads / 32;
@@ -239,27 +273,14 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 }
 
 
-int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
-                 MixedInstanceInfo const& inst, int k_blocks) {
-  const int64_t base = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
-  const int splits = s.splits > 0 ? s.splits
-                                  : wave_splits(d, base, instance_ctas_per_sm(d, inst), k_blocks,
-                                                kMaxSplits);
-  return non_empty_splits(splits, k_blocks);
-}
-
-// wgmma's default token tile: the smallest of 16 (INT4), 32, 64, 128 that holds M, then 256
-// (each dequantized weight feeds more tokens, even with the last tile padded), which
-// fitted_wide_tile may exchange for 192, 160 or 128 rows.
-int default_wgmma_tile_m(MixedGemmProblem const& p) {
-  if (p.m <= 16 && p.bits == 4) return 16;
-  return p.m <= 32 ? 32 : (p.m <= 64 ? 64 : (p.m <= 128 ? 128 : 256));
-}
-
-// Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma; INT4 runs wgmma's 16-row tile where its split-K
-// slices are short (kWgmma16MaxSliceK), mma.sync otherwise.
+// Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma unless mma.sync's columns fill the SMs
+// (int8_on_mma_unsplit);
+// INT4 runs wgmma's 16-row tile where its split-K slices are short (kWgmma16MaxSliceK), mma.sync
+// otherwise.
 MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d, int k_blocks) {
-  if (p.bits != 4) return MixedKernel::kWgmma;
+  if (p.bits != 4) {
+    return int8_on_mma_unsplit(p, d) ? MixedKernel::kMma : MixedKernel::kWgmma;
+  }
   const int index = find_instance(MixedKernel::kWgmma, p, 16, false);
   if (index < 0) return MixedKernel::kMma;
   const int splits = wgmma_splits(p, d, MixedSchedule{}, mixed_instance(index), k_blocks);
