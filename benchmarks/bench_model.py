@@ -137,12 +137,13 @@ def parse_args(argv=None):
                         "each Triton kernel letting the next one launch after its last load (the "
                         "default, with --inductor-pdl, lets it launch right after the kernel's "
                         "dependency wait); for every variant of the run")
-    p.add_argument("--no-partials-into-reductions", dest="partials_into_reductions",
-                   action="store_false",
+    p.add_argument("--partials-into-reductions-max-m", default=None, metavar="M",
                    help="compile-decode / compile-cdt: decode_compilation("
-                        "partials_into_reductions=False), the split GEMMs whose sums reach a "
-                        "reduction (o / down before the residual add + RMSNorm) keep their reduce "
-                        "kernel instead of leaving their partial sums to the norm; for every "
+                        "partials_into_reductions_max_m=M): the split GEMMs whose sums reach a "
+                        "reduction (o / down before the residual add + RMSNorm) leave their "
+                        "partial sums to the norm up to this M and keep their reduce kernel "
+                        "above it; an int >= 0, or 'none' for every M (default: "
+                        "cute_gemm.inductor.DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M); for every "
                         "variant of the run")
     p.add_argument("--realize-reads", type=int, default=None, metavar="N",
                    help="compile-decode / compile-cdt: decode_compilation(realize_reads=N), "
@@ -175,6 +176,16 @@ def parse_args(argv=None):
     for name in ("layers", "prompt", "steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1; got {getattr(args, name)}")
+    text = args.partials_into_reductions_max_m
+    if text is None:
+        from cute_gemm.inductor import DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M
+        args.partials_into_reductions_max_m = DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M
+    elif text == "none":
+        args.partials_into_reductions_max_m = None
+    elif not text.isdigit():
+        p.error(f"--partials-into-reductions-max-m: expected an int >= 0 or 'none'; got {text!r}")
+    else:
+        args.partials_into_reductions_max_m = int(text)
     if any(b < 1 for b in args.batch):
         p.error(f"--batch: sizes must be >= 1; got {args.batch}")
     args.layer_schedule = [parse_layer_schedule(p, text) for text in args.layer_schedule]
@@ -566,7 +577,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
     decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers,
-                  partials_into_reductions=args.partials_into_reductions)
+                  partials_into_reductions_max_m=args.partials_into_reductions_max_m)
     if args.realize_reads is not None:
         decode["realize_reads"] = args.realize_reads
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
@@ -654,7 +665,7 @@ def _meta(args, transformers, device, dims):
         "inductor_pdl": args.inductor_pdl,
         "batch_increments": args.batch_increments,
         "early_triggers": args.early_triggers,
-        "partials_into_reductions": args.partials_into_reductions,
+        "partials_into_reductions_max_m": args.partials_into_reductions_max_m,
         "realize_reads": (args.realize_reads if args.realize_reads is not None
                           else DEFAULT_REALIZE_READS),
         "layer_schedules": [f"{n}@{m}={s}" for n, m, s in args.layer_schedule],

@@ -24,6 +24,9 @@
     python3 benchmarks/probe_mixed.py --raster [--steady]
                                                   large M: the warp-specialized kernel's tile
                                                   order (raster_m) vs fp16
+    python3 benchmarks/probe_mixed.py --int8-wide  INT8 at M = 9 / 12 / 16 on wide N (fp16, bf16;
+                                                  gate/up also gated): the default vs wgmma and
+                                                  mma.sync in 2 / 4 splits
     python3 benchmarks/probe_mixed.py --small-tiles
                                                   M = 9..32: mma.sync vs the 16- and 32-row
                                                   wgmma tiles (exact scales / rounded weights)
@@ -211,6 +214,38 @@ LAYER_SHAPES = [("qkv", 4096, 6144, 4, 128), ("o", 4096, 4096, 4, 128),
                 ("head", 4096, 128256, 8, -1)]
 # The same layers in INT8 per-channel (--layer-shapes --int8; the head is INT8 in both).
 LAYER_SHAPES_INT8 = [(name, k, n, 8, -1) for name, k, n, _, _ in LAYER_SHAPES[:-1]]
+
+
+# --int8-wide: (name, K, N); the last one's 16-row column tiles give 132 SMs one CTA each.
+INT8_WIDE_SHAPES = [("gate_up", 4096, 28672), ("head", 4096, 128256),
+                    ("k8192_n28672", 8192, 28672), ("down_t", 14336, 17024)]
+
+
+def sweep_int8_wide():
+    """INT8 per-channel at M = 9, 12, 16 on INT8_WIDE_SHAPES, fp16 and bf16 (gate/up also
+    gated): the default plan against wgmma's and mma.sync's in 4 and 2 splits. Cells: us and the
+    plan that ran (the planner's int8_on_mma_unsplit rule)."""
+    torch.manual_seed(0)
+    for dt in (torch.float16, torch.bfloat16):
+        for name, k, n in INT8_WIDE_SHAPES:
+            qs, nbytes = rotated_quantized(torch.randn(n, k, device="cuda", dtype=dt) * 0.02, 8,
+                                           -1, dt)
+            for act in ((None, "silu_mul") if name == "gate_up" else (None,)):
+                for m in (9, 12, 16):
+                    a = torch.randn(m, k, device="cuda", dtype=dt)
+                    cells = []
+                    for sched in (None, "kernel=wgmma", "kernel=mma,splits=4",
+                                  "kernel=mma,splits=2"):
+                        plan = cute_gemm.mixed_plan(m, n, k, 8, -1, dt, schedule=sched,
+                                                    activation=act)
+                        t = time_graph(lambda i: cute_gemm.mixed_gemm(
+                            a, qs[i % len(qs)], schedule=sched, activation=act))
+                        cells.append(f"{sched or 'default'}: {t:6.1f} us ({plan.kernel} "
+                                     f"m{plan.tile_m} {plan.splits}s)")
+                    print(f"{str(dt)[6:]:>8} {name:>13}{' gated' if act else '      '} M={m:>2} "
+                          f"{nbytes / 1e6:6.1f} MB | " + " | ".join(cells), flush=True)
+            qs = None
+            torch.cuda.empty_cache()
 
 
 def sweep_layer_shapes():
@@ -479,6 +514,8 @@ def main():
         return sweep_decode_warps()
     if "--layer-shapes" in sys.argv:
         return sweep_layer_shapes()
+    if "--int8-wide" in sys.argv:
+        return sweep_int8_wide()
     if "--wgmma-tiles" in sys.argv:
         return sweep_wgmma_tiles()
     if "--decode-shapes" in sys.argv:

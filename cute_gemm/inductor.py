@@ -52,7 +52,11 @@ INT8-head model steps 2.847 instead of 2.897 ms at batch 16 and 4.611 instead of
 plan of an INT4 decode grid of wide CTAs on a long K is 4-warp CTAs in splits (the planner's
 kPartialsCtaWarps): at batch 1 the down projection, after gate/up's grid has filled every SM,
 starts as that grid's CTAs leave, and its 4 partial sums go into the residual + norm kernel (H200,
-one machine: the INT4 step 1.940 instead of 1.984 ms). ``early_triggers`` (on by default) moves
+one machine: the INT4 step 1.940 instead of 1.984 ms). Above M =
+``partials_into_reductions_max_m`` (default ``DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M`` = 8) the
+GEMMs whose sums reach a norm keep their reduce kernel: at batch 16 the norm would read 8 fp32
+partial sums per row in one CTA per row (H200: 2.298 instead of 2.321 ms; 1.749 instead of 1.682
+at batch 1, which keeps them). ``early_triggers`` (on by default) moves
 each Triton kernel's ``gdc_launch_dependents()`` to right after its ``gdc_wait()``
 (``trigger_after_wait``), so that under inductor's PDL the GEMM behind a norm launches while the
 norm loads (H200, one machine, benchmarks/results/model_nvidia-h200_s58-call{1,2}-*.md: the INT4
@@ -80,7 +84,8 @@ import threading
 
 import torch
 
-__all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_REALIZE_READS", "batch_increments",
+__all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M",
+           "DEFAULT_REALIZE_READS", "batch_increments",
            "decode_compilation", "persistent_reductions", "reaches_reduction", "split_partials",
            "trigger_after_wait"]
 
@@ -92,6 +97,15 @@ DEFAULT_MAX_ELEMENTS = 16384
 # partial sums of batch 16's q/k/v GEMM on Hopper, whose slices the rotary embedding and the
 # cache writes read (see decode_compilation).
 DEFAULT_REALIZE_READS = 5
+# The largest M at which a split GEMM whose value reaches a reduction (the residual add + RMSNorm
+# after the output and down projections) leaves its partial sums to it: the norm reads each row's
+# in one CTA, the GEMM's reduce kernel adds them over the whole GPU. H200, the compiled
+# Llama-3-8B-shaped step, INT4 fused + INT8 head, alternating on one machine each (NOTES.md,
+# session 61): batch 1 (down's 4 splits) 1.685 / 1.679 ms with the norm adding them against
+# 1.749 / 1.749 with the reduce kernel; batch 16 (o / down in 8 splits, the norms in 16 CTAs of
+# 8 fp32 rows each) 2.318 / 2.324 against 2.298 / 2.299. Batches 2-15 were not measured; 8 is
+# the decode kernel's largest token tile.
+DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M = 8
 _MULTI_KERNEL_FACTOR = 16
 _INNER_THRESHOLD = 1024
 
@@ -212,16 +226,17 @@ def reaches_reduction(node, depth=8):
     return False
 
 
-def split_partials(graph, spec_for=None, into_reductions=True):
+def split_partials(graph, spec_for=None, reductions_max_m=None):
     """Rewrites, in the post-grad FX ``graph``, each ``cute_gemm::mixed_gemm`` call without an
     activation whose M is static and whose plan splits K into S > 1 parts, as
     ``mixed_gemm_partials`` followed by ``((p[0] + p[1]) + ...) + bias`` in fp32 and one rounding
     (the reduce kernel's order and arithmetic). ``spec_for(device)``: the planner's device spec
-    for a fake tensor's device (default ``cute_gemm.device_spec``). ``into_reductions`` (a bool):
-    False leaves the calls whose value reaches a reduction (``reaches_reduction``: the residual
-    add + RMSNorm after an output or down projection) to the op's reduce kernel, which adds the
-    partial sums over the whole GPU, where a row reduction reads each row's in one CTA. Returns
-    the number of calls rewritten."""
+    for a fake tensor's device (default ``cute_gemm.device_spec``). ``reductions_max_m`` (an
+    int >= 0, or None for every M): the calls whose value reaches a reduction
+    (``reaches_reduction``: the residual add + RMSNorm after an output or down projection) are
+    rewritten only up to this M, and above it left to the op's reduce kernel, which adds the
+    partial sums over the whole GPU where a row reduction reads each row's in one CTA. Returns the
+    number of calls rewritten."""
     from . import ops
     from . import weight_format as wf
 
@@ -250,7 +265,8 @@ def split_partials(graph, spec_for=None, into_reductions=True):
             continue
         splits = ops.partial_sums_count(m, n, call["k"], call["bits"], call["group_size"],
                                         a_val.dtype, spec_for(a_val.device), call["schedule"])
-        if splits < 2 or (not into_reductions and reaches_reduction(node)):
+        if splits < 2 or (reductions_max_m is not None and m > reductions_max_m
+                          and reaches_reduction(node)):
             continue
         fake_mode = a_val.fake_mode
 
@@ -338,9 +354,10 @@ def batch_increments(graph):
     return batched
 
 
-def _rewrites(partials, increments, partials_into_reductions=True):
+def _rewrites(partials, increments, partials_into_reductions_max_m=None):
     """decode_compilation's graph rewrites, in the order they run."""
-    partials_pass = functools.partial(split_partials, into_reductions=partials_into_reductions)
+    partials_pass = functools.partial(split_partials,
+                                      reductions_max_m=partials_into_reductions_max_m)
     return [rewrite for rewrite, wanted in ((partials_pass, partials),
                                             (batch_increments, increments)) if wanted]
 
@@ -430,15 +447,17 @@ def _early_triggers():
 @contextlib.contextmanager
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
                        split_partials=True, batch_increments=True, early_triggers=True,
-                       realize_reads=DEFAULT_REALIZE_READS, partials_into_reductions=True):
+                       realize_reads=DEFAULT_REALIZE_READS,
+                       partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
     launch (inductor's combo kernels); with ``split_partials`` (a bool, default True), split-K
     GEMMs' partial sums added inside the kernels that consume them (see the module's docstring),
-    and with ``partials_into_reductions`` (a bool, default True) False, not inside a reduction
-    (the residual add + RMSNorm after the output and down projections reads a row in one CTA;
-    those GEMMs keep their reduce kernel, ``split_partials(into_reductions=False)``);
+    inside a reduction (the residual add + RMSNorm after the output and down projections, which
+    reads a row in one CTA) only up to M = ``partials_into_reductions_max_m`` (an int >= 0, or
+    None for every M; default ``DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M``): above it those GEMMs
+    keep their reduce kernel (``split_partials(reductions_max_m=...)``);
     with ``batch_increments`` (a bool, default True), the step's in-place increments of its
     inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``); with
     ``early_triggers`` (a bool, default True), each Triton kernel lets the next kernel launch
@@ -458,11 +477,17 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
                         ("batch_increments", batch_increments),
-                        ("early_triggers", early_triggers),
-                        ("partials_into_reductions", partials_into_reductions)):
+                        ("early_triggers", early_triggers)):
         if not isinstance(value, bool):
             raise TypeError(f"decode_compilation: {name} must be a bool; got "
                             f"{type(value).__name__}")
+    max_m = partials_into_reductions_max_m
+    if max_m is not None and (isinstance(max_m, bool) or not isinstance(max_m, int)):
+        raise TypeError(f"decode_compilation: partials_into_reductions_max_m must be an int or "
+                        f"None; got {type(max_m).__name__}")
+    if max_m is not None and max_m < 0:
+        raise ValueError(f"decode_compilation: partials_into_reductions_max_m must be >= 0; got "
+                         f"{max_m}")
     if realize_reads is not None:
         if isinstance(realize_reads, bool) or not isinstance(realize_reads, int):
             raise TypeError(f"decode_compilation: realize_reads must be an int or None; got "
@@ -470,7 +495,7 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
         if realize_reads < 1:
             raise ValueError(f"decode_compilation: realize_reads must be >= 1; got "
                              f"{realize_reads}")
-    rewrites = _rewrites(split_partials, batch_increments, partials_into_reductions)
+    rewrites = _rewrites(split_partials, batch_increments, max_m)
     config = _inductor(combo_kernels, bool(rewrites), realize_reads is not None)[0]
     combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
     passes = (config.patch({"post_grad_custom_post_pass":

@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "ben
 
 import bench_decode  # noqa: E402
 import bench_model  # noqa: E402
+import cute_gemm.inductor  # noqa: E402
 
 
 def test_cpu_smoke_writes_every_variant(tmp_path):
@@ -305,13 +306,13 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
     if manager == "decode_compilation":  # --no-batch-increments reaches the block
         assert settings == [{"batch_increments": True, "early_triggers": True,
-                             "partials_into_reductions": True}] * 2
+                             "partials_into_reductions_max_m": 8}] * 2
         settings.clear()
         assert bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", mode,
                                  "--no-batch-increments", "--no-plot", "--out",
                                  str(tmp_path)]) == 0
         assert settings == [{"batch_increments": False, "early_triggers": True,
-                             "partials_into_reductions": True}]
+                             "partials_into_reductions_max_m": 8}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
         assert meta["batch_increments"] is False
 
@@ -365,17 +366,26 @@ def test_early_triggers_option(tmp_path, decode_settings):
 
 
 def test_partials_into_reductions_option(tmp_path, decode_settings):
-    # --no-partials-into-reductions passes decode_compilation(partials_into_reductions=False) to
-    # the compiled modes and is recorded in the results; on by default.
-    assert bench_model.parse_args([]).partials_into_reductions
+    # --partials-into-reductions-max-m passes decode_compilation(partials_into_reductions_max_m=)
+    # to the compiled modes and is recorded in the results: the library's default, an int, or
+    # 'none' (every M); anything else is refused.
+    assert bench_model.parse_args([]).partials_into_reductions_max_m == \
+        cute_gemm.inductor.DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M
+    assert bench_model.parse_args(["--partials-into-reductions-max-m", "none"]) \
+        .partials_into_reductions_max_m is None
+    for bad in ("-1", "x", "1.5"):
+        with pytest.raises(SystemExit):
+            bench_model.parse_args(["--partials-into-reductions-max-m", bad])
     seen = decode_settings
-    status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
-                               "--no-plot", "--out", str(tmp_path),
-                               "--no-partials-into-reductions"])
-    assert status == 0
-    meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
-    assert meta["partials_into_reductions"] is False
-    assert seen and all(s["partials_into_reductions"] is False for s in seen)
+    for text, value in (("0", 0), ("none", None)):
+        seen.clear()
+        status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes",
+                                   "compile-decode", "--no-plot", "--out", str(tmp_path),
+                                   "--partials-into-reductions-max-m", text])
+        assert status == 0
+        meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
+        assert meta["partials_into_reductions_max_m"] == value
+        assert seen and all(s["partials_into_reductions_max_m"] == value for s in seen)
 
 
 @pytest.mark.parametrize("argv, passed, recorded", [

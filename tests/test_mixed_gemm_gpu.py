@@ -535,12 +535,12 @@ def test_default_plan_on_this_device():
                                                    (-1, True, torch.float16),
                                                    (64, False, torch.float16)])
 def test_int8_wide_default_plan(m, gated, group, symmetric, dtype):
-    # INT8 at M = 9..16 where mma.sync's 16-row column tiles give every SM a CTA: on Hopper the
-    # default plan is that tile unsplit (gated in registers where gated), written straight to the
-    # poisoned output; elsewhere whatever the planner picks. Columns: one 128-column tile past
-    # one per SM, the last tile ragged.
+    # INT8 at M = 9..16 where mma.sync's 16-row column tiles give the SMs 1.5 CTAs each: on
+    # Hopper the default plan is that tile unsplit (gated in registers where gated), written
+    # straight to the poisoned output; elsewhere whatever the planner picks. The last column tile
+    # ragged.
     sms = cute_gemm.device_spec().sm_count
-    n, k = 128 * sms + 144, 640
+    n, k = 128 * (3 * sms // 2) + 144, 640
     qw = _qweight(n, k, 8, group, symmetric, dtype, seed=m)
     a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
     activation = "silu_mul" if gated else None

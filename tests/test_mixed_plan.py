@@ -66,9 +66,10 @@ def instances():
 
 
 def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16):
-    """The default rules: decode up to M = 8; with wgmma, wgmma from M = 9 except INT4 up to
-    M = 16 where wgmma's 16-row tile would split K into slices longer than WGMMA16_MAX_SLICE_K
-    (mma.sync there); without, mma.sync below 192 and the dense path from there."""
+    """The default rules: decode up to M = 8; with wgmma, wgmma from M = 9 except up to M = 16
+    INT4 where wgmma's 16-row tile would split K into slices longer than WGMMA16_MAX_SLICE_K and
+    INT8 where mma.sync's 128-column tiles give the SMs 1.5 CTAs each (mma.sync there); without,
+    mma.sync below 192 and the dense path from there."""
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
@@ -76,6 +77,8 @@ def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.fl
             w16 = plan(m, n, k, bits, group, dtype, device, schedule="kernel=wgmma,tile_m=16")
             slice_k = -(-k_blocks(k, bits) // w16.splits) * block_k(bits)
             return "wgmma" if slice_k <= WGMMA16_MAX_SLICE_K else "mma"
+        if m <= 16 and 2 * -(-n // 128) >= 3 * cute_gemm.device_spec(device).sm_count:
+            return "mma"
         return "wgmma"
     return "mma" if m < 192 else "dense"
 
@@ -253,17 +256,15 @@ def test_small_m_on_hopper():
 
 
 def test_int8_wide_n_on_mma_sync_unsplit():
-    # INT8 at M = 9..16 on Hopper: wgmma's 32-row tile where its grid splits K, mma.sync's 16-row
-    # tile unsplit (gated in registers where gated) where wgmma's grid would be unsplit; the wave
-    # model alone would give mma.sync 2 splits there (session 61: 45.6 against 37.1 us).
+    # INT8 at M = 9..16 on Hopper: wgmma's 32-row tile, but mma.sync's 16-row tile unsplit (gated
+    # in registers where gated) where that tile's 128-column tiles alone give the SMs 1.5 CTAs
+    # each; the wave model alone would give mma.sync 2 splits there (session 61: bf16 45.6
+    # against 37.1 us).
     for device in ("h100", "h200"):
         sms = cute_gemm.device_spec(device).sm_count
-        for n, k in ((28672, 4096), (128256, 4096), (17024, 8192)):
+        wide = -(-3 * sms // 2) * 128  # the fewest columns that take the rule
+        for n, k in ((28672, 4096), (128256, 4096), (28672, 8192), (wide, 640)):
             for m in (9, 12, 16):
-                # mma.sync's 16-row column tiles give every SM a CTA; wgmma's grid is unsplit too.
-                assert -(-n // 128) >= sms
-                assert plan(m, n, k, bits=8, group=-1, device=device,
-                            schedule="kernel=wgmma").splits == 1, (device, n, m)
                 for activation in (None, "silu_mul"):
                     p = cute_gemm.mixed_plan(m, n, k, 8, -1, torch.bfloat16, device=device,
                                              activation=activation)
@@ -271,13 +272,15 @@ def test_int8_wide_n_on_mma_sync_unsplit():
                     assert p.via_workspace is False
                     if activation:
                         assert "in registers" in p.describe()
-                # The wave model's split where it is scheduled as mma.sync without splits.
+                # Scheduled as mma.sync without splits, too; scheduled splits stay.
                 assert plan(m, n, k, bits=8, group=-1, device=device,
                             schedule="kernel=mma").splits == 1
                 assert plan(m, n, k, bits=8, group=-1, device=device,
                             schedule="kernel=mma,splits=2").splits == 2
-        # Fewer columns: wgmma in splits (a column tile short of one per SM included).
-        for n, k in ((4096, 4096), (6144, 4096), (4096, 14336), (8192, 28672), (16768, 4096)):
+        # Fewer columns (down to one 16-row tile per SM, which ran 27% slower than wgmma's split
+        # grid at 14336x17024): wgmma in splits.
+        for n, k in ((4096, 4096), (6144, 4096), (4096, 14336), (8192, 28672), (17024, 14336),
+                     (wide - 128, 640)):
             for m in (9, 16):
                 p = plan(m, n, k, bits=8, group=-1, device=device)
                 assert (p.kernel, p.tile_m) == ("wgmma", 32) and p.splits > 1, (device, n, k, m)
@@ -287,8 +290,8 @@ def test_int8_wide_n_on_mma_sync_unsplit():
         assert plan(4, 28672, 4096, bits=8, group=-1, device=device,
                     schedule="kernel=mma").splits > 1
         assert plan(16, 28672, 4096, device=device).kernel == "mma"
-    # Without wgmma (A100) INT8 keeps mma.sync's wave-filling splits.
-    p = plan(16, 28672, 4096, bits=8, group=-1, device="a100")
+    # Without wgmma (A100) INT8 keeps mma.sync's wave-filling splits: 200 column tiles on 108 SMs.
+    p = plan(16, 25600, 4096, bits=8, group=-1, device="a100")
     assert p.kernel == "mma" and p.splits > 1
 
 

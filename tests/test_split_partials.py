@@ -265,32 +265,41 @@ def _norm_after(g, node):
 
 
 def test_pass_leaves_gemms_into_reductions_to_their_reduce_kernel():
-    # into_reductions=False: a split GEMM whose sum reaches a reduction (the residual add +
-    # RMSNorm after o / down) stays a mixed_gemm call (its reduce kernel adds the partial sums
-    # over the GPU); one whose sum only meets pointwise ops is still rewritten. True rewrites both.
-    m, n, k = 16, 4096, 4096
-    for into_reductions, norm, rewritten in ((False, True, 0), (False, False, 1), (True, True, 1)):
+    # reductions_max_m: a split GEMM whose sum reaches a reduction (the residual add + RMSNorm
+    # after o / down) stays a mixed_gemm call above that M (its reduce kernel adds the partial
+    # sums over the GPU); one whose sum only meets pointwise ops is rewritten at any M, and None
+    # rewrites both.
+    n, k = 4096, 4096
+    for m, max_m, norm, rewritten in ((16, 8, True, 0), (16, 15, True, 0), (16, 16, True, 1),
+                                      (16, 0, False, 1), (16, None, True, 1), (9, 8, True, 0),
+                                      (16, 0, True, 0)):
         g = _graph_of(m, n, k)
         if norm:
             residual_add = next(node for node in g.nodes
                                 if node.target is torch.ops.aten.add.Tensor)
             _norm_after(g, residual_add)
-        assert ci.split_partials(g, spec_for=_h100, into_reductions=into_reductions) == rewritten
+        assert ci.split_partials(g, spec_for=_h100, reductions_max_m=max_m) == rewritten, \
+            (m, max_m, norm)
         assert (MIXED in [node.target for node in g.nodes]) == (not rewritten)
         g.lint()
 
 
 def test_decode_compilation_passes_partials_into_reductions(monkeypatch):
-    # The block's pass leaves the GEMM before a norm to its reduce kernel with
-    # partials_into_reductions=False, and rewrites it by default.
+    # The block's pass leaves the GEMM before a norm to its reduce kernel above M =
+    # partials_into_reductions_max_m (DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M = 8 by default) and
+    # rewrites it up to there. (H100's partials plans split 4096x14336 in 4 at M = 1, in 8 at 16.)
     config = pytest.importorskip("torch._inductor.config")
     monkeypatch.setattr(ops, "device_spec", lambda device=None: _h100(device))
-    for into_reductions in (False, True):
-        g = _graph_of(16, 4096, 4096)
+    assert ci.DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M == 8
+    for m, kwargs, rewritten in ((16, {}, False), (1, {}, True),
+                                 (16, {"partials_into_reductions_max_m": None}, True),
+                                 (16, {"partials_into_reductions_max_m": 16}, True),
+                                 (1, {"partials_into_reductions_max_m": 0}, False)):
+        g = _graph_of(m, 4096, 14336)
         _norm_after(g, next(node for node in g.nodes if node.target is torch.ops.aten.add.Tensor))
-        with ci.decode_compilation(partials_into_reductions=into_reductions):
+        with ci.decode_compilation(**kwargs):
             config.post_grad_custom_post_pass(g)
-        assert (MIXED in [node.target for node in g.nodes]) == (not into_reductions)
+        assert (MIXED in [node.target for node in g.nodes]) == (not rewritten), (m, kwargs)
 
 
 def test_reaches_reduction():
@@ -358,9 +367,10 @@ def test_decode_compilation_installs_and_restores_the_pass():
     with pytest.raises(TypeError, match="split_partials must be a bool; got int"):
         with ci.decode_compilation(split_partials=1):
             pass
-    with pytest.raises(TypeError, match="partials_into_reductions must be a bool; got str"):
-        with ci.decode_compilation(partials_into_reductions="no"):
-            pass
+    for bad, error in (("8", TypeError), (True, TypeError), (8.0, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="partials_into_reductions_max_m must be"):
+            with ci.decode_compilation(partials_into_reductions_max_m=bad):
+                pass
     # A pass set before the block still runs, after ours.
     seen = []
     with config.patch({"post_grad_custom_post_pass": seen.append}):
@@ -449,17 +459,17 @@ def test_gpu_compiled_block_adds_the_partials_in_its_norm(m, k, with_bias):
     with torch.no_grad():
         want = block(x, residual)
         results = {}
-        # (split_partials, partials_into_reductions): the last leaves the GEMM before the norm
-        # to its reduce kernel.
-        for split_partials, into_reductions in ((False, True), (True, True), (True, False)):
+        # (split_partials, partials_into_reductions_max_m): 0 leaves the GEMM before the norm
+        # to its reduce kernel, the default (8) does above M = 8.
+        for split_partials, max_m in ((False, None), (True, None), (True, 0), (True, 8)):
             torch._dynamo.reset()
             compiled = torch.compile(block, fullgraph=True, dynamic=False)
             with ci.decode_compilation(split_partials=split_partials,
-                                       partials_into_reductions=into_reductions):
+                                       partials_into_reductions_max_m=max_m):
                 got, code = run_and_get_code(compiled, x, residual)
-            results[split_partials, into_reductions] = got
+            results[split_partials, max_m] = got
             code = "\n".join(code)
-            rewritten = split_partials and into_reductions and splits > 1
+            rewritten = split_partials and (max_m is None or m <= max_m) and splits > 1
             assert ("mixed_gemm_partials" in code) == rewritten, (split_partials, splits)
             assert ("cute_gemm.mixed_gemm.default" in code) == (not rewritten)
     torch._dynamo.reset()

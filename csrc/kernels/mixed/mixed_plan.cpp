@@ -20,11 +20,11 @@ constexpr int kMaxSplits = 64;
 // The decode kernel runs up to one 8-row token tile.
 constexpr int kDecodeMaxM = 8;
 // With wgmma the mma.sync kernel may run up to here, wgmma above. INT8 takes wgmma's 32-row tile
-// from M = 9 where that grid splits K to fill the SMs (Llama-3-8B's q/k/v, o and down at M = 9 /
-// 16 on an H200: 9.2-19.5 us against 9.8-22.6 in mma.sync's best split), mma.sync's 16-row tile
-// unsplit where that tile's columns alone give every SM a CTA (int8_on_mma_unsplit). INT4 takes
-// wgmma's 16-row tile where that grid splits K into slices of at most kWgmma16MaxSliceK, mma.sync
-// otherwise (K-long slices: 28672x8192 49.6 vs 47.0 us at M = 16 on an H100).
+// from M = 9 (Llama-3-8B's q/k/v, o and down at M = 9 / 16 on an H200: 9.2-19.5 us against
+// 9.8-22.6 in mma.sync's best split) but where mma.sync's 16-row columns alone fill the SMs
+// (int8_on_mma_unsplit). INT4 takes wgmma's 16-row tile where that grid splits K into slices of
+// at most kWgmma16MaxSliceK, mma.sync otherwise (K-long slices: 28672x8192 49.6 vs 47.0 us at
+// M = 16 on an H100).
 constexpr int kMmaSyncMaxM = 16;
 constexpr int kWgmma16MaxSliceK = 2048;
 // Without wgmma the fused mma.sync kernel runs below this M; from here the product is
@@ -207,15 +207,19 @@ int default_wgmma_tile_m(MixedGemmProblem const& p) {
 }
 
 // INT8 at M = 9..kMmaSyncMaxM on Hopper: whether mma.sync's 16-row tile runs it, unsplit: where
-// that tile's column tiles alone give every SM a CTA. wgmma's 32-row grid then runs unsplit too,
-// one CTA per SM, where mma.sync's 4-warp CTAs go several to an SM. H200, bf16, M = 9 / 16
-// (NOTES.md, session 61): 4096x28672 36.9 / 37.1 us against wgmma's 40.2 / 40.5 (mma.sync in
-// the 2 splits the wave model would give it: 44.4 / 45.6); the 4096x128256 head at M = 16
-// 153.9 / 155.8 against 162.4 / 164.0 (session 60, two machines).
+// that tile's column tiles alone give the SMs kInt8MmaUnsplitMinCtasPerSm CTAs each. Those wide
+// grids run unsplit on wgmma's 32-row tile too, one CTA per SM, where mma.sync's 4-warp CTAs go
+// several to an SM. H200, M = 9 / 12 / 16 (NOTES.md, session 61), us, mma.sync unsplit against
+// wgmma: 4096x28672 (1.7 CTAs per SM) fp16 34.2-34.4 / 34.7-37.3, bf16 37.5-37.9 / 40.2-42.1,
+// gated (in registers against wgmma's reduce kernel) fp16 33.8-34.1 / 44.2-44.6, bf16 38.5-39.1 /
+// 54.8-55.7; 8192x28672 fp16 65.9-69.1 / 68.6-71.7, bf16 71.9-75.6 / 78.2-80.5; the 4096x128256
+// head (7.6) fp16 143.7-149.6 / 144.1-145.2, bf16 145.1-169.7 / 155.6-170.7; but 14336x17024
+// (1.0, one 4-warp CTA per SM) fp16 99-100 / 75-78, bf16 118-119 / 93-94.
+constexpr double kInt8MmaUnsplitMinCtasPerSm = 1.5;
 bool int8_on_mma_unsplit(MixedGemmProblem const& p, DeviceSpec const& d) {
   if (p.bits != 8 || !d.wgmma || p.m <= kDecodeMaxM || p.m > kMmaSyncMaxM) return false;
   constexpr int kMmaTileN = 128;  // the 16-row tile's columns (MixedConfig: 4 warps)
-  return ceil_div(p.n, kMmaTileN) >= d.sm_count;
+  return double(ceil_div(p.n, kMmaTileN)) >= kInt8MmaUnsplitMinCtasPerSm * d.sm_count;
 }
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
@@ -258,8 +262,8 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       if (s.k_slices == 0 && d.wgmma && inst.max_k_slices == 2 && k_blocks >= 4) k_slices = 2;
     }
   }
-  // Hopper's INT8 16-row tile where its column tiles give every SM a CTA: unsplit (gated in
-  // registers where gated), as hopper_small_m_kernel chose it.
+  // Hopper's INT8 16-row tile where its columns alone fill the SMs: unsplit (gated in registers
+  // where gated), as hopper_small_m_kernel chose it (int8_on_mma_unsplit).
   if (s.splits == 0 && int8_on_mma_unsplit(p, d)) splits = 1;
   plan.k_slices = k_slices;
   plan.threads = inst.threads * k_slices;
@@ -274,9 +278,8 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 
 
 // Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma unless mma.sync's columns fill the SMs
-// (int8_on_mma_unsplit);
-// INT4 runs wgmma's 16-row tile where its split-K slices are short (kWgmma16MaxSliceK), mma.sync
-// otherwise.
+// (int8_on_mma_unsplit); INT4 runs wgmma's 16-row tile where its split-K slices are short
+// (kWgmma16MaxSliceK), mma.sync otherwise.
 MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d, int k_blocks) {
   if (p.bits != 4) {
     return int8_on_mma_unsplit(p, d) ? MixedKernel::kMma : MixedKernel::kWgmma;
