@@ -213,13 +213,15 @@ int default_wgmma_tile_m(MixedGemmProblem const& p) {
 // wgmma: 4096x28672 (1.7 CTAs per SM) fp16 34.2-34.4 / 34.7-37.3, bf16 37.5-37.9 / 40.2-42.1,
 // gated (in registers against wgmma's reduce kernel) fp16 33.8-34.1 / 44.2-44.6, bf16 38.5-39.1 /
 // 54.8-55.7; 8192x28672 fp16 65.9-69.1 / 68.6-71.7, bf16 71.9-75.6 / 78.2-80.5; the 4096x128256
-// head (7.6) fp16 143.7-149.6 / 144.1-145.2, bf16 145.1-169.7 / 155.6-170.7; but 14336x17024
-// (1.0, one 4-warp CTA per SM) fp16 99-100 / 75-78, bf16 118-119 / 93-94.
+// head (7.6) bf16 145.1-169.7 / 155.6-170.7 but fp16 143.7-149.6 / 144.1-145.2 (3% slower at
+// M = 12-16, and at every M in a second call); and 14336x17024 (1.0, one 4-warp CTA per SM)
+// fp16 99-100 / 75-78, bf16 118-119 / 93-94: there wgmma keeps it.
 constexpr double kInt8MmaUnsplitMinCtasPerSm = 1.5;
 bool int8_on_mma_unsplit(MixedGemmProblem const& p, DeviceSpec const& d) {
   if (p.bits != 8 || !d.wgmma || p.m <= kDecodeMaxM || p.m > kMmaSyncMaxM) return false;
-  constexpr int kMmaTileN = 128;  // the 16-row tile's columns (MixedConfig: 4 warps)
-  return double(ceil_div(p.n, kMmaTileN)) >= kInt8MmaUnsplitMinCtasPerSm * d.sm_count;
+  const int index = find_instance(MixedKernel::kMma, p, 16, false);  // fine groups: as wide
+  return index >= 0 && double(ceil_div(p.n, mixed_instance(index).tile_n)) >=
+                            kInt8MmaUnsplitMinCtasPerSm * d.sm_count;
 }
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
