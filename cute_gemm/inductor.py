@@ -226,13 +226,15 @@ def reaches_reduction(node, depth=8):
     return False
 
 
-def split_partials(graph, spec_for=None, reductions_max_m=None):
+def split_partials(graph, spec_for=None,
+                   partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M):
     """Rewrites, in the post-grad FX ``graph``, each ``cute_gemm::mixed_gemm`` call without an
     activation whose M is static and whose plan splits K into S > 1 parts, as
     ``mixed_gemm_partials`` followed by ``((p[0] + p[1]) + ...) + bias`` in fp32 and one rounding
     (the reduce kernel's order and arithmetic). ``spec_for(device)``: the planner's device spec
-    for a fake tensor's device (default ``cute_gemm.device_spec``). ``reductions_max_m`` (an
-    int >= 0, or None for every M): the calls whose value reaches a reduction
+    for a fake tensor's device (default ``cute_gemm.device_spec``).
+    ``partials_into_reductions_max_m`` (an int >= 0, or None for every M; default
+    ``DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M``): the calls whose value reaches a reduction
     (``reaches_reduction``: the residual add + RMSNorm after an output or down projection) are
     rewritten only up to this M, and above it left to the op's reduce kernel, which adds the
     partial sums over the whole GPU where a row reduction reads each row's in one CTA. Returns the
@@ -265,8 +267,8 @@ def split_partials(graph, spec_for=None, reductions_max_m=None):
             continue
         splits = ops.partial_sums_count(m, n, call["k"], call["bits"], call["group_size"],
                                         a_val.dtype, spec_for(a_val.device), call["schedule"])
-        if splits < 2 or (reductions_max_m is not None and m > reductions_max_m
-                          and reaches_reduction(node)):
+        max_m = partials_into_reductions_max_m
+        if splits < 2 or (max_m is not None and m > max_m and reaches_reduction(node)):
             continue
         fake_mode = a_val.fake_mode
 
@@ -354,10 +356,11 @@ def batch_increments(graph):
     return batched
 
 
-def _rewrites(partials, increments, partials_into_reductions_max_m=None):
+def _rewrites(partials, increments,
+              partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M):
     """decode_compilation's graph rewrites, in the order they run."""
     partials_pass = functools.partial(split_partials,
-                                      reductions_max_m=partials_into_reductions_max_m)
+                                      partials_into_reductions_max_m=partials_into_reductions_max_m)
     return [rewrite for rewrite, wanted in ((partials_pass, partials),
                                             (batch_increments, increments)) if wanted]
 
@@ -457,7 +460,7 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     inside a reduction (the residual add + RMSNorm after the output and down projections, which
     reads a row in one CTA) only up to M = ``partials_into_reductions_max_m`` (an int >= 0, or
     None for every M; default ``DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M``): above it those GEMMs
-    keep their reduce kernel (``split_partials(reductions_max_m=...)``);
+    keep their reduce kernel (``split_partials``' own argument);
     with ``batch_increments`` (a bool, default True), the step's in-place increments of its
     inputs (a static cache's per-layer lengths) in one kernel (``batch_increments``); with
     ``early_triggers`` (a bool, default True), each Triton kernel lets the next kernel launch

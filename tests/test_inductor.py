@@ -379,7 +379,8 @@ def test_decode_compilation_runs_batch_increments_by_default(monkeypatch):
     ran = []
     monkeypatch.setattr(ci, "batch_increments", lambda graph: ran.append("inc") or 0)
     monkeypatch.setattr(ci, "split_partials",
-                        lambda graph, reductions_max_m: ran.append("partials") or 0)
+                        lambda graph, partials_into_reductions_max_m: ran.append("partials")
+                        or 0)
     g = torch.fx.Graph()
     g.output(None)
     for kwargs, want in (({}, ["partials", "inc"]), ({"batch_increments": False}, ["partials"]),

@@ -265,10 +265,10 @@ def _norm_after(g, node):
 
 
 def test_pass_leaves_gemms_into_reductions_to_their_reduce_kernel():
-    # reductions_max_m: a split GEMM whose sum reaches a reduction (the residual add + RMSNorm
-    # after o / down) stays a mixed_gemm call above that M (its reduce kernel adds the partial
-    # sums over the GPU); one whose sum only meets pointwise ops is rewritten at any M, and None
-    # rewrites both.
+    # partials_into_reductions_max_m: a split GEMM whose sum reaches a reduction (the residual
+    # add + RMSNorm after o / down) stays a mixed_gemm call above that M (its reduce kernel adds
+    # the partial sums over the GPU); one whose sum only meets pointwise ops is rewritten at any
+    # M, and None rewrites both. The default is DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M.
     n, k = 4096, 4096
     for m, max_m, norm, rewritten in ((16, 8, True, 0), (16, 15, True, 0), (16, 16, True, 1),
                                       (16, 0, False, 1), (16, None, True, 1), (9, 8, True, 0),
@@ -278,10 +278,16 @@ def test_pass_leaves_gemms_into_reductions_to_their_reduce_kernel():
             residual_add = next(node for node in g.nodes
                                 if node.target is torch.ops.aten.add.Tensor)
             _norm_after(g, residual_add)
-        assert ci.split_partials(g, spec_for=_h100, reductions_max_m=max_m) == rewritten, \
-            (m, max_m, norm)
+        got = ci.split_partials(g, spec_for=_h100, partials_into_reductions_max_m=max_m)
+        assert got == rewritten, (m, max_m, norm)
         assert (MIXED in [node.target for node in g.nodes]) == (not rewritten)
         g.lint()
+    # By default up to M = 8: H100's partials plans split 4096x14336 in 4 at M = 1, in 8 at 16.
+    assert ci.DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M == 8
+    for m, rewritten in ((1, 1), (16, 0)):
+        g = _graph_of(m, 4096, 14336)
+        _norm_after(g, next(node for node in g.nodes if node.target is torch.ops.aten.add.Tensor))
+        assert ci.split_partials(g, spec_for=_h100) == rewritten, m
 
 
 def test_decode_compilation_passes_partials_into_reductions(monkeypatch):
