@@ -484,21 +484,17 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
         if not isinstance(value, bool):
             raise TypeError(f"decode_compilation: {name} must be a bool; got "
                             f"{type(value).__name__}")
-    max_m = partials_into_reductions_max_m
-    if max_m is not None and (isinstance(max_m, bool) or not isinstance(max_m, int)):
-        raise TypeError(f"decode_compilation: partials_into_reductions_max_m must be an int or "
-                        f"None; got {type(max_m).__name__}")
-    if max_m is not None and max_m < 0:
-        raise ValueError(f"decode_compilation: partials_into_reductions_max_m must be >= 0; got "
-                         f"{max_m}")
-    if realize_reads is not None:
-        if isinstance(realize_reads, bool) or not isinstance(realize_reads, int):
-            raise TypeError(f"decode_compilation: realize_reads must be an int or None; got "
-                            f"{type(realize_reads).__name__}")
-        if realize_reads < 1:
-            raise ValueError(f"decode_compilation: realize_reads must be >= 1; got "
-                             f"{realize_reads}")
-    rewrites = _rewrites(split_partials, batch_increments, max_m)
+    for name, value, lowest in (("partials_into_reductions_max_m",
+                                 partials_into_reductions_max_m, 0),
+                                ("realize_reads", realize_reads, 1)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"decode_compilation: {name} must be an int or None; got "
+                            f"{type(value).__name__}")
+        if value < lowest:
+            raise ValueError(f"decode_compilation: {name} must be >= {lowest}; got {value}")
+    rewrites = _rewrites(split_partials, batch_increments, partials_into_reductions_max_m)
     config = _inductor(combo_kernels, bool(rewrites), realize_reads is not None)[0]
     combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
     passes = (config.patch({"post_grad_custom_post_pass":

@@ -219,7 +219,8 @@ int default_wgmma_tile_m(MixedGemmProblem const& p) {
 constexpr double kInt8MmaUnsplitMinCtasPerSm = 1.5;
 bool int8_on_mma_unsplit(MixedGemmProblem const& p, DeviceSpec const& d) {
   if (p.bits != 8 || !d.wgmma || p.m <= kDecodeMaxM || p.m > kMmaSyncMaxM) return false;
-  const int index = find_instance(MixedKernel::kMma, p, 16, false);  // fine groups: as wide
+  // (The fine-group instance of the tile is as wide as this one.)
+  const int index = find_instance(MixedKernel::kMma, p, 16, false);
   return index >= 0 && double(ceil_div(p.n, mixed_instance(index).tile_n)) >=
                             kInt8MmaUnsplitMinCtasPerSm * d.sm_count;
 }
