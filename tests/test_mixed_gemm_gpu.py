@@ -554,6 +554,25 @@ def test_int8_wide_default_plan(m, gated, group, symmetric, dtype):
     assert out.shape == (m, n // 2 if gated else n)
 
 
+@pytest.mark.parametrize("m", [9, 16])
+@pytest.mark.parametrize("group,symmetric,dtype", [(-1, True, torch.bfloat16),
+                                                   (64, False, torch.float16)])
+def test_int8_near_filling_default_plan(m, group, symmetric, dtype):
+    # INT8 at M = 9..16 where mma.sync's 16-row column tiles give the SMs 0.55 to 1.5 CTAs each
+    # (ungated): on Hopper the default plan is that tile in the wave model's splits, summed by the
+    # reduce kernel into the poisoned output; elsewhere whatever the planner picks. The last
+    # column tile ragged.
+    sms = cute_gemm.device_spec().sm_count
+    n, k = 128 * sms + 72, 1280
+    qw = _qweight(n, k, 8, group, symmetric, dtype, seed=m)
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    plan = cute_gemm.mixed_plan(m, n, k, 8, group, dtype)
+    if _wgmma():
+        assert (plan.kernel, plan.tile_m) == ("mma", 16) and plan.splits > 1, plan
+    out = assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw), _reference(a, qw), dtype, k)
+    assert out.shape == (m, n)
+
+
 # ---------------------------------------------------------------- each kernel, by schedule
 
 

@@ -68,8 +68,9 @@ def instances():
 def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16):
     """The default rules: decode up to M = 8; with wgmma, wgmma from M = 9 except up to M = 16
     INT4 where wgmma's 16-row tile would split K into slices longer than WGMMA16_MAX_SLICE_K and
-    INT8 where mma.sync's 128-column tiles give the SMs 1.5 CTAs each (mma.sync there); without,
-    mma.sync below 192 and the dense path from there."""
+    INT8 where mma.sync's 128-column tiles give the SMs 0.55 CTAs each or more (mma.sync there;
+    ungated problems, which these are); without, mma.sync below 192 and the dense path from
+    there."""
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
@@ -77,7 +78,7 @@ def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.fl
             w16 = plan(m, n, k, bits, group, dtype, device, schedule="kernel=wgmma,tile_m=16")
             slice_k = -(-k_blocks(k, bits) // w16.splits) * block_k(bits)
             return "wgmma" if slice_k <= WGMMA16_MAX_SLICE_K else "mma"
-        if m <= 16 and 2 * -(-n // 128) >= 3 * cute_gemm.device_spec(device).sm_count:
+        if m <= 16 and -(-n // 128) >= 0.55 * cute_gemm.device_spec(device).sm_count:
             return "mma"
         return "wgmma"
     return "mma" if m < 192 else "dense"
@@ -255,7 +256,7 @@ def test_small_m_on_hopper():
         assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, False)
 
 
-def test_int8_wide_n_on_mma_sync_unsplit():
+def test_int8_wide_n_on_mma_sync():
     # INT8 at M = 9..16 on Hopper: wgmma's 32-row tile, but mma.sync's 16-row tile unsplit (gated
     # in registers where gated) where that tile's 128-column tiles alone give the SMs 1.5 CTAs
     # each; the wave model alone would give mma.sync 2 splits there (session 61: bf16 45.6
@@ -277,10 +278,19 @@ def test_int8_wide_n_on_mma_sync_unsplit():
                             schedule="kernel=mma").splits == 1
                 assert plan(m, n, k, bits=8, group=-1, device=device,
                             schedule="kernel=mma,splits=2").splits == 2
-        # Fewer columns (down to one 16-row tile per SM, which ran 27% slower than wgmma's split
-        # grid at 14336x17024): wgmma in splits.
-        for n, k in ((4096, 4096), (6144, 4096), (4096, 14336), (8192, 28672), (17024, 14336),
-                     (wide - 128, 640)):
+        # Fewer columns, down to 0.55 of a 16-row tile per SM: mma.sync in the wave model's
+        # splits, ungated (session 62: 13-17% faster than wgmma's split grid at 14336x17024,
+        # where unsplit lost 27%); gated, and below 0.55 (N = 8192 on these SMs), wgmma in splits.
+        lowest = -(-55 * sms // 100) * 128  # the fewest columns that take the split rule
+        for n, k in ((17024, 14336), (10240, 8192), (wide - 128, 640), (lowest, 4096)):
+            for m in (9, 16):
+                p = plan(m, n, k, bits=8, group=-1, device=device)
+                assert (p.kernel, p.tile_m) == ("mma", 16) and p.splits > 1, (device, n, k, m, p)
+                gated = cute_gemm.mixed_plan(m, 2 * (n // 2), k, 8, -1, torch.bfloat16,
+                                             device=device, activation="silu_mul")
+                assert gated.kernel == "wgmma", (device, n, k, m, gated)
+        for n, k in ((4096, 4096), (6144, 4096), (4096, 14336), (8192, 28672), (8192, 8192),
+                     (lowest - 128, 4096)):
             for m in (9, 16):
                 p = plan(m, n, k, bits=8, group=-1, device=device)
                 assert (p.kernel, p.tile_m) == ("wgmma", 32) and p.splits > 1, (device, n, k, m)
