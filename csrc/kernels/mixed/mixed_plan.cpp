@@ -22,9 +22,9 @@ constexpr int kDecodeMaxM = 8;
 // With wgmma the mma.sync kernel may run up to here, wgmma above. INT8 takes wgmma's 32-row tile
 // from M = 9 (Llama-3-8B's q/k/v, o and down at M = 9 / 16 on an H200: 9.2-19.5 us against
 // 9.8-22.6 in mma.sync's best split) but where mma.sync's 16-row columns come near filling the SMs
-// (int8_on_mma_split, int8_on_mma_unsplit). INT4 takes wgmma's 16-row tile where that grid
-// splits K into slices of at most kWgmma16MaxSliceK, mma.sync otherwise (K-long slices:
-// 28672x8192 49.6 vs 47.0 us at M = 16 on an H100).
+// (int8_on_mma). INT4 takes wgmma's 16-row tile where that grid splits K into slices of at most
+// kWgmma16MaxSliceK, mma.sync otherwise (K-long slices: 28672x8192 49.6 vs 47.0 us at M = 16 on
+// an H100).
 constexpr int kMmaSyncMaxM = 16;
 constexpr int kWgmma16MaxSliceK = 2048;
 // Without wgmma the fused mma.sync kernel runs below this M; from here the product is
@@ -224,24 +224,24 @@ double int8_mma16_columns_per_sm(MixedGemmProblem const& p, DeviceSpec const& d)
 // 54.8-55.7; 8192x28672 fp16 65.9-69.1 / 68.6-71.7, bf16 71.9-75.6 / 78.2-80.5; the 4096x128256
 // head (7.6) bf16 145.1-169.7 / 155.6-170.7 but fp16 143.7-149.6 / 144.1-145.2 (3% slower at
 // M = 12-16, and at every M in a second call). Unsplit at 14336x17024 (1.0) lost 27%: there
-// int8_on_mma_split takes it.
+// int8_on_mma splits it.
 constexpr double kInt8MmaUnsplitMinCtasPerSm = 1.5;
 bool int8_on_mma_unsplit(MixedGemmProblem const& p, DeviceSpec const& d) {
   return int8_mma16_columns_per_sm(p, d) >= kInt8MmaUnsplitMinCtasPerSm;
 }
 
-// INT8 at M = 9..16 on Hopper, ungated, where mma.sync's 16-row column tiles give the SMs from
-// kInt8MmaSplitMinCtasPerSm to kInt8MmaUnsplitMinCtasPerSm CTAs each: mma.sync in the wave
-// model's splits rather than wgmma's 32-row tile. H200, M = 9 / 16 (NOTES.md, session 62), us,
-// mma.sync against wgmma: 14336x17024 (1.0) fp16 65.0 / 72.1 against 75.9 / 77.8, bf16 77.3 /
-// 79.8 against 94.1 / 93.5; 8192x10240 (0.61) fp16 24.4 / 25.6 against 25.2 / 26.1, bf16 25.9 /
-// 27.0 against 29.7 / 30.1. At 0.48 (N = 8192) it is a wash (8192² fp16 1-2% slower, 28672x8192
-// up to 5% faster) and at 0.24 (N = 4096) mma.sync loses 2-11%: wgmma keeps those. Gated
-// problems were not measured there and keep wgmma.
+// INT8 at M = 9..16 on Hopper: whether mma.sync's 16-row tile runs it rather than wgmma's 32-row
+// tile: unsplit from kInt8MmaUnsplitMinCtasPerSm column tiles per SM (int8_on_mma_unsplit), and,
+// ungated, in the wave model's splits from kInt8MmaSplitMinCtasPerSm. H200, M = 9 / 16 (NOTES.md,
+// session 62), us, mma.sync in those splits against wgmma: 14336x17024 (1.0) fp16 65.0 / 72.1
+// against 75.9 / 77.8, bf16 77.3 / 79.8 against 94.1 / 93.5; 8192x10240 (0.61) fp16 24.4 / 25.6
+// against 25.2 / 26.1, bf16 25.9 / 27.0 against 29.7 / 30.1. At 0.48 (N = 8192) it is a wash
+// (8192² fp16 1-2% slower, 28672x8192 up to 5% faster) and at 0.24 (N = 4096) mma.sync loses
+// 2-11%: wgmma keeps those. Gated problems below 1.5 were not measured there and keep wgmma.
 constexpr double kInt8MmaSplitMinCtasPerSm = 0.55;
-bool int8_on_mma_split(MixedGemmProblem const& p, DeviceSpec const& d) {
+bool int8_on_mma(MixedGemmProblem const& p, DeviceSpec const& d) {
   const double share = int8_mma16_columns_per_sm(p, d);
-  return !p.gated && share >= kInt8MmaSplitMinCtasPerSm && share < kInt8MmaUnsplitMinCtasPerSm;
+  return share >= kInt8MmaUnsplitMinCtasPerSm || (!p.gated && share >= kInt8MmaSplitMinCtasPerSm);
 }
 
 // mma.sync: the smallest M tile of 16, 32 or 64 rows that holds M (64 above), split-K to one
@@ -300,12 +300,11 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 
 
 // Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma unless mma.sync's columns come near filling the
-// SMs (int8_on_mma_split, int8_on_mma_unsplit); INT4 runs wgmma's 16-row tile where its split-K
-// slices are short (kWgmma16MaxSliceK), mma.sync otherwise.
+// SMs (int8_on_mma); INT4 runs wgmma's 16-row tile where its split-K slices are short
+// (kWgmma16MaxSliceK), mma.sync otherwise.
 MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d, int k_blocks) {
   if (p.bits != 4) {
-    return int8_on_mma_unsplit(p, d) || int8_on_mma_split(p, d) ? MixedKernel::kMma
-                                                                 : MixedKernel::kWgmma;
+    return int8_on_mma(p, d) ? MixedKernel::kMma : MixedKernel::kWgmma;
   }
   const int index = find_instance(MixedKernel::kWgmma, p, 16, false);
   if (index < 0) return MixedKernel::kMma;
