@@ -326,8 +326,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     its packed INT4/INT8 form (never materialized). The plan (``cute_gemm.mixed_plan``, field
     ``exact_scales``) says which ``W`` it uses: the exact ``qw.dequantize(torch.float32)`` with the
     decode and mma.sync kernels (M <= 8 on an H100 / H200, M = 9-16 on some shapes there: INT4
-    where K is long, INT8 where N is wide; below 192 rows on other GPUs) and the wgmma tile that
-    keeps exact scales (``scales=exact``), or ``W`` rounded to the activation dtype
+    where K is long, INT8 where N is wide; below 192 rows on other GPUs) and the wgmma tiles that
+    keep exact scales (``scales=exact``), or ``W`` rounded to the activation dtype
     (``qw.dequantize()``) with the other wgmma tiles (the rest of M on Hopper), on the dense path
     (from 192 rows elsewhere) and on CPU. The two differ by at most half an ulp per weight.
 
@@ -344,10 +344,11 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             (INT4), 32, 64, 128, 160, 192, 256), ``tile_n`` (wgmma: 128 output columns per CTA, or
             64, which INT4's 16-row tile has and takes by default where 128 columns would split K 8
             ways or more), ``scales`` (wgmma: ``rounded``, the default, or ``exact``, which the
-            32-row tile has), ``splits`` (1..64), ``warps`` (decode: 1..16), ``col_warps`` (decode:
-            1, 2, 4), ``k_slices`` (mma.sync: 1, or 2 in INT4's 16-row tile: two groups of 4 warps
-            per CTA on halves of its k range), ``raster_m`` (the warp-specialized wgmma kernel: M
-            tiles per group of its tile order, 1..64; 1 is row-major). A choice the device or
+            16-row (INT4) and 32-row tiles have), ``splits`` (1..64), ``warps`` (decode: 1..16),
+            ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1, or 2 in INT4's 16-row
+            tile: two groups of 4 warps per CTA on halves of its k range), ``raster_m`` (the
+            warp-specialized wgmma kernel: M tiles per group of its tile order, 1..64; 1 is
+            row-major). A choice the device or
             problem cannot run raises ``ValueError``; ``cute_gemm.mixed_plan`` shows what a
             schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's

@@ -41,15 +41,16 @@ WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8)]
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
 # Hopper wgmma (sm_90a): (bits, token tile, n64 tiles per warpgroup (the config's NTiles), exact
 # scales, consumer warpgroups, TMA producer warpgroup). Every default plan rounds the weights; the
-# 32-row tile with exact per-group scales runs by schedule (scales=exact). The 16-row tile is
-# INT4's only (INT8 runs the 32-row tile from M = 9); its 64-column form (one n64 tile, half the
+# 16- and 32-row tiles with exact per-group scales run by schedule (scales=exact). The 16-row tile
+# is INT4's only (INT8 runs the 32-row tile from M = 9); its 64-column form (one n64 tile, half the
 # registers, 4 CTAs per SM) runs where 128 columns would split K 8 ways or more, or by schedule
-# (tile_n=64). The producer (mixed_wgmma_ws_kernel.cuh)
-# serves the 128-, 160-, 192- and 256-row tiles and INT8's 64-row tile; 160 and 192 rows fit M
-# of 129-192, 257-384 and 577-768 more tightly than 256 rows in as few CTAs.
+# (tile_n=64). The producer (mixed_wgmma_ws_kernel.cuh) serves the 128-, 160-, 192- and 256-row
+# tiles and INT8's 64-row tile; 160 and 192 rows fit M of 129-192, 257-384 and 577-768 more tightly
+# than 256 rows in as few CTAs.
 MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
                        for tm, nt, exact, wg, producer in (
                            (16, 2, False, 1, False), (16, 1, False, 1, False),
+                           (16, 2, True, 1, False), (16, 1, True, 1, False),
                            (32, 2, False, 1, False),
                            (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
                            (128, 1, False, 2, True), (160, 1, False, 2, True),
@@ -167,8 +168,13 @@ def write_mixed_instance(name, kernel_header, config, launch_call, occupancy_cal
     call = f"  return mixed::{launch_call.format(cfg=name + '_config')};"
     if len(call) > 100:
         call = call.replace("(p, ", "(\n      p, ", 1)
-    occupancy = (f"cudaError_t {name}_occupancy(MixedPlan const& plan, int* ctas_per_sm) {{\n"
-                 f"  return mixed::{occupancy_call}<{name}_config>(plan, ctas_per_sm);\n}}\n")
+    occupancy_head = f"cudaError_t {name}_occupancy(MixedPlan const& plan, int* ctas_per_sm) {{"
+    if len(occupancy_head) > 100:
+        occupancy_head = occupancy_head.replace("(MixedPlan", "(\n    MixedPlan", 1)
+    occupancy_call = f"  return mixed::{occupancy_call}<{name}_config>(plan, ctas_per_sm);"
+    if len(occupancy_call) > 100:
+        occupancy_call = occupancy_call.replace("(plan, ", "(\n      plan, ", 1)
+    occupancy = f"{occupancy_head}\n{occupancy_call}\n}}\n"
     assert all(len(line) <= 100 for line in occupancy.splitlines()), name
     write_tu(MIXED_OUT, name, [kernel_header, "kernels/mixed/mixed_instances.hpp"],
              f"{using}\n\n{launch}\n{call}\n}}\n\n{occupancy}")

@@ -21,10 +21,10 @@ Every output is checked against ``a @ W^T (+ bias)`` in fp64 with the criterion 
 tests/helpers.py::assert_accurate (copied below). W is the weight the path computes with, chosen
 as tests/test_mixed_gemm_gpu.py::_reference does: the exact ``dequantize(qw, torch.float32)``
 where the fused kernel applies the scales in fp32 after exact integer products (the plan's
-``exact_scales`` in cute_gemm.mixed_plan: decode, mma.sync, wgmma 32-row tiles), else the
-weight rounded to the activation dtype (``dequantize(qw)``: the larger wgmma tiles and the dense
-path). The output block is poisoned with NaN beforehand (tests/helpers.py::poison_allocator), so
-an element the kernel never writes fails the check.
+``exact_scales`` in cute_gemm.mixed_plan: decode, mma.sync, the exact wgmma 16- and 32-row
+tiles), else the weight rounded to the activation dtype (``dequantize(qw)``: the other wgmma
+tiles and the dense path). The output block is poisoned with NaN beforehand
+(tests/helpers.py::poison_allocator), so an element the kernel never writes fails the check.
 
 Prints the seed first; exits 1 at the first failure, printing the case as JSON with the command
 line that reruns it alone (--case), 0 when the time is up with no failure, 2 without a GPU.
@@ -90,8 +90,9 @@ K_MAX = 8192
 # four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "mma-slices", "decode"]
-WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:32", "wgmma:32:exact", "wgmma:64", "wgmma:128",
-                "wgmma:160", "wgmma:192", "wgmma:256", "wgmma:128+raster:3", "wgmma:256+raster:2"]
+WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:16:exact", "wgmma:32", "wgmma:32:exact",
+                "wgmma:64", "wgmma:128", "wgmma:160", "wgmma:192", "wgmma:256",
+                "wgmma:128+raster:3", "wgmma:256+raster:2"]
 FORCED_FRACTION = 0.35
 LAYER_FRACTION = 0.2
 # Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).

@@ -48,8 +48,9 @@ def _wgmma():
 def _reference(a, qw, bias=None, schedule=None):
     """fp64 product with the weight the path computes with. A fused kernel that applies the
     scales in fp32 after exact integer products (`exact_scales` in its plan: the decode and
-    mma.sync kernels, and the wgmma kernel's 32-row tiles) uses the exact (q - z) * s; the wgmma
-    kernel's larger tiles and the dense path use it rounded to the activation dtype
+    mma.sync kernels, and the wgmma kernel's exact 16- and 32-row tiles) uses the exact
+    (q - z) * s; the wgmma kernel's other tiles and the dense path use it rounded to the activation
+    dtype
     (cute_gemm.dequantize's default)."""
     m = a.reshape(-1, a.shape[-1]).shape[0]
     plan = _plan(m, qw, schedule)
@@ -666,7 +667,8 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
 
 # (token tile, warpgroups per CTA, exact scales, columns per CTA) of each wgmma instance; the
 # 16-row tiles are INT4's
-WGMMA_TILES = [(16, 1, False, 128), (16, 1, False, 64), (32, 1, False, 128), (32, 1, True, 128),
+WGMMA_TILES = [(16, 1, False, 128), (16, 1, False, 64), (16, 1, True, 128), (16, 1, True, 64),
+               (32, 1, False, 128), (32, 1, True, 128),
                (64, 1, False, 128), (128, 2, False, 128), (160, 2, False, 128),
                (192, 2, False, 128), (256, 2, False, 128)]
 

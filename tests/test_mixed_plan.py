@@ -209,11 +209,12 @@ def test_mma_instance_choice(device):
 
 
 def test_wgmma_tiles_and_scales():
-    # Rounded weights by default; exact fp32 scales in the 32-row tile by schedule only
+    # Rounded weights by default; exact fp32 scales in the 16- and 32-row tiles by schedule only
     # (mixed_gemm's docstring); the 16-row tile for INT4 only; one consumer warpgroup up to 64
     # rows, two above; each as its instance says.
-    for tile_m, groups, scales in ((16, 1, "rounded"), (32, 1, "rounded"), (32, 1, "exact"),
-                                   (64, 1, "rounded"), (128, 2, "rounded"), (256, 2, "rounded")):
+    for tile_m, groups, scales in ((16, 1, "rounded"), (16, 1, "exact"), (32, 1, "rounded"),
+                                   (32, 1, "exact"), (64, 1, "rounded"), (128, 2, "rounded"),
+                                   (256, 2, "rounded")):
         for bits, dtype in itertools.product((4, 8), (torch.float16, torch.bfloat16)):
             schedule = f"tile_m={tile_m}" + ("" if scales == "rounded" else f",scales={scales}")
             if tile_m == 16 and bits == 8:
@@ -233,10 +234,15 @@ def test_wgmma_tiles_and_scales():
     # Forced, wgmma also takes M <= 8 (INT4 in 16-row token tiles, INT8 in 32).
     assert plan(1, schedule="kernel=wgmma").tile_m == 16
     assert plan(1, bits=8, group=-1, schedule="kernel=wgmma").tile_m == 32
-    # scales=exact picks the wgmma kernel and its exact 32-row tile up to M = 32, and is refused
-    # where no tile of that size has exact scales.
-    p = plan(5, schedule="scales=exact")
-    assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, True)
+    # scales=exact picks the wgmma kernel and its exact 16-row (INT4, M <= 16) or 32-row tile up
+    # to M = 32, the 16-row tile in the columns the rounded one would take, and is refused where
+    # no tile of that size has exact scales.
+    for m, bits, tile_m in ((5, 4, 16), (16, 4, 16), (17, 4, 32), (5, 8, 32), (32, 8, 32)):
+        p = plan(m, bits=bits, group=128, schedule="scales=exact")
+        assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", tile_m, True), (m, bits)
+        rounded = plan(m, bits=bits, group=128, schedule=f"kernel=wgmma,tile_m={tile_m}")
+        assert (p.tile_n, p.splits) == (rounded.tile_n, rounded.splits)
+    assert plan(16, 4096, 4096, schedule="scales=exact").tile_n == 64
     with pytest.raises(ValueError, match="no wgmma instance with tile_m=64 and exact scales"):
         plan(64, schedule="scales=exact")
     with pytest.raises(ValueError, match="scales applies to the wgmma kernel; this plan runs mma"):

@@ -354,11 +354,12 @@ int fitted_wide_tile(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedu
   return short_split ? index_128 : index;
 }
 
-// The 16-row tile's 64-column instance in place of `index_128` (the 128-column one) where the
-// latter's grid splits K kWgmma16NarrowMinSplits ways or more on `d`; `index_128` otherwise.
-int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, int index_128, int k_blocks) {
-  const int narrow = find_instance(MixedKernel::kWgmma, p, 16, false,
-                                   MixedSchedule::Scales::kAuto, 64);
+// The 16-row tile's 64-column instance (with the same scales) in place of `index_128` (the
+// 128-column one) where the latter's grid splits K kWgmma16NarrowMinSplits ways or more on `d`;
+// `index_128` otherwise.
+int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule::Scales scales,
+                   int index_128, int k_blocks) {
+  const int narrow = find_instance(MixedKernel::kWgmma, p, 16, false, scales, 64);
   if (narrow < 0) return index_128;
   const int splits = wgmma_splits(p, d, MixedSchedule{}, mixed_instance(index_128), k_blocks);
   return splits >= kWgmma16NarrowMinSplits ? narrow : index_128;
@@ -370,8 +371,12 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                 MixedSchedule const& s, int k_blocks) {
   int tile_m = s.tile_m;
   if (tile_m == 0) {
-    // Exact scales: only the 32-row tile has them.
-    tile_m = s.scales == MixedSchedule::Scales::kExact && p.m <= 32 ? 32 : default_wgmma_tile_m(p);
+    tile_m = default_wgmma_tile_m(p);
+    // Exact scales: the 16-row (INT4) and 32-row tiles have them.
+    if (s.scales == MixedSchedule::Scales::kExact && p.m <= 32 &&
+        find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales, s.tile_n) < 0) {
+      tile_m = 32;
+    }
   }
   int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales, s.tile_n);
   if (index < 0) {
@@ -384,7 +389,7 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     index = fitted_wide_tile(p, d, s, index, k_blocks);
   }
   if (s.tile_n == 0 && tile_m == 16) {
-    index = narrow_wgmma16(p, d, index, k_blocks);
+    index = narrow_wgmma16(p, d, s.scales, index, k_blocks);
   }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));

@@ -44,6 +44,12 @@ struct MixedWgmmaConfig {
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma's N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
+  // Exact scales in the 16-row tiles: where the groups are whole k blocks (or per-channel), each
+  // k block's sums go to one of two partial sets in turn, so the wgmmas of block i run while block
+  // i - 1's partials are scaled into the sums and block i + 1 is dequantized (the tensor cores
+  // and the dequantization overlap as with rounded weights). Finer groups take turns per group.
+  // Two sets of 16-row partials cost 2 x 8 registers per n64 tile.
+  static constexpr bool kPairedPartials = ExactScales && TileM == 16;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
   static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
@@ -79,16 +85,19 @@ struct MixedWgmmaConfig {
   static constexpr int kMaxStages = 5;
   static constexpr int kStagesThatFit =
       (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * kMaxStages : 0)) / (kAStageBytes + kStageBytes);
-  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales: the stage of
-  // block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded weights: the
+  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales taking turns:
+  // the stage of block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded
+  // weights and paired partials: the
   // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
   // i - 2 is refilled, S - 2 ahead, and M tiles of 128 rows or more (one CTA per SM) take up to 5
   // stages (256-row INT4 tiles: 3 fit, 74 KB each).
   static constexpr int kStages =
       !ExactScales && TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages)
                                    : 4;
-  static_assert(kStages >= (ExactScales ? 2 : 3), "too few stages fit in shared memory");
-  static constexpr int kLoadAhead = ExactScales ? kStages - 1 : kStages - 2;
+  // Paired partials refill like rounded weights: block i - 1's wgmmas run while block i is issued.
+  static constexpr bool kTakesTurns = ExactScales && !kPairedPartials;
+  static_assert(kStages >= (kTakesTurns ? 2 : 3), "too few stages fit in shared memory");
+  static constexpr int kLoadAhead = kTakesTurns ? kStages - 1 : kStages - 2;
   // The warp-specialized kernel's consumers free a stage kReleaseLag k blocks after its use: 2
   // keeps the next block's wgmmas queued behind the previous ones, 1 (waiting for the previous
   // block's wgmmas before issuing) lets the producer run S - 1 stages ahead instead of S - 2,
@@ -191,15 +200,15 @@ struct MixedWgmmaConfig {
 
   // ---- resources
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
-  // consumer warpgroup: 3 with exact scales (a k block's 64 dequantized registers plus two
-  // accumulator sets), 2 with rounded weights up to 64 rows (two register sets of a k block for
-  // the overlap), 1 above, 4 for one n64 tile of 16 rows (two register sets of 32: 128 registers
-  // without spills); two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and
-  // 256 (128 accumulators and two register sets of 32).
+  // consumer warpgroup: 3 with exact scales taking turns (a k block's 64 dequantized registers
+  // plus two accumulator sets), 2 with rounded weights or paired partials up to 64 rows (two
+  // register sets of a k block for the overlap), 1 above, 4 for one n64 tile of 16 rows (two
+  // register sets of 32: 128 registers without spills); two consumer warpgroups (one n64 tile
+  // each): 2 up to 64 rows, 1 at 128 and 256 (128 accumulators and two register sets of 32).
   static constexpr bool kOneTile16 = WarpGroups == 1 && NTiles == 1 && TileM <= 16;
   static constexpr int kMinCtasPerSm =
       WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
-                      : (ExactScales ? 3 : (kOneTile16 ? 4 : (TileM <= 64 ? 2 : 1)));
+                      : (kOneTile16 ? 4 : (kTakesTurns ? 3 : (TileM <= 64 ? 2 : 1)));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;
@@ -213,7 +222,7 @@ struct MixedWgmmaConfig {
   static constexpr int registers() {
     if (Producer) return kLaunchRegisters;
     if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 168 : 144;
-    if (!ExactScales && kOneTile16) return 128;
+    if (kOneTile16) return 128;
     if (!ExactScales && WarpGroups == 1 && TileM == 64 && Bits == 4) return 256;
     if (!ExactScales && WarpGroups == 1 && TileM <= 32) return Bits == 4 ? 256 : 168;
     return kLaunchRegisters;

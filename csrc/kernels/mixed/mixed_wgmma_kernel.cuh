@@ -37,11 +37,15 @@
 //   - rounded (every default plan): the registers hold (q - z) * s rounded to the activation dtype,
 //     the weight the dense path uses, and the wgmmas accumulate the whole K without stopping at
 //     group ends, so a warp dequantizes k block i while the wgmmas of block i - 1 run.
-//   - exact (the 32-row tile, by schedule: scales=exact): registers hold q - z, the wgmmas
-//     accumulate exact fp32 sums per group and the scale multiplies them once per group and output
-//     (as the mma.sync kernel does: the product uses the exact weight (q - z) * s). Each group
-//     end waits for its wgmmas, so dequantization and the tensor cores take turns (4-32% slower
-//     than the rounded 32-row tile at M = 24-32 on an H100; NOTES.md, session 19).
+//   - exact (the 16- and 32-row tiles, by schedule: scales=exact): registers hold q - z, the
+//     wgmmas accumulate exact fp32 sums per group and the scale multiplies them once per group
+//     and output (as the mma.sync kernel does: the product uses the exact weight (q - z) * s).
+//     The 32-row tile waits for a group's wgmmas at its end, so dequantization and the tensor
+//     cores take turns (4-32% slower than the rounded 32-row tile at M = 24-32 on an H100;
+//     NOTES.md, session 19). The 16-row tiles (kPairedPartials), where the groups are whole k
+//     blocks, dequantize block i into one of two register sets while block i - 1's wgmmas run,
+//     and the tensor cores wait only for block i - 1's scaling: a bf16 INT4 word costs 11
+//     instructions to dequantize instead of the rounded weights' 15.
 // Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
 // (mixed_epilogue.cuh).
 
@@ -96,12 +100,13 @@ struct WgmmaWarpSlice {
   // The thread's coordinate ((t, g), w, wg) in Cfg::ConsumerThreads.
   CG_DEVICE auto thread_coord() const { return make_coord(make_coord(t, g), w, wg); }
 
-  // Where symmetric weights branch: once per k block (rounded weights), so the symmetric block is
-  // one straight run that ptxas interleaves across words, or once per word (exact scales, where
-  // the straight run made ptxas serialize the wgmmas, C7513; and INT4 256-row M tiles, whose
-  // straight run needs more registers than the consumers have, C7512).
+  // Where symmetric weights branch: once per k block (rounded weights, paired partials), so the
+  // symmetric block is one straight run that ptxas interleaves across words, or once per word
+  // (exact scales taking turns, where the straight run made ptxas serialize the wgmmas, C7513;
+  // and INT4 256-row M tiles, whose straight run needs more registers than the consumers have,
+  // C7512).
   static constexpr bool kBranchPerBlock =
-      !Cfg::kExactScales && (Cfg::kTileM < 256 || Cfg::kBits == 8);
+      !Cfg::kTakesTurns && (Cfg::kTileM < 256 || Cfg::kBits == 8);
 
   // The k block in stage `st` (weights SmemW, then scales and zeros SmemScales) into registers.
   CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
@@ -174,8 +179,9 @@ struct WgmmaWarpSlice {
     return int(typename Cfg::SmemA{}(0, 16 * j)) * int(sizeof(T));
   }
 
-  // acc[r] += the k block's weights (a, rounded) x its activation tile (stage `desc_stage`).
-  template <class Wgmma>
+  // acc[r] += the k block's weights (a) x its activation tile (stage `desc_stage`); Fresh: acc[r] =
+  // instead (the first wgmma ignores the old sums).
+  template <class Wgmma, bool Fresh = false>
   CG_DEVICE static void mma_block(BlockRegs const& a, uint64_t desc_stage,
                                   float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
     CG_PRAGMA_UNROLL
@@ -185,7 +191,24 @@ struct WgmmaWarpSlice {
       for (int r = 0; r < Cfg::kNTiles; ++r) {
         uint32_t frag[4];
         fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
-        Wgmma::fma(acc[r], frag, desc, 1);
+        Wgmma::fma(acc[r], frag, desc, Fresh && j == 0 ? 0 : 1);
+      }
+    }
+  }
+
+  // acc += the group scales of row `srow` of a stage's scales (s_scale) x part: value v of n64
+  // tile r lies in column lane_col[2 r + (v / 2) % 2] (WeightColTV).
+  CG_DEVICE void add_scaled(T const* s_scale, int srow,
+                            float const (&part)[Cfg::kNTiles][Cfg::kAccRegs],
+                            float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) const {
+    constexpr auto sS = typename Cfg::SmemScales{};
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      const float s_lo = HalfTraits<T>::to_float(s_scale[sS(srow, lane_col[2 * r], 0)]);
+      const float s_hi = HalfTraits<T>::to_float(s_scale[sS(srow, lane_col[2 * r + 1], 0)]);
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        acc[r][v] = fmaf((v & 2) ? s_hi : s_lo, part[r][v], acc[r][v]);
       }
     }
   }
@@ -411,7 +434,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   // Accumulators: acc[r][v] is value (v, r) of AccTV, (T, V) -> (M kTileM, N kTileN).
   float acc[NT][NACC];
-  float part[Cfg::kExactScales ? NT : 1][Cfg::kExactScales ? NACC : 1];
   CG_PRAGMA_UNROLL
   for (int r = 0; r < NT; ++r) {
     CG_PRAGMA_UNROLL
@@ -430,6 +452,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
+  // The scales (zeros kScaleElems further) of the k block in stage `stage`.
+  auto stage_scales = [&](int stage) {
+    return reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes + Cfg::kWeightBytes);
+  };
 
   if constexpr (!Cfg::kExactScales) {
     // Rounded weights, one accumulation over the whole K. The wgmmas of block i - 1 keep the
@@ -455,65 +481,102 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     };
     for_blocks_in_pairs<(Cfg::kTileM >= 256)>(n_kb, step);
   } else {
-    // Exact scales: the scale is applied to each group's fp32 sums after waiting for its wgmmas.
-    bool fresh = true;  // the part sums start over (scale-d = 0) at the next wgmma
-    CG_PRAGMA_NO_UNROLL
-    for (int i = 0; i < n_kb; ++i) {
-      // The previous k block's wgmmas read the stage that is refilled below and registers that
-      // are rewritten: they must be done.
-      wgmma_wait_group<0>();
-      cp_async_wait<kAhead - 1>();
-      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
-      __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
-      const int stage = i % S;
-      load_weights(i + kAhead, (i + kAhead) % S);
-      load_activations(i + kAhead, (i + kAhead) % S);
-      cp_async_fence();
-      // The whole k block first: ptxas serializes wgmmas whose input registers are written
-      // between them and the wait (C7513).
-      BlockRegs a;
-      const int kb = kb_begin + i;
-      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
-      wgmma_fence();  // the registers just written feed the wgmmas
-      T const* s_scale = reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes +
-                                                    Cfg::kWeightBytes);
-      CG_PRAGMA_UNROLL
-      for (int wi = 0; wi < 4; ++wi) {
+    // Exact scales: the scale multiplies each group's fp32 sums once its wgmmas are done. Taking
+    // turns: a group's sums are waited for at its end, so dequantization and the tensor cores
+    // alternate (any group size).
+    auto per_group = [&]() {
+      float part[NT][NACC];
+      bool fresh = true;  // the part sums start over (scale-d = 0) at the next wgmma
+      CG_PRAGMA_NO_UNROLL
+      for (int i = 0; i < n_kb; ++i) {
+        // The previous k block's wgmmas read the stage that is refilled below and registers that
+        // are rewritten: they must be done.
+        wgmma_wait_group<0>();
+        cp_async_wait<kAhead - 1>();
+        fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+        __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
+        const int stage = i % S;
+        load_weights(i + kAhead, (i + kAhead) % S);
+        load_activations(i + kAhead, (i + kAhead) % S);
+        cp_async_fence();
+        // The whole k block first, a branch per word: ptxas serializes wgmmas whose input
+        // registers are written between them and the wait (C7513).
+        BlockRegs a;
+        const int kb = kb_begin + i;
+        slice.template dequantize_block_as<false>(smem_w + stage * Cfg::kStageBytes, a);
+        wgmma_fence();  // the registers just written feed the wgmmas
         CG_PRAGMA_UNROLL
-        for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
-          const uint64_t desc = desc_at(stage, wi * Cfg::kStepsPerWord + s);
+        for (int wi = 0; wi < 4; ++wi) {
           CG_PRAGMA_UNROLL
-          for (int r = 0; r < NT; ++r) {
-            uint32_t frag[4];
-            WgmmaWarpSlice<Cfg>::fragment(a, wi, s, r, frag);
-            Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
-          }
-        }
-        fresh = false;
-        // The group ends with this word, or the split does: acc += s * part.
-        const int k_end = kb * BK + (wi + 1) * Cfg::kKPerWord;
-        const bool last = i == n_kb - 1 && wi == 3;
-        const bool group_end = last || (!groups.per_channel && (k_end & (groups.size - 1)) == 0);
-        if (group_end) {
-          wgmma_commit_group();
-          wgmma_wait_group<0>();
-          // Value (e, h, i) of n64 tile r lies in column WeightColTV(thread, (h, r)).
-          const int srow = wi * Cfg::kKPerWord / 32;
-          CG_PRAGMA_UNROLL
-          for (int r = 0; r < NT; ++r) {
-            const float s_lo = HalfTraits<T>::to_float(s_scale[sS(srow, slice.lane_col[2 * r], 0)]);
-            const float s_hi =
-                HalfTraits<T>::to_float(s_scale[sS(srow, slice.lane_col[2 * r + 1], 0)]);
+          for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
+            const uint64_t desc = desc_at(stage, wi * Cfg::kStepsPerWord + s);
             CG_PRAGMA_UNROLL
-            for (int v = 0; v < NACC; ++v) {
-              acc[r][v] = fmaf((v & 2) ? s_hi : s_lo, part[r][v], acc[r][v]);
+            for (int r = 0; r < NT; ++r) {
+              uint32_t frag[4];
+              WgmmaWarpSlice<Cfg>::fragment(a, wi, s, r, frag);
+              Wgmma::fma(part[r], frag, desc, (fresh && s == 0) ? 0 : 1);
             }
           }
-          fresh = true;
-          wgmma_fence();  // part was read: order that before the next wgmma writes it
+          fresh = false;
+          // The group ends with this word, or the split does: acc += s * part.
+          const int k_end = kb * BK + (wi + 1) * Cfg::kKPerWord;
+          const bool last = i == n_kb - 1 && wi == 3;
+          const bool group_end =
+              last || (!groups.per_channel && (k_end & (groups.size - 1)) == 0);
+          if (group_end) {
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            slice.add_scaled(stage_scales(stage), wi * Cfg::kKPerWord / 32, part, acc);
+            fresh = true;
+            wgmma_fence();  // part was read: order that before the next wgmma writes it
+          }
         }
+        wgmma_commit_group();
       }
-      wgmma_commit_group();
+    };
+    // Paired register sets (groups of whole k blocks): block i is dequantized into regs[i % 2]
+    // while the wgmmas of block i - 1 run on the other set; then those are waited for, their sums
+    // scaled into acc, and block i's wgmmas issued. The tensor cores wait only for that scaling,
+    // not for a dequantization. (Reading block i - 1's sums while block i's wgmmas run would
+    // need them waited for with block i's in flight, which ptxas serializes, C7514.) Block i
+    // refills the stage of block i - 2, whose wgmmas every warp waited for at block i - 1.
+    auto paired = [&]() {
+      BlockRegs regs[2];
+      float part[NT][NACC];
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < NT; ++r) {
+        CG_PRAGMA_UNROLL
+        for (int v = 0; v < NACC; ++v) part[r][v] = 0.f;  // "block -1": adds nothing
+      }
+      auto step = [&](int i, auto set) {
+        BlockRegs& a = regs[decltype(set)::value];
+        cp_async_wait<kAhead - 1>();
+        fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+        __syncthreads();  // stage i % S landed everywhere; every warp is done with block i - 2
+        load_weights(i + kAhead, (i + kAhead) % S);
+        load_activations(i + kAhead, (i + kAhead) % S);
+        cp_async_fence();
+        const int stage = i % S;
+        slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+        wgmma_wait_group<0>();  // block i - 1's wgmmas are done
+        // Block 0 scales "block -1"'s zeros by its own (finite) scales.
+        slice.add_scaled(stage_scales((i > 0 ? i - 1 : i) % S), 0, part, acc);
+        wgmma_fence();  // the registers just written and part, just read, feed the wgmmas
+        WgmmaWarpSlice<Cfg>::template mma_block<Wgmma, true>(a, desc_at(stage), part);
+        wgmma_commit_group();
+      };
+      for_blocks_in_pairs<false>(n_kb, step);
+      wgmma_wait_group<0>();
+      slice.add_scaled(stage_scales((n_kb - 1) % S), 0, part, acc);
+    };
+    if constexpr (Cfg::kPairedPartials) {
+      if (groups.per_channel || (groups.size & (BK - 1)) == 0) {
+        paired();
+      } else {
+        per_group();
+      }
+    } else {
+      per_group();
     }
   }
   wgmma_wait_group<0>();
