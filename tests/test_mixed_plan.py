@@ -235,13 +235,15 @@ def test_wgmma_tiles_and_scales():
     assert plan(1, schedule="kernel=wgmma").tile_m == 16
     assert plan(1, bits=8, group=-1, schedule="kernel=wgmma").tile_m == 32
     # scales=exact picks the wgmma kernel and its exact 16-row (INT4, M <= 16) or 32-row tile up
-    # to M = 32, the 16-row tile in the columns the rounded one would take, and is refused where
-    # no tile of that size has exact scales.
+    # to M = 32, and is refused where no tile of that size has exact scales. The exact 16-row
+    # tiles have the rounded ones' occupancy, so they take the same columns and splits.
     for m, bits, tile_m in ((5, 4, 16), (16, 4, 16), (17, 4, 32), (5, 8, 32), (32, 8, 32)):
         p = plan(m, bits=bits, group=128, schedule="scales=exact")
         assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", tile_m, True), (m, bits)
-        rounded = plan(m, bits=bits, group=128, schedule=f"kernel=wgmma,tile_m={tile_m}")
-        assert (p.tile_n, p.splits) == (rounded.tile_n, rounded.splits)
+        if tile_m == 16:
+            rounded = plan(m, bits=bits, group=128, schedule="kernel=wgmma,tile_m=16")
+            assert (p.tile_n, p.splits, p.ctas_per_sm) == \
+                (rounded.tile_n, rounded.splits, rounded.ctas_per_sm)
     assert plan(16, 4096, 4096, schedule="scales=exact").tile_n == 64
     with pytest.raises(ValueError, match="no wgmma instance with tile_m=64 and exact scales"):
         plan(64, schedule="scales=exact")
@@ -965,11 +967,13 @@ def test_instances_table():
         assert ("bf16" in inst["name"]) == inst["bf16"]
         assert f"int{inst['bits']}" in inst["name"]
     # Every token tile of the wgmma kernel for each bit width and dtype (16 rows, in 128 and 64
-    # columns: INT4 only), and the one tile with exact scales; 128 columns per CTA but for the one.
+    # columns, rounded and exact: INT4 only), and the 32-row tile with exact scales; 128 columns
+    # per CTA but for the 16-row tiles' 64.
     for bits, bf16 in itertools.product((4, 8), (False, True)):
         tiles = sorted((i["tile_m"], i["exact_scales"], i["tile_n"]) for i in table
                        if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
-        assert tiles == [(16, False, 64), (16, False, 128)] * (bits == 4) + [
+        assert tiles == [(16, False, 64), (16, False, 128), (16, True, 64),
+                         (16, True, 128)] * (bits == 4) + [
             (t, e, 128) for t, e in ((32, False), (32, True), (64, False), (128, False),
                                      (160, False), (192, False), (256, False))]
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
