@@ -78,8 +78,9 @@ AWKWARD_KS = [32, 64, 96, 128, 160, 192, 640, 1408, 2080, 4224, 8192]
 K_MAX = 8192
 # Forced paths (schedules, see schedule_for), drawn in a shuffled cycle for about a third of the
 # cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token tiles; Hopper
-# sm_90a builds, mma.sync elsewhere; "wgmma:16" runs INT8 in 32-row tiles, INT4's only; a
-# ":exact" suffix the tile with exact scales, ":n64" INT4's 16-row tile in 64 columns per CTA),
+# sm_90a builds, mma.sync elsewhere; "wgmma:16" runs INT8 in 32-row tiles, INT4's only; rounded
+# weights, or with an ":exact" suffix the tile with exact scales; ":n64" INT4's 16-row tile in 64
+# columns per CTA),
 # "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "mma-slices" (mma.sync in CTAs of 2 k slices where the 16-row INT4 tile runs
@@ -283,8 +284,10 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
             return "kernel=mma"
         int4_16 = int(args[0]) == 16 and bits == 4  # 16 rows (and 64 columns): INT4 only
         tile_m = int(args[0]) if int4_16 or int(args[0]) != 16 else 32
+        # Rounded weights unless ":exact": the 16-row tile's default depends on the groups.
+        exact = args[1:] == ["exact"]
         return (f"kernel=wgmma,tile_m={tile_m}" +
-                (",scales=exact" if args[1:] == ["exact"] else "") +
+                (",scales=exact" if exact else ",scales=rounded" if int4_16 else "") +
                 (",tile_n=64" if args[1:] == ["n64"] and int4_16 else ""))
     if kind == "dense":
         return "kernel=dense"

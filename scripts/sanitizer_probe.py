@@ -17,7 +17,8 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
                  4 warps, fine groups (group < the packed k block), INT4/INT8
     mma          the mma.sync kernel: scheduled at M 9-64 (16-, 32- and 64-row tiles; INT4
                  M 9-16 on long K slices by default)
-    wgmma        the cp.async wgmma kernel (Hopper): INT4's 16-row tiles, 32-row tiles (rounded
+    wgmma        the cp.async wgmma kernel (Hopper): INT4's 16-row tiles (exact scales at g128,
+                 rounded weights at g32-64, either by schedule), 32-row tiles (rounded
                  weights, and exact scales by schedule), INT4's 64-row tiles
     wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128-, 160-, 192- and 256-row
                  tiles, INT8's 64-row tiles, a raster order of 3 M tiles
@@ -25,9 +26,9 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
                  the splits' partial sums added by the reduce kernel from the workspace
     gated        activation="silu_mul" (N = gate and up halves, 16-column multiples): the decode
                  kernel's gated instantiations (one-warp and shared k slices, gating in
-                 registers; split, through the reduce kernel), mma.sync's 16-row tile gating in
-                 registers, mma.sync, both wgmma kernels and the dense path through the fp32
-                 workspace and the gating reduce kernel
+                 registers; split, through the reduce kernel), mma.sync's 16-row tile and wgmma's
+                 exact 16-row tile gating in registers, mma.sync, both wgmma kernels and the
+                 dense path through the fp32 workspace and the gating reduce kernel
     dense        the dense path (schedule kernel=dense): the dequantize kernel, then
                  at::linear (cuBLAS; scripts/gpu_check.sh's racecheck run leaves cuBLAS's
                  kernels out, see there)
@@ -117,8 +118,8 @@ def launches():
         _mixed("mma", 64, 136, 1408, 8, 64, False, "bf16", False, "mma", kernel="mma",
                tile_m=64),
     ]
-    # wgmma, cp.async (INT4's 16-row tiles in 128 and 64 columns, 32-row tiles rounded and exact,
-    # INT4's 64-row tiles)
+    # wgmma, cp.async (INT4's 16-row tiles in 128 and 64 columns, rounded and exact (paired k
+    # blocks at g128, turns per group at g32), 32-row tiles rounded and exact, INT4's 64-row tiles)
     L += [
         _mixed("wgmma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
                tile_m=16, warp_groups=1),
@@ -128,6 +129,10 @@ def launches():
                quick=True, kernel="wgmma", tile_m=16, tile_n=64, splits=3),
         _mixed("wgmma", 7, 136, 640, 4, 64, False, "fp16", False, "wgmma:16:n64", kernel="wgmma",
                tile_m=16, tile_n=64),
+        _mixed("wgmma", 13, 264, 1408, 4, 128, False, "bf16", True, "wgmma:16:exact", quick=True,
+               kernel="wgmma", tile_m=16, exact_scales=True),
+        _mixed("wgmma", 16, 136, 1408, 4, 32, True, "fp16", False, "wgmma:16:exact",
+               kernel="wgmma", tile_m=16, exact_scales=True),
         _mixed("wgmma", 9, 136, 640, 8, -1, True, "fp16", True, quick=True, kernel="wgmma",
                tile_m=32, exact_scales=False),
         _mixed("wgmma", 27, 136, 1408, 4, 64, False, "fp16", True, "wgmma:32:exact", quick=True,
@@ -200,6 +205,9 @@ def launches():
                activation="silu_mul", kernel="mma", splits=1, gated=True),
         _mixed("gated", 16, 272, 1408, 4, 32, True, "fp16", True, "mma-slices", quick=True,
                activation="silu_mul", kernel="mma", k_slices=2, gated=True),
+        _mixed("gated", 14, 272, 1408, 4, 128, False, "bf16", True, "wgmma:16:exact",
+               quick=True, activation="silu_mul", kernel="wgmma", tile_m=16, exact_scales=True,
+               gated=True),
         _mixed("gated", 29, 272, 640, 4, 32, False, "bf16", False, "wgmma:32:exact",
                quick=True, activation="silu_mul", kernel="wgmma", tile_m=32,
                exact_scales=True, gated=True),

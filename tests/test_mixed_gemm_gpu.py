@@ -1002,14 +1002,16 @@ def _gated_reference(a, qw, bias, schedule):
 
 
 def _gated_schedules():
-    """Every way a gated GEMM runs: the decode kernel and mma.sync's 16-row tile gating in
-    registers (1-warp and shared k slices, rows past M), through split-K's reduce kernel, and each
-    other kernel through the fp32 workspace (one slice or split)."""
+    """Every way a gated GEMM runs: the decode kernel, mma.sync's 16-row tile and wgmma's exact
+    16-row tiles gating in registers (1-warp and shared k slices, rows past M), through split-K's
+    reduce kernel, and each other kernel through the fp32 workspace (one slice or split)."""
     return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
             (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (16, "kernel=mma,splits=1"),
             (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
             (13, "kernel=mma,k_slices=2"), (16, "kernel=mma,k_slices=2,splits=2"),  # INT4
             (130, "kernel=dense"), (3, None), (100, None),
+            (16, _tile_schedule(16, True)), (9, _tile_schedule(16, True, 64)),  # INT4
+            (12, _tile_schedule(16, True) + ",splits=2"), (16, _tile_schedule(16, False)),
             (29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
             (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]
 
@@ -1027,6 +1029,11 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
             cute_gemm.mixed_plan(m, 272, 640, bits, group, dtype, schedule=schedule,
                                  activation="silu_mul")
         return
+    if schedule is not None and "tile_m=16" in schedule and bits != 4:
+        with pytest.raises(ValueError, match="no wgmma instance with tile_m=16"):
+            cute_gemm.mixed_plan(m, 272, 640, bits, group, dtype, schedule=schedule,
+                                 activation="silu_mul")
+        return
     # N = 2 x 136: each half 17 n8 blocks, so warps and CTA tiles straddle the two halves and N.
     n, k = 272, 640
     qw = _qweight(n, k, bits, group, symmetric, dtype, seed=m)
@@ -1035,6 +1042,8 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
     plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule,
                                 activation="silu_mul")
     assert plan.gated
+    if schedule is not None and "tile_m=16" in schedule:  # in registers exactly when exact, unsplit
+        assert plan.via_workspace == ("scales=rounded" in schedule or "splits=2" in schedule)
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731
                                        activation="silu_mul")
     ref = _gated_reference(a, qw, bias, schedule)

@@ -146,7 +146,10 @@ def test_kernel_choice_by_m(device):
         elif want == "mma":
             assert p.tile_m == (16 if m <= 16 else 32 if m <= 32 else 64)
         else:
-            assert not p.exact_scales  # every default wgmma plan rounds the weights
+            # Exact scales in INT4's 16-row tiles where the groups are whole k blocks (or all of
+            # K); every other default wgmma plan rounds the weights.
+            whole_blocks = (k if group == -1 else group) % block_k(bits) == 0
+            assert p.exact_scales == (p.tile_m == 16 and whole_blocks), (m, n, k, bits, group)
             if m <= 16 and bits == 4:
                 assert p.tile_m == 16
             elif m <= 128:
@@ -847,13 +850,16 @@ def test_wgmma_16_row_tile_in_64_columns(device):
     assert plan(8, device=device).kernel == "decode"
     assert plan(17, device=device).tile_n == 128
     assert plan(16, bits=8, group=-1, device=device).tile_n == 128
-    # A gated GEMM on it goes through the workspace, split or not (the reduce kernel gates).
-    for splits in (1, 2):
+    # A gated GEMM on it: with rounded weights through the workspace, split or not (the reduce
+    # kernel gates); with exact scales (the default at g128) gated in registers unsplit.
+    for scales, splits in itertools.product(("rounded", "exact"), (1, 2)):
         p = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16, device=device,
-                                 schedule=f"tile_n=64,splits={splits}", activation="silu_mul")
-        assert (p.tile_n, p.splits, p.via_workspace) == (64, splits, True)
-        assert "in registers" not in p.describe()
-        assert p.workspace_bytes == splits * 16 * 28672 * 4
+                                 schedule=f"tile_n=64,splits={splits},scales={scales}",
+                                 activation="silu_mul")
+        in_registers = scales == "exact" and splits == 1
+        assert (p.tile_n, p.splits, p.via_workspace) == (64, splits, not in_registers)
+        assert ("in registers" in p.describe()) == in_registers
+        assert p.workspace_bytes == (0 if in_registers else splits * 16 * 28672 * 4)
     # Only INT4's 16-row tile has it.
     with pytest.raises(ValueError, match="no wgmma instance with tile_m=16, tile_n=64.*INT8"):
         plan(16, bits=8, group=-1, device=device, schedule="tile_m=16,tile_n=64")

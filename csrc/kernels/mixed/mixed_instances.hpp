@@ -90,6 +90,7 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kWgmma, name, bf16);
   i.tile_n = Cfg::kTileN;
   i.exact_scales = Cfg::kExactScales;
+  i.gates_in_registers = Cfg::kGatesInRegisters;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
   i.threads = Cfg::kThreads;

@@ -365,10 +365,24 @@ int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule
   return splits >= kWgmma16NarrowMinSplits ? narrow : index_128;
 }
 
+// The scales of the wgmma tile by default: exact in INT4's 16-row tiles where the groups are
+// whole k blocks (or all of K), which dequantize a block while the previous one's wgmmas run
+// (MixedWgmmaConfig::kPairedPartials) with fewer instructions than rounded weights. H200 (s63,
+// M = 16, us, exact against rounded): bf16 4096x6144 8.6 / 8.9, 4096x4096 6.3 / 6.3, 14336x4096
+// 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 / 15.0, 28672x8192 42.8 / 46.7.
+// Rounded weights elsewhere: finer groups would take turns with the tensor cores, and the taller
+// tiles overlap a block's dequantization with the previous one's wgmmas only when rounded.
+MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, int tile_m, int group) {
+  const bool whole_blocks = group % mixed::block_k(p.bits) == 0;
+  return tile_m == 16 && whole_blocks ? MixedSchedule::Scales::kExact
+                                      : MixedSchedule::Scales::kRounded;
+}
+
 // wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that
-// fits the grid best (fitted_wide_tile), where it is 16 rows the columns narrow_wgmma16 picks.
+// fits the grid best (fitted_wide_tile), where it is 16 rows the columns narrow_wgmma16 picks;
+// the scheduled scales or default_wgmma_scales.
 void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
-                MixedSchedule const& s, int k_blocks) {
+                MixedSchedule const& s, int k_blocks, int group) {
   int tile_m = s.tile_m;
   if (tile_m == 0) {
     tile_m = default_wgmma_tile_m(p);
@@ -378,7 +392,9 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       tile_m = 32;
     }
   }
-  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, s.scales, s.tile_n);
+  const MixedSchedule::Scales scales =
+      s.scales != MixedSchedule::Scales::kAuto ? s.scales : default_wgmma_scales(p, tile_m, group);
+  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, scales, s.tile_n);
   if (index < 0) {
     char const* const scales_asked[] = {"", " and exact scales", " and rounded weights"};
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
@@ -389,7 +405,7 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     index = fitted_wide_tile(p, d, s, index, k_blocks);
   }
   if (s.tile_n == 0 && tile_m == 16) {
-    index = narrow_wgmma16(p, d, s.scales, index, k_blocks);
+    index = narrow_wgmma16(p, d, scales, index, k_blocks);
   }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
@@ -880,7 +896,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   switch (kernel) {
     case MixedKernel::kDense: return plan;
     case MixedKernel::kDecode: plan_decode(plan, p, d, s, k_blocks, group); break;
-    case MixedKernel::kWgmma: plan_wgmma(plan, p, d, s, k_blocks); break;
+    case MixedKernel::kWgmma: plan_wgmma(plan, p, d, s, k_blocks, group); break;
     default: plan_mma(plan, p, d, s, k_blocks, group); break;
   }
   plan.grid[0] = ceil_div(p.n, plan.tile_n);

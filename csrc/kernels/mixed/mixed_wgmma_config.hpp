@@ -175,6 +175,28 @@ struct MixedWgmmaConfig {
   using AccRowTV = decltype(tile_row_layout<TileM>(AccTV{}));  // (T, V) -> M
   using AccColTV = decltype(tile_col_layout<TileM>(AccTV{}));  // (T, V) -> N
 
+  // Gated GEMMs (SiLU(gate) * up) gate in registers in the tiles with paired partials (the
+  // kernel's Gated form, compiled apart); the other tiles gate in split_k_reduce_kernel. Logical
+  // n8 blocks 2j and 2j + 1 are then the weight's gate block j and up block j (mixed_epilogue.cuh's
+  // weight_block), so a lane's values (e, 0, i) and (e, 1, i) of an n64 tile must be the two sums
+  // of one output: the same row, the up column kBlockN further, in a gate (even) block. Checked
+  // on warp 0's lanes: warp w's columns are warp 0's plus 16 w (AccTV), its rows the same.
+  static constexpr bool kGatesInRegisters = kPairedPartials;
+  static constexpr bool gate_up_pairs_in_lane() {
+    for (int x = 0; x < 32; ++x)
+      for (int r = 0; r < NTiles; ++r)
+        for (int v = 0; v < kAccRegs; v += (v % 4 == 1 ? 3 : 1)) {  // v with h = (v / 2) % 2 = 0
+          const auto gate = make_coord(v, r), up = make_coord(v + 2, r);
+          if (int(AccRowTV{}(x, up)) != int(AccRowTV{}(x, gate)) ||
+              int(AccColTV{}(x, up)) != int(AccColTV{}(x, gate)) + kBlockN ||
+              int(AccColTV{}(x, gate)) % (2 * kBlockN) >= kBlockN)
+            return false;
+        }
+    return true;
+  }
+  static_assert(!kGatesInRegisters || gate_up_pairs_in_lane(),
+                "a lane must hold both sums of its gated outputs");
+
   // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
   // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +
   // kARowStep j. Row steps are multiples of 8 rows, so they keep the swizzle phase: one smem

@@ -242,6 +242,27 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // SiLU(gate) * up of the CTA tile at (m0, n0) of a gated GEMM into out (Cfg::kGatesInRegisters:
+  // value (e, 0, i) of n64 tile r is the gate sum of the output whose up sum is value (e, 1, i),
+  // in logical column lane_col[2 r], gated output column gated_output_column of it).
+  CG_DEVICE void store_gated(MixedGemmParams const& p,
+                             float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], int m0,
+                             int n0) const {
+    static_assert(Cfg::kGatesInRegisters, "the tile gates in registers");
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      const int col = n0 + lane_col[2 * r];
+      if (col >= p.n) continue;
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        if ((v >> 1) & 1) continue;  // the up sums, read with their gate sums
+        const int row = m0 + typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
+        if (row >= p.m) continue;
+        store_out_gated<T>(p, row, gated_output_column(col), acc[r][v], acc[r][v + 2]);
+      }
+    }
+  }
+
   // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
   // workspace slice): acc[r][v] is element (AccRowTV, AccColTV)(thread, (v, r)) of the tile. Its
   // column is that of the weights of value (h, r) = (v / 2 % 2, r), lane_col[2r + h] (wgmma's C
@@ -293,10 +314,13 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
-// sums go to the workspace (to_workspace), otherwise to out.
-template <class Cfg>
+// sums go to the workspace (to_workspace), otherwise to out. Gated: the kernel of gated GEMMs
+// that gate in registers (Cfg::kGatesInRegisters; launched unsplit, to_workspace false): its
+// logical n8 blocks are the weight's gate and up blocks in turn (weight_block).
+template <class Cfg, bool Gated = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
+  static_assert(!Gated || Cfg::kGatesInRegisters, "only tiles that gate in registers");
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
@@ -332,7 +356,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   for (int b = 0; b < NB; ++b) {
     const int nb = n0 / kBlockN + slice.w_dst[b];
     w_src[b] = reinterpret_cast<uint128_t const*>(p.qweight) +
-               (int64_t(nb * kBlockN < p.n ? nb : 0) * k_blocks + kb_begin) * kLanes + lane;
+               (int64_t(nb * kBlockN < p.n ? weight_block<Gated>(p, nb) : 0) * k_blocks +
+                kb_begin) * kLanes + lane;
   }
   // Scales (and zeros): kScaleRows rows of kTileN columns per stage (SmemScales), one 16-byte
   // chunk per thread (ScaleCopyTV); row r holds the group of k = 32 r in the block.
@@ -343,7 +368,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   using ScaleCopy = typename Cfg::ScaleCopyTV;
   const int scale_row = tile_row_layout<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
   const int scale_n = tile_col_layout<Cfg::kScaleRows>(ScaleCopy{})(tid, 0);
-  const int scale_col = n0 + scale_n < p.n ? n0 + scale_n : 0;
+  const int scale_col = n0 + scale_n < p.n ? weight_column<Gated>(p, n0 + scale_n) : 0;
   const int scale_dst = typename Cfg::ScaleCopyDst{}(tid, 0);
   // Activations: 16-byte chunks (row, 8 elements of K), ACopyTV.
   constexpr int kAPerThread = Cfg::kAPerThread;
@@ -583,7 +608,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   cp_async_wait<0>();
   grid_launch_dependents();
 
-  slice.store(p, acc, m0, n0, to_workspace);
+  if constexpr (Gated) {
+    slice.store_gated(p, acc, m0, n0);
+  } else {
+    slice.store(p, acc, m0, n0, to_workspace);
+  }
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace;
 #endif

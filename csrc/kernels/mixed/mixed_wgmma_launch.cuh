@@ -11,24 +11,36 @@
 namespace cute_gemm {
 namespace mixed {
 
-template <class Cfg>
+// The kernel of a configuration; Gated: the cp.async kernel's form that gates in registers.
+template <class Cfg, bool Gated = false>
 constexpr auto wgmma_kernel_of() {
   if constexpr (Cfg::kProducer) {
+    static_assert(!Gated, "the warp-specialized kernel gates in the reduce kernel");
     return mixed_wgmma_ws_kernel<Cfg>;
   } else {
-    return mixed_wgmma_kernel<Cfg>;
+    return mixed_wgmma_kernel<Cfg, Gated>;
   }
 }
 
-// Raises the kernel's dynamic shared memory limit once (it needs more than 48 KB).
+// Raises the kernels' dynamic shared memory limit once (they need more than 48 KB).
 template <class Cfg>
 cudaError_t prepare_mixed_wgmma() {
-  static const cudaError_t e =
-      Cfg::kSmemBytes > 48 * 1024
-          ? cudaFuncSetAttribute(wgmma_kernel_of<Cfg>(),
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)
-          : cudaSuccess;
+  static const cudaError_t e = [] {
+    if (Cfg::kSmemBytes <= 48 * 1024) return cudaSuccess;
+    const cudaError_t plain = cudaFuncSetAttribute(
+        wgmma_kernel_of<Cfg>(), cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    if (plain != cudaSuccess || !Cfg::kGatesInRegisters) return plain;
+    return cudaFuncSetAttribute(wgmma_kernel_of<Cfg, Cfg::kGatesInRegisters>(),
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  }();
   return e;
+}
+
+// Whether `plan` (for this configuration) gates in registers: a gated plan without the
+// workspace, which only configurations with kGatesInRegisters have (the planner makes no other).
+template <class Cfg>
+bool gates_in_registers(MixedPlan const& plan) {
+  return plan.gated && !plan.via_workspace;
 }
 
 // The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps), their boxes the
@@ -84,6 +96,12 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
                                                  Cfg::kSmemBytes, true, stream, plan.raster_m,
                                                  maps);
   } else {
+    if (gates_in_registers<Cfg>(plan)) {
+      if constexpr (!Cfg::kGatesInRegisters) return cudaErrorInvalidValue;
+      return launch_split_k<typename Cfg::Element>(
+          wgmma_kernel_of<Cfg, Cfg::kGatesInRegisters>(), p, plan, Cfg::kTileM, Cfg::kTileN,
+          Cfg::kThreads, Cfg::kSmemBytes, true, stream);
+    }
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, plan, Cfg::kTileM,
                                                  Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
                                                  true, stream);
@@ -99,6 +117,12 @@ cudaError_t mixed_wgmma_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
     return cudaErrorInvalidValue;
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
+  if constexpr (Cfg::kGatesInRegisters && !Cfg::kProducer) {
+    if (gates_in_registers<Cfg>(plan)) {
+      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          ctas_per_sm, wgmma_kernel_of<Cfg, true>(), Cfg::kThreads, Cfg::kSmemBytes);
+    }
+  }
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, wgmma_kernel_of<Cfg>(),
                                                        Cfg::kThreads, Cfg::kSmemBytes);
 }
