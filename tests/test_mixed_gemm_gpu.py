@@ -496,14 +496,15 @@ def test_default_plan_on_this_device():
     assert p.splits > 1 and p.workspace_bytes > 0
     # M = 9..16: mma.sync without wgmma; with it, INT4 takes wgmma's 16-row tile where that splits
     # K into short slices (8192^2: 4 splits of 2048) and mma.sync where not (28672 x 8192: 4
-    # splits of 7168), INT8 wgmma's 32-row tile; one wave of split-K CTAs each way.
+    # splits of 7168) (with exact scales at g128), INT8 wgmma's 32-row tile (rounded weights); one
+    # wave of split-K CTAs each way.
     for m, bits, k in ((9, 4, 8192), (16, 4, 8192), (16, 4, 28672), (9, 8, 8192)):
         p = plan(m, 8192, k, bits)
         assert p.splits > 1
         if not spec.wgmma or (bits == 4 and k == 28672):
             assert (p.kernel, p.tile_m, p.fine_groups, p.exact_scales) == ("mma", 16, False, True)
         else:
-            want = ("wgmma", 16 if bits == 4 else 32, False)
+            want = ("wgmma", 16, True) if bits == 4 else ("wgmma", 32, False)
             assert (p.kernel, p.tile_m, p.exact_scales) == want
         base = p.grid[0] * p.grid[1]
         assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)

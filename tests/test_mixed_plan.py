@@ -212,14 +212,16 @@ def test_mma_instance_choice(device):
 
 
 def test_wgmma_tiles_and_scales():
-    # Rounded weights by default; exact fp32 scales in the 16- and 32-row tiles by schedule only
-    # (mixed_gemm's docstring); the 16-row tile for INT4 only; one consumer warpgroup up to 64
-    # rows, two above; each as its instance says.
+    # Exact fp32 scales in the 16-row tile at g128 and by schedule in the 32-row tile, rounded
+    # weights otherwise and by schedule in the 16-row tile (mixed_gemm's docstring); the 16-row
+    # tile for INT4 only; one consumer warpgroup up to 64 rows, two above; each as its instance
+    # says.
     for tile_m, groups, scales in ((16, 1, "rounded"), (16, 1, "exact"), (32, 1, "rounded"),
                                    (32, 1, "exact"), (64, 1, "rounded"), (128, 2, "rounded"),
                                    (256, 2, "rounded")):
         for bits, dtype in itertools.product((4, 8), (torch.float16, torch.bfloat16)):
-            schedule = f"tile_m={tile_m}" + ("" if scales == "rounded" else f",scales={scales}")
+            default = (scales == "exact") == (tile_m == 16)  # the scales taken by default
+            schedule = f"tile_m={tile_m}" + ("" if default else f",scales={scales}")
             if tile_m == 16 and bits == 8:
                 with pytest.raises(ValueError, match="no wgmma instance with tile_m=16"):
                     plan(300, bits=bits, group=128, dtype=dtype, schedule=schedule)
@@ -840,7 +842,8 @@ def test_wgmma_16_row_tile_in_64_columns(device):
             assert tuple(default.grid) == (n // 64, 1, wide.splits)
         inst = instances()[p.instance]
         assert (p.kernel, p.tile_m, p.tile_n, p.warp_groups) == ("wgmma", 16, 64, 1)
-        assert inst["tile_n"] == 64 and not inst["exact_scales"] and inst["name"].endswith("_n64")
+        # Exact scales at g128 (default_wgmma_scales).
+        assert inst["tile_n"] == 64 and inst["exact_scales"] and inst["name"].endswith("_n64_exact")
         assert p.ctas_per_sm == 4 and p.threads == 128
         assert tuple(p.grid) == (n // 64, 1, p.splits)
         assert wide.instance != p.instance
