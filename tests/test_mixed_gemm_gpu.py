@@ -494,14 +494,13 @@ def test_default_plan_on_this_device():
             assert (p.warps, p.col_warps, p.splits) == want, (m, bits, k, n)
     p = plan(1, 512, 8192, 4)  # 16 column tiles
     assert p.splits > 1 and p.workspace_bytes > 0
-    # M = 9..16: mma.sync without wgmma; with it, INT4 takes wgmma's 16-row tile where that splits
-    # K into short slices (8192^2: 4 splits of 2048) and mma.sync where not (28672 x 8192: 4
-    # splits of 7168) (with exact scales at g128), INT8 wgmma's 32-row tile (rounded weights); one
-    # wave of split-K CTAs each way.
+    # M = 9..16: mma.sync without wgmma; with it, INT4 g128 takes wgmma's 16-row tile with exact
+    # scales (8192^2: 4 splits of 2048, 28672 x 8192: 4 of 7168), INT8 wgmma's 32-row tile
+    # (rounded weights); one wave of split-K CTAs each way.
     for m, bits, k in ((9, 4, 8192), (16, 4, 8192), (16, 4, 28672), (9, 8, 8192)):
         p = plan(m, 8192, k, bits)
         assert p.splits > 1
-        if not spec.wgmma or (bits == 4 and k == 28672):
+        if not spec.wgmma:
             assert (p.kernel, p.tile_m, p.fine_groups, p.exact_scales) == ("mma", 16, False, True)
         else:
             want = ("wgmma", 16, True) if bits == 4 else ("wgmma", 32, False)
@@ -633,7 +632,8 @@ def test_mma_kernel_on_every_config(bits, group, symmetric, dtype):
                           if c[0] == 4])
 def test_mma_two_k_slices_on_every_config(bits, group, symmetric, dtype):
     # INT4's 16-row mma.sync tile in CTAs of 2 k slices (on Hopper the default for a gated GEMM
-    # whose K is too short for 3 splits of 8 k blocks), every M it takes: K of 1 k block (slice 1
+    # with groups shorter than a k block whose K is too short for 3 splits of 8 k blocks), every M
+    # it takes: K of 1 k block (slice 1
     # empty), 5 (slices of 2 and 3) and 11, N off the 128-column tile, unsplit and split.
     cases = itertools.product([1, 9, 16], [(8, 128), (136, 640), (264, 1408)])
     for i, (m, (n, k)) in enumerate(cases):

@@ -67,18 +67,19 @@ def instances():
 
 def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16):
     """The default rules: decode up to M = 8; with wgmma, wgmma from M = 9 except up to M = 16
-    INT4 where wgmma's 16-row tile would split K into slices longer than WGMMA16_MAX_SLICE_K and
-    INT8 where mma.sync's 128-column tiles give the SMs 0.55 CTAs each or more (mma.sync there;
-    ungated problems, which these are); without, mma.sync below 192 and the dense path from
-    there."""
+    INT4 with groups shorter than a k block where wgmma's 16-row tile would split K into slices
+    longer than WGMMA16_MAX_SLICE_K and INT8 where mma.sync's 128-column tiles give the SMs 0.55
+    CTAs each or more (mma.sync there; ungated problems, which these are); without, mma.sync below
+    192 and the dense path from there."""
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
-        if m <= 16 and bits == 4:
+        whole_blocks = (k if group == -1 else group) % block_k(bits) == 0
+        if m <= 16 and bits == 4 and not whole_blocks:
             w16 = plan(m, n, k, bits, group, dtype, device, schedule="kernel=wgmma,tile_m=16")
             slice_k = -(-k_blocks(k, bits) // w16.splits) * block_k(bits)
             return "wgmma" if slice_k <= WGMMA16_MAX_SLICE_K else "mma"
-        if m <= 16 and -(-n // 128) >= 0.55 * cute_gemm.device_spec(device).sm_count:
+        if m <= 16 and bits == 8 and -(-n // 128) >= 0.55 * cute_gemm.device_spec(device).sm_count:
             return "mma"
         return "wgmma"
     return "mma" if m < 192 else "dense"
@@ -246,7 +247,8 @@ def test_wgmma_tiles_and_scales():
         p = plan(m, bits=bits, group=128, schedule="scales=exact")
         assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", tile_m, True), (m, bits)
         if tile_m == 16:
-            rounded = plan(m, bits=bits, group=128, schedule="kernel=wgmma,tile_m=16")
+            rounded = plan(m, bits=bits, group=128,
+                           schedule="kernel=wgmma,tile_m=16,scales=rounded")
             assert (p.tile_n, p.splits, p.ctas_per_sm) == \
                 (rounded.tile_n, rounded.splits, rounded.ctas_per_sm)
     assert plan(16, 4096, 4096, schedule="scales=exact").tile_n == 64
@@ -257,13 +259,23 @@ def test_wgmma_tiles_and_scales():
 
 
 def test_small_m_on_hopper():
-    # INT4 at M = 9..16 (the H100 probe's shapes, NOTES.md session 19): the 16-row wgmma tile
-    # where its K slices are short, mma.sync where they are long; INT8 takes wgmma's 32-row tile.
-    for m, (n, k), want in [(16, (4096, 4096), ("wgmma", 16)), (9, (4096, 14336), ("wgmma", 16)),
-                            (16, (8192, 8192), ("wgmma", 16)), (16, (8192, 28672), ("mma", 16)),
-                            (12, (28672, 4096), ("mma", 16))]:
-        p = plan(m, n, k)
-        assert (p.kernel, p.tile_m) == want, (m, n, k, p)
+    # INT4 at M = 9..16: the 16-row wgmma tile with exact scales where the groups are whole k
+    # blocks (g128, per-channel), gated in registers where it runs unsplit; with finer groups
+    # (the H100 probe's shapes, NOTES.md session 19) that tile where its K slices are short,
+    # mma.sync where they are long. INT8 takes wgmma's 32-row tile.
+    wgmma_exact, wgmma_rounded, mma = ("wgmma", 16, True), ("wgmma", 16, False), ("mma", 16, True)
+    for m, (n, k), group, want in [
+            (16, (4096, 4096), 128, wgmma_exact), (9, (4096, 14336), 32, wgmma_rounded),
+            (16, (8192, 28672), 128, wgmma_exact), (16, (8192, 28672), 64, mma),
+            (12, (28672, 4096), 128, wgmma_exact), (12, (28672, 4096), -1, wgmma_exact),
+            (12, (28672, 4096), 32, mma)]:
+        p = plan(m, n, k, group=group)
+        assert (p.kernel, p.tile_m, p.exact_scales) == want, (m, n, k, group, p)
+    gated = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16, device="h100",
+                                 activation="silu_mul")
+    assert (gated.kernel, gated.tile_n, gated.splits, gated.via_workspace) == ("wgmma", 128, 1,
+                                                                               False)
+    assert "SiLU(gate) * up in registers" in gated.describe()
     for m in (9, 16):
         p = plan(m, 8192, 8192, bits=8, group=-1)
         assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, False)
@@ -312,7 +324,7 @@ def test_int8_wide_n_on_mma_sync():
         assert plan(17, 28672, 4096, bits=8, group=-1, device=device).kernel == "wgmma"
         assert plan(4, 28672, 4096, bits=8, group=-1, device=device,
                     schedule="kernel=mma").splits > 1
-        assert plan(16, 28672, 4096, device=device).kernel == "mma"
+        assert plan(16, 28672, 4096, group=32, device=device).kernel == "mma"
     # Without wgmma (A100) INT8 keeps mma.sync's wave-filling splits: 200 column tiles on 108 SMs.
     p = plan(16, 25600, 4096, bits=8, group=-1, device="a100")
     assert p.kernel == "mma" and p.splits > 1
@@ -521,10 +533,12 @@ def test_fewer_sms_fewer_splits():
     p_big = plan(16, 512, 8192, device=spec(264), schedule="kernel=mma")
     assert p_small.splits < p_big.splits
     assert p_small.kernel == p_big.kernel == "mma"
-    # INT4 at M <= 16 on Hopper: fewer SMs, fewer splits, longer K slices: mma.sync, not wgmma's
-    # 16-row tile.
+    # INT4 at M <= 16 on Hopper with groups shorter than a k block: fewer SMs, fewer splits,
+    # longer K slices: mma.sync, not wgmma's 16-row tile (which g128 takes either way).
+    assert (plan(16, 4096, 8192, group=32, device=spec(16)).kernel,
+            plan(16, 4096, 8192, group=32, device=spec(264)).kernel) == ("mma", "wgmma")
     assert (plan(16, 4096, 8192, device=spec(16)).kernel,
-            plan(16, 4096, 8192, device=spec(264)).kernel) == ("mma", "wgmma")
+            plan(16, 4096, 8192, device=spec(264)).kernel) == ("wgmma", "wgmma")
     # The built-in spec and a copy of it plan alike.
     assert plan(16, device=spec(132)).as_dict() == plan(16).as_dict()
 
@@ -1040,16 +1054,20 @@ def test_occupancy_query_needs_a_gpu():
 
 
 def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
-    # Llama-3-8B's fused gate/up (4096x28672) at M = 9-16: one wave of the 16-row tile would take
-    # 2 splits; gating in registers takes one and no reduce kernel (the A100), on Hopper 4 splits
-    # gated in the reduce kernel (kGatedHopperSplits). Where a wave takes more splits (N = 4096),
-    # the plan keeps them and gates in the reduce kernel; ungated plans are unchanged.
+    # Llama-3-8B's fused gate/up (4096x28672) at M = 9-16 on mma.sync's 16-row tile (the A100's
+    # default; on Hopper by schedule, or with groups shorter than a k block): one wave of the tile
+    # would take 2 splits; gating in registers takes one and no reduce kernel (the A100), on
+    # Hopper 4 splits gated in the reduce kernel (kGatedHopperSplits). Where a wave takes more
+    # splits (N = 4096), the plan keeps them and gates in the reduce kernel; ungated plans are
+    # unchanged.
     for device in ("h100", "h200", "a100"):
         for m in (9, 16):
             for dtype in (torch.float16, torch.bfloat16):
+                mma = "kernel=mma"
                 gated = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
-                                             activation="silu_mul")
-                plain = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device)
+                                             activation="silu_mul", schedule=mma)
+                plain = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device,
+                                             schedule=mma)
                 assert (gated.kernel, gated.tile_m, gated.k_slices) == ("mma", 16, 1), gated
                 if device == "a100":
                     assert gated.splits == 1 and not gated.via_workspace, gated
@@ -1063,10 +1081,10 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
                 # Each split keeps at least 8 k blocks: a shorter K takes fewer splits, and one
                 # with too few for 3 takes 2 k slices unsplit on Hopper.
                 short = cute_gemm.mixed_plan(m, 28672, 3072, 4, 128, dtype, device=device,
-                                             activation="silu_mul")
+                                             activation="silu_mul", schedule=mma)
                 assert short.splits == (1 if device == "a100" else 3), short
                 shorter = cute_gemm.mixed_plan(m, 28672, 2304, 4, 128, dtype, device=device,
-                                               activation="silu_mul")
+                                               activation="silu_mul", schedule=mma)
                 assert (shorter.splits, shorter.k_slices) == \
                     ((1, 1) if device == "a100" else (1, 2)), shorter
                 small = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, dtype, device=device,
@@ -1080,12 +1098,13 @@ def test_gated_mma_16_row_tile_unsplit_where_a_wave_takes_two_splits():
 def test_mma_two_k_slices():
     # On Hopper a gated GEMM that INT4's 16-row mma.sync tile gates in registers unsplit, and
     # whose K is too short for kGatedHopperSplits splits of 8 k blocks, runs 2 k slices of 4 warps
-    # per CTA (plan_mma): gate/up 2304x28672 at M = 9-16. The plain GEMM keeps its splits; the
-    # A100 (not measured there) and every other tile keep one slice.
+    # per CTA (plan_mma): gate/up 2304x28672 at M = 9-16 (on Hopper by schedule at g128, which
+    # runs wgmma's exact tile by default). The plain GEMM keeps its splits; the A100 (not
+    # measured there) and every other tile keep one slice.
     for device, m, dtype, activation in itertools.product(
             DEVICES, (9, 16), (torch.float16, torch.bfloat16), (None, "silu_mul")):
         p = cute_gemm.mixed_plan(m, 28672, 2304, 4, 128, dtype, device=device,
-                                 activation=activation)
+                                 activation=activation, schedule="kernel=mma")
         inst = instances()[p.instance]
         assert (p.kernel, p.tile_m) == ("mma", 16), p
         if activation or device == "a100":

@@ -26,8 +26,8 @@
 //   - INT4's 16-row tile may run CTAs of 2 k slices (Cfg::kMaxKSlices): two groups of 4 warps on
 //     the same columns, each with its own stages and half of the CTA's k blocks, in lockstep; the
 //     second parks its sums in shared memory and the first adds them and stores. Twice the warps
-//     per column tile without a workspace (Hopper's plan for gated GEMMs that run unsplit: those
-//     whose K is too short for the planner's kGatedHopperSplits).
+//     per column tile without a workspace (Hopper's plan for gated GEMMs that run unsplit on this
+//     tile: those whose K is too short for the planner's kGatedHopperSplits).
 //   - Gated GEMMs (SiLU(gate) * up) without split-K gate in registers in the 16-row tile
 //     (Cfg::kGatesInRegisters), compiled apart (Gated): a warp's n8 blocks 2j and 2j + 1 load the
 //     weight's gate block j and up block j (mixed_epilogue.cuh's weight_block), so each lane holds

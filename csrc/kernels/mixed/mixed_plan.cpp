@@ -22,9 +22,10 @@ constexpr int kDecodeMaxM = 8;
 // With wgmma the mma.sync kernel may run up to here, wgmma above. INT8 takes wgmma's 32-row tile
 // from M = 9 (Llama-3-8B's q/k/v, o and down at M = 9 / 16 on an H200: 9.2-19.5 us against
 // 9.8-22.6 in mma.sync's best split) but where mma.sync's 16-row columns come near filling the SMs
-// (int8_on_mma). INT4 takes wgmma's 16-row tile where that grid splits K into slices of at most
-// kWgmma16MaxSliceK, mma.sync otherwise (K-long slices: 28672x8192 49.6 vs 47.0 us at M = 16 on
-// an H100).
+// (int8_on_mma). INT4 takes wgmma's 16-row tile with exact scales where the groups are whole k
+// blocks (hopper_small_m_kernel), and otherwise where that grid splits K into slices of at most
+// kWgmma16MaxSliceK, mma.sync otherwise (K-long slices with rounded weights: 28672x8192 49.6 vs
+// 47.0 us at M = 16 on an H100).
 constexpr int kMmaSyncMaxM = 16;
 constexpr int kWgmma16MaxSliceK = 2048;
 // Without wgmma the fused mma.sync kernel runs below this M; from here the product is
@@ -299,12 +300,34 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 }
 
 
+// The scales of the wgmma tile by default: exact in INT4's 16-row tiles where the groups are
+// whole k blocks (or all of K), which dequantize a block while the previous one's wgmmas run
+// (MixedWgmmaConfig::kPairedPartials) with fewer instructions than rounded weights. H200 (s63,
+// M = 16, us, exact against rounded): bf16 4096x6144 8.6 / 8.9, 4096x4096 6.3 / 6.3, 14336x4096
+// 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 / 15.0, 28672x8192 42.8 / 46.7.
+// Rounded weights elsewhere: finer groups would take turns with the tensor cores, and the taller
+// tiles overlap a block's dequantization with the previous one's wgmmas only when rounded.
+MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, int tile_m, int group) {
+  const bool whole_blocks = group % mixed::block_k(p.bits) == 0;
+  return tile_m == 16 && whole_blocks ? MixedSchedule::Scales::kExact
+                                      : MixedSchedule::Scales::kRounded;
+}
+
 // Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma unless mma.sync's columns come near filling the
-// SMs (int8_on_mma); INT4 runs wgmma's 16-row tile where its split-K slices are short
-// (kWgmma16MaxSliceK), mma.sync otherwise.
-MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d, int k_blocks) {
+// SMs (int8_on_mma); INT4 runs wgmma's 16-row tile where it has exact scales (groups of whole k
+// blocks, default_wgmma_scales), and otherwise where its split-K slices are short
+// (kWgmma16MaxSliceK), mma.sync elsewhere. The exact tile against mma.sync's 16-row tile (H200,
+// s63, M = 9 / 16, us): 4096x28672 bf16 23.5 / 23.5 against 24.8 / 25.4, gated (in registers
+// against mma.sync's 4 splits and the reduce kernel) bf16 24.2 / 24.4 against 24.0 / 24.5, fp16
+// 22.6 / 23.5 against 23.4 / 24.7; 28672x8192 fp16 41.5 / 42.8 against 41.2 / 42.6.
+MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d, int k_blocks,
+                                  int group) {
   if (p.bits != 4) {
     return int8_on_mma(p, d) ? MixedKernel::kMma : MixedKernel::kWgmma;
+  }
+  if (default_wgmma_scales(p, 16, group) == MixedSchedule::Scales::kExact &&
+      find_instance(MixedKernel::kWgmma, p, 16, false, MixedSchedule::Scales::kExact) >= 0) {
+    return MixedKernel::kWgmma;
   }
   const int index = find_instance(MixedKernel::kWgmma, p, 16, false);
   if (index < 0) return MixedKernel::kMma;
@@ -363,19 +386,6 @@ int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule
   if (narrow < 0) return index_128;
   const int splits = wgmma_splits(p, d, MixedSchedule{}, mixed_instance(index_128), k_blocks);
   return splits >= kWgmma16NarrowMinSplits ? narrow : index_128;
-}
-
-// The scales of the wgmma tile by default: exact in INT4's 16-row tiles where the groups are
-// whole k blocks (or all of K), which dequantize a block while the previous one's wgmmas run
-// (MixedWgmmaConfig::kPairedPartials) with fewer instructions than rounded weights. H200 (s63,
-// M = 16, us, exact against rounded): bf16 4096x6144 8.6 / 8.9, 4096x4096 6.3 / 6.3, 14336x4096
-// 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 / 15.0, 28672x8192 42.8 / 46.7.
-// Rounded weights elsewhere: finer groups would take turns with the tensor cores, and the taller
-// tiles overlap a block's dequantization with the previous one's wgmmas only when rounded.
-MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, int tile_m, int group) {
-  const bool whole_blocks = group % mixed::block_k(p.bits) == 0;
-  return tile_m == 16 && whole_blocks ? MixedSchedule::Scales::kExact
-                                      : MixedSchedule::Scales::kRounded;
 }
 
 // wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that
@@ -863,7 +873,8 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   if (kernel == MixedKernel::kAuto) {
     if (p.m <= kDecodeMaxM) kernel = MixedKernel::kDecode;
     else if (d.wgmma)
-      kernel = p.m <= kMmaSyncMaxM ? hopper_small_m_kernel(p, d, k_blocks) : MixedKernel::kWgmma;
+      kernel = p.m <= kMmaSyncMaxM ? hopper_small_m_kernel(p, d, k_blocks, group)
+                                   : MixedKernel::kWgmma;
     else kernel = p.m < kDenseFromMMmaSync ? MixedKernel::kMma : MixedKernel::kDense;
   }
   // What the schedule asks must fit the kernel it runs.
