@@ -1011,7 +1011,8 @@ def _gated_schedules():
             (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
             (13, "kernel=mma,k_slices=2"), (16, "kernel=mma,k_slices=2,splits=2"),  # INT4
             (130, "kernel=dense"), (3, None), (100, None),
-            (16, _tile_schedule(16, True)), (9, _tile_schedule(16, True, 64)),  # INT4
+            (16, _tile_schedule(16, True) + ",splits=1"),  # INT4
+            (9, _tile_schedule(16, True, 64) + ",splits=1"),
             (12, _tile_schedule(16, True) + ",splits=2"), (16, _tile_schedule(16, False)),
             (29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
             (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]
@@ -1044,7 +1045,7 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
                                 activation="silu_mul")
     assert plan.gated
     if schedule is not None and "tile_m=16" in schedule:  # in registers exactly when exact, unsplit
-        assert plan.via_workspace == ("scales=rounded" in schedule or "splits=2" in schedule)
+        assert plan.via_workspace == ("splits=1" not in schedule), plan
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731
                                        activation="silu_mul")
     ref = _gated_reference(a, qw, bias, schedule)
@@ -1055,6 +1056,29 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
         assert_accurate(out, ref, dtype, k)
     else:
         out = assert_poisoned_run(run, ref, dtype, k)
+    assert out.shape == (m, n // 2)
+
+
+@pytest.mark.parametrize("m", [9, 16])
+@pytest.mark.parametrize("group,symmetric,dtype", [(128, True, torch.bfloat16),
+                                                   (128, False, torch.float16),
+                                                   (-1, True, torch.bfloat16)])
+def test_gated_int4_default_plan_in_registers(m, group, symmetric, dtype):
+    # INT4 at M = 9..16 with groups of whole k blocks: on Hopper the default plan of a wide gated
+    # GEMM is wgmma's exact 16-row tile unsplit, SiLU(gate) * up in registers, written straight to
+    # the poisoned output; elsewhere whatever the planner picks. Each half of N ends in a ragged
+    # column tile, so CTA tiles straddle the halves.
+    sms = cute_gemm.device_spec().sm_count
+    n, k = 2 * (128 * sms + 72), 1408  # 11 k blocks: the paired loop's odd last block
+    qw = _qweight(n, k, 4, group, symmetric, dtype, seed=m)
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=m + 2)
+    plan = cute_gemm.mixed_plan(m, n, k, 4, group, dtype, activation="silu_mul")
+    if _wgmma():
+        assert (plan.kernel, plan.tile_m, plan.exact_scales, plan.splits, plan.via_workspace) == \
+            ("wgmma", 16, True, 1, False), plan
+    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation="silu_mul")  # noqa: E731
+    out = assert_poisoned_run(run, _gated_reference(a, qw, bias, None), dtype, k)
     assert out.shape == (m, n // 2)
 
 
