@@ -479,6 +479,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
+  // Block i's stage has landed in every thread's view; the stage of block i + kAhead, whose last
+  // block's wgmmas every warp waited for before this barrier, is refilled.
+  auto land_and_refill = [&](int i) {
+    cp_async_wait<kAhead - 1>();
+    fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+    __syncthreads();
+    load_weights(i + kAhead, (i + kAhead) % S);
+    load_activations(i + kAhead, (i + kAhead) % S);
+    cp_async_fence();
+  };
   // The scales (zeros kScaleElems further) of the k block in stage `stage`.
   auto stage_scales = [&](int stage) {
     return reinterpret_cast<T const*>(smem_w + stage * Cfg::kStageBytes + Cfg::kWeightBytes);
@@ -494,12 +504,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     auto step = [&](int i, auto set) {
       BlockRegs& a = regs[decltype(set)::value];
       wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
-      cp_async_wait<kAhead - 1>();
-      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
-      __syncthreads();  // stage i % S landed everywhere; every warp is done with block i - 2
-      load_weights(i + kAhead, (i + kAhead) % S);
-      load_activations(i + kAhead, (i + kAhead) % S);
-      cp_async_fence();
+      land_and_refill(i);     // the stage of block i - 2
       const int stage = i % S;
       slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
       wgmma_fence();  // the registers just written feed the wgmmas
@@ -519,13 +524,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         // The previous k block's wgmmas read the stage that is refilled below and registers that
         // are rewritten: they must be done.
         wgmma_wait_group<0>();
-        cp_async_wait<kAhead - 1>();
-        fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
-        __syncthreads();             // stage i % S landed everywhere; stage (i - 1) % S is free
+        land_and_refill(i);  // the stage of block i + kAhead - S
         const int stage = i % S;
-        load_weights(i + kAhead, (i + kAhead) % S);
-        load_activations(i + kAhead, (i + kAhead) % S);
-        cp_async_fence();
         // The whole k block first, a branch per word: ptxas serializes wgmmas whose input
         // registers are written between them and the wait (C7513).
         BlockRegs a;
@@ -577,12 +577,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       }
       auto step = [&](int i, auto set) {
         BlockRegs& a = regs[decltype(set)::value];
-        cp_async_wait<kAhead - 1>();
-        fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
-        __syncthreads();  // stage i % S landed everywhere; every warp is done with block i - 2
-        load_weights(i + kAhead, (i + kAhead) % S);
-        load_activations(i + kAhead, (i + kAhead) % S);
-        cp_async_fence();
+        land_and_refill(i);  // the stage of block i - 2, waited for at block i - 1
         const int stage = i % S;
         slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
         wgmma_wait_group<0>();  // block i - 1's wgmmas are done
