@@ -44,11 +44,11 @@ struct MixedWgmmaConfig {
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma's N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
-  // Exact scales in the 16-row tiles: where the groups are whole k blocks (or per-channel), each
-  // k block's sums go to one of two partial sets in turn, so the wgmmas of block i run while block
-  // i - 1's partials are scaled into the sums and block i + 1 is dequantized (the tensor cores
-  // and the dequantization overlap as with rounded weights). Finer groups take turns per group.
-  // Two sets of 16-row partials cost 2 x 8 registers per n64 tile.
+  // Exact scales in the 16-row tiles: where the groups are whole k blocks (or per-channel), block
+  // i is dequantized into one of two register sets while block i - 1's wgmmas run, and only then
+  // are block i - 1's sums scaled into the accumulators and block i's wgmmas issued, so the
+  // tensor cores wait for a scaling, not for a dequantization (the kernel's paired loop). Finer
+  // groups take turns per group. The sums of a block cost 8 registers per n64 tile.
   static constexpr bool kPairedPartials = ExactScales && TileM == 16;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
