@@ -1069,7 +1069,7 @@ def test_gated_int4_default_plan_in_registers(m, group, symmetric, dtype):
     # the poisoned output; elsewhere whatever the planner picks. Each half of N ends in a ragged
     # column tile, so CTA tiles straddle the halves.
     sms = cute_gemm.device_spec().sm_count
-    n, k = 2 * (128 * sms + 72), 1408  # 11 k blocks: the paired loop's odd last block
+    n, k = 2 * (128 * sms + 72), 1408  # 11 k blocks: the per-block loop's odd last block
     qw = _qweight(n, k, 4, group, symmetric, dtype, seed=m)
     a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
     bias = _randn(n, dtype=dtype, seed=m + 2)

@@ -101,8 +101,9 @@ struct MixedConfig {
   static constexpr int kStepsPerWord = Bits == 4 ? 2 : 1;  // k16 steps one packed word feeds
   // Two ways to fewer instructions per k block, for the 16-row tile with coarse groups only
   // (M = 9-16, the tile Hopper ran for gated GEMMs and long K slices until wgmma's exact 16-row
-  // tile took over, and the A100's; 1-4% faster there on an H200): the 32-row tile ran 12-18% slower with both (NOTES.md, session 56), and the fine-group
-  // instances were not measured with them.
+  // tile took over, and the A100's; 1-4% faster there on an H200): the 32-row tile ran 12-18%
+  // slower with both (NOTES.md, session 56), and the fine-group instances were not measured with
+  // them.
   //   - Biased dequantization (dequant.cuh's, where the dtype has one: bf16 INT4, fp16 INT8): the
   //     B fragments keep the dequantization's offset, and the offset and zero points come off
   //     each chunk's sums through the tokens' activation sums (the kernel). Per k block a lane

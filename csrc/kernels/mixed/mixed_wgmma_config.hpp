@@ -47,9 +47,9 @@ struct MixedWgmmaConfig {
   // Exact scales in the 16-row tiles: where the groups are whole k blocks (or per-channel), block
   // i is dequantized into one of two register sets while block i - 1's wgmmas run, and only then
   // are block i - 1's sums scaled into the accumulators and block i's wgmmas issued, so the
-  // tensor cores wait for a scaling, not for a dequantization (the kernel's paired loop). Finer
+  // tensor cores wait for a scaling, not for a dequantization (the kernel's per_block loop). Finer
   // groups take turns per group. The sums of a block cost 8 registers per n64 tile.
-  static constexpr bool kPairedPartials = ExactScales && TileM == 16;
+  static constexpr bool kScalesPerBlock = ExactScales && TileM == 16;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
   static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
@@ -87,15 +87,15 @@ struct MixedWgmmaConfig {
       (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * kMaxStages : 0)) / (kAStageBytes + kStageBytes);
   // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales taking turns:
   // the stage of block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded
-  // weights and paired partials: the
-  // wgmmas of block i - 1 still run while block i is dequantized and issued, so the stage of block
-  // i - 2 is refilled, S - 2 ahead, and M tiles of 128 rows or more (one CTA per SM) take up to 5
-  // stages (256-row INT4 tiles: 3 fit, 74 KB each).
+  // weights and scales per block: the wgmmas of block i - 1 still run while block i is
+  // dequantized, so the stage of block i - 2 is refilled, S - 2 ahead, and M tiles of 128 rows or
+  // more (one CTA per SM) take up to 5 stages (256-row INT4 tiles: 3 fit, 74 KB each).
   static constexpr int kStages =
       !ExactScales && TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages)
                                    : 4;
-  // Paired partials refill like rounded weights: block i - 1's wgmmas run while block i is issued.
-  static constexpr bool kTakesTurns = ExactScales && !kPairedPartials;
+  // Scales per block refill like rounded weights: block i - 1's wgmmas run while block i is
+  // dequantized.
+  static constexpr bool kTakesTurns = ExactScales && !kScalesPerBlock;
   static_assert(kStages >= (kTakesTurns ? 2 : 3), "too few stages fit in shared memory");
   static constexpr int kLoadAhead = kTakesTurns ? kStages - 1 : kStages - 2;
   // The warp-specialized kernel's consumers free a stage kReleaseLag k blocks after its use: 2
@@ -175,13 +175,13 @@ struct MixedWgmmaConfig {
   using AccRowTV = decltype(tile_row_layout<TileM>(AccTV{}));  // (T, V) -> M
   using AccColTV = decltype(tile_col_layout<TileM>(AccTV{}));  // (T, V) -> N
 
-  // Gated GEMMs (SiLU(gate) * up) gate in registers in the tiles with paired partials (the
+  // Gated GEMMs (SiLU(gate) * up) gate in registers in the tiles with scales per block (the
   // kernel's Gated form, compiled apart); the other tiles gate in split_k_reduce_kernel. Logical
   // n8 blocks 2j and 2j + 1 are then the weight's gate block j and up block j (mixed_epilogue.cuh's
   // weight_block), so a lane's values (e, 0, i) and (e, 1, i) of an n64 tile must be the two sums
   // of one output: the same row, the up column kBlockN further, in a gate (even) block. Checked
   // on warp 0's lanes: warp w's columns are warp 0's plus 16 w (AccTV), its rows the same.
-  static constexpr bool kGatesInRegisters = kPairedPartials;
+  static constexpr bool kGatesInRegisters = kScalesPerBlock;
   static constexpr bool gate_up_pairs_in_lane() {
     for (int x = 0; x < 32; ++x)
       for (int r = 0; r < NTiles; ++r)
@@ -223,7 +223,7 @@ struct MixedWgmmaConfig {
   // ---- resources
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
   // consumer warpgroup: 3 with exact scales taking turns (a k block's 64 dequantized registers
-  // plus two accumulator sets), 2 with rounded weights or paired partials up to 64 rows (two
+  // plus two accumulator sets), 2 with rounded weights or scales per block up to 64 rows (two
   // register sets of a k block for the overlap), 1 above, 4 for one n64 tile of 16 rows (two
   // register sets of 32: 128 registers without spills); two consumer warpgroups (one n64 tile
   // each): 2 up to 64 rows, 1 at 128 and 256 (128 accumulators and two register sets of 32).

@@ -44,7 +44,7 @@
 //     does: the product uses the exact weight (q - z) * s). The 32-row tile waits for a group's
 //     wgmmas at its end, so dequantization and the tensor cores take turns (4-32% slower than
 //     the rounded 32-row tile at M = 24-32 on an H100; NOTES.md, session 19). The 16-row tiles
-//     (kPairedPartials), where the groups are whole k blocks, dequantize block i into one of two
+//     (kScalesPerBlock), where the groups are whole k blocks, dequantize block i into one of two
 //     register sets while block i - 1's wgmmas run, and the tensor cores wait only for block
 //     i - 1's scaling: a bf16 INT4 word costs 11 instructions to dequantize instead of the
 //     rounded weights' 15 (3-9% faster on an H200 at M = 9-16; NOTES.md, session 63).
@@ -102,7 +102,7 @@ struct WgmmaWarpSlice {
   // The thread's coordinate ((t, g), w, wg) in Cfg::ConsumerThreads.
   CG_DEVICE auto thread_coord() const { return make_coord(make_coord(t, g), w, wg); }
 
-  // Where symmetric weights branch: once per k block (rounded weights, paired partials), so the
+  // Where symmetric weights branch: once per k block (rounded weights, scales per block), so the
   // symmetric block is one straight run that ptxas interleaves across words, or once per word
   // (exact scales taking turns, where the straight run made ptxas serialize the wgmmas, C7513;
   // and INT4 256-row M tiles, whose straight run needs more registers than the consumers have,
@@ -561,13 +561,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         wgmma_commit_group();
       }
     };
-    // Paired register sets (groups of whole k blocks): block i is dequantized into regs[i % 2]
+    // Scales per block (groups of whole k blocks): block i is dequantized into regs[i % 2]
     // while the wgmmas of block i - 1 run on the other set; then those are waited for, their sums
     // scaled into acc, and block i's wgmmas issued. The tensor cores wait only for that scaling,
     // not for a dequantization. (Reading block i - 1's sums while block i's wgmmas run would
     // need them waited for with block i's in flight, which ptxas serializes, C7514.) Block i
     // refills the stage of block i - 2, whose wgmmas every warp waited for at block i - 1.
-    auto paired = [&]() {
+    auto per_block = [&]() {
       BlockRegs regs[2];
       float part[NT][NACC];
       CG_PRAGMA_UNROLL
@@ -591,9 +591,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       wgmma_wait_group<0>();
       slice.add_scaled(stage_scales((n_kb - 1) % S), 0, part, acc);
     };
-    if constexpr (Cfg::kPairedPartials) {
+    if constexpr (Cfg::kScalesPerBlock) {
       if (groups.per_channel || (groups.size & (BK - 1)) == 0) {
-        paired();
+        per_block();
       } else {
         per_group();
       }
