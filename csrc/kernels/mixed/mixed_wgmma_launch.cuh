@@ -11,36 +11,47 @@
 namespace cute_gemm {
 namespace mixed {
 
-// The kernel of a configuration; Gated: the cp.async kernel's form that gates in registers.
-template <class Cfg, bool Gated = false>
-constexpr auto wgmma_kernel_of() {
+// Calls f(kernel) with the kernel that runs `plan` on this configuration: the warp-specialized
+// one with a producer warpgroup; otherwise the cp.async one, in its Gated form for a gated plan
+// without the workspace (only configurations with kGatesInRegisters have it; the planner makes
+// no other: cudaErrorInvalidValue elsewhere).
+template <class Cfg, class F>
+cudaError_t with_wgmma_kernel(MixedPlan const& plan, F&& f) {
   if constexpr (Cfg::kProducer) {
-    static_assert(!Gated, "the warp-specialized kernel gates in the reduce kernel");
-    return mixed_wgmma_ws_kernel<Cfg>;
+    return f(mixed_wgmma_ws_kernel<Cfg>);
   } else {
-    return mixed_wgmma_kernel<Cfg, Gated>;
+    if (plan.gated && !plan.via_workspace) {
+      if constexpr (Cfg::kGatesInRegisters) {
+        return f(mixed_wgmma_kernel<Cfg, true>);
+      } else {
+        return cudaErrorInvalidValue;
+      }
+    }
+    return f(mixed_wgmma_kernel<Cfg, false>);
   }
 }
 
-// Raises the kernels' dynamic shared memory limit once (they need more than 48 KB).
+// Raises the kernel's dynamic shared memory limit once (it needs more than 48 KB); for each of the
+// cp.async kernel's forms (plain, Gated) where the configuration has both.
 template <class Cfg>
 cudaError_t prepare_mixed_wgmma() {
   static const cudaError_t e = [] {
     if (Cfg::kSmemBytes <= 48 * 1024) return cudaSuccess;
-    const cudaError_t plain = cudaFuncSetAttribute(
-        wgmma_kernel_of<Cfg>(), cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    if (plain != cudaSuccess || !Cfg::kGatesInRegisters) return plain;
-    return cudaFuncSetAttribute(wgmma_kernel_of<Cfg, Cfg::kGatesInRegisters>(),
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    auto raise = [](auto kernel) {
+      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  Cfg::kSmemBytes);
+    };
+    if constexpr (Cfg::kProducer) {
+      return raise(mixed_wgmma_ws_kernel<Cfg>);
+    } else {
+      const cudaError_t plain = raise(mixed_wgmma_kernel<Cfg, false>);
+      if constexpr (Cfg::kGatesInRegisters) {
+        if (plain == cudaSuccess) return raise(mixed_wgmma_kernel<Cfg, true>);
+      }
+      return plain;
+    }
   }();
   return e;
-}
-
-// Whether `plan` (for this configuration) gates in registers: a gated plan without the
-// workspace, which only configurations with kGatesInRegisters have (the planner makes no other).
-template <class Cfg>
-bool gates_in_registers(MixedPlan const& plan) {
-  return plan.gated && !plan.via_workspace;
 }
 
 // The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps), their boxes the
@@ -96,15 +107,10 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
                                                  Cfg::kSmemBytes, true, stream, plan.raster_m,
                                                  maps);
   } else {
-    if (gates_in_registers<Cfg>(plan)) {
-      if constexpr (!Cfg::kGatesInRegisters) return cudaErrorInvalidValue;
-      return launch_split_k<typename Cfg::Element>(
-          wgmma_kernel_of<Cfg, Cfg::kGatesInRegisters>(), p, plan, Cfg::kTileM, Cfg::kTileN,
-          Cfg::kThreads, Cfg::kSmemBytes, true, stream);
-    }
-    return launch_split_k<typename Cfg::Element>(mixed_wgmma_kernel<Cfg>, p, plan, Cfg::kTileM,
-                                                 Cfg::kTileN, Cfg::kThreads, Cfg::kSmemBytes,
-                                                 true, stream);
+    return with_wgmma_kernel<Cfg>(plan, [&](auto kernel) {
+      return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,
+                                                   Cfg::kThreads, Cfg::kSmemBytes, true, stream);
+    });
   }
 }
 
@@ -117,14 +123,10 @@ cudaError_t mixed_wgmma_occupancy(MixedPlan const& plan, int* ctas_per_sm) {
     return cudaErrorInvalidValue;
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
-  if constexpr (Cfg::kGatesInRegisters && !Cfg::kProducer) {
-    if (gates_in_registers<Cfg>(plan)) {
-      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          ctas_per_sm, wgmma_kernel_of<Cfg, true>(), Cfg::kThreads, Cfg::kSmemBytes);
-    }
-  }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, wgmma_kernel_of<Cfg>(),
-                                                       Cfg::kThreads, Cfg::kSmemBytes);
+  return with_wgmma_kernel<Cfg>(plan, [&](auto kernel) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, Cfg::kThreads,
+                                                         Cfg::kSmemBytes);
+  });
 }
 
 }  // namespace mixed
