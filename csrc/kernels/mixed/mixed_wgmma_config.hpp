@@ -44,12 +44,13 @@ struct MixedWgmmaConfig {
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma's N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
-  // Exact scales in the 16-row tiles: where the groups are whole k blocks (or per-channel), block
-  // i is dequantized into one of two register sets while block i - 1's wgmmas run, and only then
-  // are block i - 1's sums scaled into the accumulators and block i's wgmmas issued, so the
-  // tensor cores wait for a scaling, not for a dequantization (the kernel's per_block loop). Finer
-  // groups take turns per group. The sums of a block cost 8 registers per n64 tile.
-  static constexpr bool kScalesPerBlock = ExactScales && TileM == 16;
+  // Exact scales in the 16- and 32-row tiles: where the groups are whole k blocks (or
+  // per-channel), block i is dequantized into one of two register sets while block i - 1's
+  // wgmmas run, and only then are block i - 1's sums scaled into the accumulators and block i's
+  // wgmmas issued, so the tensor cores wait for a scaling, not for a dequantization (the
+  // kernel's per_block loop). Finer groups take turns per group. The sums of a block cost
+  // kAccRegs registers per n64 tile.
+  static constexpr bool kScalesPerBlock = ExactScales && TileM <= 32;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
   static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
@@ -243,7 +244,7 @@ struct MixedWgmmaConfig {
   // fall back to the bound, ptxas's upper limit.
   static constexpr int registers() {
     if (Producer) return kLaunchRegisters;
-    if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 168 : 144;
+    if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 256 : 224;
     if (kOneTile16) return 128;
     if (!ExactScales && WarpGroups == 1 && TileM == 64 && Bits == 4) return 256;
     if (!ExactScales && WarpGroups == 1 && TileM <= 32) return Bits == 4 ? 256 : 168;
