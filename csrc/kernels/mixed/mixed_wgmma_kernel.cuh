@@ -41,13 +41,14 @@
 //   - exact (the 16-row tiles by default where the groups are whole k blocks; the 32-row tile by
 //     schedule, scales=exact): registers hold q - z, the wgmmas accumulate exact fp32 sums per
 //     group and the scale multiplies them once per group and output (as the mma.sync kernel
-//     does: the product uses the exact weight (q - z) * s). The 32-row tile waits for a group's
-//     wgmmas at its end, so dequantization and the tensor cores take turns (4-32% slower than
-//     the rounded 32-row tile at M = 24-32 on an H100; NOTES.md, session 19). The 16-row tiles
-//     (kScalesPerBlock), where the groups are whole k blocks, dequantize block i into one of two
-//     register sets while block i - 1's wgmmas run, and the tensor cores wait only for block
-//     i - 1's scaling: a bf16 INT4 word costs 11 instructions to dequantize instead of the
-//     rounded weights' 15 (3-9% faster on an H200 at M = 9-16; NOTES.md, session 63).
+//     does: the product uses the exact weight (q - z) * s). Where the groups are whole k blocks
+//     the 16- and 32-row tiles (kScalesPerBlock) dequantize block i into one of two register
+//     sets while block i - 1's wgmmas run, and the tensor cores wait only for block i - 1's
+//     scaling: a bf16 INT4 word costs 11 instructions to dequantize instead of the rounded
+//     weights' 15 (3-9% faster on an H200 at M = 9-16, NOTES.md session 63; the 32-row tile's
+//     form not measured). Finer groups wait for a group's wgmmas at its end, so dequantization
+//     and the tensor cores take turns (the 32-row tile that way 4-32% slower than rounded at
+//     M = 24-32 on an H100; NOTES.md, session 19).
 // Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
 // (mixed_epilogue.cuh).
 
