@@ -364,9 +364,7 @@ def sweep_wgmma_tiles():
 
 SMALL_TILE_SCHEDULES = ("kernel=mma", "kernel=wgmma,tile_m=16",
                         "kernel=wgmma,tile_m=32,scales=exact",
-                        "kernel=wgmma,tile_m=32,scales=rounded",
-                        "kernel=wgmma,tile_m=32,scales=exact,tile_n=64",
-                        "kernel=wgmma,tile_m=32,scales=rounded,tile_n=64")
+                        "kernel=wgmma,tile_m=32,scales=rounded")
 
 
 def sweep_small_tiles():

@@ -52,9 +52,8 @@ MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
                        for tm, nt, exact, wg, producer in (
                            (16, 2, False, 1, False), (16, 1, False, 1, False),
                            (16, 2, True, 1, False), (16, 1, True, 1, False),
-                           (32, 2, False, 1, False), (32, 1, False, 1, False),
-                           (32, 2, True, 1, False), (32, 1, True, 1, False),
-                           (64, 2, False, 1, bits == 8),
+                           (32, 2, False, 1, False),
+                           (32, 2, True, 1, False), (64, 2, False, 1, bits == 8),
                            (128, 1, False, 2, True), (160, 1, False, 2, True),
                            (192, 1, False, 2, True), (256, 1, False, 2, True))
                        if tm != 16 or bits == 4]

@@ -92,7 +92,6 @@ K_MAX = 8192
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "mma-slices", "decode"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:16:exact", "wgmma:32", "wgmma:32:exact",
-                "wgmma:32:n64", "wgmma:32:n64:exact",
                 "wgmma:64", "wgmma:128", "wgmma:160", "wgmma:192", "wgmma:256",
                 "wgmma:128+raster:3", "wgmma:256+raster:2"]
 FORCED_FRACTION = 0.35
@@ -283,14 +282,13 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
     if kind == "wgmma":
         if not spec.wgmma:
             return "kernel=mma"
-        int4_16 = int(args[0]) == 16 and bits == 4  # 16 rows: INT4 only
+        int4_16 = int(args[0]) == 16 and bits == 4  # 16 rows (and 64 columns): INT4 only
         tile_m = int(args[0]) if int4_16 or int(args[0]) != 16 else 32
         # Rounded weights unless ":exact": the 16-row tile's default depends on the groups.
-        exact = "exact" in args[1:]
-        narrow = "n64" in args[1:] and tile_m <= 32  # 64 columns: the 16- and 32-row tiles
+        exact = args[1:] == ["exact"]
         return (f"kernel=wgmma,tile_m={tile_m}" +
                 (",scales=exact" if exact else ",scales=rounded" if int4_16 else "") +
-                (",tile_n=64" if narrow else ""))
+                (",tile_n=64" if args[1:] == ["n64"] and int4_16 else ""))
     if kind == "dense":
         return "kernel=dense"
     if kind == "splits":

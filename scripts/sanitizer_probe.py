@@ -119,8 +119,7 @@ def launches():
                tile_m=64),
     ]
     # wgmma, cp.async (INT4's 16-row tiles in 128 and 64 columns, rounded and exact (paired k
-    # blocks at g128, turns per group at g32), 32-row tiles in 128 and 64 columns rounded and
-    # exact, INT4's 64-row tiles)
+    # blocks at g128, turns per group at g32), 32-row tiles rounded and exact, INT4's 64-row tiles)
     L += [
         _mixed("wgmma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
                tile_m=16, warp_groups=1),
@@ -148,12 +147,6 @@ def launches():
                kernel="wgmma", tile_m=32, warp_groups=1),
         _mixed("wgmma", 5, 136, 640, 4, -1, False, "fp16", False, "wgmma:32", kernel="wgmma",
                tile_m=32),
-        _mixed("wgmma", 30, 200, 1408, 4, 128, False, "bf16", True, "wgmma:32:n64:exact",
-               quick=True, kernel="wgmma", tile_m=32, tile_n=64, exact_scales=True),
-        _mixed("wgmma", 23, 136, 640, 8, -1, True, "fp16", False, "wgmma:32:n64:exact",
-               kernel="wgmma", tile_m=32, tile_n=64, exact_scales=True),
-        _mixed("wgmma", 32, 200, 640, 4, 64, True, "fp16", True, "wgmma:32:n64", quick=True,
-               kernel="wgmma", tile_m=32, tile_n=64, exact_scales=False),
         _mixed("wgmma", 64, 136, 640, 4, 64, True, "fp16", False, "wgmma:64", kernel="wgmma",
                tile_m=64, warp_groups=1),
     ]
@@ -218,9 +211,6 @@ def launches():
         _mixed("gated", 29, 272, 640, 4, 32, False, "bf16", False, "wgmma:32:exact",
                quick=True, activation="silu_mul", kernel="wgmma", tile_m=32,
                exact_scales=True, gated=True),
-        _mixed("gated", 27, 272, 1408, 4, 128, True, "fp16", True,
-               "wgmma:32:n64:exact+splits:1", quick=True, activation="silu_mul", kernel="wgmma",
-               tile_m=32, tile_n=64, exact_scales=True, splits=1, gated=True),
         _mixed("gated", 130, 272, 1408, 8, 128, True, "fp16", True, "wgmma:128+splits:2",
                quick=True, activation="silu_mul", kernel="wgmma", tile_m=128, splits=2,
                producer=True, gated=True),

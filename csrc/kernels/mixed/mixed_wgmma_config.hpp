@@ -225,16 +225,13 @@ struct MixedWgmmaConfig {
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
   // consumer warpgroup: 3 with exact scales taking turns (a k block's 64 dequantized registers
   // plus two accumulator sets), 2 with rounded weights or scales per block up to 64 rows (two
-  // register sets of a k block for the overlap), 1 above; one n64 tile of up to 32 rows
-  // (kOneTile: two register sets of 32) 4 (128 registers without spills), 3 for INT4's 32 rows
-  // with scales per block (the block's sums: ~166); two consumer warpgroups (one n64 tile each):
-  // 2 up to 64 rows, 1 at 128 and 256 (128 accumulators and two register sets of 32).
-  static constexpr bool kOneTile = WarpGroups == 1 && NTiles == 1 && TileM <= 32;
-  static constexpr bool kOneTileWithSums = kOneTile && TileM == 32 && kScalesPerBlock && Bits == 4;
+  // register sets of a k block for the overlap), 1 above, 4 for one n64 tile of 16 rows (two
+  // register sets of 32: 128 registers without spills); two consumer warpgroups (one n64 tile
+  // each): 2 up to 64 rows, 1 at 128 and 256 (128 accumulators and two register sets of 32).
+  static constexpr bool kOneTile16 = WarpGroups == 1 && NTiles == 1 && TileM <= 16;
   static constexpr int kMinCtasPerSm =
       WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
-                      : (kOneTile ? (kOneTileWithSums ? 3 : 4)
-                                  : (kTakesTurns ? 3 : (TileM <= 64 ? 2 : 1)));
+                      : (kOneTile16 ? 4 : (kTakesTurns ? 3 : (TileM <= 64 ? 2 : 1)));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;
@@ -247,8 +244,8 @@ struct MixedWgmmaConfig {
   // fall back to the bound, ptxas's upper limit.
   static constexpr int registers() {
     if (Producer) return kLaunchRegisters;
-    if (kOneTile) return kOneTileWithSums ? 168 : 128;
     if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 256 : 224;
+    if (kOneTile16) return 128;
     if (!ExactScales && WarpGroups == 1 && TileM == 64 && Bits == 4) return 256;
     if (!ExactScales && WarpGroups == 1 && TileM <= 32) return Bits == 4 ? 256 : 168;
     return kLaunchRegisters;
