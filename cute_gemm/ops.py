@@ -327,8 +327,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     ``exact_scales``) says which ``W`` it uses: the exact ``qw.dequantize(torch.float32)`` with the
     decode and mma.sync kernels (M <= 8 on an H100 / H200, M = 9-16 on some shapes there: INT4
     with groups shorter than 128 where K is long, INT8 where N is wide; below 192 rows on other
-    GPUs) and the wgmma tiles that keep exact scales (INT4's 16-row tiles, M = 9-16 on Hopper,
-    where a group is 128 or the whole of a K that 128 divides; ``scales=exact``), or ``W``
+    GPUs) and the wgmma tiles that keep exact scales (INT4's 16- and 32-row tiles, M = 9-32 on
+    Hopper, where a group is 128 or the whole of a K that 128 divides; ``scales=exact``), or ``W``
     rounded to the activation dtype (``qw.dequantize()``) with the other wgmma tiles (the rest of
     M on Hopper), on the dense path (from 192 rows elsewhere) and on CPU. The two differ by at
     most half an ulp per weight.

@@ -41,13 +41,13 @@ WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8)]
 MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fine in (False, True)]
 # Hopper wgmma (sm_90a): (bits, token tile, n64 tiles per warpgroup (the config's NTiles), exact
 # scales, consumer warpgroups, TMA producer warpgroup). The default plans round the weights but in
-# INT4's 16-row tiles at groups of whole k blocks, which keep exact per-group scales
-# (mixed_plan.cpp's default_wgmma_scales); the 32-row tile has them by schedule (scales=exact). The
-# 16-row tile is INT4's only (INT8 runs the 32-row tile from M = 9); its 64-column form (one n64
-# tile, half the registers, 4 CTAs per SM) runs where 128 columns would split K 8 ways or more, or
-# by schedule (tile_n=64). The producer (mixed_wgmma_ws_kernel.cuh) serves the 128-, 160-, 192- and
-# 256-row tiles and INT8's 64-row tile; 160 and 192 rows fit M of 129-192, 257-384 and 577-768 more
-# tightly than 256 rows in as few CTAs.
+# INT4's 16- and 32-row tiles at groups of whole k blocks, which keep exact per-group scales
+# (mixed_plan.cpp's default_wgmma_scales); INT8's 32-row tile has them by schedule (scales=exact).
+# The 16-row tile is INT4's only (INT8 runs the 32-row tile from M = 9); its 64-column form (one
+# n64 tile, half the registers, 4 CTAs per SM) runs where 128 columns would split K 8 ways or
+# more, or by schedule (tile_n=64). The producer (mixed_wgmma_ws_kernel.cuh) serves the 128-, 160-,
+# 192- and 256-row tiles and INT8's 64-row tile; 160 and 192 rows fit M of 129-192, 257-384 and
+# 577-768 more tightly than 256 rows in as few CTAs.
 MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
                        for tm, nt, exact, wg, producer in (
                            (16, 2, False, 1, False), (16, 1, False, 1, False),

@@ -284,10 +284,11 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
             return "kernel=mma"
         int4_16 = int(args[0]) == 16 and bits == 4  # 16 rows (and 64 columns): INT4 only
         tile_m = int(args[0]) if int4_16 or int(args[0]) != 16 else 32
-        # Rounded weights unless ":exact": the 16-row tile's default depends on the groups.
+        # Rounded weights unless ":exact": the 16- and 32-row tiles' default depends on the
+        # groups.
         exact = args[1:] == ["exact"]
         return (f"kernel=wgmma,tile_m={tile_m}" +
-                (",scales=exact" if exact else ",scales=rounded" if int4_16 else "") +
+                (",scales=exact" if exact else ",scales=rounded" if tile_m <= 32 else "") +
                 (",tile_n=64" if args[1:] == ["n64"] and int4_16 else ""))
     if kind == "dense":
         return "kernel=dense"

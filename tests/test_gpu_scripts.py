@@ -225,11 +225,12 @@ def test_schedule_for_each_force():
     assert sched("wgmma:16") == "kernel=wgmma,tile_m=16,scales=rounded"
     assert sched("wgmma:16:exact") == "kernel=wgmma,tile_m=16,scales=exact"
     assert gpu_sweep.schedule_for("wgmma:16", 12, 4096, 4096, 8, -1, torch.float16, h100) == \
-        "kernel=wgmma,tile_m=32"  # INT8 has no 16-row tile
+        "kernel=wgmma,tile_m=32,scales=rounded"  # INT8 has no 16-row tile
     assert sched("wgmma:32:exact") == "kernel=wgmma,tile_m=32,scales=exact"
+    assert sched("wgmma:32") == "kernel=wgmma,tile_m=32,scales=rounded"  # exact by default
     assert sched("wgmma:16:n64", m=16) == "kernel=wgmma,tile_m=16,tile_n=64,scales=rounded"
     assert gpu_sweep.schedule_for("wgmma:16:n64", 12, 4096, 4096, 8, -1, torch.float16, h100) == \
-        "kernel=wgmma,tile_m=32"  # INT8 has no 16-row tile, nor its 64-column form
+        "kernel=wgmma,tile_m=32,scales=rounded"  # INT8 has no 16-row tile, nor its 64-column form
     assert sched("wgmma:16:n64+splits:3", m=16) == \
         "kernel=wgmma,tile_m=16,tile_n=64,scales=rounded,splits=3"
     assert sched("dense") == "kernel=dense"

@@ -1004,8 +1004,9 @@ def _gated_reference(a, qw, bias, schedule):
 
 def _gated_schedules():
     """Every way a gated GEMM runs: the decode kernel, mma.sync's 16-row tile and wgmma's exact
-    16-row tiles gating in registers (1-warp and shared k slices, rows past M), through split-K's
-    reduce kernel, and each other kernel through the fp32 workspace (one slice or split)."""
+    16- and 32-row tiles gating in registers (1-warp and shared k slices, rows past M), through
+    split-K's reduce kernel, and each other kernel through the fp32 workspace (one slice or
+    split)."""
     return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
             (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (16, "kernel=mma,splits=1"),
             (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
@@ -1014,7 +1015,9 @@ def _gated_schedules():
             (16, _tile_schedule(16, True) + ",splits=1"),  # INT4
             (9, _tile_schedule(16, True, 64) + ",splits=1"),
             (12, _tile_schedule(16, True) + ",splits=2"), (16, _tile_schedule(16, False)),
-            (29, _tile_schedule(32, True)), (61, _tile_schedule(64, False)),
+            (29, _tile_schedule(32, True) + ",splits=2"),
+            (29, _tile_schedule(32, True) + ",splits=1"), (24, _tile_schedule(32, False)),
+            (61, _tile_schedule(64, False)),
             (125, _tile_schedule(128, False) + ",splits=2"), (250, _tile_schedule(256, False))]
 
 
@@ -1044,8 +1047,10 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
     plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule,
                                 activation="silu_mul")
     assert plan.gated
-    if schedule is not None and "tile_m=16" in schedule:  # in registers exactly when exact, unsplit
-        assert plan.via_workspace == ("splits=1" not in schedule), plan
+    if schedule is not None and ("tile_m=16" in schedule or "tile_m=32" in schedule):
+        # The 16- and 32-row tiles gate in registers exactly when exact and unsplit.
+        in_registers = "scales=exact" in schedule and "splits=1" in schedule
+        assert plan.via_workspace == (not in_registers), plan
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731
                                        activation="silu_mul")
     ref = _gated_reference(a, qw, bias, schedule)

@@ -147,10 +147,11 @@ def test_kernel_choice_by_m(device):
         elif want == "mma":
             assert p.tile_m == (16 if m <= 16 else 32 if m <= 32 else 64)
         else:
-            # Exact scales in INT4's 16-row tiles where the groups are whole k blocks (or all of
-            # K); every other default wgmma plan rounds the weights.
+            # Exact scales in INT4's 16- and 32-row tiles where the groups are whole k blocks (or
+            # all of K); every other default wgmma plan rounds the weights.
             whole_blocks = (k if group == -1 else group) % block_k(bits) == 0
-            assert p.exact_scales == (p.tile_m == 16 and whole_blocks), (m, n, k, bits, group)
+            assert p.exact_scales == (bits == 4 and p.tile_m <= 32 and whole_blocks), \
+                (m, n, k, bits, group)
             if m <= 16 and bits == 4:
                 assert p.tile_m == 16
             elif m <= 128:
@@ -213,15 +214,16 @@ def test_mma_instance_choice(device):
 
 
 def test_wgmma_tiles_and_scales():
-    # Exact fp32 scales in the 16-row tile at g128 and by schedule in the 32-row tile, rounded
-    # weights otherwise and by schedule in the 16-row tile (mixed_gemm's docstring); the 16-row
-    # tile for INT4 only; one consumer warpgroup up to 64 rows, two above; each as its instance
-    # says.
+    # Exact fp32 scales in INT4's 16- and 32-row tiles at g128 and by schedule in INT8's 32-row
+    # tile, rounded weights otherwise and by schedule in INT4's (mixed_gemm's docstring); the
+    # 16-row tile for INT4 only; one consumer warpgroup up to 64 rows, two above; each as its
+    # instance says.
     for tile_m, groups, scales in ((16, 1, "rounded"), (16, 1, "exact"), (32, 1, "rounded"),
                                    (32, 1, "exact"), (64, 1, "rounded"), (128, 2, "rounded"),
                                    (256, 2, "rounded")):
         for bits, dtype in itertools.product((4, 8), (torch.float16, torch.bfloat16)):
-            default = (scales == "exact") == (tile_m == 16)  # the scales taken by default
+            # the scales taken by default
+            default = (scales == "exact") == (tile_m == 16 or tile_m == 32 and bits == 4)
             schedule = f"tile_m={tile_m}" + ("" if default else f",scales={scales}")
             if tile_m == 16 and bits == 8:
                 with pytest.raises(ValueError, match="no wgmma instance with tile_m=16"):

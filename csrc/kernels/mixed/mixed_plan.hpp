@@ -76,8 +76,9 @@ struct MixedSchedule {
   // registers, 4 CTAs per SM; twice the column tiles, so half the splits for a grid). By default
   // 128, and 64 for the 16-row tile where 128 columns would split K 8 ways or more.
   int tile_n = 0;
-  // wgmma: exact scales (fp32 sums of q - z scaled per group: the 32-row tile only) or rounded
-  // weights ((q - z) * s in the activation dtype, as the dense path); kAuto: rounded.
+  // wgmma: exact scales (fp32 sums of q - z scaled per group: the 16- and 32-row tiles only) or
+  // rounded weights ((q - z) * s in the activation dtype, as the dense path); kAuto: exact in
+  // INT4's 16- and 32-row tiles at groups of whole k blocks, rounded elsewhere.
   enum class Scales { kAuto, kExact, kRounded } scales = Scales::kAuto;
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16

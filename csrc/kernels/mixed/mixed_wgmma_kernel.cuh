@@ -34,21 +34,21 @@
 // wgmma descriptor is derived from that layout (WgmmaDesc).
 //
 // Scales, two ways (kExactScales):
-//   - rounded (the default, but in INT4's 16-row tiles at groups of whole k blocks): the
+//   - rounded (the default, but in INT4's 16- and 32-row tiles at groups of whole k blocks): the
 //     registers hold (q - z) * s rounded to the activation dtype, the weight the dense path uses,
 //     and the wgmmas accumulate the whole K without stopping at group ends, so a warp dequantizes
 //     k block i while the wgmmas of block i - 1 run.
-//   - exact (the 16-row tiles by default where the groups are whole k blocks; the 32-row tile by
-//     schedule, scales=exact): registers hold q - z, the wgmmas accumulate exact fp32 sums per
-//     group and the scale multiplies them once per group and output (as the mma.sync kernel
-//     does: the product uses the exact weight (q - z) * s). Where the groups are whole k blocks
-//     the 16- and 32-row tiles (kScalesPerBlock) dequantize block i into one of two register
-//     sets while block i - 1's wgmmas run, and the tensor cores wait only for block i - 1's
-//     scaling: a bf16 INT4 word costs 11 instructions to dequantize instead of the rounded
-//     weights' 15 (3-9% faster on an H200 at M = 9-16, NOTES.md session 63; the 32-row tile's
-//     form not measured). Finer groups wait for a group's wgmmas at its end, so dequantization
-//     and the tensor cores take turns (the 32-row tile that way 4-32% slower than rounded at
-//     M = 24-32 on an H100; NOTES.md, session 19).
+//   - exact (INT4's 16- and 32-row tiles by default where the groups are whole k blocks; the
+//     others of those tiles by schedule, scales=exact): registers hold q - z, the wgmmas
+//     accumulate exact fp32 sums per group and the scale multiplies them once per group and
+//     output (as the mma.sync kernel does: the product uses the exact weight (q - z) * s). Where
+//     the groups are whole k blocks the 16- and 32-row tiles (kScalesPerBlock) dequantize block i
+//     into one of two register sets while block i - 1's wgmmas run, and the tensor cores wait
+//     only for block i - 1's scaling: a bf16 INT4 word costs 11 instructions to dequantize
+//     instead of the rounded weights' 15 (on an H200 3-9% faster at M = 9-16, NOTES.md session
+//     63, and 3-8% at M = 17-32, session 64). Finer groups wait for a group's wgmmas at its end,
+//     so dequantization and the tensor cores take turns (the 32-row tile that way 4-32% slower
+//     than rounded at M = 24-32 on an H100; NOTES.md, session 19).
 // Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
 // (mixed_epilogue.cuh).
 
