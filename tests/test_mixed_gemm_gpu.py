@@ -507,11 +507,11 @@ def test_default_plan_on_this_device():
             assert (p.kernel, p.tile_m, p.exact_scales) == want
         base = p.grid[0] * p.grid[1]
         assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)
-    # From M = 17 the wgmma kernel where usable, rounded weights; one warpgroup per CTA up to 64
-    # rows, two above; from 129 rows the wide tile whose grid computes the fewest rows per SM
+    # From M = 17 the wgmma kernel where usable, INT4 g128 with exact scales in the 32-row tile,
+    # rounded weights from 33 rows; one warpgroup per CTA up to 64 rows, two above; from 129 rows the wide tile whose grid computes the fewest rows per SM
     # (8192^2: one wave of 160 rows at M = 129-160 and 257-320, of 192 at 161-192 and 321-384,
     # 256 rows at 448).
-    for m, tile_m, exact, groups in ((17, 32, False, 1), (64, 64, False, 1), (65, 128, False, 2),
+    for m, tile_m, exact, groups in ((17, 32, True, 1), (64, 64, False, 1), (65, 128, False, 2),
                                      (128, 128, False, 2), (129, 160, False, 2),
                                      (300, 160, False, 2), (384, 192, False, 2),
                                      (448, 256, False, 2)):
@@ -722,6 +722,33 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
             assert out.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
             assert_accurate(out, ref, dtype, k)
             assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
+
+
+@pytest.mark.parametrize("k", [64, 1440, 4160])
+@pytest.mark.parametrize("bits,symmetric,dtype", [(4, True, torch.float16),
+                                                  (4, False, torch.bfloat16),
+                                                  (8, False, torch.float16)])
+def test_exact_tiles_per_channel_k_off_blocks(k, bits, symmetric, dtype):
+    # Per-channel scales over a K that is no multiple of the 128-wide k block (one k block short
+    # of a block, or a last block of 32 or 64): one group over all of K, so the 16- and 32-row
+    # tiles scale each block's sums (mixed::whole_block_groups) and INT4 takes them by default at
+    # M = 9-32 on Hopper; INT8 by schedule. Poisoned output, accurate, bit-identical repeats.
+    if not _wgmma():
+        pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
+    n = 392
+    qw = _qweight(n, k, bits, -1, symmetric, dtype, seed=k + bits)
+    for m, schedule in ((9, None), (16, None), (24, None), (32, None),
+                        (13, "scales=exact,splits=1"), (29, "scales=exact,splits=2"),
+                        (20, "kernel=wgmma,tile_m=32,scales=exact")):
+        if bits == 8 and schedule is None:
+            continue
+        a = _randn(m, k, dtype=dtype, seed=m, scale=1 / math.sqrt(k))
+        bias = _randn(n, dtype=dtype, seed=m + 1)
+        plan = _plan(m, qw, schedule)
+        assert (plan.kernel, plan.exact_scales) == ("wgmma", True), plan
+        assert plan.tile_m == (16 if bits == 4 and m <= 16 else 32), plan
+        assert_poisoned_run(lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule),
+                            _reference(a, qw, bias, schedule), dtype, k)
 
 
 @pytest.mark.parametrize("bits,group,symmetric", [(4, 128, True), (8, -1, False)])

@@ -74,7 +74,7 @@ def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.fl
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
-        whole_blocks = (k if group == -1 else group) % block_k(bits) == 0
+        whole_blocks = group == -1 or group >= k or group % block_k(bits) == 0
         if m <= 16 and bits == 4 and not whole_blocks:
             w16 = plan(m, n, k, bits, group, dtype, device, schedule="kernel=wgmma,tile_m=16")
             slice_k = -(-k_blocks(k, bits) // w16.splits) * block_k(bits)
@@ -149,7 +149,7 @@ def test_kernel_choice_by_m(device):
         else:
             # Exact scales in INT4's 16- and 32-row tiles where the groups are whole k blocks (or
             # all of K); every other default wgmma plan rounds the weights.
-            whole_blocks = (k if group == -1 else group) % block_k(bits) == 0
+            whole_blocks = group == -1 or group >= k or group % block_k(bits) == 0
             assert p.exact_scales == (bits == 4 and p.tile_m <= 32 and whole_blocks), \
                 (m, n, k, bits, group)
             if m <= 16 and bits == 4:

@@ -593,7 +593,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       slice.add_scaled(stage_scales((n_kb - 1) % S), 0, part, acc);
     };
     if constexpr (Cfg::kScalesPerBlock) {
-      if (groups.per_channel || (groups.size & (BK - 1)) == 0) {
+      if (whole_block_groups(Cfg::kBits, groups.size, p.k)) {
         per_block();
       } else {
         per_group();
