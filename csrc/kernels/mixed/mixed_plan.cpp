@@ -301,14 +301,16 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 
 
 // The scales of the wgmma tile by default: exact in INT4's 16- and 32-row tiles where the groups
-// are whole k blocks (or all of K, mixed::whole_block_groups), which dequantize a block while the previous one's wgmmas run
-// (MixedWgmmaConfig::kScalesPerBlock) with fewer instructions than rounded weights. H200, us,
-// exact against rounded: s63 M = 16, bf16 4096x6144 8.6 / 8.9, 4096x4096 6.3 / 6.3, 14336x4096
-// 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 / 15.0, 28672x8192 42.8 / 46.7. s64
-// M = 32, fp16: 4096x4096 7.4 / 7.6, 4096x28672 28.6 / 29.9, 14336x4096 14.8 / 16.0, 8192x8192
-// 16.6 / 17.8, 28672x8192 52.7 / 56.1 (M = 17 and 24 alike).
-// Rounded weights elsewhere: finer groups would take turns with the tensor cores, and the taller
-// tiles overlap a block's dequantization with the previous one's wgmmas only when rounded.
+// are whole k blocks (or all of K, mixed::whole_block_groups), which dequantize a block while the
+// previous one's wgmmas run (MixedWgmmaConfig::kScalesPerBlock) with fewer instructions than
+// rounded weights. H200, us, exact against rounded: s63 M = 16, bf16 4096x6144 8.6 / 8.9,
+// 4096x4096 6.3 / 6.3, 14336x4096 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 /
+// 15.0, 28672x8192 42.8 / 46.7. s64 M = 32, fp16: 4096x4096 7.4 / 7.6, 4096x28672 28.6 / 29.9,
+// 14336x4096 14.8 / 16.0, 8192x8192 16.6 / 17.8, 28672x8192 52.7 / 56.1 (M = 17 and 24 alike).
+// Rounded weights elsewhere: with finer groups these tiles take turns with the tensor cores
+// (4-32% slower at M = 24-32, session 19), INT8's 32-row tile at 2 CTAs per SM against rounded
+// weights' 3 is faster on some shapes and slower on others (s64), and the taller tiles have no
+// exact scales.
 MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, int tile_m, int group) {
   const bool whole_blocks = mixed::whole_block_groups(p.bits, group, p.k);
   return p.bits == 4 && tile_m <= 32 && whole_blocks ? MixedSchedule::Scales::kExact

@@ -44,13 +44,14 @@ struct MixedWgmmaConfig {
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma's N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
-  // Exact scales in the 16- and 32-row tiles: where the groups are whole k blocks (or
-  // per-channel), block i is dequantized into one of two register sets while block i - 1's
-  // wgmmas run, and only then are block i - 1's sums scaled into the accumulators and block i's
-  // wgmmas issued, so the tensor cores wait for a scaling, not for a dequantization (the
-  // kernel's per_block loop). Finer groups take turns per group. The sums of a block cost
-  // kAccRegs registers per n64 tile.
-  static constexpr bool kScalesPerBlock = ExactScales && TileM <= 32;
+  // Exact scales, in the 16- and 32-row tiles only: where the groups are whole k blocks
+  // (whole_block_groups), block i is dequantized into one of two register sets while block
+  // i - 1's wgmmas run, and only then are block i - 1's sums scaled into the accumulators and
+  // block i's wgmmas issued, so the tensor cores wait for a scaling, not for a dequantization
+  // (the kernel's per_block loop). Finer groups take turns per group (per_group). The sums of a
+  // block cost kAccRegs registers per n64 tile.
+  static_assert(!ExactScales || TileM <= 32, "exact scales in the 16- and 32-row tiles only");
+  static constexpr bool kScalesPerBlock = ExactScales;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
   static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
@@ -86,19 +87,14 @@ struct MixedWgmmaConfig {
   static constexpr int kMaxStages = 5;
   static constexpr int kStagesThatFit =
       (kMaxSmemBytes - 1024 - (Producer ? 2 * 8 * kMaxStages : 0)) / (kAStageBytes + kStageBytes);
-  // Depth: kLoadAhead k blocks are in flight while one is computed. Exact scales taking turns:
-  // the stage of block i - 1 is refilled once its wgmmas are waited for, S - 1 ahead. Rounded
-  // weights and scales per block: the wgmmas of block i - 1 still run while block i is
-  // dequantized, so the stage of block i - 2 is refilled, S - 2 ahead, and M tiles of 128 rows or
-  // more (one CTA per SM) take up to 5 stages (256-row INT4 tiles: 3 fit, 74 KB each).
+  // Depth: kLoadAhead k blocks are in flight while one is computed. The wgmmas of block i - 1
+  // still run while block i is dequantized (rounded weights, scales per block), so the stage of
+  // block i - 2 is refilled, S - 2 ahead; M tiles of 128 rows or more (one CTA per SM) take up
+  // to 5 stages (256-row INT4 tiles: 3 fit, 74 KB each).
   static constexpr int kStages =
-      !ExactScales && TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages)
-                                   : 4;
-  // Scales per block refill like rounded weights: block i - 1's wgmmas run while block i is
-  // dequantized.
-  static constexpr bool kTakesTurns = ExactScales && !kScalesPerBlock;
-  static_assert(kStages >= (kTakesTurns ? 2 : 3), "too few stages fit in shared memory");
-  static constexpr int kLoadAhead = kTakesTurns ? kStages - 1 : kStages - 2;
+      TileM >= 128 ? (kStagesThatFit < kMaxStages ? kStagesThatFit : kMaxStages) : 4;
+  static_assert(kStages >= 3, "too few stages fit in shared memory");
+  static constexpr int kLoadAhead = kStages - 2;
   // The warp-specialized kernel's consumers free a stage kReleaseLag k blocks after its use: 2
   // keeps the next block's wgmmas queued behind the previous ones, 1 (waiting for the previous
   // block's wgmmas before issuing) lets the producer run S - 1 stages ahead instead of S - 2,
@@ -223,15 +219,13 @@ struct MixedWgmmaConfig {
 
   // ---- resources
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
-  // consumer warpgroup: 3 with exact scales taking turns (a k block's 64 dequantized registers
-  // plus two accumulator sets), 2 with rounded weights or scales per block up to 64 rows (two
-  // register sets of a k block for the overlap), 1 above, 4 for one n64 tile of 16 rows (two
-  // register sets of 32: 128 registers without spills); two consumer warpgroups (one n64 tile
-  // each): 2 up to 64 rows, 1 at 128 and 256 (128 accumulators and two register sets of 32).
+  // consumer warpgroup: 2 up to 64 rows (two register sets of a k block for the overlap), 1
+  // above, 4 for one n64 tile of 16 rows (two register sets of 32: 128 registers without
+  // spills); two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
+  // accumulators and two register sets of 32).
   static constexpr bool kOneTile16 = WarpGroups == 1 && NTiles == 1 && TileM <= 16;
   static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
-                      : (kOneTile16 ? 4 : (kTakesTurns ? 3 : (TileM <= 64 ? 2 : 1)));
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (kOneTile16 ? 4 : (TileM <= 64 ? 2 : 1));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;

@@ -103,13 +103,12 @@ struct WgmmaWarpSlice {
   // The thread's coordinate ((t, g), w, wg) in Cfg::ConsumerThreads.
   CG_DEVICE auto thread_coord() const { return make_coord(make_coord(t, g), w, wg); }
 
-  // Where symmetric weights branch: once per k block (rounded weights, scales per block), so the
-  // symmetric block is one straight run that ptxas interleaves across words, or once per word
-  // (exact scales taking turns, where the straight run made ptxas serialize the wgmmas, C7513;
-  // and INT4 256-row M tiles, whose straight run needs more registers than the consumers have,
-  // C7512).
-  static constexpr bool kBranchPerBlock =
-      !Cfg::kTakesTurns && (Cfg::kTileM < 256 || Cfg::kBits == 8);
+  // Where symmetric weights branch: once per k block, so the symmetric block is one straight
+  // run that ptxas interleaves across words, or once per word in INT4's 256-row M tiles, whose
+  // straight run needs more registers than the consumers have (C7512). (The per_group loop of
+  // exact scales dequantizes with a branch per word itself: there a straight run made ptxas
+  // serialize the wgmmas, C7513.)
+  static constexpr bool kBranchPerBlock = Cfg::kTileM < 256 || Cfg::kBits == 8;
 
   // The k block in stage `st` (weights SmemW, then scales and zeros SmemScales) into registers.
   CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
@@ -592,12 +591,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       wgmma_wait_group<0>();
       slice.add_scaled(stage_scales((n_kb - 1) % S), 0, part, acc);
     };
-    if constexpr (Cfg::kScalesPerBlock) {
-      if (whole_block_groups(Cfg::kBits, groups.size, p.k)) {
-        per_block();
-      } else {
-        per_group();
-      }
+    if (whole_block_groups(Cfg::kBits, groups.size, p.k)) {
+      per_block();
     } else {
       per_group();
     }
