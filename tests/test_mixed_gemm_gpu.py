@@ -508,9 +508,9 @@ def test_default_plan_on_this_device():
         base = p.grid[0] * p.grid[1]
         assert base * p.splits <= p.ctas_per_sm * sms < base * (p.splits + 1)
     # From M = 17 the wgmma kernel where usable, INT4 g128 with exact scales in the 32-row tile,
-    # rounded weights from 33 rows; one warpgroup per CTA up to 64 rows, two above; from 129 rows the wide tile whose grid computes the fewest rows per SM
-    # (8192^2: one wave of 160 rows at M = 129-160 and 257-320, of 192 at 161-192 and 321-384,
-    # 256 rows at 448).
+    # rounded weights from 33 rows; one warpgroup per CTA up to 64 rows, two above; from 129 rows
+    # the wide tile whose grid computes the fewest rows per SM (8192^2: one wave of 160 rows at
+    # M = 129-160 and 257-320, of 192 at 161-192 and 321-384, 256 rows at 448).
     for m, tile_m, exact, groups in ((17, 32, True, 1), (64, 64, False, 1), (65, 128, False, 2),
                                      (128, 128, False, 2), (129, 160, False, 2),
                                      (300, 160, False, 2), (384, 192, False, 2),
@@ -729,8 +729,8 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
                                                   (4, False, torch.bfloat16),
                                                   (8, False, torch.float16)])
 def test_exact_tiles_per_channel_k_off_blocks(k, bits, symmetric, dtype):
-    # Per-channel scales over a K that is no multiple of the 128-wide k block (one k block short
-    # of a block, or a last block of 32 or 64): one group over all of K, so the 16- and 32-row
+    # Per-channel scales over a K that is no multiple of INT4's 128-wide k block (K = 64, less
+    # than one block; 1440 and 4160, a last block of 32 or 64): one group over all of K, so the 16- and 32-row
     # tiles scale each block's sums (mixed::whole_block_groups) and INT4 takes them by default at
     # M = 9-32 on Hopper; INT8 by schedule. Poisoned output, accurate, bit-identical repeats.
     if not _wgmma():
