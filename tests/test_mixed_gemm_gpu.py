@@ -730,9 +730,10 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
                                                   (8, False, torch.float16)])
 def test_exact_tiles_per_channel_k_off_blocks(k, bits, symmetric, dtype):
     # Per-channel scales over a K that is no multiple of INT4's 128-wide k block (K = 64, less
-    # than one block; 1440 and 4160, a last block of 32 or 64): one group over all of K, so the 16- and 32-row
-    # tiles scale each block's sums (mixed::whole_block_groups) and INT4 takes them by default at
-    # M = 9-32 on Hopper; INT8 by schedule. Poisoned output, accurate, bit-identical repeats.
+    # than one block; 1440 and 4160, a last block of 32 or 64): one group over all of K, so the
+    # 16- and 32-row tiles scale each block's sums (mixed::whole_block_groups) and INT4 takes them
+    # by default at M = 9-32 on Hopper; INT8 by schedule. Poisoned output, accurate, bit-identical
+    # repeats.
     if not _wgmma():
         pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
     n = 392
