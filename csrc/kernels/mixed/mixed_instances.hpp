@@ -70,33 +70,34 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   return i;
 }
 
+// The fields of the kernels with a fixed CTA tile (mma.sync, wgmma).
 template <class Cfg>
-MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
-  MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kMma, name, bf16);
+MixedInstanceInfo cta_tile_instance_info(MixedKernel kernel, char const* name, bool bf16) {
+  MixedInstanceInfo i = common_instance_info<Cfg>(kernel, name, bf16);
   i.tile_n = Cfg::kTileN;
-  i.fine_groups = Cfg::kFineGroups;
   i.threads = Cfg::kThreads;
   i.smem_bytes = Cfg::kSmemBytes;
   i.registers = Cfg::kRegisters;
   i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
-  i.max_k_slices = Cfg::kMaxKSlices;
-  i.sliced_smem_bytes = Cfg::smem_bytes(Cfg::kMaxKSlices);
   i.gates_in_registers = Cfg::kGatesInRegisters;
   return i;
 }
 
 template <class Cfg>
+MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
+  MixedInstanceInfo i = cta_tile_instance_info<Cfg>(MixedKernel::kMma, name, bf16);
+  i.fine_groups = Cfg::kFineGroups;
+  i.max_k_slices = Cfg::kMaxKSlices;
+  i.sliced_smem_bytes = Cfg::smem_bytes(Cfg::kMaxKSlices);
+  return i;
+}
+
+template <class Cfg>
 MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
-  MixedInstanceInfo i = common_instance_info<Cfg>(MixedKernel::kWgmma, name, bf16);
-  i.tile_n = Cfg::kTileN;
+  MixedInstanceInfo i = cta_tile_instance_info<Cfg>(MixedKernel::kWgmma, name, bf16);
   i.exact_scales = Cfg::kExactScales;
-  i.gates_in_registers = Cfg::kGatesInRegisters;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
-  i.threads = Cfg::kThreads;
-  i.smem_bytes = Cfg::kSmemBytes;
-  i.registers = Cfg::kRegisters;
-  i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
   return i;
 }
 
