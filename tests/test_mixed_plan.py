@@ -55,6 +55,11 @@ def k_blocks(k, bits):
     return -(-k // block_k(bits))
 
 
+def whole_block_groups(bits, group, k):
+    """Whether every packed k block lies within one group (per-channel, or one group over K)."""
+    return group == -1 or group >= k or group % block_k(bits) == 0
+
+
 @functools.lru_cache(maxsize=None)
 def _instance_table():
     return {inst["name"]: inst for inst in _C._mixed_instances()}
@@ -74,7 +79,7 @@ def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.fl
     if m <= DECODE_MAX_M:
         return "decode"
     if device in HOPPER:
-        whole_blocks = group == -1 or group >= k or group % block_k(bits) == 0
+        whole_blocks = whole_block_groups(bits, group, k)
         if m <= 16 and bits == 4 and not whole_blocks:
             w16 = plan(m, n, k, bits, group, dtype, device, schedule="kernel=wgmma,tile_m=16")
             slice_k = -(-k_blocks(k, bits) // w16.splits) * block_k(bits)
@@ -149,7 +154,7 @@ def test_kernel_choice_by_m(device):
         else:
             # Exact scales in INT4's 16- and 32-row tiles where the groups are whole k blocks (or
             # all of K); every other default wgmma plan rounds the weights.
-            whole_blocks = group == -1 or group >= k or group % block_k(bits) == 0
+            whole_blocks = whole_block_groups(bits, group, k)
             assert p.exact_scales == (bits == 4 and p.tile_m <= 32 and whole_blocks), \
                 (m, n, k, bits, group)
             if m <= 16 and bits == 4:

@@ -302,7 +302,7 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 
 // The scales of the wgmma tile by default: exact in INT4's 16- and 32-row tiles where the groups
 // are whole k blocks (or all of K, mixed::whole_block_groups), which dequantize a block while the
-// previous one's wgmmas run (MixedWgmmaConfig::kScalesPerBlock) with fewer instructions than
+// previous one's wgmmas run (mixed_wgmma_kernel's per_block loop) with fewer instructions than
 // rounded weights. H200, us, exact against rounded: s63 M = 16, bf16 4096x6144 8.6 / 8.9,
 // 4096x4096 6.3 / 6.3, 14336x4096 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 /
 // 15.0, 28672x8192 42.8 / 46.7. s64 M = 32, fp16: 4096x4096 7.4 / 7.6, 4096x28672 28.6 / 29.9,

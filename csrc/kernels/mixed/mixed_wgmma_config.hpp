@@ -51,7 +51,6 @@ struct MixedWgmmaConfig {
   // (the kernel's per_block loop). Finer groups take turns per group (per_group). The sums of a
   // block cost kAccRegs registers per n64 tile.
   static_assert(!ExactScales || TileM <= 32, "exact scales in the 16- and 32-row tiles only");
-  static constexpr bool kScalesPerBlock = ExactScales;
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
   static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
@@ -172,13 +171,13 @@ struct MixedWgmmaConfig {
   using AccRowTV = decltype(tile_row_layout<TileM>(AccTV{}));  // (T, V) -> M
   using AccColTV = decltype(tile_col_layout<TileM>(AccTV{}));  // (T, V) -> N
 
-  // Gated GEMMs (SiLU(gate) * up) gate in registers in the tiles with scales per block (the
+  // Gated GEMMs (SiLU(gate) * up) gate in registers in the tiles with exact scales (the
   // kernel's Gated form, compiled apart); the other tiles gate in split_k_reduce_kernel. Logical
   // n8 blocks 2j and 2j + 1 are then the weight's gate block j and up block j (mixed_epilogue.cuh's
   // weight_block), so a lane's values (e, 0, i) and (e, 1, i) of an n64 tile must be the two sums
   // of one output: the same row, the up column kBlockN further, in a gate (even) block. Checked
   // on warp 0's lanes: warp w's columns are warp 0's plus 16 w (AccTV), its rows the same.
-  static constexpr bool kGatesInRegisters = kScalesPerBlock;
+  static constexpr bool kGatesInRegisters = ExactScales;
   static constexpr bool gate_up_pairs_in_lane() {
     for (int x = 0; x < 32; ++x)
       for (int r = 0; r < NTiles; ++r)

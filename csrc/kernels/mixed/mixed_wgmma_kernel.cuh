@@ -42,8 +42,8 @@
 //     others of those tiles by schedule, scales=exact): registers hold q - z, the wgmmas
 //     accumulate exact fp32 sums per group and the scale multiplies them once per group and
 //     output (as the mma.sync kernel does: the product uses the exact weight (q - z) * s). Where
-//     the groups are whole k blocks the 16- and 32-row tiles (kScalesPerBlock) dequantize block i
-//     into one of two register sets while block i - 1's wgmmas run, and the tensor cores wait
+//     the groups are whole k blocks these tiles (the per_block loop) dequantize block i into
+//     one of two register sets while block i - 1's wgmmas run, and the tensor cores wait
 //     only for block i - 1's scaling: a bf16 INT4 word costs 11 instructions to dequantize
 //     instead of the rounded weights' 15 (on an H200 3-9% faster at M = 9-16, NOTES.md session
 //     63, and 3-8% at M = 17-32, session 64). Finer groups wait for a group's wgmmas at its end,

@@ -120,8 +120,8 @@ static_assert(!fine_groups_for(8, 64, 4096) && !fine_groups_for(4, 64, 64),
               "one group per block, or one group over all of K, is not fine");
 
 // Whether every packed k block lies within one group (`group` the effective size): groups of
-// whole k blocks, or one group over all of K. The wgmma tiles with scales per block
-// (MixedWgmmaConfig::kScalesPerBlock) then scale each block's sums once, and the planner gives
+// whole k blocks, or one group over all of K. The wgmma tiles with exact scales
+// (mixed_wgmma_kernel's per_block loop) then scale each block's sums once, and the planner gives
 // INT4's 16- and 32-row tiles exact scales by default exactly there.
 CG_HOST_DEVICE constexpr bool whole_block_groups(int bits, int64_t group, int64_t k) {
   return group >= k || group % block_k(bits) == 0;
