@@ -545,11 +545,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
             }
           }
           fresh = false;
-          // The group ends with this word, or the split does: acc += s * part.
+          // The group ends with this word, or the split does: acc += s * part. (Groups here are
+          // shorter than K and a power of two: per-channel ones are whole k blocks.)
           const int k_end = kb * BK + (wi + 1) * Cfg::kKPerWord;
           const bool last = i == n_kb - 1 && wi == 3;
-          const bool group_end =
-              last || (!groups.per_channel && (k_end & (groups.size - 1)) == 0);
+          const bool group_end = last || (k_end & (groups.size - 1)) == 0;
           if (group_end) {
             wgmma_commit_group();
             wgmma_wait_group<0>();
