@@ -8,6 +8,7 @@
 //       benchmarks/wgmma_cycles.cu -o /tmp/wgmma_cycles && /tmp/wgmma_cycles
 // Session 65's output on an H200: benchmarks/results/wgmma_cycles_nvidia-h200_s65.txt.
 #include <cstdio>
+#include <vector>
 #include <cuda_bf16.h>
 #include "cute_gemm/arch/mma_sm90.hpp"
 #include "cute_gemm/arch/wgmma_desc_sm90.hpp"
@@ -48,36 +49,54 @@ __global__ void bench(int rounds, long long* cycles, float* sink) {
   if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
 
+// Launches ctas_per_sm CTAs per SM (all resident at once: checked against the occupancy the
+// runtime reports) and prints the mean cycles per wgmma; false on a CUDA error or if they do
+// not fit.
 template <int N, int Chains>
-void run(int ctas_per_sm, int sms) {
+bool run(int ctas_per_sm, int sms) {
   const int rounds = 2000, ctas = ctas_per_sm * sms;
-  long long* d_cycles;
-  float* sink;
+  int resident = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, bench<N, Chains>, 128, 0);
+  if (resident < ctas_per_sm) {
+    std::printf("N=%3d chains=%d CTAs/SM=%d: only %d CTAs fit an SM\n", N, Chains, ctas_per_sm,
+                resident);
+    return false;
+  }
+  long long* d_cycles = nullptr;
+  float* sink = nullptr;
   cudaMalloc(&d_cycles, ctas * sizeof(long long));
   cudaMalloc(&sink, ctas * 128 * sizeof(float));
   bench<N, Chains><<<ctas, 128>>>(10, d_cycles, sink);  // warm-up
   bench<N, Chains><<<ctas, 128>>>(rounds, d_cycles, sink);
-  cudaError_t e = cudaDeviceSynchronize();
-  long long h[1024];
-  cudaMemcpy(h, d_cycles, ctas * sizeof(long long), cudaMemcpyDeviceToHost);
-  double mean = 0;
-  for (int i = 0; i < ctas; ++i) mean += double(h[i]) / ctas;
-  const double per_wgmma_cta = mean / (rounds * 8.0 * Chains);
-  std::printf("N=%3d chains=%d CTAs/SM=%d: %6.1f cycles per wgmma per warpgroup, %6.1f per SM "
-              "(%s)\n", N, Chains, ctas_per_sm, per_wgmma_cta, per_wgmma_cta / ctas_per_sm,
-              cudaGetErrorString(e));
+  std::vector<long long> h(ctas);
+  cudaMemcpy(h.data(), d_cycles, ctas * sizeof(long long), cudaMemcpyDeviceToHost);
+  const cudaError_t e = cudaGetLastError();
   cudaFree(d_cycles);
   cudaFree(sink);
+  if (e != cudaSuccess) {
+    std::printf("N=%3d chains=%d CTAs/SM=%d: %s\n", N, Chains, ctas_per_sm, cudaGetErrorString(e));
+    return false;
+  }
+  double mean = 0;
+  for (long long c : h) mean += double(c) / ctas;
+  const double per_wgmma_cta = mean / (rounds * 8.0 * Chains);
+  std::printf("N=%3d chains=%d CTAs/SM=%d: %6.1f cycles per wgmma per warpgroup, %6.1f per SM\n",
+              N, Chains, ctas_per_sm, per_wgmma_cta, per_wgmma_cta / ctas_per_sm);
+  return true;
 }
 
 int main() {
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  for (int cps : {1, 2, 4}) {
-    run<16, 1>(cps, sms); run<16, 2>(cps, sms); run<16, 3>(cps, sms);
-    run<32, 1>(cps, sms); run<32, 2>(cps, sms);
-    run<64, 1>(cps, sms); run<64, 2>(cps, sms);
-    run<128, 1>(cps, sms);
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+    std::printf("no CUDA device\n");
+    return 1;
   }
-  return 0;
+  bool ok = true;
+  for (int cps : {1, 2, 4}) {
+    ok &= run<16, 1>(cps, sms) & run<16, 2>(cps, sms) & run<16, 3>(cps, sms);
+    ok &= run<32, 1>(cps, sms) & run<32, 2>(cps, sms);
+    ok &= run<64, 1>(cps, sms) & run<64, 2>(cps, sms);
+    ok &= run<128, 1>(cps, sms);
+  }
+  return ok ? 0 : 1;
 }
