@@ -19,12 +19,12 @@ __global__ void bench(int rounds, long long* cycles, float* sink) {
   using W = SM90_64xNx16_F32_RS<__nv_bfloat16, N>;
   __shared__ alignas(128) uint16_t b_tile[N * 16];
   for (int i = threadIdx.x; i < N * 16; i += blockDim.x) b_tile[i] = 0;
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  fence_proxy_async_shared();  // the tile is read by the async proxy (wgmma)
   __syncthreads();
   // K-major, no swizzle: core matrices of 8 rows x 16 bytes; k neighbours 128 bytes apart (LBO),
   // row-group neighbours 256 (SBO).
-  const uint64_t desc = make_wgmma_desc(
-      static_cast<uint32_t>(__cvta_generic_to_shared(b_tile)), 128, 256, WgmmaSwizzle::kNone);
+  const uint64_t desc =
+      make_wgmma_desc(detail::smem_addr(b_tile), 128, 256, WgmmaSwizzle::kNone);
   uint32_t a[4] = {threadIdx.x, threadIdx.x * 3u, 7u, 9u};
   float acc[Chains][N / 2];
   for (int c = 0; c < Chains; ++c)
