@@ -83,9 +83,12 @@ static void check_config(char const* name) {
       CHECK(w0 % 128 == 0 && (w0 + Cfg::kWeightBytes) % 128 == 0,
             "%s: weight / scale stage %d not 128-byte aligned", name, s);
     }
-    if constexpr (Cfg::kProducer) {
+    if constexpr (Cfg::kTmaLoads) {
       regions.push_back({Cfg::kBarrierOffset, Cfg::kBarrierOffset + Cfg::kBarrierBytes, "bars"});
-      CHECK(Cfg::kBarrierOffset % 8 == 0 && Cfg::kBarrierBytes == 16 * S, "%s: barriers", name);
+      CHECK(Cfg::kBarrierOffset % 8 == 0 && Cfg::kBarrierBytes == (Cfg::kProducer ? 16 : 8) * S,
+            "%s: barriers", name);
+    } else {
+      CHECK(Cfg::kBarrierBytes == 0, "%s: barriers without TMA loads", name);
     }
     for (size_t i = 0; i < regions.size(); ++i) {
       CHECK(regions[i].begin >= 0 && regions[i].end <= Cfg::kSmemBytes - 1024,
@@ -198,8 +201,8 @@ static void check_config(char const* name) {
     CHECK(bijective(elems, long(BM) * BN), "%s: AccTV does not cover the tile once", name);
   }
 
-  // ---- the cp.async kernel's copies
-  if constexpr (!Cfg::kProducer) {
+  // ---- the cp.async kernel's copies (its larger tiles)
+  if constexpr (!Cfg::kTmaLoads) {
     using ACopy = typename Cfg::ACopyTV;
     const auto a_rows = tile_row_layout<BM>(ACopy{});
     const auto a_cols = tile_col_layout<BM>(ACopy{});
@@ -246,8 +249,8 @@ static void check_config(char const* name) {
     CHECK(bijective(scale_elems, long(Cfg::kScaleRows) * BN), "%s: the scale copy", name);
   }
 
-  // ---- the TMA boxes of the warp-specialized kernel land where the layouts put the data
-  if constexpr (Cfg::kProducer) {
+  // ---- the TMA boxes land where the layouts put the data
+  if constexpr (Cfg::kTmaLoads) {
     CHECK(Cfg::kABoxRows * Cfg::kARowBoxes == BM && Cfg::kABoxK * 2 == 128 &&
               Cfg::kABoxes * Cfg::kABoxK == BK,
           "%s: activation boxes", name);
@@ -270,6 +273,31 @@ static void check_config(char const* name) {
         CHECK((long(b) * Cfg::kWBoxWords + word) * 4 == long(sW(word / 4, b)) * 16 + (word % 4) * 4,
               "%s: weight box element (%d, %d)", name, b, word);
       }
+    // The scale (zero) boxes: one row of BN columns (a gated tile: two of BN / 2) contiguous.
+    for (int r = 0; r < Cfg::kScaleRows; ++r)
+      for (int z = 0; z < 2; ++z)
+        for (int c = 0; c < BN; ++c) {
+          CHECK(long(sS(r, c, z)) == long(sS(r, 0, z)) + c, "%s: scale box row %d", name, r);
+        }
+    // A gated tile's two weight boxes (gate blocks, then up blocks) hold logical block L = 2 j + h
+    // (weight_block: gate block j for h = 0, up block j for h = 1) at h * BN / 16 + j, where each
+    // lane reads it (GatedWeightSlotTV) and its scales (BlockColumns of that slot).
+    if constexpr (Cfg::kGatesInRegisters) {
+      std::vector<long> slots;
+      for (int T = 0; T < CT; ++T)
+        for (int v = 0; v < 2 * NT; ++v) {
+          const int logical = int(typename Cfg::WeightBlockTV{}(consumer_coord(T), v));
+          const int slot = int(typename Cfg::GatedWeightSlotTV{}(consumer_coord(T), v));
+          CHECK(slot == (logical % 2) * (Cfg::kBlocksPerCta / 2) + logical / 2,
+                "%s: gated slot of thread %d value %d", name, T, v);
+          if (T % 32 == 0) slots.push_back(slot);
+        }
+      CHECK(bijective(slots, Cfg::kBlocksPerCta), "%s: gated slots", name);
+    }
+  }
+
+  // ---- the warp-specialized kernel's output
+  if constexpr (Cfg::kProducer) {
     // The output tiles: the output map's (kTileM, 64) box with the 128-byte swizzle, 1024-byte
     // aligned, over the stages; every element written by one consumer thread (the accumulators,
     // as stage_out places them), and a warp's stores of one value index hit 8 distinct 4-byte

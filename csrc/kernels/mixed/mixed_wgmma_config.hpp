@@ -36,6 +36,12 @@ struct MixedWgmmaConfig {
   static constexpr int kWarpGroups = WarpGroups;  // consumers
   static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two consumer warpgroups per CTA");
   static constexpr bool kProducer = Producer;
+  // How the stages are filled: by TMA (one thread issues each stage's boxes, see the TMA boxes
+  // below) in the warp-specialized kernel and in the cp.async kernel's tiles of up to 32 rows,
+  // whose loops are bound by their warps' instruction chains (the ~70 copy and bookkeeping
+  // instructions per k block and warp that cp.async takes are gone; NOTES.md session 66); by
+  // cp.async from every thread in its larger tiles.
+  static constexpr bool kTmaLoads = Producer || TileM <= 32;
   static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
   static constexpr int kConsumerThreads = 128 * WarpGroups;
   static constexpr int kThreads = kConsumerThreads + (Producer ? 128 : 0);
@@ -61,7 +67,7 @@ struct MixedWgmmaConfig {
   // ---- shared memory, from a base the kernels round up to 1024 bytes (1 KB of kSmemBytes): the
   // activation tiles of all stages (each a multiple of 1024 bytes, so every 128-byte swizzle atom
   // starts on a 1024-byte boundary), then per stage the weights and the scales (and zeros), then
-  // the warp-specialized kernel's mbarriers.
+  // the mbarriers of the TMA-filled stages.
   // Activation tile of one stage, in elements: (kTileM, kBlockK) K-major with the 128-byte
   // swizzle, as the wgmma descriptor reads it (WgmmaDesc) and the TMA writes it.
   // (M, K) -> element
@@ -102,11 +108,11 @@ struct MixedWgmmaConfig {
   static constexpr int kReleaseLag = kStages <= 3 ? 1 : 2;
   static_assert(!Producer || kStages - kReleaseLag >= 2, "the producer fills two stages ahead");
   // Byte offsets from the aligned base: activation stage s at s * kAStageBytes, weight stage s at
-  // kWeightsOffset + s * kStageBytes (its scales kWeightBytes further), then the full and empty
-  // mbarrier of each stage (warp-specialized kernel).
+  // kWeightsOffset + s * kStageBytes (its scales kWeightBytes further), then the "full" mbarrier
+  // of each stage (TMA loads) and the "empty" one (warp-specialized kernel).
   static constexpr int kWeightsOffset = kStages * kAStageBytes;
   static constexpr int kBarrierOffset = kWeightsOffset + kStages * kStageBytes;
-  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : 0;
+  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : (kTmaLoads ? 8 * kStages : 0);
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
 
   // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,
@@ -120,7 +126,7 @@ struct MixedWgmmaConfig {
   static_assert(!Producer || NTiles * WarpGroups * kOutTileBytes <= kBarrierOffset,
                 "the output tiles fit over the stages");
 
-  // TMA boxes of the warp-specialized kernel, read off the layouts: the activation tile as
+  // TMA boxes (kTmaLoads), read off the layouts: the activation tile as
   // (kABoxRows rows, 128-byte line of K) boxes, kARowBoxes per line; the weights of a stage as
   // one (n8 blocks, 32 lanes x 4 words) box, the scales (zeros) as one (1 row, kTileN) box per
   // scale row. Tiles of more than 128 rows load 64-row boxes (32-row for 160 rows) and skip those
@@ -152,6 +158,14 @@ struct MixedWgmmaConfig {
   // The columns of the packed blocks: lane 4 g + t holds column g of each (weight_format.hpp).
   // (g, n8 block) -> N
   using BlockColumns = Layout<Shape<_8, Int<kBlocksPerCta>>>;
+  // Where a gated tile's logical n8 blocks lie in a stage's SmemW (and their columns in
+  // SmemScales): TMA loads the gate blocks and the up blocks (mixed_epilogue.cuh's weight_block)
+  // as two boxes, so logical block 2 j (gate block j) lies at j and block 2 j + 1 (up block j) at
+  // kBlocksPerCta / 2 + j. Ungated tiles lie in order (WeightBlockTV).
+  // (T, V(h, r)) -> n8 block of SmemW
+  using GatedWeightSlotTV =
+      Layout<Shape<ConsumerThreads, Shape<_2, NTiles_>>,
+             Stride<Stride<Stride<_0, _0>, _1, Int<4 * NTiles>>, Stride<Int<kBlocksPerCta / 2>, _4>>>;
   // The column of N (within the CTA tile) of a lane's weights, BlockColumns(g, WeightBlockTV(T, V))
   // (as the kernels compute it). Blocks 2 w and 2 w + 1 of an n64 tile are wgmma's rows g and g + 8
   // of warp w's 16 rows of the A fragment (Wgmma64xNx16Layouts::ALayout): the mma.sync B fragments
@@ -192,6 +206,18 @@ struct MixedWgmmaConfig {
   }
   static_assert(!kGatesInRegisters || gate_up_pairs_in_lane(),
                 "a lane must hold both sums of its gated outputs");
+  // GatedWeightSlotTV puts each logical block where the two boxes land it.
+  static constexpr bool gated_slots_match() {
+    for (int x = 0; x < kConsumerThreads; ++x)
+      for (int v = 0; v < 2 * NTiles; ++v) {
+        const int logical = int(WeightBlockTV{}(x, v));
+        if (int(GatedWeightSlotTV{}(x, v)) != (logical % 2) * (kBlocksPerCta / 2) + logical / 2)
+          return false;
+      }
+    return true;
+  }
+  static_assert(!kGatesInRegisters || (kTmaLoads && kBlocksPerCta % 2 == 0 && gated_slots_match()),
+                "gated tiles are TMA-filled, gate and up blocks in two boxes");
 
   // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
   // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +

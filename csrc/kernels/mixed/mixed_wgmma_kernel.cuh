@@ -11,10 +11,9 @@
 //   - asynchronous MMAs: with rounded weights a warp dequantizes k block i while the wgmmas of
 //     block i - 1 run;
 //   - Hopper's full tensor rate per instruction, which mma.sync does not reach.
-// This file holds the kernel whose threads all copy (cp.async) and meet at a CTA barrier once per
-// k block, and the parts both wgmma kernels share (WgmmaWarpSlice, for_blocks_in_pairs); the
-// warp-specialized kernel (mixed_wgmma_ws_kernel.cuh) copies with TMA from a producer warpgroup
-// instead. Every tile size, shared-memory layout and thread-value map named below is in
+// This file holds the kernel whose warps all dequantize and multiply and meet at a CTA barrier
+// once per k block, and the parts both wgmma kernels share (WgmmaWarpSlice, for_blocks_in_pairs);
+// the warp-specialized kernel (mixed_wgmma_ws_kernel.cuh) adds a producer warpgroup instead. Every tile size, shared-memory layout and thread-value map named below is in
 // MixedWgmmaConfig (mixed_wgmma_config.hpp).
 //
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
@@ -29,8 +28,11 @@
 // warpgroup wg dequantizes n8 blocks 2w and 2w + 1 of each of its n64 tiles (WeightBlockTV). Two
 // warpgroups share each activation tile (half the activation traffic per column of N of one) and
 // keep two warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros)
-// and the activation tile travel through a kStages-deep cp.async pipeline (weights L2
-// evict-first); the activation tile is stored K-major with the 128-byte swizzle (SmemA), and the
+// and the activation tile travel through a kStages-deep pipeline (weights L2 evict-first): in the
+// tiles of up to 32 rows one thread issues each stage as TMA boxes and every warp waits on the
+// stage's mbarrier (Cfg::kTmaLoads: no copy instructions in the loop of tiles whose time is
+// their warps' instruction chains), in the larger ones every thread copies its part with
+// cp.async. The activation tile is stored K-major with the 128-byte swizzle (SmemA), and the
 // wgmma descriptor is derived from that layout (WgmmaDesc).
 //
 // Scales, two ways (kExactScales):
@@ -54,7 +56,9 @@
 
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
+#include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/mma_sm90.hpp"
+#include "cute_gemm/arch/tma_sm90.hpp"
 #include "cute_gemm/wgmma_desc.hpp"
 #include "kernels/mixed/dequant.cuh"
 #include "kernels/mixed/group_shape.cuh"
@@ -66,10 +70,23 @@
 namespace cute_gemm {
 namespace mixed {
 
+// The tensor maps of one launch of a TMA-filled configuration (Cfg::kTmaLoads; kernel parameters,
+// __grid_constant__; not encoded for the others).
+struct MixedWgmmaMaps {
+  CUtensorMap a;       // activations [M, K], (kABoxRows, kABoxK) boxes, 128-byte swizzle
+  CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words, (kWBoxBlocks,
+                       // kWBoxWords) boxes; gated tiles: (kWBoxBlocks / 2, kWBoxWords)
+  CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes; gated tiles: (1, kScaleBoxCols / 2)
+  CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
+  CUtensorMap out;     // out [M, N], (kTileM rows, 64 columns) boxes, 128-byte swizzle (SmemOut);
+                       // the warp-specialized kernel's, unless the sums go to the workspace
+};
+
 // One warp's part of a CTA tile, shared by the cp.async kernel and the warp-specialized one
 // (mixed_wgmma_ws_kernel.cuh): the n8 blocks (WeightBlockTV) and columns of N (WeightColTV) that
-// consumer thread `tid` dequantizes, its wgmma A fragments and its accumulators (AccTV).
-template <class Cfg>
+// consumer thread `tid` dequantizes, its wgmma A fragments and its accumulators (AccTV). Gated:
+// a gated tile's stages, whose gate and up blocks lie apart (GatedWeightSlotTV).
+template <class Cfg, bool Gated = false>
 struct WgmmaWarpSlice {
   using T = typename Cfg::Element;
   using D = Dequant<T>;
@@ -83,6 +100,8 @@ struct WgmmaWarpSlice {
   int lane, g, t, w, wg;  // consumer thread 128 wg + 32 w + lane, lane = 4 g + t
   int w_dst[NB];     // n8 block within the CTA tile: WeightBlockTV(thread_coord(), b)
   int lane_col[NB];  // column of N within the CTA tile: WeightColTV(thread_coord(), b)
+  int w_slot[NB];    // where block w_dst[b] lies in a stage's SmemW
+  int s_col[NB];     // where column lane_col[b]'s scale lies in a stage's SmemScales
   bool symmetric;
   // Dequantization constants of the columns lane_col: the symmetric zero point throughout, or the
   // current group's zero points.
@@ -96,6 +115,8 @@ struct WgmmaWarpSlice {
     for (int b = 0; b < NB; ++b) {
       w_dst[b] = typename Cfg::WeightBlockTV{}(thr, b);
       lane_col[b] = typename Cfg::BlockColumns{}(g, w_dst[b]);  // = WeightColTV(thr, b)
+      w_slot[b] = Gated ? int(typename Cfg::GatedWeightSlotTV{}(thr, b)) : w_dst[b];
+      s_col[b] = typename Cfg::BlockColumns{}(g, w_slot[b]);
       zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
     }
   }
@@ -133,7 +154,7 @@ struct WgmmaWarpSlice {
     T const* s_scale = reinterpret_cast<T const*>(st + Cfg::kWeightBytes);
     uint4 w[NB];
     CG_PRAGMA_UNROLL
-    for (int b = 0; b < NB; ++b) w[b] = s_w[sW(lane, w_dst[b])];
+    for (int b = 0; b < NB; ++b) w[b] = s_w[sW(lane, w_slot[b])];
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       // This word's scale row (groups never split a word: G >= 32).
@@ -141,7 +162,7 @@ struct WgmmaWarpSlice {
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
         if (!Symmetric && !symmetric) {  // warp-uniform; symmetric weights keep the constants
-          zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, lane_col[b], 1)]));
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
         }
         uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
         dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
@@ -151,7 +172,7 @@ struct WgmmaWarpSlice {
           a[wi][b][s][1] = r[2 * s + 1];
         }
         if constexpr (!Cfg::kExactScales) {
-          const T2 s2 = D::splat_of(s_scale[sS(srow, lane_col[b], 0)]);
+          const T2 s2 = D::splat_of(s_scale[sS(srow, s_col[b], 0)]);
           CG_PRAGMA_UNROLL
           for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
             CG_PRAGMA_UNROLL
@@ -199,15 +220,15 @@ struct WgmmaWarpSlice {
   }
 
   // acc += the group scales of row `srow` of a stage's scales (s_scale) x part: value v of n64
-  // tile r lies in column lane_col[2 r + (v / 2) % 2] (WeightColTV).
+  // tile r lies in column lane_col[2 r + (v / 2) % 2] (WeightColTV), its scale at s_col's.
   CG_DEVICE void add_scaled(T const* s_scale, int srow,
                             float const (&part)[Cfg::kNTiles][Cfg::kAccRegs],
                             float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) const {
     constexpr auto sS = typename Cfg::SmemScales{};
     CG_PRAGMA_UNROLL
     for (int r = 0; r < Cfg::kNTiles; ++r) {
-      const float s_lo = HalfTraits<T>::to_float(s_scale[sS(srow, lane_col[2 * r], 0)]);
-      const float s_hi = HalfTraits<T>::to_float(s_scale[sS(srow, lane_col[2 * r + 1], 0)]);
+      const float s_lo = HalfTraits<T>::to_float(s_scale[sS(srow, s_col[2 * r], 0)]);
+      const float s_hi = HalfTraits<T>::to_float(s_scale[sS(srow, s_col[2 * r + 1], 0)]);
       CG_PRAGMA_UNROLL
       for (int v = 0; v < Cfg::kAccRegs; ++v) {
         acc[r][v] = fmaf((v & 2) ? s_hi : s_lo, part[r][v], acc[r][v]);
@@ -318,10 +339,12 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
 // sums go to the workspace (to_workspace), otherwise to out. Gated: the kernel of gated GEMMs
 // that gate in registers (Cfg::kGatesInRegisters; launched unsplit, to_workspace false): its
-// logical n8 blocks are the weight's gate and up blocks in turn (weight_block).
+// logical n8 blocks are the weight's gate and up blocks in turn (weight_block). maps: the TMA
+// boxes of a TMA-filled configuration (Cfg::kTmaLoads), unused by the others.
 template <class Cfg, bool Gated = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
-    mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace) {
+    mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
+                       const __grid_constant__ MixedWgmmaMaps maps) {
   static_assert(!Gated || Cfg::kGatesInRegisters, "only tiles that gate in registers");
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
@@ -342,7 +365,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Warpgroup wg owns n64 tiles wg * NT .. wg * NT + NT - 1; warp w of it dequantizes their n8
   // blocks 2w and 2w + 1 (WgmmaWarpSlice).
   const int tid = threadIdx.x, lane = tid % 32;
-  WgmmaWarpSlice<Cfg> slice(tid, p.zeros == nullptr);
+  WgmmaWarpSlice<Cfg, Gated> slice(tid, p.zeros == nullptr);
   const int m0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
@@ -350,9 +373,69 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);
 
-  // ---- global -> shared. Weights: warp w copies the n8 blocks it dequantizes, each lane its own
-  // 16 bytes (and later reads back only those). Blocks past N read block 0 (never stored).
-  const uint64_t policy = make_l2_evict_first_policy();
+  // ---- global -> shared, one of two ways (Cfg::kTmaLoads).
+  constexpr bool kTma = Cfg::kTmaLoads;
+  const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
+
+  // TMA: thread 0 issues each stage as boxes of `maps` (encode_wgmma_maps): the weights' box (a
+  // gated tile's gate blocks and up blocks as two, GatedWeightSlotTV), one box per scale (zero)
+  // row, the activation tile's 128-byte lines; their bytes are announced to the stage's "full"
+  // mbarrier, on which every thread waits. Rows past M and columns past K land as zeros; blocks
+  // past N as zeros or as a gated tile's up blocks (never stored).
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  constexpr int kHalves = Gated ? 2 : 1;  // boxes per weight stage and scale row
+  const uint32_t stage_bytes = Cfg::kAStageBytes + Cfg::kWeightBytes +
+                               Cfg::kScaleElems * int(sizeof(T)) * (p.zeros != nullptr ? 2 : 1);
+  if constexpr (kTma) {
+    if (tid == 0) {
+      CG_PRAGMA_UNROLL
+      for (int s = 0; s < S; ++s) mbarrier_init(full + s, 1);
+      fence_proxy_async_shared();  // the initialized barriers are seen by the TMA unit
+      tma_prefetch_map(&maps.a);
+      tma_prefetch_map(&maps.w);
+      tma_prefetch_map(&maps.scales);
+    }
+    __syncthreads();
+  }
+  auto tma_weights = [&](int i, int stage) {
+    const int kb = kb_begin + i;
+    char* st = smem_w + stage * Cfg::kStageBytes;
+    mbarrier_arrive_expect_tx(full + stage, stage_bytes);
+    CG_PRAGMA_UNROLL
+    for (int h = 0; h < kHalves; ++h) {
+      // Gated: the tile's gate blocks, then its up blocks N / 16 further (weight_block).
+      const int block0 = Gated ? h * (p.n / (2 * kBlockN)) + n0 / (2 * kBlockN) : n0 / kBlockN;
+      tma_load_2d(st + h * (Cfg::kWeightBytes / kHalves), &maps.w, full + stage,
+                  kb * Cfg::kWBoxWords, block0, policy);
+    }
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kScaleRows; ++r) {
+      const int grp = groups.row_of(kb * BK + 32 * r);
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < kHalves; ++h) {
+        const int col0 = Gated ? h * (p.n / 2) + n0 / 2 : n0;
+        T* dst = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + sS(r, h * Cfg::kTileN / 2, 0);
+        tma_load_2d(dst, &maps.scales, full + stage, col0, grp);
+        if (p.zeros != nullptr) {
+          tma_load_2d(dst + sS(0, 0, 1), &maps.zeros, full + stage, col0, grp);
+        }
+      }
+    }
+  };
+  auto tma_activations = [&](int i, int stage) {
+    CG_PRAGMA_UNROLL
+    for (int h = 0; h < Cfg::kABoxes; ++h) {
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < Cfg::kARowBoxes; ++r) {
+        tma_load_2d(smem_a + stage * kAStageElems + sA(Cfg::kABoxRows * r, Cfg::kABoxK * h),
+                    &maps.a, full + stage, (kb_begin + i) * BK + Cfg::kABoxK * h,
+                    m0 + Cfg::kABoxRows * r);
+      }
+    }
+  };
+
+  // cp.async. Weights: warp w copies the n8 blocks it dequantizes, each lane its own 16 bytes
+  // (and later reads back only those). Blocks past N read block 0 (never stored).
   uint128_t const* w_src[NB];
   CG_PRAGMA_UNROLL
   for (int b = 0; b < NB; ++b) {
@@ -396,7 +479,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   static_assert(kAPerThread == 1 || kRowStep % 8 == 0, "row steps must keep the swizzle phase");
   // Rows past M are zero-filled once and never loaded again.
   CG_PRAGMA_UNROLL
-  for (int s = 0; s < S; ++s) {
+  for (int s = 0; s < (kTma ? 0 : S); ++s) {
     CG_PRAGMA_UNROLL
     for (int j = 0; j < kAPerThread; ++j) {
       if (a_mine[j] && !a_row_ok[j]) {
@@ -411,6 +494,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   auto load_weights = [&](int i, int stage) {
     if (i >= n_kb) return;
+    if constexpr (kTma) {
+      if (tid == 0) tma_weights(i, stage);
+      return;
+    }
     const int kb = kb_begin + i;
     char* st = smem_w + stage * Cfg::kStageBytes;
     CG_PRAGMA_UNROLL
@@ -436,6 +523,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Written by an earlier kernel: only after grid_dependency_wait. Columns past K read as zeros.
   auto load_activations = [&](int i, int stage) {
     if (i >= n_kb) return;
+    if constexpr (kTma) {
+      if (tid == 0) tma_activations(i, stage);
+      return;
+    }
     const bool col_ok = (kb_begin + i) * BK + a_kcol < p.k;
     // One pointer walked down the rows (a 64-bit add per chunk, no per-chunk multiply).
     T const* src = a_src + int64_t(i) * BK;
@@ -475,19 +566,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   CG_PRAGMA_UNROLL
   for (int s = 0; s < kAhead; ++s) {
     load_activations(s, s);
-    cp_async_fence();
+    if constexpr (!kTma) cp_async_fence();
   }
 
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
   // Block i's stage has landed in every thread's view; the stage of block i + kAhead, whose last
   // block's wgmmas every warp waited for before this barrier, is refilled.
   auto land_and_refill = [&](int i) {
-    cp_async_wait<kAhead - 1>();
-    fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+    if constexpr (kTma) {
+      mbarrier_wait_parity_suspend(full + i % S, (unsigned(i) / S) & 1u);
+    } else {
+      cp_async_wait<kAhead - 1>();
+      fence_proxy_async_shared();  // the landed activations are read by the async proxy (wgmma)
+    }
     __syncthreads();
     load_weights(i + kAhead, (i + kAhead) % S);
     load_activations(i + kAhead, (i + kAhead) % S);
-    cp_async_fence();
+    if constexpr (!kTma) cp_async_fence();
   };
   // The scales (zeros kScaleElems further) of the k block in stage `stage`.
   auto stage_scales = [&](int stage) {
@@ -598,7 +693,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     }
   }
   wgmma_wait_group<0>();
-  cp_async_wait<0>();
+  if constexpr (!kTma) cp_async_wait<0>();
   grid_launch_dependents();
 
   if constexpr (Gated) {
@@ -607,7 +702,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     slice.store(p, acc, m0, n0, to_workspace);
   }
 #else
-  (void)p, (void)blocks_per_split, (void)to_workspace;
+  (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
 #endif
 }
 

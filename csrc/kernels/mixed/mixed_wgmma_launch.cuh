@@ -1,7 +1,8 @@
 #pragma once
 // Host side of the wgmma kernels: one launcher for either kind of configuration, the cp.async
 // kernel (mixed_wgmma_kernel.cuh) or, with a producer warpgroup, the warp-specialized kernel
-// (mixed_wgmma_ws_kernel.cuh), whose tensor maps are encoded here per launch.
+// (mixed_wgmma_ws_kernel.cuh); the tensor maps of the TMA-filled ones are encoded here per
+// launch.
 
 #include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
@@ -54,12 +55,15 @@ cudaError_t prepare_mixed_wgmma() {
   return e;
 }
 
-// The warp-specialized kernel's tensor maps for `p` (see MixedWgmmaMaps), their boxes the
+// The tensor maps for `p` of a TMA-filled configuration (see MixedWgmmaMaps), their boxes the
 // config's shared-memory layouts: each box fills one SmemA line, the whole SmemW, one SmemScales
-// row, one SmemOut tile (the output's map only when the sums go to `out`, not the workspace).
+// row (a gated tile's gate or up half of SmemW and of a SmemScales row: gated), one SmemOut tile
+// (the warp-specialized kernel's output map, only when the sums go to `out`, not the workspace).
 template <class Cfg>
-cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace,
+cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace, bool gated,
                               MixedWgmmaMaps* maps) {
+  static_assert(Cfg::kTmaLoads, "a TMA-filled configuration");
+  const int halves = gated ? 2 : 1;
   static_assert(Cfg::kABoxK * 2 == 128, "an activation box is one 128-byte swizzle line of K");
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const uint64_t groups = uint64_t(GroupShape(p).last) + 1;
@@ -72,13 +76,13 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace,
     // Each n8 block's k block is kWBoxWords contiguous words (weight_format.hpp).
     const uint64_t words = uint64_t(k_blocks) * Cfg::kWBoxWords;
     e = encode_2d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32, uint64_t(p.n / kBlockN),
-                      words, words * 4, Cfg::kWBoxBlocks, Cfg::kWBoxWords, false);
+                      words, words * 4, Cfg::kWBoxBlocks / halves, Cfg::kWBoxWords, false);
   }
   if (e == cudaSuccess) {
     e = encode_2d_map(&maps->scales, p.scales, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
-                      Cfg::kScaleBoxCols, false);
+                      Cfg::kScaleBoxCols / halves, false);
   }
-  if (e == cudaSuccess && !via_workspace) {
+  if (e == cudaSuccess && Cfg::kProducer && !via_workspace) {
     // The output: ldo % 8 == 0 and 16-byte alignment are the op's contract (N % 8 == 0).
     e = encode_k_major_sw128_map(&maps->out, p.out, p.dtype == HalfType::kBFloat16,
                                  uint64_t(p.m), uint64_t(output_columns(p)), uint64_t(p.ldo),
@@ -86,7 +90,7 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace,
   }
   if (e == cudaSuccess && p.zeros != nullptr) {
     e = encode_2d_map(&maps->zeros, p.zeros, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
-                      Cfg::kScaleBoxCols, false);
+                      Cfg::kScaleBoxCols / halves, false);
   }
   return e;
 }
@@ -98,10 +102,13 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
                                cudaStream_t stream) {
   const cudaError_t prepared = prepare_mixed_wgmma<Cfg>();
   if (prepared != cudaSuccess) return prepared;
-  if constexpr (Cfg::kProducer) {
-    MixedWgmmaMaps maps{};
-    const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, plan.via_workspace, &maps);
+  MixedWgmmaMaps maps{};
+  if constexpr (Cfg::kTmaLoads) {
+    const bool gated = plan.gated && !plan.via_workspace;  // gates in registers (with_wgmma_kernel)
+    const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, plan.via_workspace, gated, &maps);
     if (encoded != cudaSuccess) return encoded;
+  }
+  if constexpr (Cfg::kProducer) {
     return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, plan,
                                                  Cfg::kTileM, Cfg::kTileN, Cfg::kThreads,
                                                  Cfg::kSmemBytes, true, stream, plan.raster_m,
@@ -109,7 +116,8 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
   } else {
     return with_wgmma_kernel<Cfg>(plan, [&](auto kernel) {
       return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,
-                                                   Cfg::kThreads, Cfg::kSmemBytes, true, stream);
+                                                   Cfg::kThreads, Cfg::kSmemBytes, true, stream,
+                                                   maps);
     });
   }
 }

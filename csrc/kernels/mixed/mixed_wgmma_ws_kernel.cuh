@@ -35,17 +35,6 @@
 namespace cute_gemm {
 namespace mixed {
 
-// The tensor maps of one launch (kernel parameters, __grid_constant__).
-struct MixedWgmmaMaps {
-  CUtensorMap a;       // activations [M, K], (kABoxRows, kABoxK) boxes, 128-byte swizzle
-  CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words,
-                       // (kWBoxBlocks, kWBoxWords) boxes
-  CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes
-  CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
-  CUtensorMap out;     // out [M, N], (kTileM rows, 64 columns) boxes, 128-byte swizzle (SmemOut);
-                       // unused (not encoded) when the sums go to the workspace
-};
-
 // Registers per thread after setmaxnreg: what the producer keeps, and what each consumer takes
 // of the rest of the registers the CTA was launched with (kLaunch per thread, the most that
 // kMinCtasPerSm CTAs get of the 64K-register file, in 8s). setmaxnreg.inc waits until the CTA's
