@@ -104,7 +104,8 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
   if (prepared != cudaSuccess) return prepared;
   MixedWgmmaMaps maps{};
   if constexpr (Cfg::kTmaLoads) {
-    const bool gated = plan.gated && !plan.via_workspace;  // gates in registers (with_wgmma_kernel)
+    // The Gated kernel form (with_wgmma_kernel) loads the gate and up halves as two boxes each.
+    const bool gated = Cfg::kGatesInRegisters && plan.gated && !plan.via_workspace;
     const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, plan.via_workspace, gated, &maps);
     if (encoded != cudaSuccess) return encoded;
   }
