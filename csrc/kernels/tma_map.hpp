@@ -57,6 +57,26 @@ inline cudaError_t encode_2d_map(CUtensorMap* map, void const* base, CUtensorMap
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// The map of a 3-D tensor X [d2][d1][d0] of `type` elements (d0 contiguous; strides[0] and
+// strides[1] the bytes between consecutive indices of d1 and of d2) read in boxes of (box[2],
+// box[1], box[0]) elements, unswizzled, which land in shared memory d0 fastest. Elements past
+// the tensor read as zeros (and still count in the copy's bytes).
+// @pre base 16-byte aligned, strides % 16 == 0, box[0] * element bytes % 16 == 0, boxes of 1..256.
+inline cudaError_t encode_3d_map(CUtensorMap* map, void const* base, CUtensorMapDataType type,
+                                 const uint64_t (&dims)[3], const uint64_t (&strides)[2],
+                                 const uint32_t (&box)[3]) {
+  const TensorMapEncodeTiled encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
+  const cuuint64_t st[2] = {strides[0], strides[1]};
+  const cuuint32_t b[3] = {box[0], box[1], box[2]};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, type, 3, const_cast<void*>(base), d, st, b, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // The map of matrix X [rows, cols] (row-major, row stride ld elements, fp16 or bf16) read in
 // boxes of (box_rows, 64 columns): each box lands as box_rows rows of 128 bytes, 16-byte units
 // XOR-swizzled by row % 8 (the 128-byte swizzle of a K-major wgmma operand).

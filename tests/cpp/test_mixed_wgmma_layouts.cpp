@@ -273,15 +273,15 @@ static void check_config(char const* name) {
         CHECK((long(b) * Cfg::kWBoxWords + word) * 4 == long(sW(word / 4, b)) * 16 + (word % 4) * 4,
               "%s: weight box element (%d, %d)", name, b, word);
       }
-    // The scale (zero) boxes: one row of BN columns (a gated tile: two of BN / 2) contiguous.
+    // The scale (zero) boxes: one row of BN columns (a gated tile: its two halves) contiguous.
     for (int r = 0; r < Cfg::kScaleRows; ++r)
       for (int z = 0; z < 2; ++z)
         for (int c = 0; c < BN; ++c) {
           CHECK(long(sS(r, c, z)) == long(sS(r, 0, z)) + c, "%s: scale box row %d", name, r);
         }
-    // A gated tile's two weight boxes (gate blocks, then up blocks) hold logical block L = 2 j + h
-    // (weight_block: gate block j for h = 0, up block j for h = 1) at h * BN / 16 + j, where each
-    // lane reads it (GatedWeightSlotTV) and its scales (BlockColumns of that slot).
+    // A gated tile's weight box (its gate blocks, then its up blocks) holds logical block L =
+    // 2 j + h (weight_block: gate block j for h = 0, up block j for h = 1) at h * BN / 16 + j,
+    // where each lane reads it (GatedWeightSlotTV) and its scales (BlockColumns of that slot).
     if constexpr (Cfg::kGatesInRegisters) {
       std::vector<long> slots;
       for (int T = 0; T < CT; ++T)

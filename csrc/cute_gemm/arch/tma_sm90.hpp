@@ -79,6 +79,35 @@ CG_DEVICE void tma_load_2d(void* dst, CUtensorMap const* map, uint64_t* bar, int
 #endif
 }
 
+// Box (x, y, z) of the 3-D tensor `map` (x contiguous) into shared memory at `dst`, as
+// tma_load_2d (the box lands x fastest, then y, then z), with an L2 cache policy or without
+// (the overload without one leaves the hint out).
+CG_DEVICE void tma_load_3d(void* dst, CUtensorMap const* map, uint64_t* bar, int x, int y, int z) {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(detail::smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(detail::smem_addr(bar)), "r"(x), "r"(y), "r"(z)
+      : "memory");
+#else
+  detail::arch_unsupported(dst, map, bar, x, y, z);
+#endif
+}
+
+CG_DEVICE void tma_load_3d(void* dst, CUtensorMap const* map, uint64_t* bar, int x, int y, int z,
+                           uint64_t policy) {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(detail::smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(detail::smem_addr(bar)), "r"(x), "r"(y), "r"(z),
+      "l"(policy)
+      : "memory");
+#else
+  detail::arch_unsupported(dst, map, bar, x, y, z, policy);
+#endif
+}
+
 // Box (x, y) of the 2-D tensor `map` from shared memory at `src` (laid out as the map's box and
 // swizzle say) to global memory; the parts of the box past the tensor's edges are not written.
 // Asynchronous: tma_store_commit() closes the thread's stores so far into a group, and

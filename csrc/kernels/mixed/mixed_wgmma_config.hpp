@@ -159,9 +159,10 @@ struct MixedWgmmaConfig {
   // (g, n8 block) -> N
   using BlockColumns = Layout<Shape<_8, Int<kBlocksPerCta>>>;
   // Where a gated tile's logical n8 blocks lie in a stage's SmemW (and their columns in
-  // SmemScales): TMA loads the gate blocks and the up blocks (mixed_epilogue.cuh's weight_block)
-  // as two boxes, so logical block 2 j (gate block j) lies at j and block 2 j + 1 (up block j) at
-  // kBlocksPerCta / 2 + j. Ungated tiles lie in order (WeightBlockTV).
+  // SmemScales): TMA loads the gate blocks, then the up blocks (mixed_epilogue.cuh's
+  // weight_block) as one box of the halves, so logical block 2 j (gate block j) lies at j and
+  // block 2 j + 1 (up block j) at kBlocksPerCta / 2 + j. Ungated tiles lie in order
+  // (WeightBlockTV).
   // (T, V(h, r)) -> n8 block of SmemW
   using GatedWeightSlotTV =
       Layout<Shape<ConsumerThreads, Shape<_2, NTiles_>>,
@@ -206,7 +207,7 @@ struct MixedWgmmaConfig {
   }
   static_assert(!kGatesInRegisters || gate_up_pairs_in_lane(),
                 "a lane must hold both sums of its gated outputs");
-  // GatedWeightSlotTV puts each logical block where the two boxes land it.
+  // GatedWeightSlotTV puts each logical block where the box of the halves lands it.
   static constexpr bool gated_slots_match() {
     for (int x = 0; x < kConsumerThreads; ++x)
       for (int v = 0; v < 2 * NTiles; ++v) {
@@ -217,7 +218,7 @@ struct MixedWgmmaConfig {
     return true;
   }
   static_assert(!kGatesInRegisters || (kTmaLoads && kBlocksPerCta % 2 == 0 && gated_slots_match()),
-                "gated tiles are TMA-filled, gate and up blocks in two boxes");
+                "gated tiles are TMA-filled, gate blocks before up blocks");
 
   // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
   // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +

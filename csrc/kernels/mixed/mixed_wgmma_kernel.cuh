@@ -75,8 +75,10 @@ namespace mixed {
 struct MixedWgmmaMaps {
   CUtensorMap a;       // activations [M, K], (kABoxRows, kABoxK) boxes, 128-byte swizzle
   CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words, (kWBoxBlocks,
-                       // kWBoxWords) boxes; gated tiles: (kWBoxBlocks / 2, kWBoxWords)
-  CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes; gated tiles: (1, kScaleBoxCols / 2)
+                       // kWBoxWords) boxes; gated tiles: [2][N / 16][k_blocks * 128], (2,
+                       // kWBoxBlocks / 2, kWBoxWords) boxes (encode_wgmma_maps)
+  CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes; gated tiles: [groups][2][N / 2],
+                       // (1, 2, kScaleBoxCols / 2) boxes
   CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
   CUtensorMap out;     // out [M, N], (kTileM rows, 64 columns) boxes, 128-byte swizzle (SmemOut);
                        // the warp-specialized kernel's, unless the sums go to the workspace
@@ -132,21 +134,23 @@ struct WgmmaWarpSlice {
   static constexpr bool kBranchPerBlock = Cfg::kTileM < 256 || Cfg::kBits == 8;
 
   // The k block in stage `st` (weights SmemW, then scales and zeros SmemScales) into registers.
+  // RowZero: the block is one group, whose scales (zeros) are row 0 of SmemScales only.
+  template <bool RowZero = false>
   CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
     if constexpr (kBranchPerBlock) {
       if (symmetric) {
-        dequantize_block_as<true>(st, a);
+        dequantize_block_as<true, RowZero>(st, a);
       } else {
-        dequantize_block_as<false>(st, a);
+        dequantize_block_as<false, RowZero>(st, a);
       }
     } else {
-      dequantize_block_as<false>(st, a);
+      dequantize_block_as<false, RowZero>(st, a);
     }
   }
 
   // Symmetric: symmetric weights known at compile time (the constants set before the loop);
   // otherwise the run-time `symmetric` decides per word.
-  template <bool Symmetric>
+  template <bool Symmetric, bool RowZero = false>
   CG_DEVICE void dequantize_block_as(char const* st, BlockRegs& a) {
     constexpr auto sW = typename Cfg::SmemW{};
     constexpr auto sS = typename Cfg::SmemScales{};
@@ -158,7 +162,7 @@ struct WgmmaWarpSlice {
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       // This word's scale row (groups never split a word: G >= 32).
-      const int srow = wi * Cfg::kKPerWord / 32;
+      const int srow = RowZero ? 0 : wi * Cfg::kKPerWord / 32;
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
         if (!Symmetric && !symmetric) {  // warp-uniform; symmetric weights keep the constants
@@ -377,15 +381,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   constexpr bool kTma = Cfg::kTmaLoads;
   const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
 
-  // TMA: thread 0 issues each stage as boxes of `maps` (encode_wgmma_maps): the weights' box (a
-  // gated tile's gate blocks and up blocks as two, GatedWeightSlotTV), one box per scale (zero)
-  // row, the activation tile's 128-byte lines; their bytes are announced to the stage's "full"
-  // mbarrier, on which every thread waits. Rows past M and columns past K land as zeros; blocks
-  // past N as zeros or as a gated tile's up blocks (never stored).
+  // TMA: each stage comes as boxes of `maps` (encode_wgmma_maps), each kind issued by lane 0 of
+  // one warp, so that no warp's chain grows by more than a few issues: the weights' box (a gated
+  // tile's gate blocks, then its up blocks: GatedWeightSlotTV) by warp 0, which also announces
+  // the stage's bytes to its "full" mbarrier (on which every thread waits); one box per scale row
+  // by warp 1 and per zero row by warp 2 (only row 0 where the block is one group: the per-block
+  // loop reads no other); the activation tile's 128-byte lines by the last warp. Rows past M and
+  // columns past K land as zeros; blocks past N as zeros or as a gated tile's up blocks (never
+  // stored).
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  constexpr int kHalves = Gated ? 2 : 1;  // boxes per weight stage and scale row
-  const uint32_t stage_bytes = Cfg::kAStageBytes + Cfg::kWeightBytes +
-                               Cfg::kScaleElems * int(sizeof(T)) * (p.zeros != nullptr ? 2 : 1);
+  const bool block_groups = Cfg::kExactScales && whole_block_groups(Cfg::kBits, groups.size, p.k);
+  const int scale_rows = block_groups ? 1 : Cfg::kScaleRows;
+  const uint32_t stage_bytes =
+      Cfg::kAStageBytes + Cfg::kWeightBytes +
+      scale_rows * Cfg::kTileN * int(sizeof(T)) * (p.zeros != nullptr ? 2 : 1);
   if constexpr (kTma) {
     if (tid == 0) {
       CG_PRAGMA_UNROLL
@@ -397,32 +406,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     }
     __syncthreads();
   }
-  auto tma_weights = [&](int i, int stage) {
+  auto tma_weights = [&](int i, int stage) {  // weights, scales and zeros
     const int kb = kb_begin + i;
     char* st = smem_w + stage * Cfg::kStageBytes;
-    mbarrier_arrive_expect_tx(full + stage, stage_bytes);
-    CG_PRAGMA_UNROLL
-    for (int h = 0; h < kHalves; ++h) {
-      // Gated: the tile's gate blocks, then its up blocks N / 16 further (weight_block).
-      const int block0 = Gated ? h * (p.n / (2 * kBlockN)) + n0 / (2 * kBlockN) : n0 / kBlockN;
-      tma_load_2d(st + h * (Cfg::kWeightBytes / kHalves), &maps.w, full + stage,
-                  kb * Cfg::kWBoxWords, block0, policy);
-    }
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < Cfg::kScaleRows; ++r) {
-      const int grp = groups.row_of(kb * BK + 32 * r);
+    if (tid == 0) {
+      mbarrier_arrive_expect_tx(full + stage, stage_bytes);
+      if constexpr (Gated) {  // the gate blocks n0 / 16.. of each half (weight_block)
+        tma_load_3d(st, &maps.w, full + stage, kb * Cfg::kWBoxWords, n0 / (2 * kBlockN), 0,
+                    policy);
+      } else {
+        tma_load_2d(st, &maps.w, full + stage, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
+      }
+    } else if (tid == 32 || (tid == 64 && p.zeros != nullptr)) {
+      CUtensorMap const* map = tid == 32 ? &maps.scales : &maps.zeros;
+      T* s_rows = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + (tid == 32 ? 0 : sS(0, 0, 1));
       CG_PRAGMA_UNROLL
-      for (int h = 0; h < kHalves; ++h) {
-        const int col0 = Gated ? h * (p.n / 2) + n0 / 2 : n0;
-        T* dst = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + sS(r, h * Cfg::kTileN / 2, 0);
-        tma_load_2d(dst, &maps.scales, full + stage, col0, grp);
-        if (p.zeros != nullptr) {
-          tma_load_2d(dst + sS(0, 0, 1), &maps.zeros, full + stage, col0, grp);
+      for (int r = 0; r < Cfg::kScaleRows; ++r) {
+        if (r >= scale_rows) break;
+        const int grp = groups.row_of(kb * BK + 32 * r);
+        if constexpr (Gated) {  // columns n0 / 2.. of each half
+          tma_load_3d(s_rows + sS(r, 0, 0), map, full + stage, n0 / 2, 0, grp);
+        } else {
+          tma_load_2d(s_rows + sS(r, 0, 0), map, full + stage, n0, grp);
         }
       }
     }
   };
   auto tma_activations = [&](int i, int stage) {
+    if (tid != Cfg::kThreads - 32) return;
     CG_PRAGMA_UNROLL
     for (int h = 0; h < Cfg::kABoxes; ++h) {
       CG_PRAGMA_UNROLL
@@ -495,7 +506,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto load_weights = [&](int i, int stage) {
     if (i >= n_kb) return;
     if constexpr (kTma) {
-      if (tid == 0) tma_weights(i, stage);
+      tma_weights(i, stage);
       return;
     }
     const int kb = kb_begin + i;
@@ -524,7 +535,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   auto load_activations = [&](int i, int stage) {
     if (i >= n_kb) return;
     if constexpr (kTma) {
-      if (tid == 0) tma_activations(i, stage);
+      tma_activations(i, stage);
       return;
     }
     const bool col_ok = (kb_begin + i) * BK + a_kcol < p.k;
@@ -674,7 +685,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         BlockRegs& a = regs[decltype(set)::value];
         land_and_refill(i);  // the stage of block i - 2, waited for at block i - 1
         const int stage = i % S;
-        slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+        slice.template dequantize_block<true>(smem_w + stage * Cfg::kStageBytes, a);
         wgmma_wait_group<0>();  // block i - 1's wgmmas are done
         // Block 0 scales "block -1"'s zeros by its own (finite) scales.
         slice.add_scaled(stage_scales((i > 0 ? i - 1 : i) % S), 0, part, acc);
@@ -686,7 +697,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       wgmma_wait_group<0>();
       slice.add_scaled(stage_scales((n_kb - 1) % S), 0, part, acc);
     };
-    if (whole_block_groups(Cfg::kBits, groups.size, p.k)) {
+    if (block_groups) {
       per_block();
     } else {
       per_group();

@@ -57,40 +57,48 @@ cudaError_t prepare_mixed_wgmma() {
 
 // The tensor maps for `p` of a TMA-filled configuration (see MixedWgmmaMaps), their boxes the
 // config's shared-memory layouts: each box fills one SmemA line, the whole SmemW, one SmemScales
-// row (a gated tile's gate or up half of SmemW and of a SmemScales row: gated), one SmemOut tile
-// (the warp-specialized kernel's output map, only when the sums go to `out`, not the workspace).
+// row, one SmemOut tile (the warp-specialized kernel's output map, only when the sums go to
+// `out`, not the workspace). Gated (the Gated kernel form): the weights, scales and zeros as 3-D
+// tensors whose outer index is the half (gate, up; N / 2 columns each, N % 16 == 0 by the op's
+// check), so one box fills SmemW and one a SmemScales row with the gate part first
+// (GatedWeightSlotTV), and the gate part of a tile past N / 2 reads zeros.
 template <class Cfg>
 cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace, bool gated,
                               MixedWgmmaMaps* maps) {
   static_assert(Cfg::kTmaLoads, "a TMA-filled configuration");
-  const int halves = gated ? 2 : 1;
   static_assert(Cfg::kABoxK * 2 == 128, "an activation box is one 128-byte swizzle line of K");
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   const uint64_t groups = uint64_t(GroupShape(p).last) + 1;
   const auto half = p.dtype == HalfType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  // Each n8 block's k block is kWBoxWords contiguous words (weight_format.hpp).
+  const uint64_t words = uint64_t(k_blocks) * Cfg::kWBoxWords, n = uint64_t(p.n);
+  // A scale (zero) map: 2-D [groups, N], or gated 3-D [groups][2][N / 2].
+  auto encode_scales = [&](CUtensorMap* map, void const* base) {
+    if (gated) {
+      return encode_3d_map(map, base, half, {n / 2, 2, groups}, {n, n * 2},
+                           {uint32_t(Cfg::kScaleBoxCols / 2), 2, 1});
+    }
+    return encode_2d_map(map, base, half, groups, n, n * 2, 1, Cfg::kScaleBoxCols, false);
+  };
   cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, p.dtype == HalfType::kBFloat16,
                                            uint64_t(p.m), uint64_t(p.k), uint64_t(p.lda),
                                            Cfg::kABoxRows);
   if (e == cudaSuccess) {
-    // Each n8 block's k block is kWBoxWords contiguous words (weight_format.hpp).
-    const uint64_t words = uint64_t(k_blocks) * Cfg::kWBoxWords;
-    e = encode_2d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32, uint64_t(p.n / kBlockN),
-                      words, words * 4, Cfg::kWBoxBlocks / halves, Cfg::kWBoxWords, false);
+    const uint64_t blocks = n / kBlockN;
+    e = gated ? encode_3d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32,
+                              {words, blocks / 2, 2}, {words * 4, words * 4 * (blocks / 2)},
+                              {uint32_t(Cfg::kWBoxWords), uint32_t(Cfg::kWBoxBlocks / 2), 2})
+              : encode_2d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32, blocks, words,
+                              words * 4, Cfg::kWBoxBlocks, Cfg::kWBoxWords, false);
   }
-  if (e == cudaSuccess) {
-    e = encode_2d_map(&maps->scales, p.scales, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
-                      Cfg::kScaleBoxCols / halves, false);
-  }
+  if (e == cudaSuccess) e = encode_scales(&maps->scales, p.scales);
+  if (e == cudaSuccess && p.zeros != nullptr) e = encode_scales(&maps->zeros, p.zeros);
   if (e == cudaSuccess && Cfg::kProducer && !via_workspace) {
     // The output: ldo % 8 == 0 and 16-byte alignment are the op's contract (N % 8 == 0).
     e = encode_k_major_sw128_map(&maps->out, p.out, p.dtype == HalfType::kBFloat16,
                                  uint64_t(p.m), uint64_t(output_columns(p)), uint64_t(p.ldo),
                                  Cfg::kTileM);
-  }
-  if (e == cudaSuccess && p.zeros != nullptr) {
-    e = encode_2d_map(&maps->zeros, p.zeros, half, groups, uint64_t(p.n), uint64_t(p.n) * 2, 1,
-                      Cfg::kScaleBoxCols / halves, false);
   }
   return e;
 }
@@ -104,7 +112,7 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
   if (prepared != cudaSuccess) return prepared;
   MixedWgmmaMaps maps{};
   if constexpr (Cfg::kTmaLoads) {
-    // The Gated kernel form (with_wgmma_kernel) loads the gate and up halves as two boxes each.
+    // The Gated kernel form (with_wgmma_kernel) reads the gate and up halves as 3-D boxes.
     const bool gated = Cfg::kGatesInRegisters && plan.gated && !plan.via_workspace;
     const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, plan.via_workspace, gated, &maps);
     if (encoded != cudaSuccess) return encoded;
