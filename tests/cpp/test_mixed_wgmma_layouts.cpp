@@ -42,8 +42,8 @@ template <class Cfg>
 static void check_config(char const* name) {
   constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, BN = Cfg::kTileN, S = Cfg::kStages;
   constexpr int NT = Cfg::kNTiles, CT = Cfg::kConsumerThreads;
-  std::printf("%s: %d stages, %d bytes of shared memory, %d / %d registers (bf16 / fp16)\n", name,
-              S, Cfg::kSmemBytes, Cfg::registers(true), Cfg::registers(false));
+  std::printf("%s: %d stages, %d bytes of shared memory, %d registers\n", name, S, Cfg::kSmemBytes,
+              Cfg::kRegisters);
   const auto sA = typename Cfg::SmemA{};
   const auto sW = typename Cfg::SmemW{};
   const auto sS = typename Cfg::SmemScales{};
@@ -350,10 +350,8 @@ static void check_config(char const* name) {
   }
 
   // ---- resources
-  for (const bool bf16 : {true, false}) {
-    CHECK(Cfg::registers(bf16) % 8 == 0 && Cfg::registers(bf16) <= Cfg::kLaunchRegisters,
-          "%s: %d registers, bound %d", name, Cfg::registers(bf16), Cfg::kLaunchRegisters);
-  }
+  CHECK(Cfg::kRegisters % 8 == 0 && Cfg::kRegisters <= Cfg::kLaunchRegisters,
+        "%s: %d registers, bound %d", name, Cfg::kRegisters, Cfg::kLaunchRegisters);
   CHECK(Cfg::kStages >= (Cfg::kExactScales ? 2 : 3) && Cfg::kStages <= Cfg::kMaxStages,
         "%s: %d stages", name, Cfg::kStages);
   CHECK(Cfg::kThreads == CT + (Cfg::kProducer ? 128 : 0) && BN == 64 * NT * Cfg::kWarpGroups,

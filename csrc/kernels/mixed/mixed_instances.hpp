@@ -77,6 +77,7 @@ MixedInstanceInfo cta_tile_instance_info(MixedKernel kernel, char const* name, b
   i.tile_n = Cfg::kTileN;
   i.threads = Cfg::kThreads;
   i.smem_bytes = Cfg::kSmemBytes;
+  i.registers = Cfg::kRegisters;
   i.min_ctas_per_sm = Cfg::kMinCtasPerSm;
   i.gates_in_registers = Cfg::kGatesInRegisters;
   return i;
@@ -85,7 +86,6 @@ MixedInstanceInfo cta_tile_instance_info(MixedKernel kernel, char const* name, b
 template <class Cfg>
 MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
   MixedInstanceInfo i = cta_tile_instance_info<Cfg>(MixedKernel::kMma, name, bf16);
-  i.registers = Cfg::kRegisters;
   i.fine_groups = Cfg::kFineGroups;
   i.max_k_slices = Cfg::kMaxKSlices;
   i.sliced_smem_bytes = Cfg::smem_bytes(Cfg::kMaxKSlices);
@@ -95,7 +95,6 @@ MixedInstanceInfo mma_instance_info(char const* name, bool bf16) {
 template <class Cfg>
 MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   MixedInstanceInfo i = cta_tile_instance_info<Cfg>(MixedKernel::kWgmma, name, bf16);
-  i.registers = Cfg::registers(bf16);
   i.exact_scales = Cfg::kExactScales;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;

@@ -256,23 +256,21 @@ struct MixedWgmmaConfig {
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;
   static constexpr int kLaunchRegisters = kRegisterShare < 256 ? kRegisterShare : 256;
-  // Registers per thread ptxas 13.0 allocates on sm_90a for bf16 or fp16 activations, rounded up
-  // to 8 where that does not change the CTAs per SM, for the planner's occupancy model
-  // (test_planned_occupancy_matches_gpu holds the CTAs per SM it gives against cudaOccupancy on
-  // the GPU), so update this table with ptxas -v when a kernel changes. The warp-specialized
-  // kernel is compiled to its launch bound (setmaxnreg moves registers between its warpgroups at
-  // run time); configurations not built fall back to the bound, ptxas's upper limit.
-  static constexpr int registers(bool bf16) {
+  // Registers per thread ptxas allocates on sm_90a, rounded up to 8 (f16 and bf16 alike within the
+  // rounding), for the planner's occupancy model (test_planned_occupancy_matches_gpu holds the
+  // CTAs per SM it gives against cudaOccupancy on the GPU), so update this table with ptxas -v
+  // when a kernel changes. The warp-specialized kernel is compiled to its launch bound
+  // (setmaxnreg moves registers between its warpgroups at run time); configurations not built
+  // fall back to the bound, ptxas's upper limit.
+  static constexpr int registers() {
     if (Producer) return kLaunchRegisters;
-    if (Bits == 8 && WarpGroups == 1 && TileM == 32) {  // 4 CTAs per SM at 128, 3 at 168
-      return ExactScales ? (bf16 ? 200 : 168) : (bf16 ? 160 : 128);
-    }
-    if (ExactScales && WarpGroups == 1 && TileM == 32) return 256;
+    if (ExactScales && WarpGroups == 1 && TileM == 32) return Bits == 4 ? 256 : 224;
     if (kOneTile16) return 128;
     if (!ExactScales && WarpGroups == 1 && TileM == 64 && Bits == 4) return 256;
-    if (!ExactScales && WarpGroups == 1 && TileM <= 32) return 256;
+    if (!ExactScales && WarpGroups == 1 && TileM <= 32) return Bits == 4 ? 256 : 168;
     return kLaunchRegisters;
   }
+  static constexpr int kRegisters = registers();
 };
 
 }  // namespace mixed
