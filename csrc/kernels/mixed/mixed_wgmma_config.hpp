@@ -36,12 +36,13 @@ struct MixedWgmmaConfig {
   static constexpr int kWarpGroups = WarpGroups;  // consumers
   static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two consumer warpgroups per CTA");
   static constexpr bool kProducer = Producer;
-  // How the stages are filled: by TMA (one thread issues each stage's boxes, see the TMA boxes
-  // below) in the warp-specialized kernel and in the cp.async kernel's tiles of up to 32 rows,
-  // whose loops are bound by their warps' instruction chains (the ~70 copy and bookkeeping
-  // instructions per k block and warp that cp.async takes are gone; NOTES.md session 66); by
-  // cp.async from every thread in its larger tiles.
-  static constexpr bool kTmaLoads = Producer || TileM <= 32;
+  // How the stages are filled: by TMA (a few threads issue each stage's boxes, see the TMA boxes
+  // below) in the warp-specialized kernel and in the cp.async kernel's INT4 tiles of up to 32
+  // rows, whose loops are bound by their warps' instruction chains (the ~70 copy and bookkeeping
+  // instructions per k block and warp that cp.async takes are gone: 1-9% faster on an H200,
+  // NOTES.md session 66); by cp.async from every thread in the others (INT8's 32-row tiles,
+  // whose k blocks are half as long, were 3% slower to 12% faster with TMA).
+  static constexpr bool kTmaLoads = Producer || (TileM <= 32 && Bits == 4);
   static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
   static constexpr int kConsumerThreads = 128 * WarpGroups;
   static constexpr int kThreads = kConsumerThreads + (Producer ? 128 : 0);
@@ -158,10 +159,10 @@ struct MixedWgmmaConfig {
   // The columns of the packed blocks: lane 4 g + t holds column g of each (weight_format.hpp).
   // (g, n8 block) -> N
   using BlockColumns = Layout<Shape<_8, Int<kBlocksPerCta>>>;
-  // Where a gated tile's logical n8 blocks lie in a stage's SmemW (and their columns in
-  // SmemScales): TMA loads the gate blocks, then the up blocks (mixed_epilogue.cuh's
+  // Where a TMA-filled gated tile's logical n8 blocks lie in a stage's SmemW (and their columns
+  // in SmemScales): TMA loads the gate blocks, then the up blocks (mixed_epilogue.cuh's
   // weight_block) as one box of the halves, so logical block 2 j (gate block j) lies at j and
-  // block 2 j + 1 (up block j) at kBlocksPerCta / 2 + j. Ungated tiles lie in order
+  // block 2 j + 1 (up block j) at kBlocksPerCta / 2 + j. The other tiles lie in order
   // (WeightBlockTV).
   // (T, V(h, r)) -> n8 block of SmemW
   using GatedWeightSlotTV =
@@ -217,8 +218,9 @@ struct MixedWgmmaConfig {
       }
     return true;
   }
-  static_assert(!kGatesInRegisters || (kTmaLoads && kBlocksPerCta % 2 == 0 && gated_slots_match()),
-                "gated tiles are TMA-filled, gate blocks before up blocks");
+  static_assert(!kGatesInRegisters || !kTmaLoads ||
+                    (kBlocksPerCta % 2 == 0 && gated_slots_match()),
+                "TMA-filled gated tiles: gate blocks before up blocks");
 
   // The cp.async kernel's activation copy: 16-byte chunks (8 elements of K) of the (kTileM,
   // kBlockK) tile; thread T copies chunk T % kAChunksPerRow of rows T / kAChunksPerRow +

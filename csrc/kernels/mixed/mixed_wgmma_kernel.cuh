@@ -28,10 +28,10 @@
 // warpgroup wg dequantizes n8 blocks 2w and 2w + 1 of each of its n64 tiles (WeightBlockTV). Two
 // warpgroups share each activation tile (half the activation traffic per column of N of one) and
 // keep two warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros)
-// and the activation tile travel through a kStages-deep pipeline (weights L2 evict-first): in the
-// tiles of up to 32 rows one thread issues each stage as TMA boxes and every warp waits on the
-// stage's mbarrier (Cfg::kTmaLoads: no copy instructions in the loop of tiles whose time is
-// their warps' instruction chains), in the larger ones every thread copies its part with
+// and the activation tile travel through a kStages-deep pipeline (weights L2 evict-first): in
+// INT4's tiles of up to 32 rows a few threads issue each stage as TMA boxes and every warp waits
+// on the stage's mbarrier (Cfg::kTmaLoads: no copy instructions in the loop of tiles whose time
+// is their warps' instruction chains), in the others every thread copies its part with
 // cp.async. The activation tile is stored K-major with the 128-byte swizzle (SmemA), and the
 // wgmma descriptor is derived from that layout (WgmmaDesc).
 //
@@ -87,7 +87,8 @@ struct MixedWgmmaMaps {
 // One warp's part of a CTA tile, shared by the cp.async kernel and the warp-specialized one
 // (mixed_wgmma_ws_kernel.cuh): the n8 blocks (WeightBlockTV) and columns of N (WeightColTV) that
 // consumer thread `tid` dequantizes, its wgmma A fragments and its accumulators (AccTV). Gated:
-// a gated tile's stages, whose gate and up blocks lie apart (GatedWeightSlotTV).
+// a gated tile's stages, whose gate and up blocks lie apart where TMA fills them
+// (GatedWeightSlotTV).
 template <class Cfg, bool Gated = false>
 struct WgmmaWarpSlice {
   using T = typename Cfg::Element;
@@ -117,7 +118,8 @@ struct WgmmaWarpSlice {
     for (int b = 0; b < NB; ++b) {
       w_dst[b] = typename Cfg::WeightBlockTV{}(thr, b);
       lane_col[b] = typename Cfg::BlockColumns{}(g, w_dst[b]);  // = WeightColTV(thr, b)
-      w_slot[b] = Gated ? int(typename Cfg::GatedWeightSlotTV{}(thr, b)) : w_dst[b];
+      w_slot[b] = Gated && Cfg::kTmaLoads ? int(typename Cfg::GatedWeightSlotTV{}(thr, b))
+                                          : w_dst[b];
       s_col[b] = typename Cfg::BlockColumns{}(g, w_slot[b]);
       zc[b] = D::zero_constants(float(1 << (Cfg::kBits - 1)));
     }
@@ -685,7 +687,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         BlockRegs& a = regs[decltype(set)::value];
         land_and_refill(i);  // the stage of block i - 2, waited for at block i - 1
         const int stage = i % S;
-        slice.template dequantize_block<true>(smem_w + stage * Cfg::kStageBytes, a);
+        // TMA loads only row 0 of the scales (zeros) here; cp.async repeats it in every row.
+        slice.template dequantize_block<kTma>(smem_w + stage * Cfg::kStageBytes, a);
         wgmma_wait_group<0>();  // block i - 1's wgmmas are done
         // Block 0 scales "block -1"'s zeros by its own (finite) scales.
         slice.add_scaled(stage_scales((i > 0 ? i - 1 : i) % S), 0, part, acc);
