@@ -167,7 +167,8 @@ struct MixedWgmmaConfig {
   // (T, V(h, r)) -> n8 block of SmemW
   using GatedWeightSlotTV =
       Layout<Shape<ConsumerThreads, Shape<_2, NTiles_>>,
-             Stride<Stride<Stride<_0, _0>, _1, Int<4 * NTiles>>, Stride<Int<kBlocksPerCta / 2>, _4>>>;
+             Stride<Stride<Stride<_0, _0>, _1, Int<4 * NTiles>>,
+                    Stride<Int<kBlocksPerCta / 2>, _4>>>;
   // The column of N (within the CTA tile) of a lane's weights, BlockColumns(g, WeightBlockTV(T, V))
   // (as the kernels compute it). Blocks 2 w and 2 w + 1 of an n64 tile are wgmma's rows g and g + 8
   // of warp w's 16 rows of the A fragment (Wgmma64xNx16Layouts::ALayout): the mma.sync B fragments

@@ -13,8 +13,9 @@
 //   - Hopper's full tensor rate per instruction, which mma.sync does not reach.
 // This file holds the kernel whose warps all dequantize and multiply and meet at a CTA barrier
 // once per k block, and the parts both wgmma kernels share (WgmmaWarpSlice, for_blocks_in_pairs);
-// the warp-specialized kernel (mixed_wgmma_ws_kernel.cuh) adds a producer warpgroup instead. Every tile size, shared-memory layout and thread-value map named below is in
-// MixedWgmmaConfig (mixed_wgmma_config.hpp).
+// the warp-specialized kernel (mixed_wgmma_ws_kernel.cuh) adds a producer warpgroup instead.
+// Every tile size, shared-memory layout and thread-value map named below is in MixedWgmmaConfig
+// (mixed_wgmma_config.hpp).
 //
 // The weight format needs no change: a lane's mma.sync B fragments of n8 blocks 2p and 2p + 1
 // (column g of each, weight_format.hpp) are exactly the wgmma A fragment of wgmma's rows g and
