@@ -17,9 +17,10 @@ the CPU, so the only kernels on the GPU are cute_gemm's own and torch's copies):
                  4 warps, fine groups (group < the packed k block), INT4/INT8
     mma          the mma.sync kernel: scheduled at M 9-64 (16-, 32- and 64-row tiles; INT4
                  M 9-16 on long K slices by default)
-    wgmma        the cp.async wgmma kernel (Hopper): INT4's 16-row tiles (exact scales at g128,
-                 rounded weights at g32-64, either by schedule), 32-row tiles (rounded
-                 weights, and exact scales by schedule), INT4's 64-row tiles
+    wgmma        the wgmma kernel without a producer warpgroup (Hopper): INT4's 16-row tiles
+                 (exact scales at g128, rounded weights at g32-64, either by schedule), 32-row
+                 tiles (rounded weights, and exact scales by schedule), INT4's 64-row tiles;
+                 INT4's 16- and 32-row tiles TMA-filled, the others by cp.async
     wgmma_ws     the warp-specialized TMA wgmma kernel (Hopper): 128-, 160-, 192- and 256-row
                  tiles, INT8's 64-row tiles, a raster order of 3 M tiles
     splitk       scheduled k splits > 1: the decode and mma.sync kernels and both wgmma kernels,
@@ -118,8 +119,9 @@ def launches():
         _mixed("mma", 64, 136, 1408, 8, 64, False, "bf16", False, "mma", kernel="mma",
                tile_m=64),
     ]
-    # wgmma, cp.async (INT4's 16-row tiles in 128 and 64 columns, rounded and exact (paired k
-    # blocks at g128, turns per group at g32), 32-row tiles rounded and exact, INT4's 64-row tiles)
+    # wgmma without a producer (INT4's 16-row tiles in 128 and 64 columns, rounded and exact
+    # (paired k blocks at g128, turns per group at g32), 32-row tiles rounded and exact, INT4's
+    # 64-row tiles; INT4's 16- and 32-row tiles TMA-filled, INT8's and the 64-row by cp.async)
     L += [
         _mixed("wgmma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
                tile_m=16, warp_groups=1),
