@@ -265,6 +265,12 @@ static void check_config(char const* name) {
                   "%s: activation box (%d, %d) element (%d, %d)", name, b, h, r, c);
           }
       }
+    // A whole stage's boxes (every row box, every scale and zero row) are its buffers' bytes.
+    CHECK(Cfg::tma_stage_bytes(Cfg::kARowBoxes, Cfg::kScaleRows, true) ==
+              uint32_t(Cfg::kAStageBytes + Cfg::kStageBytes) &&
+              Cfg::tma_stage_bytes(Cfg::kARowBoxes, 1, false) ==
+              uint32_t(Cfg::kAStageBytes + Cfg::kWeightBytes + 2 * BN),
+          "%s: TMA stage bytes", name);
     CHECK(Cfg::kWBoxBlocks == Cfg::kBlocksPerCta && Cfg::kWBoxWords == 128,
           "%s: weight box (%d, %d)", name, Cfg::kWBoxBlocks, Cfg::kWBoxWords);
     for (int b = 0; b < Cfg::kWBoxBlocks; ++b)

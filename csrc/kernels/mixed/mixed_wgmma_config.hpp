@@ -144,6 +144,13 @@ struct MixedWgmmaConfig {
   static constexpr int kWBoxBlocks = decltype(size<1>(SmemW{}))::value;
   static constexpr int kWBoxWords = decltype(size<0>(SmemW{}))::value * 16 / 4;
   static constexpr int kScaleBoxCols = decltype(size<1>(SmemScales{}))::value;
+  // The bytes one TMA-filled stage brings, for its "full" mbarrier: `row_boxes` activation row
+  // boxes per line of K, the weights, and `scale_rows` scale rows (as many zero rows when
+  // asymmetric); boxes past the tensors' edges count whole.
+  static constexpr uint32_t tma_stage_bytes(int row_boxes, int scale_rows, bool asymmetric) {
+    return uint32_t(row_boxes * kABoxes * kABoxRows * kABoxK * 2 + kWeightBytes +
+                    scale_rows * kScaleBoxCols * 2 * (asymmetric ? 2 : 1));
+  }
 
   // ---- thread-value maps. Consumer threads T = ((t, g), w, wg) : 128 wg + 32 w + 4 g + t.
   using ConsumerThreads = Shape<Shape<_4, _8>, _4, Int<WarpGroups>>;

@@ -396,8 +396,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const bool block_groups = Cfg::kExactScales && whole_block_groups(Cfg::kBits, groups.size, p.k);
   const int scale_rows = block_groups ? 1 : Cfg::kScaleRows;
   const uint32_t stage_bytes =
-      Cfg::kAStageBytes + Cfg::kWeightBytes +
-      scale_rows * Cfg::kTileN * int(sizeof(T)) * (p.zeros != nullptr ? 2 : 1);
+      Cfg::tma_stage_bytes(Cfg::kARowBoxes, scale_rows, p.zeros != nullptr);
   if constexpr (kTma) {
     if (tid == 0) {
       CG_PRAGMA_UNROLL

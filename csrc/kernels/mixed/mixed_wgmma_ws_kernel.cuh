@@ -101,13 +101,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (tid != Cfg::kConsumerThreads) return;
     const GroupShape groups(p);
     const bool asymmetric = p.zeros != nullptr;
-    constexpr uint32_t kScaleRowBytes = Cfg::kScaleBoxCols * sizeof(T);
     // The activation row boxes that hold rows of A (those wholly past M are not loaded).
     const int row_boxes = min(Cfg::kARowBoxes, (p.m - m0 + Cfg::kABoxRows - 1) / Cfg::kABoxRows);
-    constexpr uint32_t kABoxBytes = Cfg::kABoxRows * Cfg::kABoxK * sizeof(T);
-    const uint32_t stage_bytes = uint32_t(row_boxes) * Cfg::kABoxes * kABoxBytes +
-                                 Cfg::kWeightBytes +
-                                 Cfg::kScaleRows * kScaleRowBytes * (asymmetric ? 2 : 1);
+    const uint32_t stage_bytes = Cfg::tma_stage_bytes(row_boxes, Cfg::kScaleRows, asymmetric);
     tma_prefetch_map(&maps.a);
     tma_prefetch_map(&maps.w);
     tma_prefetch_map(&maps.scales);
