@@ -847,15 +847,21 @@ def test_schedule_tile_n_is_a_built_width():
 def test_wgmma_16_row_tile_in_64_columns(device):
     # INT4's 16-row tile has a 64-column form (one n64 tile per warpgroup, 4 CTAs per SM). The
     # planner takes it where the 128-column grid would split K 8 ways or more to fill a wave
-    # (N = 4096 on 132 SMs: 32 column tiles), in as many splits; tile_n pins either width.
-    for m, (n, k), dtype in itertools.product((9, 16), ((4096, 4096), (4096, 14336),
-                                                        (6144, 4096), (2048, 4096)),
-                                              (torch.float16, torch.bfloat16)):
+    # (N = 4096 on 132 SMs: 32 column tiles), in as many splits, or would give each split at most
+    # 16 k blocks of 128 (short loops: 4096x6144, 8192x8192); 128 columns where each split's loop
+    # is long (28672x8192 in 4 splits, 4096x28672 unsplit). tile_n pins either width.
+    narrow_shapes = {(4096, 4096), (4096, 14336), (6144, 4096), (2048, 4096), (8192, 8192)}
+    for m, (n, k), dtype in itertools.product(
+            (9, 16), sorted(narrow_shapes | {(8192, 28672), (28672, 4096)}),
+            (torch.float16, torch.bfloat16)):
         default = plan(m, n, k, dtype=dtype, device=device)
         wide = plan(m, n, k, dtype=dtype, device=device, schedule="tile_m=16,tile_n=128")
         p = plan(m, n, k, dtype=dtype, device=device, schedule="tile_n=64")
         assert (default.kernel, wide.tile_n, wide.ctas_per_sm) == ("wgmma", 128, 2)
-        assert default.tile_n == (64 if wide.splits >= 8 else 128), (m, n, k, default.describe())
+        blocks_per_split = -(-(k // 128) // wide.splits)
+        narrow = wide.splits >= 8 or blocks_per_split <= 16
+        assert narrow == ((n, k) in narrow_shapes), (m, n, k, wide.describe())
+        assert default.tile_n == (64 if narrow else 128), (m, n, k, default.describe())
         assert default.instance == (p.instance if default.tile_n == 64 else wide.instance)
         if n <= 4096:  # 32 or 16 column tiles of 128: 8 or 16 splits, as many in 64 columns
             assert default.tile_n == 64 and wide.splits == 8 * 4096 // n

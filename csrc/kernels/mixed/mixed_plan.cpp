@@ -142,12 +142,16 @@ int non_empty_splits(int splits, int k_blocks) {
 // wgmma's output columns per CTA unless a schedule asks for tile_n or narrow_wgmma16 picks the
 // 16-row tile's 64-column form.
 constexpr int kWgmmaDefaultTileN = 128;
-// The 16-row tile takes 64 columns where 128 would split K this many ways or more to fill a wave:
-// twice the column tiles fill the SMs with as many splits at 4 CTAs (16 warps) per SM instead of
-// 2 (8 warps), so the same partial sums come out of a loop whose latency more warps hide. H200
-// (s60, M = 16, bf16): 4096x4096 6.3 against 6.7 us and 14336x4096 13.8 against 14.1 in 8 splits;
-// 4096x6144 (5 splits in 128 columns) 9.1 / 9.4 in 64 columns with 4 / 8 against 8.9.
+// The 16-row tile takes 64 columns where 128 would split K this many ways or more to fill a wave,
+// or would give each split at most kWgmma16NarrowMaxSplitBlocks k blocks: twice the column tiles
+// fill the SMs at 4 CTAs (16 warps) per SM instead of 2 (8 warps), so the same partial sums come
+// out of a loop whose latency more warps hide; a long loop per CTA (many k blocks) hides it
+// alone. H200 (s60, M = 16, bf16): 4096x4096 6.3 against 6.7 us and 14336x4096 13.8 against 14.1
+// in 8 splits. With TMA loads (H200, s67, M = 16, 64 / 128 columns, us, bf16 and fp16): 4096x6144
+// (5 splits of 6.4 blocks) 8.15 / 8.56 and 7.73 / 8.02, 8192x8192 (4 of 16) 14.42 / 14.77 and
+// 13.55 / 13.90; 28672x8192 (4 of 56) 42.6 / 41.7 and 41.0 / 38.8, 4096x28672 (1 of 32) within 1%.
 constexpr int kWgmma16NarrowMinSplits = 8;
+constexpr int kWgmma16NarrowMaxSplitBlocks = 16;
 
 // The first instance of `kernel` for the problem's bits and dtype with this token tile; decode and
 // mma.sync: with `fine` groups or not; wgmma: with the scales asked for (kAuto: rounded weights,
@@ -389,7 +393,8 @@ int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule
   const int narrow = find_instance(MixedKernel::kWgmma, p, 16, false, scales, 64);
   if (narrow < 0) return index_128;
   const int splits = wgmma_splits(p, d, MixedSchedule{}, mixed_instance(index_128), k_blocks);
-  return splits >= kWgmma16NarrowMinSplits ? narrow : index_128;
+  const bool short_splits = ceil_div(k_blocks, splits) <= kWgmma16NarrowMaxSplitBlocks;
+  return splits >= kWgmma16NarrowMinSplits || short_splits ? narrow : index_128;
 }
 
 // wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that

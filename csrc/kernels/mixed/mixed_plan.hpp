@@ -74,7 +74,8 @@ struct MixedSchedule {
   int tile_m = 0;     // wgmma: the token tile (16 (INT4 only), 32, 64, 128, 160, 192, 256)
   // wgmma: output columns per CTA; 64: the 16-row tile's one-n64-tile form (INT4, half the
   // registers, 4 CTAs per SM; twice the column tiles, so half the splits for a grid). By default
-  // 128, and 64 for the 16-row tile where 128 columns would split K 8 ways or more.
+  // 128, and 64 for the 16-row tile where 128 columns would split K 8 ways or more or give each
+  // split at most 16 k blocks (narrow_wgmma16).
   int tile_n = 0;
   // wgmma: exact scales (fp32 sums of q - z scaled per group: the 16- and 32-row tiles only) or
   // rounded weights ((q - z) * s in the activation dtype, as the dense path); kAuto: exact in
