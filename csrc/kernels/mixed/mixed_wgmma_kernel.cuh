@@ -65,25 +65,12 @@
 #include "kernels/mixed/group_shape.cuh"
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
+#include "kernels/mixed/mixed_wgmma_boxes.cuh"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
 namespace mixed {
-
-// The tensor maps of one launch of a TMA-filled configuration (Cfg::kTmaLoads; kernel parameters,
-// __grid_constant__; not encoded for the others).
-struct MixedWgmmaMaps {
-  CUtensorMap a;       // activations [M, K], (kABoxRows, kABoxK) boxes, 128-byte swizzle
-  CUtensorMap w;       // packed weights [N / 8, k_blocks * 128] 32-bit words, (kWBoxBlocks,
-                       // kWBoxWords) boxes; gated tiles: [2][N / 16][k_blocks * 128], (2,
-                       // kWBoxBlocks / 2, kWBoxWords) boxes (encode_wgmma_maps)
-  CUtensorMap scales;  // [groups, N], (1, kScaleBoxCols) boxes; gated tiles: [groups][2][N / 2],
-                       // (1, 2, kScaleBoxCols / 2) boxes
-  CUtensorMap zeros;   // as scales; unused (not encoded) for symmetric weights
-  CUtensorMap out;     // out [M, N], (kTileM rows, 64 columns) boxes, 128-byte swizzle (SmemOut);
-                       // the warp-specialized kernel's, unless the sums go to the workspace
-};
 
 // One warp's part of a CTA tile, shared by the cp.async kernel and the warp-specialized one
 // (mixed_wgmma_ws_kernel.cuh): the n8 blocks (WeightBlockTV) and columns of N (WeightColTV) that
@@ -408,43 +395,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     }
     __syncthreads();
   }
+  const WgmmaStageBoxes<Cfg, Gated> boxes{maps, m0, n0};
   auto tma_weights = [&](int i, int stage) {  // weights, scales and zeros
     const int kb = kb_begin + i;
     char* st = smem_w + stage * Cfg::kStageBytes;
     if (tid == 0) {
       mbarrier_arrive_expect_tx(full + stage, stage_bytes);
-      if constexpr (Gated) {  // the gate blocks n0 / 16.. of each half (weight_block)
-        tma_load_3d(st, &maps.w, full + stage, kb * Cfg::kWBoxWords, n0 / (2 * kBlockN), 0,
-                    policy);
-      } else {
-        tma_load_2d(st, &maps.w, full + stage, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
-      }
+      boxes.weights(st, full + stage, kb, policy);
     } else if (tid == 32 || (tid == 64 && p.zeros != nullptr)) {
-      CUtensorMap const* map = tid == 32 ? &maps.scales : &maps.zeros;
-      T* s_rows = reinterpret_cast<T*>(st + Cfg::kWeightBytes) + (tid == 32 ? 0 : sS(0, 0, 1));
-      CG_PRAGMA_UNROLL
-      for (int r = 0; r < Cfg::kScaleRows; ++r) {
-        if (r >= scale_rows) break;
-        const int grp = groups.row_of(kb * BK + 32 * r);
-        if constexpr (Gated) {  // columns n0 / 2.. of each half
-          tma_load_3d(s_rows + sS(r, 0, 0), map, full + stage, n0 / 2, 0, grp);
-        } else {
-          tma_load_2d(s_rows + sS(r, 0, 0), map, full + stage, n0, grp);
-        }
-      }
+      boxes.scale_rows(boxes.scales_of(st, tid != 32), tid == 32 ? &maps.scales : &maps.zeros,
+                       full + stage, kb, scale_rows, groups);
     }
   };
   auto tma_activations = [&](int i, int stage) {
     if (tid != Cfg::kThreads - 32) return;
-    CG_PRAGMA_UNROLL
-    for (int h = 0; h < Cfg::kABoxes; ++h) {
-      CG_PRAGMA_UNROLL
-      for (int r = 0; r < Cfg::kARowBoxes; ++r) {
-        tma_load_2d(smem_a + stage * kAStageElems + sA(Cfg::kABoxRows * r, Cfg::kABoxK * h),
-                    &maps.a, full + stage, (kb_begin + i) * BK + Cfg::kABoxK * h,
-                    m0 + Cfg::kABoxRows * r);
-      }
-    }
+    boxes.activations(smem_a + stage * kAStageElems, full + stage, kb_begin + i, Cfg::kARowBoxes);
   };
 
   // cp.async. Weights: warp w copies the n8 blocks it dequantizes, each lane its own 16 bytes

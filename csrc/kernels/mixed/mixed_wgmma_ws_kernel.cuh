@@ -61,10 +61,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
-  constexpr int BM = Cfg::kTileM, BK = Cfg::kBlockK, S = Cfg::kStages;
+  constexpr int BM = Cfg::kTileM, S = Cfg::kStages;
   constexpr int NT = Cfg::kNTiles;
   constexpr auto sA = typename Cfg::SmemA{};
-  constexpr auto sS = typename Cfg::SmemScales{};
   static_assert(Cfg::kProducer, "a configuration with a producer warpgroup");
   extern __shared__ uint128_t smem_raw[];
   // The swizzle atoms must start on 1024-byte boundaries of the shared address space.
@@ -110,31 +109,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
     // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage s,
     // with the stage's whole byte count announced.
+    const WgmmaStageBoxes<Cfg> boxes{maps, m0, n0};
     auto load_weights = [&](int j, int s) {
       mbarrier_arrive_expect_tx(full + s, stage_bytes);
-      const int kb = kb_begin + j;
       char* st = smem_w + s * Cfg::kStageBytes;
-      tma_load_2d(st, &maps.w, full + s, kb * Cfg::kWBoxWords, n0 / kBlockN, policy);
-      CG_PRAGMA_UNROLL
-      for (int r = 0; r < Cfg::kScaleRows; ++r) {
-        const int grp = groups.row_of(kb * BK + 32 * r);
-        char* dst = st + Cfg::kWeightBytes + sS(r, 0, 0) * int(sizeof(T));
-        tma_load_2d(dst, &maps.scales, full + s, n0, grp);
-        if (asymmetric) {
-          tma_load_2d(dst + sS(0, 0, 1) * int(sizeof(T)), &maps.zeros, full + s, n0, grp);
-        }
+      boxes.weights(st, full + s, kb_begin + j, policy);
+      boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, kb_begin + j,
+                       Cfg::kScaleRows, groups);
+      if (asymmetric) {
+        boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, kb_begin + j,
+                         Cfg::kScaleRows, groups);
       }
     };
     auto load_activations = [&](int j, int s) {
-      CG_PRAGMA_UNROLL
-      for (int h = 0; h < Cfg::kABoxes; ++h) {
-        for (int r = 0; r < row_boxes; ++r) {
-          T* dst = reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes) +
-                   sA(Cfg::kABoxRows * r, Cfg::kABoxK * h);
-          tma_load_2d(dst, &maps.a, full + s, (kb_begin + j) * BK + Cfg::kABoxK * h,
-                      m0 + Cfg::kABoxRows * r);
-        }
-      }
+      boxes.activations(reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes), full + s, kb_begin + j,
+                        row_boxes);
     };
     // Programmatic dependent launch: the first stages' weights before the wait, the activations
     // (written by the previous kernel) after it.
