@@ -107,9 +107,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     tma_prefetch_map(&maps.w);
     tma_prefetch_map(&maps.scales);
     const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
+    const WgmmaStageBoxes<Cfg> boxes{maps, m0, n0};
     // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage s,
     // with the stage's whole byte count announced.
-    const WgmmaStageBoxes<Cfg> boxes{maps, m0, n0};
     auto load_weights = [&](int j, int s) {
       mbarrier_arrive_expect_tx(full + s, stage_bytes);
       char* st = smem_w + s * Cfg::kStageBytes;
