@@ -350,10 +350,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             group is whole k blocks, or ``rounded``, the default elsewhere), ``splits`` (1..64),
             ``warps`` (decode: 1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1,
             or 2 in INT4's 16-row tile: two groups of 4 warps per CTA on halves of its k range),
-            ``raster_m`` (the warp-specialized
-            wgmma kernel: M tiles per group of its tile order, 1..64; 1 is row-major). A choice
-            the device or problem cannot run raises ``ValueError``; ``cute_gemm.mixed_plan`` shows
-            what a schedule runs.
+            ``raster_m`` (the warp-specialized wgmma kernel: M tiles per group of its tile order,
+            1..64; 1 is row-major). A choice the device or problem cannot run raises
+            ``ValueError``; ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
             ``act_fn(gate_proj(x)) * up_proj(x)`` with SiLU): ``qw``'s rows are the gate
             projection's ``N/2`` rows, then the up projection's, and the result is
