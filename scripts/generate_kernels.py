@@ -45,9 +45,10 @@ MIXED_CONFIGS = [(bits, mt, fine) for bits in (4, 8) for mt in (1, 2, 4) for fin
 # (mixed_plan.cpp's default_wgmma_scales); INT8's 32-row tile has them by schedule (scales=exact).
 # The 16-row tile is INT4's only (INT8 runs the 32-row tile from M = 9); its 64-column form (one
 # n64 tile, half the registers, 4 CTAs per SM) runs where 128 columns would split K 8 ways or
-# more or give each split at most 16 k blocks, or by schedule (tile_n=64). The producer (mixed_wgmma_ws_kernel.cuh) serves the 128-, 160-,
-# 192- and 256-row tiles and INT8's 64-row tile; 160 and 192 rows fit M of 129-192, 257-384 and
-# 577-768 more tightly than 256 rows in as few CTAs.
+# more or give each split at most 16 k blocks, or by schedule (tile_n=64). The producer
+# (mixed_wgmma_ws_kernel.cuh) serves the 128-, 160-, 192- and 256-row tiles and INT8's 64-row
+# tile; 160 and 192 rows fit M of 129-192, 257-384 and 577-768 more tightly than 256 rows in as
+# few CTAs.
 MIXED_WGMMA_CONFIGS = [(bits, tm, nt, exact, wg, producer) for bits in (4, 8)
                        for tm, nt, exact, wg, producer in (
                            (16, 2, False, 1, False), (16, 1, False, 1, False),

@@ -34,47 +34,48 @@ inline TensorMapEncodeTiled tensor_map_encoder() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled for a Rank-D tensor whose dimension 0 is contiguous: `dims` and `box`
+// (elements) dimension 0 first, `strides` the bytes between consecutive indices of dimensions
+// 1.., every element of a box copied (element strides 1), no interleave, 256-byte L2 promotion;
+// elements past the tensor read as zeros (and still count in the copy's bytes).
+template <int Rank>
+inline cudaError_t encode_tiled_map(CUtensorMap* map, void const* base, CUtensorMapDataType type,
+                                    cuuint64_t const (&dims)[Rank],
+                                    cuuint64_t const (&strides)[Rank - 1],
+                                    cuuint32_t const (&box)[Rank], CUtensorMapSwizzle swizzle) {
+  const TensorMapEncodeTiled encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  cuuint32_t elem_strides[Rank];
+  for (cuuint32_t& e : elem_strides) e = 1;
+  const CUresult r = encode(map, type, Rank, const_cast<void*>(base), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // The map of a row-major matrix X [rows, cols] of `type` elements (row stride ld_bytes) read in
 // boxes of (box_rows, box_cols) elements, which land in shared memory as box_rows rows of
-// box_cols elements, unswizzled or with the 128-byte swizzle. Elements past the matrix read as
-// zeros (and still count in the copy's bytes).
+// box_cols elements, unswizzled or with the 128-byte swizzle.
 // @pre base 16-byte aligned, ld_bytes % 16 == 0, box_cols * element bytes % 16 == 0 (128 with the
 // swizzle), 1 <= box_rows, box_cols <= 256.
 inline cudaError_t encode_2d_map(CUtensorMap* map, void const* base, CUtensorMapDataType type,
                                  uint64_t rows, uint64_t cols, uint64_t ld_bytes,
                                  uint32_t box_rows, uint32_t box_cols, bool swizzle_128b) {
-  const TensorMapEncodeTiled encode = tensor_map_encoder();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {ld_bytes};  // bytes between rows (the first dimension is packed)
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(
-      map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE,
-      swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_tiled_map<2>(map, base, type, {cols, rows}, {ld_bytes}, {box_cols, box_rows},
+                             swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B
+                                          : CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 // The map of a 3-D tensor X [d2][d1][d0] of `type` elements (d0 contiguous; strides[0] and
 // strides[1] the bytes between consecutive indices of d1 and of d2) read in boxes of (box[2],
-// box[1], box[0]) elements, unswizzled, which land in shared memory d0 fastest. Elements past
-// the tensor read as zeros (and still count in the copy's bytes).
+// box[1], box[0]) elements, unswizzled, which land in shared memory d0 fastest.
 // @pre base 16-byte aligned, strides % 16 == 0, box[0] * element bytes % 16 == 0, boxes of 1..256.
 inline cudaError_t encode_3d_map(CUtensorMap* map, void const* base, CUtensorMapDataType type,
                                  const uint64_t (&dims)[3], const uint64_t (&strides)[2],
                                  const uint32_t (&box)[3]) {
-  const TensorMapEncodeTiled encode = tensor_map_encoder();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
-  const cuuint64_t st[2] = {strides[0], strides[1]};
-  const cuuint32_t b[3] = {box[0], box[1], box[2]};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, type, 3, const_cast<void*>(base), d, st, b, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_tiled_map<3>(map, base, type, {dims[0], dims[1], dims[2]},
+                             {strides[0], strides[1]}, {box[0], box[1], box[2]},
+                             CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 // The map of matrix X [rows, cols] (row-major, row stride ld elements, fp16 or bf16) read in

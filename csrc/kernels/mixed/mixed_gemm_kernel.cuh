@@ -495,11 +495,11 @@ bool mixed_k_slices_valid(MixedPlan const& plan) {
 template <class Cfg, int KSlices, class F>
 cudaError_t with_mixed_kernel_slices(MixedPlan const& plan, F&& f) {
   if constexpr (Cfg::kGatesInRegisters) {
-    if (plan.gated && !plan.via_workspace) {
+    if (plan.gates_in_kernel()) {
       return f(mixed_gemm_kernel<Cfg, true, KSlices>, raise_mixed_smem_limit<Cfg, true, KSlices>);
     }
   } else {
-    if (plan.gated && !plan.via_workspace) return cudaErrorInvalidValue;
+    if (plan.gates_in_kernel()) return cudaErrorInvalidValue;
   }
   return f(mixed_gemm_kernel<Cfg, false, KSlices>, raise_mixed_smem_limit<Cfg, false, KSlices>);
 }

@@ -119,14 +119,16 @@ struct MixedPlan {
   // tiles, column by column (kernels/tile_raster.hpp); 1 is row-major (each M tile's N tiles in
   // turn). Every other kernel: 1, row-major.
   int raster_m = 1;
-  // Gated: the decode kernel and mma.sync's 16-row tile without split-K gate in registers; every
-  // other plan writes its fp32 sums to the workspace (one slice without split-K) and
-  // split_k_reduce_kernel gates them.
+  // Gated: an instance that gates in registers (MixedInstanceInfo::gates_in_registers) does so
+  // without split-K (gates_in_kernel()); every other plan writes its fp32 sums to the workspace
+  // (one slice without split-K) and split_k_reduce_kernel gates them.
   bool gated = false;
   // The kernel writes fp32 sums to the workspace and split_k_reduce_kernel adds (and gates) them
   // into out: with split-K, and gated where the instance does not gate in registers
   // (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
   bool via_workspace = false;
+  // The kernel itself gates: the launchers run its instance's gating form.
+  bool gates_in_kernel() const { return gated && !via_workspace; }
   size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
   // MixedGemmProblem::partials: the workspace is the caller's result (via_workspace is set) and
   // the launchers run no reduce kernel.

@@ -21,7 +21,7 @@ cudaError_t with_wgmma_kernel(MixedPlan const& plan, F&& f) {
   if constexpr (Cfg::kProducer) {
     return f(mixed_wgmma_ws_kernel<Cfg>);
   } else {
-    if (plan.gated && !plan.via_workspace) {
+    if (plan.gates_in_kernel()) {
       if constexpr (Cfg::kGatesInRegisters) {
         return f(mixed_wgmma_kernel<Cfg, true>);
       } else {
@@ -113,7 +113,7 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
   MixedWgmmaMaps maps{};
   if constexpr (Cfg::kTmaLoads) {
     // The Gated kernel form (with_wgmma_kernel) reads the gate and up halves as 3-D boxes.
-    const bool gated = Cfg::kGatesInRegisters && plan.gated && !plan.via_workspace;
+    const bool gated = Cfg::kGatesInRegisters && plan.gates_in_kernel();
     const cudaError_t encoded = encode_wgmma_maps<Cfg>(p, plan.via_workspace, gated, &maps);
     if (encoded != cudaSuccess) return encoded;
   }
