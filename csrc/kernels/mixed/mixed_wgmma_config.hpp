@@ -110,11 +110,55 @@ struct MixedWgmmaConfig {
   static_assert(!Producer || kStages - kReleaseLag >= 2, "the producer fills two stages ahead");
   // Byte offsets from the aligned base: activation stage s at s * kAStageBytes, weight stage s at
   // kWeightsOffset + s * kStageBytes (its scales kWeightBytes further), then the "full" mbarrier
-  // of each stage (TMA loads) and the "empty" one (warp-specialized kernel).
+  // of each stage (TMA loads) and the "empty" one (warp-specialized kernel), or the cp.async
+  // kernel's cluster sums barrier (ClusterSums below).
   static constexpr int kWeightsOffset = kStages * kAStageBytes;
   static constexpr int kBarrierOffset = kWeightsOffset + kStages * kStageBytes;
-  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : (kTmaLoads ? 8 * kStages : 0);
+  static constexpr int kClusterBarrierOffset = kBarrierOffset + (kTmaLoads ? 8 * kStages : 0);
+  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : kClusterBarrierOffset + 8 -
+                                                                        kBarrierOffset;
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
+
+  // ---- split-K sums that meet in a thread block cluster (the cp.async kernel launched in
+  // clusters of its splits, MixedPlan::reduce_in_cluster): each CTA sends its accumulators to
+  // the cluster's CTAs in units, one value (gated tiles: an output's gate and up sums, values
+  // (e, 0, i) and (e, 1, i) of AccTV), and the CTA that owns a unit adds the splits' values in
+  // split order and stores the output. A thread's unit u goes to cluster rank u % splits, its
+  // slot u / splits there, and lands in that CTA's shared memory (over its stages, free once
+  // every CTA of the cluster is done with its loop) at
+  // (value, thread, slot, split) -> float: ClusterSums(splits).
+  static constexpr int kMaxClusterSplits = 8;  // the portable cluster size
+  static constexpr int cluster_unit_values(bool gated) { return gated ? 2 : 1; }
+  static constexpr int cluster_units(bool gated) {
+    return NTiles * kAccRegs / cluster_unit_values(gated);
+  }
+  // Value k of unit u is acc[cluster_tile(u)][cluster_value(u, k)] (AccTV's (v, r)): ungated,
+  // the values of each n64 tile in order; gated, unit q of a tile is its q-th gate sum (h = 0:
+  // v % 4 of 0, 1) and, k = 1, that output's up sum (h = 1, two values further).
+  static constexpr int cluster_tile(int u, bool gated) {
+    return u / (cluster_units(gated) / NTiles);
+  }
+  static constexpr int cluster_value(int u, int k, bool gated) {
+    const int q = u % (cluster_units(gated) / NTiles);
+    return gated ? (q / 2) * 4 + q % 2 + 2 * k : q;
+  }
+  static constexpr int cluster_slots(int splits, bool gated) {
+    return (cluster_units(gated) + splits - 1) / splits;
+  }
+  template <bool Gated>
+  static constexpr auto cluster_sums(int splits) {
+    return make_layout(make_shape(Int<cluster_unit_values(Gated)>{}, Int<kConsumerThreads>{},
+                                  cluster_slots(splits, Gated), splits));
+  }
+  static constexpr bool cluster_sums_fit() {
+    for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
+      if (int(cosize(cluster_sums<false>(splits))) * 4 > kBarrierOffset ||
+          int(cosize(cluster_sums<true>(splits))) * 4 > kBarrierOffset)
+        return false;
+    }
+    return true;
+  }
+  static_assert(Producer || cluster_sums_fit(), "the cluster's sums fit over the stages");
 
   // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,
   // 64 columns of N) row-major with the 128-byte swizzle, the box in which the output's TMA map
