@@ -6,21 +6,25 @@
 // fp32 workspace and split_k_reduce_kernel: no second kernel, no workspace, no round trip
 // through L2 for the next kernel to wait out.
 //
-// Each CTA pushes each unit of its accumulators (MixedWgmmaConfig::cluster_sums: one value, or a
-// gated tile's gate and up sums of one output) to the CTA that owns the unit (st.async, counted
-// on the owner's mbarrier); the units land over the owner's stages, so the one cluster barrier
-// waits for every CTA of the cluster to leave its loop. It is relaxed: no write of a CTA needs
-// ordering before the pushes (a release would cost a GPU-scope memory barrier). The owner adds
-// the splits' values in split order, starting from 0, as split_k_reduce_kernel does, so the two
-// give the same bits, and stores the output (+ bias; gated, SiLU(gate) * up). Decode attention
-// combines its splits the same way (decode_attention_kernel.cuh).
+// Each CTA writes its accumulators to shared memory as units (MixedWgmmaConfig::cluster_sums:
+// one value, or a gated tile's gate and up sums of one output, of every thread) and copies each
+// unit to the CTA that owns it in one bulk copy (the copy engine; a store per value costs the SM
+// a transaction each), counted on the owner's mbarrier. The units land over the owner's stages,
+// so a cluster barrier first waits for every CTA of the cluster to leave its loop; it is relaxed
+// (no write needs ordering across CTAs: a release would cost a GPU-scope memory barrier). The
+// owner adds the splits' values in split order, starting from 0, as split_k_reduce_kernel does,
+// so the two give the same bits, and stores the output (+ bias; gated, SiLU(gate) * up). A
+// second relaxed cluster barrier keeps every CTA, and the units it sends, alive until every unit
+// has landed. The units' places do not depend on the split count where the accumulators are
+// written (a layout of run-time shape there let the compiler compute 32 addresses before the
+// loop: 14 more registers in bf16 INT8's 32-row tile).
 
 #include <cooperative_groups.h>
 
 #include "cute_gemm/arch/cluster_barrier_sm90.hpp"
 #include "cute_gemm/arch/dsmem_sm90.hpp"
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
-#include "cute_gemm/arch/mma_sm90.hpp"
+#include "cute_gemm/arch/mma_sm90.hpp"  // wgmma_fence_operand, fence_proxy_async_shared
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
 
@@ -46,16 +50,19 @@ struct WgmmaClusterSums {
 #endif
   }
 
-  // After the loop (every wgmma waited for, every copy landed, every stage read), by every consumer
-  // thread `tid` with its accumulators `acc` of the CTA tile at (m0, n0): pushes them to their
-  // owners, then adds and stores the units this CTA owns. `stages`: the aligned base of shared
-  // memory (the units land from there); `bar`: init's barrier. Every CTA of the cluster runs it.
+  // After the loop (every wgmma waited for, every copy landed), by every consumer thread `tid`
+  // with its accumulators `acc` of the CTA tile at (m0, n0): sends them to their owners, then adds
+  // and stores the units this CTA owns. `stages`: the aligned base of shared memory (units land
+  // from there, and leave from after them); `bar`: init's barrier. Every CTA of the cluster runs
+  // it.
   template <class Slice>
   CG_DEVICE static void add_and_store(Slice const& slice, MixedGemmParams const& p,
                                       float (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
                                       char* stages, uint64_t* bar, int m0, int n0, int tid) {
 #if defined(CG_ARCH_SM90_ENABLED)
     namespace cg = cooperative_groups;
+    constexpr int kThreads = Cfg::kConsumerThreads;
+    constexpr uint32_t kUnitBytes = kThreads * kValues * 4;  // a unit of every thread
     CG_PRAGMA_UNROLL
     for (int r = 0; r < Cfg::kNTiles; ++r) {
       CG_PRAGMA_UNROLL
@@ -63,59 +70,56 @@ struct WgmmaClusterSums {
     }
     const int splits = int(gridDim.z), rank = int(blockIdx.z);
     if (int(cg::this_cluster().num_blocks()) != splits) __trap();  // the launch's contract
-    cluster_arrive_relaxed();  // this CTA is done with its stages
-    const auto sums = Cfg::template cluster_sums<Gated>(splits);
-    const uint32_t base = detail::smem_addr(stages), bar_addr = detail::smem_addr(bar);
-    cluster_wait();  // so is every CTA of the cluster, and its barrier is initialized
-    int owner = 0, slot = 0;  // of unit u: u % splits, u / splits
+    const auto landing = Cfg::template cluster_sums<Gated>(splits);
+    constexpr auto leaving = typename Cfg::template ClusterUnitsOut<Gated>{};
+    float* const in = reinterpret_cast<float*>(stages);
+    float* const out = in + int(cosize(landing));
+    __syncthreads();  // every warp is done with the stages
     CG_PRAGMA_UNROLL
     for (int u = 0; u < kUnits; ++u) {
-      const uint32_t at = map_shared_rank(base + 4 * uint32_t(sums(0, tid, slot, rank)), owner);
-      const uint32_t at_bar = map_shared_rank(bar_addr, owner);
-      const float v0 = acc[tile(u)][value(u, 0)];
-      if constexpr (Gated) {
-        st_async_v2_b32(at, __float_as_uint(v0), __float_as_uint(acc[tile(u)][value(u, 1)]),
-                        at_bar);
-      } else {
-        st_async_b32(at, __float_as_uint(v0), at_bar);
-      }
-      if (++owner == splits) owner = 0, ++slot;
+      CG_PRAGMA_UNROLL
+      for (int k = 0; k < kValues; ++k) out[leaving(k, tid, u)] = acc[tile(u)][value(u, k)];
     }
+    fence_proxy_async_shared();  // the units are read by the bulk copies (the async proxy)
+    __syncthreads();
+    cluster_arrive_relaxed();
+    cluster_wait();  // every CTA of the cluster is done with its stages, its barrier initialized
     const int owned = rank < kUnits ? (kUnits - rank + splits - 1) / splits : 0;
-    if (owned == 0) return;  // nothing lands here
-    if (tid == 0) {
-      mbarrier_arrive_expect_tx(bar, uint32_t(splits * owned * Cfg::kConsumerThreads * 4 *
-                                              kValues));
+    if (tid == 0 && owned > 0) {
+      mbarrier_arrive_expect_tx(bar, uint32_t(splits * owned) * kUnitBytes);  // from each split
     }
-    mbarrier_wait_parity_suspend(bar, 0);
-    float const* landed = reinterpret_cast<float const*>(stages);
-    owner = 0, slot = 0;
-    CG_PRAGMA_UNROLL
-    for (int u = 0; u < kUnits; ++u) {
-      if (owner == rank) {
-        float sum[kValues];
+    if (tid < kUnits) {  // thread u sends unit u to its owner's slot for this split
+      const uint32_t owner = uint32_t(tid % splits);
+      const uint32_t to = detail::smem_addr(in + landing(0, 0, tid / splits, rank));
+      bulk_copy_to_cluster(map_shared_rank(to, owner),
+                           detail::smem_addr(out + leaving(0, 0, tid)), kUnitBytes,
+                           map_shared_rank(detail::smem_addr(bar), owner));
+    }
+    if (owned > 0) mbarrier_wait_parity_suspend(bar, 0);
+    cluster_arrive_relaxed();  // every unit sent to this CTA has landed
+    const auto thr = slice.thread_coord();
+    for (int slot = 0; slot < owned; ++slot) {
+      float sum[kValues];
+      CG_PRAGMA_UNROLL
+      for (int k = 0; k < kValues; ++k) sum[k] = 0.f;
+      for (int s = 0; s < splits; ++s) {
         CG_PRAGMA_UNROLL
-        for (int k = 0; k < kValues; ++k) sum[k] = 0.f;
-        for (int s = 0; s < splits; ++s) {
-          CG_PRAGMA_UNROLL
-          for (int k = 0; k < kValues; ++k) sum[k] += landed[sums(k, tid, slot, s)];
-        }
-        // The unit's output: AccTV's row of value(u, 0), its logical column lane_col's.
-        const int v = value(u, 0), r = tile(u);
-        const int row = m0 + typename Cfg::AccRowTV{}(slice.thread_coord(), make_coord(v, r));
-        const int col = n0 + slice.lane_col[2 * r + ((v >> 1) & 1)];
-        if (row < p.m && col < p.n) {
-          if constexpr (Gated) {
-            store_out_gated<T>(p, row, gated_output_column(col), sum[0], sum[1]);
-          } else {
-            store_out_one<T>(p, row, col, sum[0]);
-          }
+        for (int k = 0; k < kValues; ++k) sum[k] += in[landing(k, tid, slot, s)];
+      }
+      // The unit's output: AccTV's row and (logical) column of value(u, 0).
+      const int u = rank + splits * slot;
+      const auto vr = make_coord(value(u, 0), tile(u));
+      const int row = m0 + typename Cfg::AccRowTV{}(thr, vr);
+      const int col = n0 + typename Cfg::AccColTV{}(thr, vr);
+      if (row < p.m && col < p.n) {
+        if constexpr (Gated) {
+          store_out_gated<T>(p, row, gated_output_column(col), sum[0], sum[1]);
+        } else {
+          store_out_one<T>(p, row, col, sum[0]);
         }
       }
-      if (++owner == splits) owner = 0, ++slot;
     }
-    // Every unit pushed here has landed and no CTA reads another's shared memory: the CTAs
-    // leave without another cluster barrier.
+    cluster_wait();  // every unit this CTA sent has landed: its shared memory may go
 #else
     (void)slice, (void)p, (void)acc, (void)stages, (void)bar, (void)m0, (void)n0, (void)tid;
 #endif

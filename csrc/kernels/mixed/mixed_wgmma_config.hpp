@@ -120,13 +120,15 @@ struct MixedWgmmaConfig {
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
 
   // ---- split-K sums that meet in a thread block cluster (the cp.async kernel launched in
-  // clusters of its splits, MixedPlan::reduce_in_cluster): each CTA sends its accumulators to
-  // the cluster's CTAs in units, one value (gated tiles: an output's gate and up sums, values
-  // (e, 0, i) and (e, 1, i) of AccTV), and the CTA that owns a unit adds the splits' values in
-  // split order and stores the output. A thread's unit u goes to cluster rank u % splits, its
-  // slot u / splits there, and lands in that CTA's shared memory (over its stages, free once
-  // every CTA of the cluster is done with its loop) at
-  // (value, thread, slot, split) -> float: ClusterSums(splits).
+  // clusters of its splits, MixedPlan::reduce_in_cluster): each CTA's accumulators are units, one
+  // value (gated tiles: an output's gate and up sums, values (e, 0, i) and (e, 1, i) of AccTV),
+  // and the CTA that owns a unit adds the splits' values in split order and stores the output. A
+  // thread's unit u belongs to cluster rank u % splits, slot u / splits. Each CTA writes its
+  // units to shared memory, (value, thread, unit) -> float: ClusterUnitsOut, after the chunks
+  // that land, and copies each unit (every thread's) to its owner in one bulk copy, where it
+  // lands at (value, thread, slot, split) -> float: cluster_sums(splits), split the sender's;
+  // both over the stages (free once every CTA of the cluster is done with its loop), the units
+  // that land from the aligned base.
   static constexpr int kMaxClusterSplits = 8;  // the portable cluster size
   static constexpr int cluster_unit_values(bool gated) { return gated ? 2 : 1; }
   static constexpr int cluster_units(bool gated) {
@@ -150,10 +152,15 @@ struct MixedWgmmaConfig {
     return make_layout(make_shape(Int<cluster_unit_values(Gated)>{}, Int<kConsumerThreads>{},
                                   cluster_slots(splits, Gated), splits));
   }
-  static constexpr bool cluster_sums_fit() {
+  template <bool Gated>
+  using ClusterUnitsOut = Layout<Shape<Int<cluster_unit_values(Gated)>, Int<kConsumerThreads>,
+                                       Int<cluster_units(Gated)>>>;
+  static constexpr bool cluster_sums_fit() {  // what lands, then what leaves
     for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
-      if (int(cosize(cluster_sums<false>(splits))) * 4 > kBarrierOffset ||
-          int(cosize(cluster_sums<true>(splits))) * 4 > kBarrierOffset)
+      if (int(cosize(cluster_sums<false>(splits)) + cosize(ClusterUnitsOut<false>{})) * 4 >
+              kBarrierOffset ||
+          int(cosize(cluster_sums<true>(splits)) + cosize(ClusterUnitsOut<true>{})) * 4 >
+              kBarrierOffset)
         return false;
     }
     return true;
@@ -301,11 +308,15 @@ struct MixedWgmmaConfig {
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
   // consumer warpgroup: 2 up to 64 rows (two register sets of a k block for the overlap), 1
   // above, 4 for one n64 tile of 16 rows (two register sets of 32: 128 registers without
-  // spills); two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
+  // spills), 3 for INT8's rounded 32-row tile (168 registers without spills: its k block is half
+  // INT4's; uncapped, ptxas took 182 once the cluster sums' epilogue was added, 2 CTAs per SM);
+  // two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
   // accumulators and two register sets of 32).
   static constexpr bool kOneTile16 = WarpGroups == 1 && NTiles == 1 && TileM <= 16;
+  static constexpr bool kInt8Rounded32 = Bits == 8 && TileM == 32 && !ExactScales;
   static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (kOneTile16 ? 4 : (TileM <= 64 ? 2 : 1));
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
+                      : (kOneTile16 ? 4 : (kInt8Rounded32 ? 3 : (TileM <= 64 ? 2 : 1)));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;
