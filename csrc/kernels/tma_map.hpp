@@ -71,11 +71,9 @@ inline cudaError_t encode_2d_map(CUtensorMap* map, void const* base, CUtensorMap
 // box[1], box[0]) elements, unswizzled, which land in shared memory d0 fastest.
 // @pre base 16-byte aligned, strides % 16 == 0, box[0] * element bytes % 16 == 0, boxes of 1..256.
 inline cudaError_t encode_3d_map(CUtensorMap* map, void const* base, CUtensorMapDataType type,
-                                 const uint64_t (&dims)[3], const uint64_t (&strides)[2],
-                                 const uint32_t (&box)[3]) {
-  return encode_tiled_map<3>(map, base, type, {dims[0], dims[1], dims[2]},
-                             {strides[0], strides[1]}, {box[0], box[1], box[2]},
-                             CU_TENSOR_MAP_SWIZZLE_NONE);
+                                 cuuint64_t const (&dims)[3], cuuint64_t const (&strides)[2],
+                                 cuuint32_t const (&box)[3]) {
+  return encode_tiled_map<3>(map, base, type, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 // The map of matrix X [rows, cols] (row-major, row stride ld elements, fp16 or bf16) read in
