@@ -128,7 +128,8 @@ def launches():
         _mixed("wgmma", 11, 264, 1408, 4, 32, False, "bf16", True, "wgmma:16", quick=True,
                kernel="wgmma", tile_m=16),
         _mixed("wgmma", 16, 200, 1408, 4, 128, True, "bf16", True, "wgmma:16:n64+splits:3",
-               quick=True, kernel="wgmma", tile_m=16, tile_n=64, splits=3),
+               quick=True, kernel="wgmma", tile_m=16, tile_n=64, splits=3,
+               reduce_in_cluster=True),
         _mixed("wgmma", 7, 136, 640, 4, 64, False, "fp16", False, "wgmma:16:n64", kernel="wgmma",
                tile_m=16, tile_n=64),
         _mixed("wgmma", 13, 264, 1408, 4, 128, False, "bf16", True, "wgmma:16:exact", quick=True,
@@ -176,7 +177,8 @@ def launches():
         _mixed("wgmma_ws", 170, 136, 640, 4, 64, False, "bf16", True, "wgmma:160", quick=True,
                kernel="wgmma", tile_m=160, warp_groups=2),
     ]
-    # split-K: scheduled splits, their partial sums added by the reduce kernel
+    # split-K: scheduled splits, their partial sums added by the reduce kernel or, on the
+    # cp.async wgmma kernel, in a cluster of the splits
     L += [
         _mixed("splitk", 1, 136, 4224, 4, 64, True, "fp16", True, "splits:3", quick=True,
                kernel="decode", splits=3),
@@ -185,11 +187,18 @@ def launches():
         _mixed("splitk", 16, 136, 1408, 4, 128, False, "fp16", True, "mma-splits:3", quick=True,
                kernel="mma", splits=3),
         _mixed("splitk", 12, 136, 1408, 4, 64, True, "bf16", False, "wgmma:16+splits:3",
-               kernel="wgmma", tile_m=16, splits=3),
+               kernel="wgmma", tile_m=16, splits=3, reduce_in_cluster=True),
+        _mixed("splitk", 12, 136, 1408, 4, 64, True, "bf16", False,
+               "wgmma:16+splits:3+reduce:kernel", quick=True, kernel="wgmma", tile_m=16,
+               splits=3, reduce_in_cluster=False),
+        _mixed("splitk", 30, 264, 2048, 4, 128, False, "fp16", True, "wgmma:32:exact+splits:8",
+               quick=True, kernel="wgmma", tile_m=32, splits=8, reduce_in_cluster=True),
+        _mixed("splitk", 25, 136, 1408, 8, -1, True, "bf16", True, "wgmma:32+splits:5",
+               quick=True, kernel="wgmma", tile_m=32, splits=5, reduce_in_cluster=True),
         _mixed("splitk", 40, 136, 1408, 8, 64, True, "bf16", False, "mma-splits:4",
                kernel="mma", tile_m=64, splits=4),
         _mixed("splitk", 33, 136, 1408, 4, 32, True, "bf16", True, "wgmma:64+splits:4",
-               quick=True, kernel="wgmma", tile_m=64, splits=4),
+               quick=True, kernel="wgmma", tile_m=64, splits=4, reduce_in_cluster=True),
         _mixed("splitk", 100, 136, 1408, 8, 128, False, "fp16", False, "wgmma:128+splits:2",
                quick=True, kernel="wgmma", tile_m=128, splits=2, producer=True),
     ]
@@ -210,6 +219,9 @@ def launches():
         _mixed("gated", 14, 272, 1408, 4, 128, False, "bf16", True, "wgmma:16:exact+splits:1",
                quick=True, activation="silu_mul", kernel="wgmma", tile_m=16, exact_scales=True,
                splits=1, gated=True),
+        _mixed("gated", 11, 272, 1408, 4, 128, True, "fp16", True, "wgmma:16:exact+splits:4",
+               quick=True, activation="silu_mul", kernel="wgmma", tile_m=16, exact_scales=True,
+               splits=4, reduce_in_cluster=True, gated=True),
         _mixed("gated", 29, 272, 640, 4, 32, False, "bf16", False, "wgmma:32:exact",
                quick=True, activation="silu_mul", kernel="wgmma", tile_m=32,
                exact_scales=True, gated=True),

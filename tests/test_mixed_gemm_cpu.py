@@ -498,7 +498,7 @@ def test_cpu_op_checks_the_schedule_and_ignores_it(schedule):
 
 # Bad schedule items and the key each error names: the values the removed setters refused
 # (_mixed_set_kernel, _mixed_set_split, _mixed_set_decode_shape, _mixed_set_wgmma_tile), a
-# reduction that no longer exists, and malformed text.
+# reduction that does not exist, and malformed text.
 BAD_SCHEDULES = [
     ("kernel=tensor_cores", "kernel"), ("kernel=2", "kernel"),
     ("splits=0", "splits"), ("splits=65", "splits"), ("splits=-1", "splits"),
@@ -507,7 +507,7 @@ BAD_SCHEDULES = [
     ("tile_m=8", "tile_m"), ("tile_m=96", "tile_m"), ("tile_m=224", "tile_m"),
     ("scales=fp32", "scales"),
     ("tile_m=512", "tile_m"), ("tile_m=-1", "tile_m"),
-    ("reduce=cluster", "reduce"), ("dense_from_m=1", "dense_from_m"), ("kernel", "kernel"),
+    ("reduce=both", "reduce"), ("dense_from_m=1", "dense_from_m"), ("kernel", "kernel"),
 ]
 
 

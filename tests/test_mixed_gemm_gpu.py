@@ -431,7 +431,8 @@ def _non_empty(splits, k_blocks):
 def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
     # Every fused kernel that takes M rows (decode up to 8, mma.sync, wgmma on Hopper) with a
     # scheduled split count: the splits' fp32 partial sums meet in the workspace and the reduce
-    # kernel adds them in split order, so repeated runs are bit-identical and accurate.
+    # kernel adds them in split order (wgmma's tiles of up to 64 rows: in a cluster of the
+    # splits, in the same order), so repeated runs are bit-identical and accurate.
     qw = _qweight(n, k, bits, group, False, torch.float16, seed=21)
     a = _randn(m, k, seed=22)
     bias = _randn(n, seed=23)
@@ -443,10 +444,48 @@ def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
         assert plan.kernel == kernel
         # No empty split: ceil(k_blocks / splits) blocks each, so maybe fewer splits.
         assert plan.splits == _non_empty(splits, k_blocks) and plan.grid[2] == plan.splits
-        assert plan.workspace_bytes == (plan.splits * m * n * 4 if plan.splits > 1 else 0)
+        via = plan.splits > 1 and not plan.reduce_in_cluster
+        assert plan.workspace_bytes == (plan.splits * m * n * 4 if via else 0)
         out = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)
         assert_accurate(out, _reference(a, qw, bias, schedule), torch.float16, k)
         assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule))
+        if plan.reduce_in_cluster:  # the reduce kernel gives the same bits
+            assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias,
+                                                         schedule=schedule + ",reduce=kernel"))
+
+
+# The cp.async wgmma kernel's tiles with their split-K sums added in a cluster: (tile_m, exact,
+# tile_n, bits); each with 2..8 splits, M rows past the tile's, N cutting the last column tile.
+CLUSTER_TILES = [(16, True, 64, 4), (16, True, 128, 4), (16, False, 128, 4), (32, True, 128, 4),
+                 (32, False, 128, 4), (64, False, 128, 4), (32, False, 128, 8),
+                 (32, True, 128, 8)]
+
+
+@pytest.mark.parametrize("tile_m,exact,tile_n,bits", CLUSTER_TILES)
+@pytest.mark.parametrize("splits", [2, 5, 8])
+@pytest.mark.parametrize("symmetric,dtype", [(True, torch.bfloat16), (False, torch.float16)])
+def test_splits_reduced_in_cluster(tile_m, exact, tile_n, bits, splits, symmetric, dtype):
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    group = 128 if bits == 4 else -1
+    # 520: a last column tile of 8 columns; K = 3072: 24 (INT4) or 48 (INT8) k blocks, which
+    # 2, 5 and 8 splits divide into non-empty splits of equal length but the last.
+    m, n, k = tile_m - 3, 520, 3072
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=splits)
+    a = _randn(m, k, dtype=dtype, seed=splits + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=splits + 2)
+    schedule = f"{_tile_schedule(tile_m, exact, tile_n)},splits={splits}"
+    plan = _plan(m, qw, schedule)
+    assert plan.reduce_in_cluster and plan.splits == splits and plan.workspace_bytes == 0, plan
+    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)  # noqa: E731
+    out = assert_poisoned_run(run, _reference(a, qw, bias, schedule), dtype, k)
+    assert torch.equal(out, cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule + ",reduce=kernel"))
+    # In a CUDA graph: the cluster launch is captured and replays on new activations.
+    graph, replayed = capture_graph(run)
+    a.copy_(_randn(m, k, dtype=dtype, seed=splits + 3, scale=1 / math.sqrt(k)))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(replayed, run())
 
 
 def test_default_plan_on_this_device():
@@ -1032,9 +1071,9 @@ def _gated_reference(a, qw, bias, schedule):
 
 def _gated_schedules():
     """Every way a gated GEMM runs: the decode kernel, mma.sync's 16-row tile and wgmma's exact
-    16- and 32-row tiles gating in registers (1-warp and shared k slices, rows past M), through
-    split-K's reduce kernel, and each other kernel through the fp32 workspace (one slice or
-    split)."""
+    16- and 32-row tiles gating in registers (1-warp and shared k slices, rows past M; wgmma's
+    splits in a cluster), through split-K's reduce kernel, and each other kernel through the fp32
+    workspace (one slice or split)."""
     return [(1, "kernel=decode"), (5, "kernel=decode,warps=4,col_warps=2"),
             (8, "kernel=decode,splits=3"), (16, "kernel=mma"), (16, "kernel=mma,splits=1"),
             (11, "kernel=mma,splits=1"), (40, "kernel=mma,splits=2"),
@@ -1043,6 +1082,7 @@ def _gated_schedules():
             (16, _tile_schedule(16, True) + ",splits=1"),  # INT4
             (9, _tile_schedule(16, True, 64) + ",splits=1"),
             (12, _tile_schedule(16, True) + ",splits=2"), (16, _tile_schedule(16, False)),
+            (12, _tile_schedule(16, True) + ",splits=3,reduce=kernel"),
             (29, _tile_schedule(32, True) + ",splits=2"),
             (29, _tile_schedule(32, True) + ",splits=1"), (24, _tile_schedule(32, False)),
             (61, _tile_schedule(64, False)),
@@ -1076,9 +1116,11 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
                                 activation="silu_mul")
     assert plan.gated
     if schedule is not None and ("tile_m=16" in schedule or "tile_m=32" in schedule):
-        # The 16- and 32-row tiles gate in registers exactly when exact and unsplit.
-        in_registers = "scales=exact" in schedule and "splits=1" in schedule
+        # The 16- and 32-row tiles gate in registers exactly when exact (split K added in a
+        # cluster), unless the schedule asks for the reduce kernel.
+        in_registers = "scales=exact" in schedule and "reduce=kernel" not in schedule
         assert plan.via_workspace == (not in_registers), plan
+        assert plan.reduce_in_cluster == (in_registers and plan.splits > 1), plan
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731
                                        activation="silu_mul")
     ref = _gated_reference(a, qw, bias, schedule)

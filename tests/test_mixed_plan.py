@@ -39,7 +39,8 @@ FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
-               "via_workspace", "raster_m", "partials", "early_dependents", "single_row"}
+               "via_workspace", "reduce_in_cluster", "raster_m", "partials", "early_dependents",
+               "single_row"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -374,13 +375,84 @@ def test_splits_fill_one_wave():
     assert checked >= {"full", "filled", "capped"}
 
 
+def test_reduce_in_cluster():
+    # Split-K on the cp.async wgmma kernel: its splits run as one thread block cluster per output
+    # tile and add their sums in distributed shared memory (up to 8 splits: the portable cluster
+    # size); reduce=kernel keeps the workspace and the reduce kernel; reduce=cluster is refused
+    # where it cannot run, naming the key.
+    h100 = cute_gemm.device_spec("h100")
+    for device in HOPPER:
+        for m, bits, group in ((16, 4, 128), (32, 4, 128), (48, 4, 128), (16, 8, -1),
+                               (32, 8, -1)):
+            p = plan(m, 4096, 4096, bits=bits, group=group, device=device)
+            assert (p.kernel, p.producer) == ("wgmma", False) and p.splits > 1, p
+            if p.splits > 8:  # INT8's 32-row tile, 3 CTAs per SM: 11 splits
+                assert bits == 8 and p.via_workspace and not p.reduce_in_cluster, p
+                continue
+            assert p.reduce_in_cluster and not p.via_workspace and p.workspace_bytes == 0, p
+            assert "sums added in a cluster of the splits" in str(p)
+            pinned = plan(m, 4096, 4096, bits=bits, group=group, device=device,
+                          schedule="reduce=kernel")
+            assert {**pinned.as_dict(), "reduce_in_cluster": True, "via_workspace": False,
+                    "workspace_bytes": 0} == p.as_dict()
+            assert pinned.via_workspace and pinned.workspace_bytes == p.splits * m * 4096 * 4
+            assert plan(m, 4096, 4096, bits=bits, group=group, device=device,
+                        schedule="reduce=cluster").as_dict() == p.as_dict()
+    # Any split count up to 8, scheduled; 9 and more through the workspace.
+    for splits in range(2, 12):  # K = 16384: 128 k blocks, every count stays
+        p = plan(16, 4096, 16384, device="h100", schedule=f"tile_m=16,splits={splits}")
+        assert p.reduce_in_cluster == (splits <= 8) and p.via_workspace == (splits > 8), p
+        assert tuple(p.grid) == (4096 // p.tile_n, 1, splits)
+    # Refusals: the kernels without clusters, unsplit plans, more than 8 splits, partial sums.
+    for schedule in ("kernel=mma,splits=2,reduce=cluster",
+                     "kernel=decode,splits=2,reduce=cluster", "tile_m=128,splits=2,reduce=cluster",
+                     "tile_m=16,splits=1,reduce=cluster", "tile_m=16,splits=9,reduce=cluster"):
+        m = 1 if "decode" in schedule else (128 if "128" in schedule else 16)
+        with pytest.raises(ValueError, match="reduce=cluster needs split-K"):
+            plan(m, 4096, 16384, device="h100", schedule=schedule)
+    with pytest.raises(ValueError, match="reduce=cluster needs split-K"):
+        cute_gemm.ops._C._mixed_plan(16, 4096, 4096, 4, 128, True, h100, "reduce=cluster", False,
+                                     True)
+    partials = cute_gemm.ops._C._mixed_plan(16, 4096, 4096, 4, 128, True, h100, "", False, True)
+    assert partials.splits > 1 and partials.via_workspace and not partials.reduce_in_cluster
+    # Gated: in a cluster on the tiles that gate in registers (INT4's exact 16- and 32-row
+    # tiles), through the workspace (the reduce kernel gates) on the others.
+    for m, schedule, cluster in ((16, "tile_m=16,splits=4", True), (32, "tile_m=32,splits=4", True),
+                                 (64, "tile_m=64,splits=4", False)):
+        p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
+                                 schedule=schedule, activation="silu_mul")
+        assert (p.reduce_in_cluster, p.via_workspace) == (cluster, not cluster), p
+        if not cluster:
+            with pytest.raises(ValueError, match="reduce=cluster needs split-K"):
+                cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
+                                     schedule=schedule + ",reduce=cluster", activation="silu_mul")
+    # The schedule's text round-trips; bad values and the dense path are refused.
+    assert plan(16, schedule={"reduce": "kernel"}).via_workspace
+    with pytest.raises(ValueError, match="reduce must be cluster or kernel; got 'both'"):
+        plan(16, schedule="reduce=both")
+    with pytest.raises(ValueError, match="reduce applies to the fused kernels"):
+        plan(4096, schedule="kernel=dense,reduce=kernel")
+    # Every cp.async wgmma instance can (8 splits), no other.
+    for inst in instances().values():
+        can = inst["kernel"] == "wgmma" and not inst["producer"]
+        assert inst["max_cluster_splits"] == (8 if can else 0), inst["name"]
+
+
 def test_workspace_bytes():
     seen_split = False
+    seen_cluster = False
     for (device, m, n, k, bits, group, dtype), p in all_default_plans():
-        assert p.workspace_bytes == (p.splits * m * n * 4 if p.splits > 1 else 0)
-        assert p.via_workspace == (p.splits > 1)
-        seen_split |= p.splits > 1
-    assert seen_split
+        # Split-K sums meet in a cluster of the splits where the kernel can (the cp.async wgmma
+        # kernel, up to 8 splits), through the workspace elsewhere.
+        cluster = (p.splits > 1 and p.kernel == "wgmma" and not p.producer and p.splits <= 8)
+        assert p.reduce_in_cluster == cluster, p
+        via = p.splits > 1 and not cluster
+        assert p.workspace_bytes == (p.splits * m * n * 4 if via else 0)
+        assert p.via_workspace == via
+        assert ("cluster" in str(p)) == cluster, p
+        seen_split |= via
+        seen_cluster |= cluster
+    assert seen_split and seen_cluster
     # Gated: decode and mma.sync's 16-row tile gate in registers and need the workspace only to
     # split K; the other tiles gate in the reduce kernel, through one workspace slice per split.
     # The launchers read plan.via_workspace (the rule is the planner's alone).
@@ -388,7 +460,12 @@ def test_workspace_bytes():
                              ("kernel=decode,splits=2", 1, True),
                              ("kernel=mma,splits=1", 16, False), ("kernel=mma,splits=2", 16, True),
                              ("kernel=mma,splits=1", 64, True), ("kernel=mma,splits=3", 64, True),
-                             ("kernel=wgmma,tile_m=64,splits=1", 64, True)):
+                             ("kernel=wgmma,tile_m=64,splits=1", 64, True),
+                             # the 16-row exact tile gates in registers, its splits in a cluster
+                             ("kernel=wgmma,tile_m=16,splits=1", 16, False),
+                             ("kernel=wgmma,tile_m=16,splits=3", 16, False),
+                             ("kernel=wgmma,tile_m=16,splits=3,reduce=kernel", 16, True),
+                             ("kernel=wgmma,tile_m=64,splits=2", 64, True)):
         p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
                                  schedule=schedule, activation="silu_mul")
         assert p.gated and p.via_workspace == via, (schedule, m)
@@ -796,6 +873,7 @@ def test_bf16_and_dtype():
     ("splits=3,k_slices=1", "splits=3,k_slices=1"),
     ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
     ("tile_n=64,splits=4,tile_m=16", "tile_m=16,tile_n=64,splits=4"), ("tile_n=128", "tile_n=128"),
+    ("reduce=kernel,splits=4", "splits=4,reduce=kernel"), ("reduce=cluster", "reduce=cluster"),
 ])
 def test_schedule_canonical_form(text, canonical):
     assert _C._mixed_schedule(text) == canonical
@@ -814,7 +892,8 @@ def test_schedule_canonical_form(text, canonical):
     ("k_slices=0", "k_slices"), ("k_slices=3", "k_slices"), ("k_slices=x", "k_slices"),
     ("raster_m=0", "raster_m"), ("raster_m=65", "raster_m"), ("raster_m=x", "raster_m"),
     ("tile_n=96", "tile_n"), ("tile_n=0", "tile_n"), ("tile_n=512", "tile_n"),
-    ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=cluster", "reduce"),
+    ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=both", "reduce"),
+    ("reduce=Cluster", "reduce"), ("reduce=", "reduce"),
     ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
@@ -881,12 +960,14 @@ def test_wgmma_16_row_tile_in_64_columns(device):
     assert plan(17, device=device).tile_n == 128
     assert plan(16, bits=8, group=-1, device=device).tile_n == 128
     # A gated GEMM on it: with rounded weights through the workspace, split or not (the reduce
-    # kernel gates); with exact scales (the default at g128) gated in registers unsplit.
+    # kernel gates); with exact scales (the default at g128) gated in registers, its splits added
+    # in a cluster.
     for scales, splits in itertools.product(("rounded", "exact"), (1, 2)):
         p = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16, device=device,
                                  schedule=f"tile_n=64,splits={splits},scales={scales}",
                                  activation="silu_mul")
-        in_registers = scales == "exact" and splits == 1
+        in_registers = scales == "exact"
+        assert p.reduce_in_cluster == (in_registers and splits > 1)
         assert (p.tile_n, p.splits, p.via_workspace) == (64, splits, not in_registers)
         assert ("in registers" in p.describe()) == in_registers
         assert p.workspace_bytes == (0 if in_registers else splits * 16 * 28672 * 4)
@@ -1130,7 +1211,7 @@ def test_mma_two_k_slices():
         assert (p.threads, p.warps, p.smem_bytes) == \
             (inst["threads"] * want, inst["threads"] * want // 32,
              inst["smem_bytes"] if want == 1 else inst["sliced_smem_bytes"])
-        assert p.via_workspace == (p.splits > 1)
+        assert p.via_workspace == (p.splits > 1) and not p.reduce_in_cluster  # mma.sync
         spec = cute_gemm.device_spec(device)
         assert 1 <= p.ctas_per_sm and p.ctas_per_sm * p.smem_bytes <= spec.smem_per_sm
         assert ("2 k slices of 4" in str(p)) == (want == 2), str(p)

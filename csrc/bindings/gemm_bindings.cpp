@@ -142,6 +142,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["ctas_per_sm"] = p.ctas_per_sm;
   d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
   d["raster_m"] = p.raster_m;
+  d["reduce_in_cluster"] = p.reduce_in_cluster;
   d["via_workspace"] = p.via_workspace;
   d["workspace_bytes"] = p.workspace_bytes;
   d["partials"] = p.partials;
@@ -172,6 +173,7 @@ py::list instances() {
     d["min_ctas_per_sm"] = inst.min_ctas_per_sm;
     d["max_k_slices"] = inst.max_k_slices;
     d["sliced_smem_bytes"] = inst.sliced_smem_bytes;
+    d["max_cluster_splits"] = inst.max_cluster_splits;
     out.append(d);
   }
   return out;
@@ -225,6 +227,7 @@ void bind_gemm(py::module_& m) {
                                return py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
                              })
       .def_readonly("raster_m", &MixedPlan::raster_m)
+      .def_readonly("reduce_in_cluster", &MixedPlan::reduce_in_cluster)
       .def_readonly("via_workspace", &MixedPlan::via_workspace)
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
       .def_readonly("partials", &MixedPlan::partials)

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include "host_check.hpp"
@@ -83,12 +84,15 @@ static void check_config(char const* name) {
       CHECK(w0 % 128 == 0 && (w0 + Cfg::kWeightBytes) % 128 == 0,
             "%s: weight / scale stage %d not 128-byte aligned", name, s);
     }
-    if constexpr (Cfg::kTmaLoads) {
-      regions.push_back({Cfg::kBarrierOffset, Cfg::kBarrierOffset + Cfg::kBarrierBytes, "bars"});
-      CHECK(Cfg::kBarrierOffset % 8 == 0 && Cfg::kBarrierBytes == (Cfg::kProducer ? 16 : 8) * S,
-            "%s: barriers", name);
-    } else {
-      CHECK(Cfg::kBarrierBytes == 0, "%s: barriers without TMA loads", name);
+    // The stages' "full" (TMA loads) and "empty" (producer) mbarriers; the cp.async kernel's
+    // cluster sums barrier after them.
+    regions.push_back({Cfg::kBarrierOffset, Cfg::kBarrierOffset + Cfg::kBarrierBytes, "bars"});
+    CHECK(Cfg::kBarrierOffset % 8 == 0 &&
+              Cfg::kBarrierBytes == (Cfg::kProducer ? 16 * S : (Cfg::kTmaLoads ? 8 * S : 0) + 8),
+          "%s: barriers", name);
+    if constexpr (!Cfg::kProducer) {
+      CHECK(Cfg::kClusterBarrierOffset == Cfg::kBarrierOffset + Cfg::kBarrierBytes - 8,
+            "%s: the cluster sums barrier is the last", name);
     }
     for (size_t i = 0; i < regions.size(); ++i) {
       CHECK(regions[i].begin >= 0 && regions[i].end <= Cfg::kSmemBytes - 1024,
@@ -100,6 +104,64 @@ static void check_config(char const* name) {
     }
     CHECK(Cfg::kSmemBytes == 1024 + Cfg::kBarrierOffset + Cfg::kBarrierBytes, "%s: total", name);
     CHECK(Cfg::kSmemBytes <= 227 * 1024, "%s: %d bytes exceed 227 KB", name, Cfg::kSmemBytes);
+  }
+
+  // ---- split-K sums meeting in a cluster (the cp.async kernel): for every split count and both
+  // forms, each CTA's units land once each, at a distinct place of their owner's buffer, within
+  // the stages; the owner's slots are exactly its units; a unit's values are one output's (gated:
+  // its gate and up sums, the up column kBlockN further in the same row).
+  if constexpr (!Cfg::kProducer) {
+    auto check_sums = [&](auto gated_tag, auto const& sums, int splits) {
+      constexpr bool kGated = decltype(gated_tag)::value;
+      const int units = Cfg::cluster_units(kGated), values = Cfg::cluster_unit_values(kGated);
+      // What lands and what leaves, one after the other, over the stages; a unit of every
+      // thread is one contiguous run of whole 16-byte units in both, so each bulk copy's
+      // addresses and size are multiples of 16.
+      using Out = typename Cfg::template ClusterUnitsOut<kGated>;
+      const long unit_floats = long(CT) * values;
+      CHECK(long(cosize(sums) + cosize(Out{})) * 4 <= Cfg::kBarrierOffset,
+            "%s: cluster sums (%d splits) exceed the stages", name, splits);
+      CHECK(unit_floats * 4 % 16 == 0, "%s: a unit's bytes", name);
+      for (int u = 0; u < units; ++u) {
+        CHECK(long(Out{}(0, 0, u)) == u * unit_floats && long(Out{}(values - 1, CT - 1, u)) ==
+                  (u + 1) * unit_floats - 1, "%s: unit %d leaves as one run", name, u);
+        for (int s = 0; s < splits; ++s)
+          CHECK(long(sums(0, 0, u / splits, s)) % unit_floats == 0 &&
+                    long(sums(values - 1, CT - 1, u / splits, s)) ==
+                        long(sums(0, 0, u / splits, s)) + unit_floats - 1,
+                "%s: unit %d lands as one run", name, u);
+      }
+      std::vector<int> hits(Cfg::kNTiles * Cfg::kAccRegs, 0);  // each accumulator in one unit
+      for (int u = 0; u < units; ++u)
+        for (int k = 0; k < values; ++k) {
+          const int r = Cfg::cluster_tile(u, kGated), v = Cfg::cluster_value(u, k, kGated);
+          CHECK(r >= 0 && r < Cfg::kNTiles && v >= 0 && v < Cfg::kAccRegs, "%s: unit %d", name, u);
+          hits[r * Cfg::kAccRegs + v] += 1;
+          // Gated: value 0 a gate sum (h = 0), value 1 the up sum beside it (gate_up_pairs_in_lane).
+          CHECK(!kGated || (k == 0 ? (v >> 1) % 2 == 0 : v == Cfg::cluster_value(u, 0, true) + 2),
+                "%s: gated unit %d", name, u);
+        }
+      for (int h : hits) CHECK(h == 1, "%s: an accumulator in %d units", name, h);
+      std::vector<std::vector<long>> landed(splits);  // per owner rank
+      for (int rank = 0; rank < splits; ++rank)
+        for (int T = 0; T < CT; ++T)
+          for (int u = 0; u < units; ++u)
+            for (int k = 0; k < values; ++k)
+              landed[u % splits].push_back(long(sums(k, T, u / splits, rank)));
+      for (int owner = 0; owner < splits; ++owner) {
+        const int owned = owner < units ? (units - owner + splits - 1) / splits : 0;
+        CHECK(long(landed[owner].size()) == long(owned) * splits * CT * values,
+              "%s: owner %d of %d splits", name, owner, splits);
+        std::set<long> unique(landed[owner].begin(), landed[owner].end());
+        CHECK(unique.size() == landed[owner].size() &&
+                  (unique.empty() || *unique.rbegin() < long(cosize(sums))),
+              "%s: owner %d of %d splits: units overlap", name, owner, splits);
+      }
+    };
+    for (int splits = 2; splits <= Cfg::kMaxClusterSplits; ++splits) {
+      check_sums(std::false_type{}, Cfg::template cluster_sums<false>(splits), splits);
+      check_sums(std::true_type{}, Cfg::template cluster_sums<true>(splits), splits);
+    }
   }
 
   // ---- the descriptor derived from SmemA: the layout's strides, the k16 steps' starts

@@ -46,6 +46,16 @@ CG_DEVICE void wgmma_wait_group() {
 #endif
 }
 
+// Pins an accumulator register after a wgmma_wait_group: the compiler may move plain register
+// reads (a bit cast for an inline-asm operand) above the wait's asm, which ptxas then sees as a
+// read of a running wgmma's accumulator and serializes every wgmma (C7514); a read of the value
+// this returns cannot move above it, nor it above the wait.
+CG_DEVICE void wgmma_fence_operand(float& reg) {
+#if defined(CG_ARCH_WGMMA_ENABLED)
+  asm volatile("" : "+f"(reg)::"memory");
+#endif
+}
+
 // Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async once waited
 // for) visible to the async proxy (wgmma's shared-memory operand reads, TMA).
 CG_DEVICE void fence_proxy_async_shared() {

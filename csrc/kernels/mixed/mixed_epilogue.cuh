@@ -166,8 +166,9 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
 // previous kernel in the stream when pdl, i.e. on sm_90), then, via the workspace,
 // split_k_reduce_kernel. The kernel writes its fp32 sums to p.workspace when the plan says so
 // (MixedPlan::via_workspace), otherwise `out` itself; a plan for partial sums
-// (MixedPlan::partials) leaves them there, for the caller. `extra`: further kernel parameters (the
-// warp-specialized wgmma kernel's tensor maps).
+// (MixedPlan::partials) leaves them there, for the caller. A plan that reduces in a cluster
+// (MixedPlan::reduce_in_cluster) launches the grid in clusters of (1, 1, splits), a tile's
+// splits. `extra`: further kernel parameters (the wgmma kernels' tensor maps).
 template <class T, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
                            MixedGemmParams const& p, MixedPlan const& plan, int tile_m, int tile_n,
@@ -175,16 +176,25 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
                            Extra const&... extra) {
   const int splits = plan.splits, k_blocks = mixed::k_blocks(p.k, p.bits);
   const int per_split = (k_blocks + splits - 1) / splits;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned attrs = 0;
+  if (pdl) {
+    attr[attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[attrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (plan.reduce_in_cluster) {
+    attr[attrs].id = cudaLaunchAttributeClusterDimension;
+    attr[attrs].val.clusterDim.x = 1;
+    attr[attrs].val.clusterDim.y = 1;
+    attr[attrs++].val.clusterDim.z = unsigned(splits);
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3((p.n + tile_n - 1) / tile_n, (p.m + tile_m - 1) / tile_m, splits);
   config.blockDim = threads;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
+  config.numAttrs = attrs;
   const cudaError_t e =
       cudaLaunchKernelEx(&config, kernel, p, per_split, plan.via_workspace, extra...);
   if (e != cudaSuccess || !plan.via_workspace || plan.partials) return e;

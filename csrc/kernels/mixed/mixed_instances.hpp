@@ -65,6 +65,7 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   i.stages = Cfg::kStages;
   i.exact_scales = true;
   i.gates_in_registers = false;
+  i.max_cluster_splits = 0;
   i.max_k_slices = 1;
   i.sliced_smem_bytes = 0;
   return i;
@@ -98,6 +99,7 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.exact_scales = Cfg::kExactScales;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
+  i.max_cluster_splits = Cfg::kProducer ? 0 : Cfg::kMaxClusterSplits;
   return i;
 }
 

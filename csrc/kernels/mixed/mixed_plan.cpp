@@ -796,10 +796,14 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       s.k_slices = number(key, value, 1, 2);
     } else if (key == "raster_m") {
       s.raster_m = number(key, value, 1, 64);
+    } else if (key == "reduce") {
+      if (value == "cluster") s.reduce = MixedSchedule::Reduce::kCluster;
+      else if (value == "kernel") s.reduce = MixedSchedule::Reduce::kKernel;
+      else refuse("schedule: reduce must be cluster or kernel; got '" + value + "'");
     } else {
       refuse("schedule: unknown key '" + key +
              "' (keys: kernel, tile_m, tile_n, scales, splits, warps, col_warps, k_slices, "
-             "raster_m)");
+             "raster_m, reduce)");
     }
   }
   return s;
@@ -817,6 +821,7 @@ std::string MixedSchedule::str() const {
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
   if (k_slices > 0) add("k_slices=" + std::to_string(k_slices));
   if (raster_m > 0) add("raster_m=" + std::to_string(raster_m));
+  if (reduce != Reduce::kAuto) add(reduce == Reduce::kCluster ? "reduce=cluster" : "reduce=kernel");
   return out;
 }
 
@@ -851,6 +856,8 @@ std::string MixedPlan::describe() const {
   if (partials) {
     o << ", " << splits << " fp32 partial sum" << (splits > 1 ? "s" : "") << " to the caller ("
       << workspace_bytes << " B, no reduce kernel)";
+  } else if (reduce_in_cluster) {
+    o << ", split-K " << splits << " (sums added in a cluster of the splits)";
   } else if (splits > 1) {
     o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
   }
@@ -901,6 +908,8 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   only_for(s.raster_m > 0, "raster_m", MixedKernel::kWgmma);
   if (s.splits > 0 && kernel == MixedKernel::kDense)
     refuse("schedule: splits applies to the fused kernels; this plan runs dense");
+  if (s.reduce != MixedSchedule::Reduce::kAuto && kernel == MixedKernel::kDense)
+    refuse("schedule: reduce applies to the fused kernels; this plan runs dense");
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
     refuse("schedule: kernel=decode runs up to M=" + std::to_string(kDecodeMaxM) + "; got M=" +
            std::to_string(p.m));
@@ -932,8 +941,18 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     const double ctas = double(plan.grid[0]) * double(plan.grid[1]) * double(plan.grid[2]);
     plan.early_dependents = ctas >= kEarlyDependentsFill * plan.ctas_per_sm * d.sm_count;
   }
-  plan.via_workspace = p.partials || plan.splits > 1 ||
-                       (p.gated && !mixed_instance(plan.instance).gates_in_registers);
+  MixedInstanceInfo const& inst = mixed_instance(plan.instance);
+  const bool cluster_fits = plan.splits > 1 && plan.splits <= inst.max_cluster_splits &&
+                            !p.partials && (!p.gated || inst.gates_in_registers);
+  if (s.reduce == MixedSchedule::Reduce::kCluster && !cluster_fits) {
+    refuse("schedule: reduce=cluster needs split-K (2.." +
+           std::to_string(std::max(inst.max_cluster_splits, 2)) +
+           " splits) on a wgmma tile without a producer warpgroup, no partial sums, and gated "
+           "only on a tile that gates in registers; this plan runs " + plan.describe());
+  }
+  plan.reduce_in_cluster = cluster_fits && s.reduce != MixedSchedule::Reduce::kKernel;
+  plan.via_workspace = p.partials || (plan.splits > 1 && !plan.reduce_in_cluster) ||
+                       (p.gated && !inst.gates_in_registers);
   plan.workspace_bytes =
       plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   return plan;

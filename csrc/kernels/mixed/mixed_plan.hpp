@@ -86,10 +86,14 @@ struct MixedSchedule {
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
   int k_slices = 0;   // mma.sync: k slices per CTA (1, or 2 in INT4's 16-row tile)
   int raster_m = 0;   // warp-specialized wgmma: M tiles per raster group (1 .. 64)
+  // Where split-K's partial sums are added: in a thread block cluster of the splits (the
+  // cp.async wgmma kernel, up to 8 splits, not for partial sums: MixedPlan::reduce_in_cluster)
+  // or by split_k_reduce_kernel through the fp32 workspace; kAuto: the cluster where it can.
+  enum class Reduce { kAuto, kCluster, kKernel } reduce = Reduce::kAuto;
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, tile_n, scales (exact, rounded),
-  // splits, warps, col_warps, k_slices, raster_m.
+  // splits, warps, col_warps, k_slices, raster_m, reduce (cluster, kernel).
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -103,7 +107,8 @@ struct MixedPlan {
   int stages = 0;         // pipeline depth
   int threads = 0;        // per CTA
   int smem_bytes = 0;     // dynamic shared memory per CTA
-  int splits = 1;         // split-K factor; > 1: fp32 partial sums in the workspace, then a reduce
+  int splits = 1;         // split-K factor; > 1: the partial sums meet in a cluster or go
+                          // through the workspace to a reduce kernel (reduce_in_cluster)
   int warps = 0;          // warps per CTA (decode: of col_warps * k_slices)
   int col_warps = 0;      // decode: warps side by side, 32 columns each, sharing the activations
   int k_slices = 0;       // decode: slices of the CTA's k range, one per col_warps warps;
@@ -120,12 +125,19 @@ struct MixedPlan {
   // turn). Every other kernel: 1, row-major.
   int raster_m = 1;
   // Gated: an instance that gates in registers (MixedInstanceInfo::gates_in_registers) does so
-  // without split-K (gates_in_kernel()); every other plan writes its fp32 sums to the workspace
-  // (one slice without split-K) and split_k_reduce_kernel gates them.
+  // without split-K or with its splits in a cluster (gates_in_kernel()); every other plan writes
+  // its fp32 sums to the workspace (one slice without split-K) and split_k_reduce_kernel gates
+  // them.
   bool gated = false;
+  // Split-K: the kernel runs in thread block clusters of (1, 1, splits) whose CTAs add their
+  // partial sums in distributed shared memory, and the CTA that owns an output stores it (the
+  // cp.async wgmma kernel, mixed_wgmma_cluster_sums.cuh): no workspace, no reduce kernel. Where
+  // the instance can (MixedInstanceInfo::max_cluster_splits) unless the schedule says
+  // reduce=kernel; not for partial sums.
+  bool reduce_in_cluster = false;
   // The kernel writes fp32 sums to the workspace and split_k_reduce_kernel adds (and gates) them
-  // into out: with split-K, and gated where the instance does not gate in registers
-  // (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
+  // into out: with split-K not reduced in a cluster, and gated where the instance does not gate
+  // in registers (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
   bool via_workspace = false;
   // The kernel itself gates: the launchers run its instance's gating form.
   bool gates_in_kernel() const { return gated && !via_workspace; }
@@ -173,6 +185,8 @@ struct MixedInstanceInfo {
   int sliced_smem_bytes;  // mma.sync: dynamic shared memory of a CTA of max_k_slices slices
   bool gates_in_registers;  // has a kernel for gated GEMMs that gates in registers (decode,
                            // mma.sync's 16-row tile); the others gate in the reduce kernel
+  int max_cluster_splits;  // split-K sums can meet in a thread block cluster of up to this many
+                           // splits (the cp.async wgmma kernel); 0: through the workspace only
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
   // memory of a CTA of `warps` warps in k slices of `col_warps`, the most warps per CTA (whole
   // k slices) that fit in `smem_limit` bytes (0: none), and registers per thread of the

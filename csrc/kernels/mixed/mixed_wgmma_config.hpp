@@ -110,11 +110,62 @@ struct MixedWgmmaConfig {
   static_assert(!Producer || kStages - kReleaseLag >= 2, "the producer fills two stages ahead");
   // Byte offsets from the aligned base: activation stage s at s * kAStageBytes, weight stage s at
   // kWeightsOffset + s * kStageBytes (its scales kWeightBytes further), then the "full" mbarrier
-  // of each stage (TMA loads) and the "empty" one (warp-specialized kernel).
+  // of each stage (TMA loads) and the "empty" one (warp-specialized kernel), or the cp.async
+  // kernel's cluster sums barrier (ClusterSums below).
   static constexpr int kWeightsOffset = kStages * kAStageBytes;
   static constexpr int kBarrierOffset = kWeightsOffset + kStages * kStageBytes;
-  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : (kTmaLoads ? 8 * kStages : 0);
+  static constexpr int kClusterBarrierOffset = kBarrierOffset + (kTmaLoads ? 8 * kStages : 0);
+  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : kClusterBarrierOffset + 8 -
+                                                                        kBarrierOffset;
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
+
+  // ---- split-K sums that meet in a thread block cluster (the cp.async kernel launched in
+  // clusters of its splits, MixedPlan::reduce_in_cluster): each CTA's accumulators are units, one
+  // value (gated tiles: an output's gate and up sums, values (e, 0, i) and (e, 1, i) of AccTV),
+  // and the CTA that owns a unit adds the splits' values in split order and stores the output. A
+  // thread's unit u belongs to cluster rank u % splits, slot u / splits. Each CTA writes its
+  // units to shared memory, (value, thread, unit) -> float: ClusterUnitsOut, after the chunks
+  // that land, and copies each unit (every thread's) to its owner in one bulk copy, where it
+  // lands at (value, thread, slot, split) -> float: cluster_sums(splits), split the sender's;
+  // both over the stages (free once every CTA of the cluster is done with its loop), the units
+  // that land from the aligned base.
+  static constexpr int kMaxClusterSplits = 8;  // the portable cluster size
+  static constexpr int cluster_unit_values(bool gated) { return gated ? 2 : 1; }
+  static constexpr int cluster_units(bool gated) {
+    return NTiles * kAccRegs / cluster_unit_values(gated);
+  }
+  // Value k of unit u is acc[cluster_tile(u)][cluster_value(u, k)] (AccTV's (v, r)): ungated,
+  // the values of each n64 tile in order; gated, unit q of a tile is its q-th gate sum (h = 0:
+  // v % 4 of 0, 1) and, k = 1, that output's up sum (h = 1, two values further).
+  static constexpr int cluster_tile(int u, bool gated) {
+    return u / (cluster_units(gated) / NTiles);
+  }
+  static constexpr int cluster_value(int u, int k, bool gated) {
+    const int q = u % (cluster_units(gated) / NTiles);
+    return gated ? (q / 2) * 4 + q % 2 + 2 * k : q;
+  }
+  static constexpr int cluster_slots(int splits, bool gated) {
+    return (cluster_units(gated) + splits - 1) / splits;
+  }
+  template <bool Gated>
+  static constexpr auto cluster_sums(int splits) {
+    return make_layout(make_shape(Int<cluster_unit_values(Gated)>{}, Int<kConsumerThreads>{},
+                                  cluster_slots(splits, Gated), splits));
+  }
+  template <bool Gated>
+  using ClusterUnitsOut = Layout<Shape<Int<cluster_unit_values(Gated)>, Int<kConsumerThreads>,
+                                       Int<cluster_units(Gated)>>>;
+  static constexpr bool cluster_sums_fit() {  // what lands, then what leaves
+    for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
+      if (int(cosize(cluster_sums<false>(splits)) + cosize(ClusterUnitsOut<false>{})) * 4 >
+              kBarrierOffset ||
+          int(cosize(cluster_sums<true>(splits)) + cosize(ClusterUnitsOut<true>{})) * 4 >
+              kBarrierOffset)
+        return false;
+    }
+    return true;
+  }
+  static_assert(Producer || cluster_sums_fit(), "the cluster's sums fit over the stages");
 
   // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,
   // 64 columns of N) row-major with the 128-byte swizzle, the box in which the output's TMA map
@@ -257,11 +308,15 @@ struct MixedWgmmaConfig {
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
   // consumer warpgroup: 2 up to 64 rows (two register sets of a k block for the overlap), 1
   // above, 4 for one n64 tile of 16 rows (two register sets of 32: 128 registers without
-  // spills); two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
+  // spills), 3 for INT8's rounded 32-row tile (168 registers without spills: its k block is half
+  // INT4's; uncapped, ptxas took 182 once the cluster sums' epilogue was added, 2 CTAs per SM);
+  // two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
   // accumulators and two register sets of 32).
   static constexpr bool kOneTile16 = WarpGroups == 1 && NTiles == 1 && TileM <= 16;
+  static constexpr bool kInt8Rounded32 = Bits == 8 && TileM == 32 && !ExactScales;
   static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (kOneTile16 ? 4 : (TileM <= 64 ? 2 : 1));
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
+                      : (kOneTile16 ? 4 : (kInt8Rounded32 ? 3 : (TileM <= 64 ? 2 : 1)));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;

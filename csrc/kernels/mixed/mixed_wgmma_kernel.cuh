@@ -52,8 +52,8 @@
 //     63, and 3-8% at M = 17-32, session 64). Finer groups wait for a group's wgmmas at its end,
 //     so dequantization and the tensor cores take turns (the 32-row tile that way 4-32% slower
 //     than rounded at M = 24-32 on an H100; NOTES.md, session 19).
-// Split-K partial sums go through the fp32 workspace and split_k_reduce_kernel
-// (mixed_epilogue.cuh).
+// Split-K partial sums meet in a thread block cluster of the splits (mixed_wgmma_cluster_sums.cuh)
+// or go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
 
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
@@ -66,6 +66,7 @@
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_gemm_launch.hpp"
 #include "kernels/mixed/mixed_wgmma_boxes.cuh"
+#include "kernels/mixed/mixed_wgmma_cluster_sums.cuh"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
@@ -331,10 +332,11 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
-// sums go to the workspace (to_workspace), otherwise to out. Gated: the kernel of gated GEMMs
-// that gate in registers (Cfg::kGatesInRegisters; launched unsplit, to_workspace false): its
-// logical n8 blocks are the weight's gate and up blocks in turn (weight_block). maps: the TMA
-// boxes of a TMA-filled configuration (Cfg::kTmaLoads), unused by the others.
+// sums go to the workspace (to_workspace) or, launched in clusters of (1, 1, splits) and not
+// to_workspace, meet in the cluster (WgmmaClusterSums); unsplit, to out. Gated: the kernel of
+// gated GEMMs that gate in registers (Cfg::kGatesInRegisters; to_workspace false): its logical
+// n8 blocks are the weight's gate and up blocks in turn (weight_block). maps: the TMA boxes of a
+// TMA-filled configuration (Cfg::kTmaLoads), unused by the others.
 template <class Cfg, bool Gated = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
@@ -366,6 +368,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int kb_begin = blockIdx.z * blocks_per_split;
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);
+  using ClusterSums = WgmmaClusterSums<Cfg, Gated>;
+  const bool in_cluster = gridDim.z > 1 && !to_workspace;
+  uint64_t* const cluster_bar = reinterpret_cast<uint64_t*>(smem + Cfg::kClusterBarrierOffset);
+  if (in_cluster && tid == 0) ClusterSums::init(cluster_bar);
 
   // ---- global -> shared, one of two ways (Cfg::kTmaLoads).
   constexpr bool kTma = Cfg::kTmaLoads;
@@ -675,7 +681,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   if constexpr (!kTma) cp_async_wait<0>();
   grid_launch_dependents();
 
-  if constexpr (Gated) {
+  if (in_cluster) {
+    ClusterSums::add_and_store(slice, p, acc, smem, cluster_bar, m0, n0, tid);
+  } else if constexpr (Gated) {
     slice.store_gated(p, acc, m0, n0);
   } else {
     slice.store(p, acc, m0, n0, to_workspace);
