@@ -353,9 +353,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             ``raster_m`` (the warp-specialized wgmma kernel: M tiles per group of its tile order,
             1..64; 1 is row-major), ``reduce`` (where split-K's partial sums are added:
             ``cluster``, the default where it runs, has a tile's splits run as one thread block
-            cluster that adds them in distributed shared memory, on the wgmma tiles of up to 64
-            rows with at most 8 splits; ``kernel`` writes them to an fp32 workspace for a second,
-            reduce kernel). A choice the device or problem cannot run raises ``ValueError``;
+            cluster that adds them in distributed shared memory, on INT4's 16-row wgmma tile in
+            64 columns with at most 8 splits; ``kernel`` writes them to an fp32 workspace for a
+            second, reduce kernel). A choice the device or problem cannot run raises ``ValueError``;
             ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
             ``act_fn(gate_proj(x)) * up_proj(x)`` with SiLU): ``qw``'s rows are the gate
@@ -363,9 +363,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             ``silu(g) * u`` of the two ``[..., N/2]`` halves of the product (+ bias), computed in
             fp32 and rounded once (the dense path rounds ``g`` and ``u`` first). ``N`` must be a
             multiple of 16. The decode kernel (M <= 8), mma.sync's and INT4 wgmma's 16-row tiles
-            and INT4 wgmma's 32-row tile gate in registers (split K added in a cluster on
-            wgmma); the other kernels gate in the split-K reduce kernel, through an fp32
-            workspace.
+            and INT4 wgmma's 32-row tile gate in registers (unsplit, or split in a cluster in
+            the 16-row wgmma tile of 64 columns); the other kernels gate in the split-K reduce
+            kernel, through an fp32 workspace.
 
     Returns:
         A new ``[..., N]`` tensor (``[..., N/2]`` with an activation) with ``a``'s dtype and

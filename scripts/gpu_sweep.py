@@ -304,7 +304,9 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         return f"kernel=decode,warps={int(args[0])},col_warps={int(args[1])}"
     if kind == "raster":  # only joined to a warp-specialized wgmma tile ("wgmma:128+raster:3")
         return f"raster_m={int(args[0])}" if spec.wgmma else ""  # mma.sync runs row-major
-    if kind == "reduce":  # joined to split-K ("wgmma:16+splits:3+reduce:kernel")
+    if kind == "tile_n":  # joined to INT4's 16-row tile ("wgmma:16:exact+tile_n:64")
+        return f"tile_n={int(args[0])}" if spec.wgmma and bits == 4 else ""
+    if kind == "reduce":  # joined to split-K ("wgmma:16:n64+splits:3+reduce:kernel")
         return f"reduce={args[0]}" if spec.wgmma or args[0] != "cluster" else ""
     raise ValueError(f"unknown force {part!r}")
 

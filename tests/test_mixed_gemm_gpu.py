@@ -454,11 +454,10 @@ def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
                                                          schedule=schedule + ",reduce=kernel"))
 
 
-# The cp.async wgmma kernel's tiles with their split-K sums added in a cluster: (tile_m, exact,
-# tile_n, bits); each with 2..8 splits, M rows past the tile's, N cutting the last column tile.
-CLUSTER_TILES = [(16, True, 64, 4), (16, True, 128, 4), (16, False, 128, 4), (32, True, 128, 4),
-                 (32, False, 128, 4), (64, False, 128, 4), (32, False, 128, 8),
-                 (32, True, 128, 8)]
+# The tiles with their split-K sums added in a cluster: INT4's 16-row tile in 64 columns, exact or
+# rounded: (tile_m, exact, tile_n, bits); each with 2..8 splits, M rows past the tile's, N
+# cutting the last column tile.
+CLUSTER_TILES = [(16, True, 64, 4), (16, False, 64, 4)]
 
 
 @pytest.mark.parametrize("tile_m,exact,tile_n,bits", CLUSTER_TILES)
@@ -1082,7 +1081,8 @@ def _gated_schedules():
             (16, _tile_schedule(16, True) + ",splits=1"),  # INT4
             (9, _tile_schedule(16, True, 64) + ",splits=1"),
             (12, _tile_schedule(16, True) + ",splits=2"), (16, _tile_schedule(16, False)),
-            (12, _tile_schedule(16, True) + ",splits=3,reduce=kernel"),
+            (12, _tile_schedule(16, True, 64) + ",splits=3"),
+            (12, _tile_schedule(16, True, 64) + ",splits=3,reduce=kernel"),
             (29, _tile_schedule(32, True) + ",splits=2"),
             (29, _tile_schedule(32, True) + ",splits=1"), (24, _tile_schedule(32, False)),
             (61, _tile_schedule(64, False)),
@@ -1116,9 +1116,11 @@ def test_gated_on_every_kernel(m, schedule, bits, group, symmetric, dtype):
                                 activation="silu_mul")
     assert plan.gated
     if schedule is not None and ("tile_m=16" in schedule or "tile_m=32" in schedule):
-        # The 16- and 32-row tiles gate in registers exactly when exact (split K added in a
-        # cluster), unless the schedule asks for the reduce kernel.
-        in_registers = "scales=exact" in schedule and "reduce=kernel" not in schedule
+        # The 16- and 32-row tiles gate in registers when exact and unsplit, or split with the
+        # 16-row tile in 64 columns, whose splits add their sums in a cluster (unless the
+        # schedule asks for the reduce kernel).
+        cluster = (plan.splits > 1 and plan.tile_n == 64 and "reduce=kernel" not in schedule)
+        in_registers = "scales=exact" in schedule and (plan.splits == 1 or cluster)
         assert plan.via_workspace == (not in_registers), plan
         assert plan.reduce_in_cluster == (in_registers and plan.splits > 1), plan
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule,  # noqa: E731

@@ -376,38 +376,42 @@ def test_splits_fill_one_wave():
 
 
 def test_reduce_in_cluster():
-    # Split-K on the cp.async wgmma kernel: its splits run as one thread block cluster per output
-    # tile and add their sums in distributed shared memory (up to 8 splits: the portable cluster
-    # size); reduce=kernel keeps the workspace and the reduce kernel; reduce=cluster is refused
-    # where it cannot run, naming the key.
+    # Split-K on INT4's 16-row tile in 64 columns (4 CTAs per SM, the only tile that did so faster
+    # on an H200): its splits run as one thread block cluster per output tile and add their sums
+    # in distributed shared memory (up to 8 splits: the portable cluster size); reduce=kernel
+    # keeps the workspace and the reduce kernel; reduce=cluster is refused where it cannot run,
+    # naming the key.
     h100 = cute_gemm.device_spec("h100")
     for device in HOPPER:
-        for m, bits, group in ((16, 4, 128), (32, 4, 128), (48, 4, 128), (16, 8, -1),
-                               (32, 8, -1)):
-            p = plan(m, 4096, 4096, bits=bits, group=group, device=device)
-            assert (p.kernel, p.producer) == ("wgmma", False) and p.splits > 1, p
-            if p.splits > 8:  # INT8's 32-row tile, 3 CTAs per SM: 11 splits
-                assert bits == 8 and p.via_workspace and not p.reduce_in_cluster, p
-                continue
+        for m, n, k in ((16, 4096, 4096), (9, 4096, 14336), (16, 8192, 8192), (12, 6144, 4096)):
+            p = plan(m, n, k, device=device)
+            assert (p.kernel, p.tile_m, p.tile_n) == ("wgmma", 16, 64) and 1 < p.splits <= 8, p
             assert p.reduce_in_cluster and not p.via_workspace and p.workspace_bytes == 0, p
             assert "sums added in a cluster of the splits" in str(p)
-            pinned = plan(m, 4096, 4096, bits=bits, group=group, device=device,
-                          schedule="reduce=kernel")
+            pinned = plan(m, n, k, device=device, schedule="reduce=kernel")
             assert {**pinned.as_dict(), "reduce_in_cluster": True, "via_workspace": False,
                     "workspace_bytes": 0} == p.as_dict()
-            assert pinned.via_workspace and pinned.workspace_bytes == p.splits * m * 4096 * 4
-            assert plan(m, 4096, 4096, bits=bits, group=group, device=device,
+            assert pinned.via_workspace and pinned.workspace_bytes == p.splits * m * n * 4
+            assert plan(m, n, k, device=device,
                         schedule="reduce=cluster").as_dict() == p.as_dict()
+        # The other tiles split through the workspace.
+        for m, bits, group in ((32, 4, 128), (48, 4, 128), (16, 8, -1), (32, 8, -1)):
+            p = plan(m, 4096, 4096, bits=bits, group=group, device=device)
+            assert p.splits > 1 and p.via_workspace and not p.reduce_in_cluster, p
     # Any split count up to 8, scheduled; 9 and more through the workspace.
     for splits in range(2, 12):  # K = 16384: 128 k blocks, every count stays
-        p = plan(16, 4096, 16384, device="h100", schedule=f"tile_m=16,splits={splits}")
+        p = plan(16, 4096, 16384, device="h100", schedule=f"tile_m=16,tile_n=64,splits={splits}")
         assert p.reduce_in_cluster == (splits <= 8) and p.via_workspace == (splits > 8), p
-        assert tuple(p.grid) == (4096 // p.tile_n, 1, splits)
-    # Refusals: the kernels without clusters, unsplit plans, more than 8 splits, partial sums.
-    for schedule in ("kernel=mma,splits=2,reduce=cluster",
-                     "kernel=decode,splits=2,reduce=cluster", "tile_m=128,splits=2,reduce=cluster",
-                     "tile_m=16,splits=1,reduce=cluster", "tile_m=16,splits=9,reduce=cluster"):
-        m = 1 if "decode" in schedule else (128 if "128" in schedule else 16)
+        assert tuple(p.grid) == (4096 // 64, 1, splits)
+    # Refusals: the kernels and tiles without it, unsplit plans, more than 8 splits, partials.
+    for m, schedule in ((16, "kernel=mma,splits=2,reduce=cluster"),
+                        (1, "kernel=decode,splits=2,reduce=cluster"),
+                        (128, "tile_m=128,splits=2,reduce=cluster"),
+                        (16, "tile_m=16,tile_n=128,splits=2,reduce=cluster"),
+                        (32, "tile_m=32,splits=2,reduce=cluster"),
+                        (64, "tile_m=64,splits=2,reduce=cluster"),
+                        (16, "tile_m=16,tile_n=64,splits=1,reduce=cluster"),
+                        (16, "tile_m=16,tile_n=64,splits=9,reduce=cluster")):
         with pytest.raises(ValueError, match="reduce=cluster needs split-K"):
             plan(m, 4096, 16384, device="h100", schedule=schedule)
     with pytest.raises(ValueError, match="reduce=cluster needs split-K"):
@@ -415,26 +419,22 @@ def test_reduce_in_cluster():
                                      True)
     partials = cute_gemm.ops._C._mixed_plan(16, 4096, 4096, 4, 128, True, h100, "", False, True)
     assert partials.splits > 1 and partials.via_workspace and not partials.reduce_in_cluster
-    # Gated: in a cluster on the tiles that gate in registers (INT4's exact 16- and 32-row
-    # tiles), through the workspace (the reduce kernel gates) on the others.
-    for m, schedule, cluster in ((16, "tile_m=16,splits=4", True), (32, "tile_m=32,splits=4", True),
-                                 (64, "tile_m=64,splits=4", False)):
-        p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
-                                 schedule=schedule, activation="silu_mul")
+    # Gated: in a cluster on the exact tile (it gates in registers), through the workspace (the
+    # reduce kernel gates) with rounded weights.
+    for scales, cluster in (("exact", True), ("rounded", False)):
+        p = cute_gemm.mixed_plan(16, 4096, 4096, 4, 128, torch.float16, device="h100",
+                                 schedule=f"tile_m=16,tile_n=64,splits=4,scales={scales}",
+                                 activation="silu_mul")
         assert (p.reduce_in_cluster, p.via_workspace) == (cluster, not cluster), p
-        if not cluster:
-            with pytest.raises(ValueError, match="reduce=cluster needs split-K"):
-                cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
-                                     schedule=schedule + ",reduce=cluster", activation="silu_mul")
     # The schedule's text round-trips; bad values and the dense path are refused.
     assert plan(16, schedule={"reduce": "kernel"}).via_workspace
     with pytest.raises(ValueError, match="reduce must be cluster or kernel; got 'both'"):
         plan(16, schedule="reduce=both")
     with pytest.raises(ValueError, match="reduce applies to the fused kernels"):
         plan(4096, schedule="kernel=dense,reduce=kernel")
-    # Every cp.async wgmma instance can (8 splits), no other.
+    # Only INT4's 16-row tile in 64 columns can (8 splits).
     for inst in instances().values():
-        can = inst["kernel"] == "wgmma" and not inst["producer"]
+        can = inst["kernel"] == "wgmma" and inst["tile_m"] == 16 and inst["tile_n"] == 64
         assert inst["max_cluster_splits"] == (8 if can else 0), inst["name"]
 
 
@@ -444,7 +444,8 @@ def test_workspace_bytes():
     for (device, m, n, k, bits, group, dtype), p in all_default_plans():
         # Split-K sums meet in a cluster of the splits where the kernel can (the cp.async wgmma
         # kernel, up to 8 splits), through the workspace elsewhere.
-        cluster = (p.splits > 1 and p.kernel == "wgmma" and not p.producer and p.splits <= 8)
+        cluster = (p.splits > 1 and p.kernel == "wgmma" and (p.tile_m, p.tile_n) == (16, 64) and
+                   p.splits <= 8)
         assert p.reduce_in_cluster == cluster, p
         via = p.splits > 1 and not cluster
         assert p.workspace_bytes == (p.splits * m * n * 4 if via else 0)
@@ -463,8 +464,9 @@ def test_workspace_bytes():
                              ("kernel=wgmma,tile_m=64,splits=1", 64, True),
                              # the 16-row exact tile gates in registers, its splits in a cluster
                              ("kernel=wgmma,tile_m=16,splits=1", 16, False),
-                             ("kernel=wgmma,tile_m=16,splits=3", 16, False),
-                             ("kernel=wgmma,tile_m=16,splits=3,reduce=kernel", 16, True),
+                             ("kernel=wgmma,tile_m=16,tile_n=64,splits=3", 16, False),
+                             ("kernel=wgmma,tile_m=16,tile_n=128,splits=3", 16, True),
+                             ("kernel=wgmma,tile_m=16,tile_n=64,splits=3,reduce=kernel", 16, True),
                              ("kernel=wgmma,tile_m=64,splits=2", 64, True)):
         p = cute_gemm.mixed_plan(m, 4096, 4096, 4, 128, torch.float16, device="h100",
                                  schedule=schedule, activation="silu_mul")

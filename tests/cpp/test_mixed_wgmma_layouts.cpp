@@ -84,13 +84,14 @@ static void check_config(char const* name) {
       CHECK(w0 % 128 == 0 && (w0 + Cfg::kWeightBytes) % 128 == 0,
             "%s: weight / scale stage %d not 128-byte aligned", name, s);
     }
-    // The stages' "full" (TMA loads) and "empty" (producer) mbarriers; the cp.async kernel's
-    // cluster sums barrier after them.
+    // The stages' "full" (TMA loads) and "empty" (producer) mbarriers; the cluster sums
+    // barrier after them where the tile has it.
     regions.push_back({Cfg::kBarrierOffset, Cfg::kBarrierOffset + Cfg::kBarrierBytes, "bars"});
     CHECK(Cfg::kBarrierOffset % 8 == 0 &&
-              Cfg::kBarrierBytes == (Cfg::kProducer ? 16 * S : (Cfg::kTmaLoads ? 8 * S : 0) + 8),
+              Cfg::kBarrierBytes == (Cfg::kProducer ? 16 * S : (Cfg::kTmaLoads ? 8 * S : 0) +
+                                                                   (Cfg::kClusterSums ? 8 : 0)),
           "%s: barriers", name);
-    if constexpr (!Cfg::kProducer) {
+    if constexpr (Cfg::kClusterSums) {
       CHECK(Cfg::kClusterBarrierOffset == Cfg::kBarrierOffset + Cfg::kBarrierBytes - 8,
             "%s: the cluster sums barrier is the last", name);
     }
@@ -106,11 +107,11 @@ static void check_config(char const* name) {
     CHECK(Cfg::kSmemBytes <= 227 * 1024, "%s: %d bytes exceed 227 KB", name, Cfg::kSmemBytes);
   }
 
-  // ---- split-K sums meeting in a cluster (the cp.async kernel): for every split count and both
+  // ---- split-K sums meeting in a cluster (Cfg::kClusterSums): for every split count and both
   // forms, each CTA's units land once each, at a distinct place of their owner's buffer, within
   // the stages; the owner's slots are exactly its units; a unit's values are one output's (gated:
   // its gate and up sums, the up column kBlockN further in the same row).
-  if constexpr (!Cfg::kProducer) {
+  if constexpr (Cfg::kClusterSums) {
     auto check_sums = [&](auto gated_tag, auto const& sums, int splits) {
       constexpr bool kGated = decltype(gated_tag)::value;
       const int units = Cfg::cluster_units(kGated), values = Cfg::cluster_unit_values(kGated);

@@ -99,7 +99,7 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.exact_scales = Cfg::kExactScales;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
-  i.max_cluster_splits = Cfg::kProducer ? 0 : Cfg::kMaxClusterSplits;
+  i.max_cluster_splits = Cfg::kClusterSums ? Cfg::kMaxClusterSplits : 0;
   return i;
 }
 

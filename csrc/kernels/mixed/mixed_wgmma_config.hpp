@@ -43,6 +43,13 @@ struct MixedWgmmaConfig {
   // NOTES.md session 66); by cp.async from every thread in the others (INT8's 32-row tiles,
   // whose k blocks are half as long, were 3% slower to 12% faster with TMA).
   static constexpr bool kTmaLoads = Producer || (TileM <= 32 && Bits == 4);
+  // Split-K sums that meet in a thread block cluster (see below) in the 16-row tile in 64
+  // columns (4 CTAs per SM) only: faster than the reduce kernel on an H200 (bf16 M = 16, us: o
+  // 4096x4096 in 8 splits 5.56 against 6.09, down 14336x4096 12.27 against 12.72, 8192x8192 in 4
+  // splits 13.64 against 14.36); tiles of 2 CTAs per SM were 40-75% slower in clusters (M = 64 o
+  // in 8 splits 17.95 against 10.79, M = 32 down 25.22 against 14.48; NOTES.md session 68).
+  static constexpr bool kClusterSums =
+      !Producer && WarpGroups == 1 && NTiles == 1 && TileM <= 16;
   static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
   static constexpr int kConsumerThreads = 128 * WarpGroups;
   static constexpr int kThreads = kConsumerThreads + (Producer ? 128 : 0);
@@ -115,8 +122,8 @@ struct MixedWgmmaConfig {
   static constexpr int kWeightsOffset = kStages * kAStageBytes;
   static constexpr int kBarrierOffset = kWeightsOffset + kStages * kStageBytes;
   static constexpr int kClusterBarrierOffset = kBarrierOffset + (kTmaLoads ? 8 * kStages : 0);
-  static constexpr int kBarrierBytes = Producer ? 2 * 8 * kStages : kClusterBarrierOffset + 8 -
-                                                                        kBarrierOffset;
+  static constexpr int kBarrierBytes =
+      Producer ? 2 * 8 * kStages : (kTmaLoads ? 8 * kStages : 0) + (kClusterSums ? 8 : 0);
   static constexpr int kSmemBytes = 1024 + kBarrierOffset + kBarrierBytes;
 
   // ---- split-K sums that meet in a thread block cluster (the cp.async kernel launched in
@@ -165,7 +172,7 @@ struct MixedWgmmaConfig {
     }
     return true;
   }
-  static_assert(Producer || cluster_sums_fit(), "the cluster's sums fit over the stages");
+  static_assert(!kClusterSums || cluster_sums_fit(), "the cluster's sums fit over the stages");
 
   // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,
   // 64 columns of N) row-major with the 128-byte swizzle, the box in which the output's TMA map
@@ -308,15 +315,11 @@ struct MixedWgmmaConfig {
   // CTAs per SM the kernel is compiled for (__launch_bounds__), which caps the registers: one
   // consumer warpgroup: 2 up to 64 rows (two register sets of a k block for the overlap), 1
   // above, 4 for one n64 tile of 16 rows (two register sets of 32: 128 registers without
-  // spills), 3 for INT8's rounded 32-row tile (168 registers without spills: its k block is half
-  // INT4's; uncapped, ptxas took 182 once the cluster sums' epilogue was added, 2 CTAs per SM);
-  // two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
+  // spills); two consumer warpgroups (one n64 tile each): 2 up to 64 rows, 1 at 128 and 256 (128
   // accumulators and two register sets of 32).
   static constexpr bool kOneTile16 = WarpGroups == 1 && NTiles == 1 && TileM <= 16;
-  static constexpr bool kInt8Rounded32 = Bits == 8 && TileM == 32 && !ExactScales;
   static constexpr int kMinCtasPerSm =
-      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1)
-                      : (kOneTile16 ? 4 : (kInt8Rounded32 ? 3 : (TileM <= 64 ? 2 : 1)));
+      WarpGroups == 2 ? (TileM <= 64 ? 2 : 1) : (kOneTile16 ? 4 : (TileM <= 64 ? 2 : 1));
   // The most registers per thread that let kMinCtasPerSm CTAs share the 64K-register file, in 8s
   // (at most 256: ptxas's limit of 255 allocates as 256).
   static constexpr int kRegisterShare = 65536 / (kThreads * kMinCtasPerSm) / 8 * 8;

@@ -332,11 +332,12 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
-// sums go to the workspace (to_workspace) or, launched in clusters of (1, 1, splits) and not
-// to_workspace, meet in the cluster (WgmmaClusterSums); unsplit, to out. Gated: the kernel of
-// gated GEMMs that gate in registers (Cfg::kGatesInRegisters; to_workspace false): its logical
-// n8 blocks are the weight's gate and up blocks in turn (weight_block). maps: the TMA boxes of a
-// TMA-filled configuration (Cfg::kTmaLoads), unused by the others.
+// sums go to the workspace (to_workspace) or, in the tiles that can (Cfg::kClusterSums) launched
+// in clusters of (1, 1, splits) and not to_workspace, meet in the cluster (WgmmaClusterSums);
+// unsplit, to out. Gated: the kernel of gated GEMMs that gate in registers
+// (Cfg::kGatesInRegisters; to_workspace false): its logical n8 blocks are the weight's gate and
+// up blocks in turn (weight_block). maps: the TMA boxes of a TMA-filled configuration
+// (Cfg::kTmaLoads), unused by the others.
 template <class Cfg, bool Gated = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
@@ -369,7 +370,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);
   using ClusterSums = WgmmaClusterSums<Cfg, Gated>;
-  const bool in_cluster = gridDim.z > 1 && !to_workspace;
+  const bool in_cluster = Cfg::kClusterSums && gridDim.z > 1 && !to_workspace;
   uint64_t* const cluster_bar = reinterpret_cast<uint64_t*>(smem + Cfg::kClusterBarrierOffset);
   if (in_cluster && tid == 0) ClusterSums::init(cluster_bar);
 
@@ -682,7 +683,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   grid_launch_dependents();
 
   if (in_cluster) {
-    ClusterSums::add_and_store(slice, p, acc, smem, cluster_bar, m0, n0, tid);
+    if constexpr (Cfg::kClusterSums) {
+      ClusterSums::add_and_store(slice, p, acc, smem, cluster_bar, m0, n0, tid);
+    }
   } else if constexpr (Gated) {
     slice.store_gated(p, acc, m0, n0);
   } else {
