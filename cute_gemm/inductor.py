@@ -226,6 +226,11 @@ def reaches_reduction(node, depth=8):
     return False
 
 
+def _pins_cluster_sums(schedule):
+    """Whether a call's schedule (the op's text, or None) pins ``reduce=cluster``."""
+    return isinstance(schedule, str) and "reduce=cluster" in schedule.replace(" ", "").split(",")
+
+
 def split_partials(graph, spec_for=None,
                    partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M):
     """Rewrites, in the post-grad FX ``graph``, each ``cute_gemm::mixed_gemm`` call without an
@@ -237,8 +242,9 @@ def split_partials(graph, spec_for=None,
     ``DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M``): the calls whose value reaches a reduction
     (``reaches_reduction``: the residual add + RMSNorm after an output or down projection) are
     rewritten only up to this M, and above it left to the op's reduce kernel, which adds the
-    partial sums over the whole GPU where a row reduction reads each row's in one CTA. Returns the
-    number of calls rewritten."""
+    partial sums over the whole GPU where a row reduction reads each row's in one CTA. A call
+    whose schedule pins ``reduce=cluster`` stays (its splits add their sums inside the GEMM).
+    Returns the number of calls rewritten."""
     from . import ops
     from . import weight_format as wf
 
@@ -262,6 +268,8 @@ def split_partials(graph, spec_for=None,
         qweight_val = qweight.meta.get("val") if isinstance(qweight, torch.fx.Node) else None
         if call["activation"] is not None or a_val is None or qweight_val is None:
             continue
+        if _pins_cluster_sums(call["schedule"]):
+            continue  # its splits add their sums in the GEMM's cluster: no partial sums to hand on
         m, n = a_val.shape[0], qweight_val.shape[0] * wf.BLOCK_N
         if a_val.device.type != "cuda" or not isinstance(m, int) or not isinstance(n, int):
             continue

@@ -361,6 +361,18 @@ def test_pass_honours_the_schedule():
     assert parts.args[-1] == "kernel=decode,splits=3" and parts.meta["val"].shape[0] == 3
 
 
+def test_pass_leaves_a_call_pinned_to_cluster_sums():
+    # reduce=cluster: the splits add their sums in the GEMM's cluster, so the call has no partial
+    # sums to hand on (the partials op would refuse the pin); reduce=kernel is rewritten.
+    m, n, k = 16, 4096, 4096
+    assert cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h100").reduce_in_cluster
+    for schedule, rewritten in (("reduce=cluster", 0), ("tile_n=64, reduce=cluster", 0),
+                                ("reduce=kernel", 1), (None, 1)):
+        g = _graph_of(m, n, k, schedule=schedule)
+        assert ci.split_partials(g, spec_for=_h100) == rewritten, schedule
+        assert (MIXED in [node.target for node in g.nodes]) == (rewritten == 0), schedule
+
+
 def test_decode_compilation_installs_and_restores_the_pass():
     config = pytest.importorskip("torch._inductor.config")
     before = config.post_grad_custom_post_pass

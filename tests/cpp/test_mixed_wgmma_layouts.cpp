@@ -115,23 +115,17 @@ static void check_config(char const* name) {
     auto check_sums = [&](auto gated_tag, auto const& sums, int splits) {
       constexpr bool kGated = decltype(gated_tag)::value;
       const int units = Cfg::cluster_units(kGated), values = Cfg::cluster_unit_values(kGated);
-      // What lands and what leaves, one after the other, over the stages; a unit of every
-      // thread is one contiguous run of whole 16-byte units in both, so each bulk copy's
-      // addresses and size are multiples of 16.
-      using Out = typename Cfg::template ClusterUnitsOut<kGated>;
-      const long unit_floats = long(CT) * values;
-      CHECK(long(cosize(sums) + cosize(Out{})) * 4 <= Cfg::kBarrierOffset,
+      // What lands, over the stages; a gated unit's two values side by side at an even float
+      // (one 8-byte st.async).
+      CHECK(long(cosize(sums)) * 4 <= Cfg::kBarrierOffset,
             "%s: cluster sums (%d splits) exceed the stages", name, splits);
-      CHECK(unit_floats * 4 % 16 == 0, "%s: a unit's bytes", name);
-      for (int u = 0; u < units; ++u) {
-        CHECK(long(Out{}(0, 0, u)) == u * unit_floats && long(Out{}(values - 1, CT - 1, u)) ==
-                  (u + 1) * unit_floats - 1, "%s: unit %d leaves as one run", name, u);
+      for (int u = 0; u < units; ++u)
         for (int s = 0; s < splits; ++s)
-          CHECK(long(sums(0, 0, u / splits, s)) % unit_floats == 0 &&
-                    long(sums(values - 1, CT - 1, u / splits, s)) ==
-                        long(sums(0, 0, u / splits, s)) + unit_floats - 1,
-                "%s: unit %d lands as one run", name, u);
-      }
+          for (int T = 0; T < CT; ++T)
+            CHECK(!kGated || (long(sums(0, T, u / splits, s)) % 2 == 0 &&
+                              long(sums(1 % values, T, u / splits, s)) ==
+                                  long(sums(0, T, u / splits, s)) + 1),
+                  "%s: gated unit %d of thread %d lands as one 8-byte pair", name, u, T);
       std::vector<int> hits(Cfg::kNTiles * Cfg::kAccRegs, 0);  // each accumulator in one unit
       for (int u = 0; u < units; ++u)
         for (int k = 0; k < values; ++k) {

@@ -6,25 +6,24 @@
 // fp32 workspace and split_k_reduce_kernel: no second kernel, no workspace, no round trip
 // through L2 for the next kernel to wait out.
 //
-// Each CTA writes its accumulators to shared memory as units (MixedWgmmaConfig::cluster_sums:
-// one value, or a gated tile's gate and up sums of one output, of every thread) and copies each
-// unit to the CTA that owns it in one bulk copy (the copy engine; a store per value costs the SM
-// a transaction each), counted on the owner's mbarrier. The units land over the owner's stages,
-// so a cluster barrier first waits for every CTA of the cluster to leave its loop; it is relaxed
-// (no write needs ordering across CTAs: a release would cost a GPU-scope memory barrier). The
-// owner adds the splits' values in split order, starting from 0, as split_k_reduce_kernel does,
-// so the two give the same bits, and stores the output (+ bias; gated, SiLU(gate) * up). A
-// second relaxed cluster barrier keeps every CTA, and the units it sends, alive until every unit
-// has landed. The units' places do not depend on the split count where the accumulators are
-// written (a layout of run-time shape there let the compiler compute 32 addresses before the
-// loop: 14 more registers in bf16 INT8's 32-row tile).
+// Each thread pushes its accumulators, unit by unit (MixedWgmmaConfig::cluster_sums: one value,
+// or a gated tile's gate and up sums of one output, of every thread), to the CTA that owns the
+// unit with st.async, counted on the owner's mbarrier. The units land over the owner's stages, so
+// a cluster barrier first waits for every CTA of the cluster to leave its loop; it is relaxed (no
+// write needs ordering across CTAs: a release would cost a GPU-scope memory barrier). The owner
+// adds the splits' values in split order, starting from 0, as split_k_reduce_kernel does, so the
+// two give the same bits, and stores the output (+ bias; gated, SiLU(gate) * up). The 16-row
+// 64-column tile that uses it pushes 8 values a thread. Bulk copies of whole units from shared
+// memory (one instruction per unit) measured the same at 16 rows, and compute-sanitizer's memcheck
+// reports their shared::cluster destinations as outside the peer CTA although every result is
+// right (NOTES.md sessions 68-69): st.async keeps the sanitizers' word.
 
 #include <cooperative_groups.h>
 
 #include "cute_gemm/arch/cluster_barrier_sm90.hpp"
 #include "cute_gemm/arch/dsmem_sm90.hpp"
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
-#include "cute_gemm/arch/mma_sm90.hpp"  // wgmma_fence_operand, fence_proxy_async_shared
+#include "cute_gemm/arch/mma_sm90.hpp"  // wgmma_fence_operand
 #include "kernels/mixed/mixed_epilogue.cuh"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
 
@@ -53,8 +52,7 @@ struct WgmmaClusterSums {
   // After the loop (every wgmma waited for, every copy landed), by every consumer thread `tid`
   // with its accumulators `acc` of the CTA tile at (m0, n0): sends them to their owners, then adds
   // and stores the units this CTA owns. `stages`: the aligned base of shared memory (units land
-  // from there, and leave from after them); `bar`: init's barrier. Every CTA of the cluster runs
-  // it.
+  // from there); `bar`: init's barrier. Every CTA of the cluster runs it.
   template <class Slice>
   CG_DEVICE static void add_and_store(Slice const& slice, MixedGemmParams const& p,
                                       float (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
@@ -71,32 +69,28 @@ struct WgmmaClusterSums {
     const int splits = int(gridDim.z), rank = int(blockIdx.z);
     if (int(cg::this_cluster().num_blocks()) != splits) __trap();  // the launch's contract
     const auto landing = Cfg::template cluster_sums<Gated>(splits);
-    constexpr auto leaving = typename Cfg::template ClusterUnitsOut<Gated>{};
-    float* const in = reinterpret_cast<float*>(stages);
-    float* const out = in + int(cosize(landing));
-    __syncthreads();  // every warp is done with the stages
-    CG_PRAGMA_UNROLL
-    for (int u = 0; u < kUnits; ++u) {
-      CG_PRAGMA_UNROLL
-      for (int k = 0; k < kValues; ++k) out[leaving(k, tid, u)] = acc[tile(u)][value(u, k)];
-    }
-    fence_proxy_async_shared();  // the units are read by the bulk copies (the async proxy)
-    __syncthreads();
+    float const* const in = reinterpret_cast<float const*>(stages);
+    const uint32_t in_addr = detail::smem_addr(stages), bar_addr = detail::smem_addr(bar);
     cluster_arrive_relaxed();
     cluster_wait();  // every CTA of the cluster is done with its stages, its barrier initialized
+    CG_PRAGMA_UNROLL
+    for (int u = 0; u < kUnits; ++u) {  // unit u to its owner's slot u / splits for this split
+      const uint32_t owner = uint32_t(u % splits);
+      const uint32_t to = map_shared_rank(in_addr + 4 * uint32_t(landing(0, tid, u / splits, rank)),
+                                          owner);
+      const uint32_t to_bar = map_shared_rank(bar_addr, owner);
+      const float v0 = acc[tile(u)][value(u, 0)];
+      if constexpr (Gated) {
+        st_async_v2_b32(to, __float_as_uint(v0), __float_as_uint(acc[tile(u)][value(u, 1)]),
+                        to_bar);
+      } else {
+        st_async_b32(to, __float_as_uint(v0), to_bar);
+      }
+    }
     const int owned = rank < kUnits ? (kUnits - rank + splits - 1) / splits : 0;
-    if (tid == 0 && owned > 0) {
-      mbarrier_arrive_expect_tx(bar, uint32_t(splits * owned) * kUnitBytes);  // from each split
-    }
-    if (tid < kUnits) {  // thread u sends unit u to its owner's slot for this split
-      const uint32_t owner = uint32_t(tid % splits);
-      const uint32_t to = detail::smem_addr(in + landing(0, 0, tid / splits, rank));
-      bulk_copy_to_cluster(map_shared_rank(to, owner),
-                           detail::smem_addr(out + leaving(0, 0, tid)), kUnitBytes,
-                           map_shared_rank(detail::smem_addr(bar), owner));
-    }
-    if (owned > 0) mbarrier_wait_parity_suspend(bar, 0);
-    cluster_arrive_relaxed();  // every unit sent to this CTA has landed
+    if (owned == 0) return;  // nothing lands here
+    if (tid == 0) mbarrier_arrive_expect_tx(bar, uint32_t(splits * owned) * kUnitBytes);
+    mbarrier_wait_parity_suspend(bar, 0);
     const auto thr = slice.thread_coord();
     for (int slot = 0; slot < owned; ++slot) {
       float sum[kValues];
@@ -119,7 +113,8 @@ struct WgmmaClusterSums {
         }
       }
     }
-    cluster_wait();  // every unit this CTA sent has landed: its shared memory may go
+    // Every unit pushed here has landed, and the pushes came from registers: the CTAs leave
+    // without another cluster barrier (as decode attention's combine).
 #else
     (void)slice, (void)p, (void)acc, (void)stages, (void)bar, (void)m0, (void)n0, (void)tid;
 #endif

@@ -130,12 +130,10 @@ struct MixedWgmmaConfig {
   // clusters of its splits, MixedPlan::reduce_in_cluster): each CTA's accumulators are units, one
   // value (gated tiles: an output's gate and up sums, values (e, 0, i) and (e, 1, i) of AccTV),
   // and the CTA that owns a unit adds the splits' values in split order and stores the output. A
-  // thread's unit u belongs to cluster rank u % splits, slot u / splits. Each CTA writes its
-  // units to shared memory, (value, thread, unit) -> float: ClusterUnitsOut, after the chunks
-  // that land, and copies each unit (every thread's) to its owner in one bulk copy, where it
-  // lands at (value, thread, slot, split) -> float: cluster_sums(splits), split the sender's;
-  // both over the stages (free once every CTA of the cluster is done with its loop), the units
-  // that land from the aligned base.
+  // thread's unit u belongs to cluster rank u % splits, slot u / splits. Each thread pushes its
+  // units to their owners, where they land at (value, thread, slot, split) -> float:
+  // cluster_sums(splits), split the sender's, over the stages from the aligned base (free once
+  // every CTA of the cluster is done with its loop).
   static constexpr int kMaxClusterSplits = 8;  // the portable cluster size
   static constexpr int cluster_unit_values(bool gated) { return gated ? 2 : 1; }
   static constexpr int cluster_units(bool gated) {
@@ -159,15 +157,10 @@ struct MixedWgmmaConfig {
     return make_layout(make_shape(Int<cluster_unit_values(Gated)>{}, Int<kConsumerThreads>{},
                                   cluster_slots(splits, Gated), splits));
   }
-  template <bool Gated>
-  using ClusterUnitsOut = Layout<Shape<Int<cluster_unit_values(Gated)>, Int<kConsumerThreads>,
-                                       Int<cluster_units(Gated)>>>;
-  static constexpr bool cluster_sums_fit() {  // what lands, then what leaves
+  static constexpr bool cluster_sums_fit() {
     for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
-      if (int(cosize(cluster_sums<false>(splits)) + cosize(ClusterUnitsOut<false>{})) * 4 >
-              kBarrierOffset ||
-          int(cosize(cluster_sums<true>(splits)) + cosize(ClusterUnitsOut<true>{})) * 4 >
-              kBarrierOffset)
+      if (int(cosize(cluster_sums<false>(splits))) * 4 > kBarrierOffset ||
+          int(cosize(cluster_sums<true>(splits))) * 4 > kBarrierOffset)
         return false;
     }
     return true;
