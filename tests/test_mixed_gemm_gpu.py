@@ -431,8 +431,8 @@ def _non_empty(splits, k_blocks):
 def test_scheduled_splits_on_every_kernel(m, n, k, bits, group, splits):
     # Every fused kernel that takes M rows (decode up to 8, mma.sync, wgmma on Hopper) with a
     # scheduled split count: the splits' fp32 partial sums meet in the workspace and the reduce
-    # kernel adds them in split order (wgmma's tiles of up to 64 rows: in a cluster of the
-    # splits, in the same order), so repeated runs are bit-identical and accurate.
+    # kernel adds them in split order (INT4's 16-row wgmma tile in 64 columns: in a cluster of
+    # the splits, in the same order), so repeated runs are bit-identical and accurate.
     qw = _qweight(n, k, bits, group, False, torch.float16, seed=21)
     a = _randn(m, k, seed=22)
     bias = _randn(n, seed=23)
