@@ -355,7 +355,12 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             ``cluster``, the default where it runs, has a tile's splits run as one thread block
             cluster that adds them in distributed shared memory, on INT4's 16-row wgmma tile in
             64 columns with at most 8 splits; ``kernel`` writes them to an fp32 workspace for a
-            second, reduce kernel). A choice the device or problem cannot run raises ``ValueError``;
+            second, reduce kernel), ``stream_k`` (``off``, or a number of CTAs from the tiles to
+            their k blocks: unsplit, the CTAs share the tiles' k blocks evenly and the CTA holding
+            a tile's last k block adds the others' partial sums; INT4's 16-row wgmma tile in 128
+            columns with exact scales, groups of whole k blocks, M <= 16; by default one CTA per
+            resident slot where the tiles fill at most 90% of the slots but more than the SMs).
+            A choice the device or problem cannot run raises ``ValueError``;
             ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
             ``act_fn(gate_proj(x)) * up_proj(x)`` with SiLU): ``qw``'s rows are the gate

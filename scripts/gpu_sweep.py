@@ -90,7 +90,7 @@ K_MAX = 8192
 # always meet in the workspace (fp32 partial sums, then the reduce kernel). The wgmma tiles share
 # four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
-               "mma-slices", "decode"]
+               "mma-slices", "decode", "stream_k"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:16:exact", "wgmma:32", "wgmma:32:exact",
                 "wgmma:64", "wgmma:128", "wgmma:160", "wgmma:192", "wgmma:256",
                 "wgmma:128+raster:3", "wgmma:256+raster:2"]
@@ -194,6 +194,8 @@ def _draw_force(rng, m, kinds, wgmma_tiles):
         return f"mma-splits:{rng.randint(2, 8)}"
     if kind == "wgmma":
         return wgmma_tiles.next()
+    if kind == "stream_k":
+        return f"stream_k:{rng.choice([10, 12, 15, 20, 35])}"
     if kind == "decode":
         if m > 8:
             return "mma"  # a new round's decode drawn right after a deferred one
@@ -306,6 +308,14 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         return f"raster_m={int(args[0])}" if spec.wgmma else ""  # mma.sync runs row-major
     if kind == "tile_n":  # joined to INT4's 16-row tile ("wgmma:16:exact+tile_n:64")
         return f"tile_n={int(args[0])}" if spec.wgmma and bits == 4 else ""
+    if kind == "stream_k":  # CTAs per tile, tenths ("stream_k:15": 1.5 x the tiles; INT4's
+        # 16-row exact tile in 128 columns, unsplit, groups of whole k blocks, M <= 16)
+        if not (spec.wgmma and bits == 4 and m <= 16 and (group == -1 or group % 128 == 0)):
+            return ""
+        tiles = -(-n // 128)
+        k_blocks = -(-k // 128)
+        ctas = min(tiles * k_blocks, max(tiles, tiles * int(args[0]) // 10))
+        return f"kernel=wgmma,tile_m=16,tile_n=128,scales=exact,splits=1,stream_k={ctas}"
     if kind == "reduce":  # joined to split-K ("wgmma:16:n64+splits:3+reduce:kernel")
         return f"reduce={args[0]}" if spec.wgmma or args[0] != "cluster" else ""
     raise ValueError(f"unknown force {part!r}")

@@ -487,6 +487,64 @@ def test_splits_reduced_in_cluster(tile_m, exact, tile_n, bits, splits, symmetri
     assert torch.equal(replayed, run())
 
 
+# Stream-K (the 16-row exact tile in 128 columns): CTAs that share the tiles' k blocks, each
+# tile's sums added by the CTA holding its last k block from the others' partial sums. N = 1000:
+# 8 tiles, the last of 104 columns; K = 1152: 9 k blocks. CTAs from one per tile to 9 per tile
+# (every k block its own CTA), and counts where tiles have 2 and 3 contributors.
+@pytest.mark.parametrize("ctas", [8, 9, 11, 17, 30, 72])
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("m,group,symmetric,dtype", [(16, 128, True, torch.bfloat16),
+                                                     (9, -1, False, torch.float16),
+                                                     (13, 128, False, torch.bfloat16)])
+def test_stream_k(ctas, gated, m, group, symmetric, dtype):
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    n, k = (1024 if gated else 1000), 1152  # gated: halves of whole n8 blocks
+    qw = _qweight(n, k, 4, group, symmetric, dtype, seed=ctas)
+    a = _randn(m, k, dtype=dtype, seed=ctas + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=ctas + 2)
+    schedule = f"{_tile_schedule(16, True)},splits=1,stream_k={ctas}"
+    act = "silu_mul" if gated else None
+    plan = cute_gemm.mixed_plan(m, n, k, 4, group, dtype, schedule=schedule, activation=act)
+    assert plan.stream_k_ctas == ctas and plan.grid[0] == ctas and not plan.via_workspace, plan
+    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule, activation=act)  # noqa
+    ref = (_gated_reference if gated else _reference)(a, qw, bias, schedule)
+    out = assert_poisoned_run(run, ref, dtype, k)
+    # Against the unsplit kernel: the same sums up to fp32 rounding (added in another order).
+    plain = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule.replace(f"stream_k={ctas}",
+                                                                        "stream_k=off"),
+                                 activation=act)
+    torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
+    # In a CUDA graph: the flags the owners lowered let every replay start over.
+    graph, replayed = capture_graph(run)
+    for seed in range(3):
+        a.copy_(_randn(m, k, dtype=dtype, seed=100 + seed, scale=1 / math.sqrt(k)))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, run())
+
+
+def test_stream_k_default_plan_on_llama_gate_up():
+    # Llama-3-8B's gate/up (4096 -> 2 x 14336) at M = 16: stream-K by default where the GPU has
+    # 132 SMs (224 tiles over 264 slots); the result is the unsplit kernel's to rounding, and
+    # bit-identical from call to call.
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    n, k, m, dtype = 28672, 4096, 16, torch.bfloat16
+    qw = _qweight(n, k, 4, 128, True, dtype, seed=7)
+    a = _randn(m, k, dtype=dtype, seed=8, scale=1 / math.sqrt(k))
+    plan = _plan(m, qw)
+    gated_plan = cute_gemm.mixed_plan(m, n, k, 4, 128, dtype, activation="silu_mul")
+    if cute_gemm.device_spec().sm_count == 132:
+        assert plan.stream_k_ctas == 264 and gated_plan.stream_k_ctas == 264, (plan, gated_plan)
+    for act in (None, "silu_mul"):
+        run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
+        ref = (_gated_reference(a, qw, None, None) if act else _reference(a, qw))
+        out = assert_poisoned_run(run, ref, dtype, k)
+        plain = cute_gemm.mixed_gemm(a, qw, activation=act, schedule="stream_k=off")
+        torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
+
+
 def test_default_plan_on_this_device():
     # The heuristic on this GPU's spec: one full wave of CTAs at decode sizes, splits meeting in
     # the workspace; the decode kernel up to M = 8, mma.sync up to M = 16, then the wgmma kernel

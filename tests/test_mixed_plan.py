@@ -354,9 +354,10 @@ def test_splits_fill_one_wave():
         per_split = -(-kb // s)
         assert per_split * (s - 1) < kb, (device, m, n, k, bits, s)
         assert s == 1 or s <= kb // 2  # at least 2 k blocks per split
-        assert p.grid[0] == -(-n // p.tile_n) and p.grid[1] == -(-m // p.tile_m)
+        tiles = -(-n // p.tile_n)
+        assert p.grid[0] == (p.stream_k_ctas or tiles) and p.grid[1] == -(-m // p.tile_m)
         assert p.ctas_per_sm >= 1
-        base = p.grid[0] * p.grid[1]
+        base = tiles * p.grid[1]
         wave = p.ctas_per_sm * spec.sm_count
         if s > 1:
             assert base * s <= wave, (device, m, n, k, bits)  # never past one wave
@@ -448,6 +449,9 @@ def test_workspace_bytes():
                    p.splits <= 8)
         assert p.reduce_in_cluster == cluster, p
         via = p.splits > 1 and not cluster
+        if p.stream_k_ctas:  # its partial sums and flags (test_stream_k_plans)
+            assert not via and p.workspace_bytes == stream_k_bytes(p.stream_k_ctas), p
+            continue
         assert p.workspace_bytes == (p.splits * m * n * 4 if via else 0)
         assert p.via_workspace == via
         assert ("cluster" in str(p)) == cluster, p
@@ -477,6 +481,73 @@ def test_workspace_bytes():
     assert (p.splits, p.workspace_bytes) == (4, 4 * 1 * 4096 * 4)
     p = plan(1, 4096, 4096, schedule="kernel=mma,splits=1")
     assert (p.splits, p.workspace_bytes) == (1, 0)
+
+
+def stream_k_bytes(ctas, partial_floats=128 * 16):
+    """stream_k.hpp's stream_k_workspace_bytes: each CTA's partial sums (16-byte aligned), then a
+    64-bit flag per CTA."""
+    return -(-ctas * partial_floats * 4 // 16) * 16 + ctas * 8
+
+
+def test_stream_k_plans():
+    # By default (kStreamKMaxFill 0.9): INT4's 16-row exact tile in 128 columns, unsplit, where
+    # its tiles are more than the SMs and at most 90% of the resident slots (2 per SM): one CTA
+    # per slot, the workspace for their partial sums and flags. Llama-3-8B's gate/up (224 tiles)
+    # and a 4096x28672 projection, M = 9-16, either dtype, H100 and H200.
+    for device, dtype, m, act in itertools.product(("h100", "h200"), (torch.float16, torch.bfloat16), (9, 16),
+                                                   (None, "silu_mul")):
+        p = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device, activation=act)
+        assert (p.kernel, p.tile_m, p.tile_n, p.splits) == ("wgmma", 16, 128, 1), p
+        assert p.stream_k_ctas == 264 and tuple(p.grid) == (264, 1, 1), p
+        assert p.workspace_bytes == stream_k_bytes(264) and not p.via_workspace, p
+        assert "stream-K over 264 CTAs" in str(p) and p.as_dict()["stream_k_ctas"] == 264
+        assert p.gated == (act is not None) and "in registers" in str(p) if act else True
+        off = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device, activation=act,
+                                   schedule="stream_k=off")
+        assert off.stream_k_ctas == 0 and tuple(off.grid) == (224, 1, 1), off
+        assert off.workspace_bytes == 0 and "stream-K" not in str(off)
+    # Not by default: tiles past 90% of the slots (33792: 264 tiles; 30720: 240 > 237.6), at most
+    # the SMs (16384: 128 tiles, split instead), 32 rows, groups finer than a k block, INT8, and
+    # schedules that fix the splits.
+    for m, n, bits, group, schedule in ((16, 33792, 4, 128, None), (16, 30720, 4, 128, None),
+                                        (16, 16384, 4, 128, None), (32, 28672, 4, 128, None),
+                                        (16, 28672, 4, 32, None), (16, 28672, 8, -1, None),
+                                        (16, 28672, 4, 128, "splits=1")):
+        p = cute_gemm.mixed_plan(m, n, 4096, bits, group, torch.bfloat16, device="h200",
+                                 schedule=schedule)
+        assert p.stream_k_ctas == 0, (m, n, bits, group, schedule, p)
+    p = cute_gemm.mixed_plan(16, 30464, 4096, 4, 128, torch.bfloat16, device="h200")  # 238 tiles
+    assert p.stream_k_ctas == 0
+    p = cute_gemm.mixed_plan(16, 30336, 4096, 4, 128, torch.bfloat16, device="h200")  # 237 tiles
+    assert p.stream_k_ctas == 264
+    # A schedule's CTAs: from the tiles to the tiles' k blocks, on the tile that can.
+    for ctas in (224, 250, 300, 224 * 32):
+        p = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device="h100",
+                                 schedule=f"stream_k={ctas}")
+        assert (p.stream_k_ctas, p.grid[0], p.workspace_bytes) == (ctas, ctas,
+                                                                   stream_k_bytes(ctas)), p
+    p = cute_gemm.mixed_plan(16, 4096, 4096, 4, 128, torch.float16, device="h100",
+                             schedule="tile_n=128,splits=1,stream_k=40")
+    assert (p.tile_n, p.stream_k_ctas, tuple(p.grid)) == (128, 40, (40, 1, 1)), p
+    for m, n, group, schedule in ((16, 28672, 128, "stream_k=223"),
+                                  (16, 28672, 128, f"stream_k={224 * 32 + 1}"),
+                                  (32, 28672, 128, "stream_k=264"),
+                                  (16, 28672, 32, "stream_k=264"),
+                                  (16, 28672, 128, "splits=2,stream_k=264"),
+                                  (16, 28672, 128, "tile_n=64,stream_k=500"),
+                                  (1, 28672, 128, "stream_k=264")):
+        with pytest.raises(ValueError, match=r"stream_k=\d+ needs INT4's 16-row wgmma tile in 128"):
+            cute_gemm.mixed_plan(m, n, 4096, 4, group, torch.float16, device="h100",
+                                 schedule=schedule)
+    with pytest.raises(ValueError, match="stream_k must be"):
+        cute_gemm.mixed_plan(16, 28672, 4096, schedule="stream_k=0")
+    with pytest.raises(ValueError, match="stream_k must be"):
+        cute_gemm.mixed_plan(16, 28672, 4096, schedule="stream_k=all")
+    # Only INT4's 16-row exact tile in 128 columns can, handing 128 threads x 16 sums over.
+    for inst in instances().values():
+        can = (inst["kernel"] == "wgmma" and inst["tile_m"] == 16 and inst["tile_n"] == 128 and
+               inst["exact_scales"] and inst["bits"] == 4)
+        assert inst["stream_k_partial_floats"] == (128 * 16 if can else 0), inst["name"]
 
 
 def test_scheduled_splits_lowered_so_none_is_empty():

@@ -143,6 +143,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
   d["raster_m"] = p.raster_m;
   d["reduce_in_cluster"] = p.reduce_in_cluster;
+  d["stream_k_ctas"] = p.stream_k_ctas;
   d["via_workspace"] = p.via_workspace;
   d["workspace_bytes"] = p.workspace_bytes;
   d["partials"] = p.partials;
@@ -174,6 +175,7 @@ py::list instances() {
     d["max_k_slices"] = inst.max_k_slices;
     d["sliced_smem_bytes"] = inst.sliced_smem_bytes;
     d["max_cluster_splits"] = inst.max_cluster_splits;
+    d["stream_k_partial_floats"] = inst.stream_k_partial_floats;
     out.append(d);
   }
   return out;
@@ -228,6 +230,7 @@ void bind_gemm(py::module_& m) {
                              })
       .def_readonly("raster_m", &MixedPlan::raster_m)
       .def_readonly("reduce_in_cluster", &MixedPlan::reduce_in_cluster)
+      .def_readonly("stream_k_ctas", &MixedPlan::stream_k_ctas)
       .def_readonly("via_workspace", &MixedPlan::via_workspace)
       .def_readonly("workspace_bytes", &MixedPlan::workspace_bytes)
       .def_readonly("partials", &MixedPlan::partials)

@@ -3,7 +3,9 @@
 // instance's launcher, or to its occupancy query (mixed_instance_occupancy). It also describes the
 // current device for the planner.
 
+#include <atomic>
 #include <mutex>
+#include <random>
 #include <vector>
 
 #include "kernels/mixed/mixed_gemm_launch.hpp"
@@ -90,6 +92,16 @@ DeviceSpec const& current_device_spec() {
   return *specs[device];
 }
 
+// Stream-K's launch ids (MixedGemmParams::stream_k_id): distinct for every launch of the
+// process, never 0, from a random start (a flag left raised by a launch that failed cannot match
+// a later launch's id).
+static uint64_t next_stream_k_id() {
+  static std::atomic<uint64_t> next{std::random_device{}() * 0x9E3779B97F4A7C15ull | 1};
+  uint64_t id = 0;
+  while (id == 0) id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
 cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
                               cudaStream_t stream) {
   constexpr int kCount = int(sizeof(kLaunchers) / sizeof(kLaunchers[0]));
@@ -102,6 +114,11 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
   if (plan.workspace_bytes > 0 &&
       (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
     return cudaErrorInvalidValue;
+  if (plan.stream_k_ctas > 0 && p.stream_k_id == 0) {
+    MixedGemmParams q = p;
+    q.stream_k_id = next_stream_k_id();
+    return kLaunchers[plan.instance](q, plan, stream);
+  }
   return kLaunchers[plan.instance](p, plan, stream);
 }
 

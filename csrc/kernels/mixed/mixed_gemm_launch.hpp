@@ -55,6 +55,9 @@ struct MixedGemmParams {
   bool gated = false;                 // out = SiLU(gate half) * up half (N % 16 == 0)
   void* workspace = nullptr;          // plan.workspace_bytes bytes, uninitialized
   size_t workspace_bytes = 0;
+  // Stream-K (MixedPlan::stream_k_ctas > 0): an id unique to this launch, which a CTA writes to
+  // say its partial sums in the workspace are complete (stream_k.hpp); any value but 0.
+  uint64_t stream_k_id = 0;
 };
 
 // The output's columns: N, or N/2 for a gated GEMM (a gate column and its up column make one).

@@ -66,6 +66,7 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   i.exact_scales = true;
   i.gates_in_registers = false;
   i.max_cluster_splits = 0;
+  i.stream_k_partial_floats = 0;
   i.max_k_slices = 1;
   i.sliced_smem_bytes = 0;
   return i;
@@ -100,6 +101,7 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
   i.max_cluster_splits = Cfg::kClusterSums ? Cfg::kMaxClusterSplits : 0;
+  i.stream_k_partial_floats = Cfg::kStreamK ? Cfg::kStreamKPartialFloats : 0;
   return i;
 }
 

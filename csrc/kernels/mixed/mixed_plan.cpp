@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/mixed/stream_k.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
@@ -121,6 +122,14 @@ constexpr double kRasterBytesShare = 0.7;
 constexpr double kEarlyDependentsFill = 0.75;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
+
+// Stream-K by default where an unsplit grid of the instances that can (the 16-row exact tile in
+// 128 columns) holds more tiles than SMs but at most this share of the resident CTA slots: its
+// tiles leave some SMs one CTA fewer than others, and spread over every slot (each CTA the same
+// k blocks) the SMs finish together. H200, bf16, M = 16, K = 4096: 224 tiles (Llama-3-8B's
+// gate/up, 0.85 of 264 slots) run in 23.9 us unsplit, where 264 tiles of 27 k blocks (the work
+// stream-K gives each of 264 CTAs) take 21.2 (NOTES.md session 70).
+constexpr double kStreamKMaxFill = 0.9;
 
 // As many splits as fill one wave of `ctas_per_sm` CTAs per SM for `base` CTAs per split, at
 // least 2 k blocks per split, at most `cap`.
@@ -800,10 +809,26 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       if (value == "cluster") s.reduce = MixedSchedule::Reduce::kCluster;
       else if (value == "kernel") s.reduce = MixedSchedule::Reduce::kKernel;
       else refuse("schedule: reduce must be cluster or kernel; got '" + value + "'");
+    } else if (key == "stream_k") {
+      if (value == "off") {
+        s.stream_k = 0;
+      } else {
+        size_t used = 0;
+        long ctas = 0;
+        try {
+          ctas = std::stol(value, &used);
+        } catch (std::exception const&) {
+          used = 0;
+        }
+        if (value.empty() || used != value.size() || ctas < 1 || ctas > (1 << 20))
+          refuse("schedule: stream_k must be off or a number of CTAs (1.." +
+                 std::to_string(1 << 20) + "); got '" + value + "'");
+        s.stream_k = int(ctas);
+      }
     } else {
       refuse("schedule: unknown key '" + key +
              "' (keys: kernel, tile_m, tile_n, scales, splits, warps, col_warps, k_slices, "
-             "raster_m, reduce)");
+             "raster_m, reduce, stream_k)");
     }
   }
   return s;
@@ -822,6 +847,7 @@ std::string MixedSchedule::str() const {
   if (k_slices > 0) add("k_slices=" + std::to_string(k_slices));
   if (raster_m > 0) add("raster_m=" + std::to_string(raster_m));
   if (reduce != Reduce::kAuto) add(reduce == Reduce::kCluster ? "reduce=cluster" : "reduce=kernel");
+  if (stream_k >= 0) add(stream_k == 0 ? "stream_k=off" : "stream_k=" + std::to_string(stream_k));
   return out;
 }
 
@@ -861,6 +887,9 @@ std::string MixedPlan::describe() const {
   } else if (splits > 1) {
     o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
   }
+  if (stream_k_ctas > 0) {
+    o << ", stream-K over " << stream_k_ctas << " CTAs (workspace " << workspace_bytes << " B)";
+  }
   if (gated) {
     o << (!via_workspace ? ", SiLU(gate) * up in registers"
                          : ", SiLU(gate) * up in the reduce kernel (workspace " +
@@ -869,6 +898,36 @@ std::string MixedPlan::describe() const {
   o << (exact_scales ? ", exact scales" : ", rounded weights");
   if (fine_groups) o << ", fine groups";
   return o.str();
+}
+
+// Stream-K for `plan` (unsplit, of an instance that can): the schedule's CTAs, or by default one
+// per resident slot where kStreamKMaxFill says; refuses a stream_k the plan cannot run.
+void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+                   MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks,
+                   int group) {
+  if (s.stream_k == 0) return;
+  const int64_t tiles = plan.grid[0];
+  const bool can = inst.stream_k_partial_floats > 0 && plan.splits == 1 && plan.grid[1] == 1 &&
+                   !p.partials && mixed::whole_block_groups(p.bits, group, p.k) &&
+                   (!p.gated || inst.gates_in_registers);
+  if (s.stream_k > 0) {
+    if (!can || s.stream_k < tiles || s.stream_k > tiles * k_blocks) {
+      refuse("schedule: stream_k=" + std::to_string(s.stream_k) + " needs INT4's 16-row wgmma "
+             "tile in 128 columns with exact scales, unsplit, one M tile (M <= 16), groups of "
+             "whole k blocks, no partial sums, and from the tiles (" + std::to_string(tiles) +
+             ") to the tiles' k blocks (" + std::to_string(tiles * k_blocks) + ") CTAs; this "
+             "plan runs " + plan.describe());
+    }
+    plan.stream_k_ctas = s.stream_k;
+  } else {
+    const int64_t slots = int64_t(plan.ctas_per_sm) * d.sm_count;
+    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > kStreamKMaxFill * slots)
+      return;
+    plan.stream_k_ctas = int(slots);
+  }
+  plan.grid[0] = plan.stream_k_ctas;
+  plan.workspace_bytes = size_t(
+      mixed::stream_k_workspace_bytes(plan.stream_k_ctas, inst.stream_k_partial_floats));
 }
 
 MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s) {
@@ -955,6 +1014,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
                        (p.gated && !inst.gates_in_registers);
   plan.workspace_bytes =
       plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
+  plan_stream_k(plan, p, d, s, inst, k_blocks, group);
   return plan;
 }
 

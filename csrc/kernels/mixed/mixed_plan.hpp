@@ -90,10 +90,12 @@ struct MixedSchedule {
   // cp.async wgmma kernel, up to 8 splits, not for partial sums: MixedPlan::reduce_in_cluster)
   // or by split_k_reduce_kernel through the fp32 workspace; kAuto: the cluster where it can.
   enum class Reduce { kAuto, kCluster, kKernel } reduce = Reduce::kAuto;
+  // Stream-K (MixedPlan::stream_k_ctas): -1 the planner's choice, 0 off, > 0 that many CTAs.
+  int stream_k = -1;
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, tile_n, scales (exact, rounded),
-  // splits, warps, col_warps, k_slices, raster_m, reduce (cluster, kernel).
+  // splits, warps, col_warps, k_slices, raster_m, reduce (cluster, kernel), stream_k (off, CTAs).
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -135,13 +137,21 @@ struct MixedPlan {
   // the instance can (MixedInstanceInfo::max_cluster_splits) unless the schedule says
   // reduce=kernel; not for partial sums.
   bool reduce_in_cluster = false;
+  // Stream-K, unsplit (0: none): this many CTAs share the tiles' k blocks evenly (stream_k.hpp),
+  // each tile's sums added by the CTA that holds its last k block from the others' partial sums
+  // in the workspace; grid[0] counts the CTAs. The instances that can: MixedInstanceInfo::
+  // stream_k_partial_floats > 0. By default where the tiles leave some SMs a CTA fewer than
+  // others (mixed_plan.cpp, kStreamKMaxFill).
+  int stream_k_ctas = 0;
   // The kernel writes fp32 sums to the workspace and split_k_reduce_kernel adds (and gates) them
   // into out: with split-K not reduced in a cluster, and gated where the instance does not gate
   // in registers (MixedInstanceInfo::gates_in_registers). The launchers take it from here.
   bool via_workspace = false;
   // The kernel itself gates: the launchers run its instance's gating form.
   bool gates_in_kernel() const { return gated && !via_workspace; }
-  size_t workspace_bytes = 0;  // fp32 [splits][M][N] partial sums (uninitialized scratch)
+  // Uninitialized scratch: fp32 [splits][M][N] partial sums, or stream-K's partial sums and
+  // flags (stream_k_workspace_bytes).
+  size_t workspace_bytes = 0;
   // MixedGemmProblem::partials: the workspace is the caller's result (via_workspace is set) and
   // the launchers run no reduce kernel.
   bool partials = false;
@@ -187,6 +197,8 @@ struct MixedInstanceInfo {
                            // mma.sync's 16-row tile); the others gate in the reduce kernel
   int max_cluster_splits;  // split-K sums can meet in a thread block cluster of up to this many
                            // splits (the cp.async wgmma kernel); 0: through the workspace only
+  int stream_k_partial_floats;  // runs stream-K plans, handing a tile's partial sums over in this
+                                // many floats per CTA; 0: no stream-K
   // Decode only (the CTA shape is chosen per call): rows of A a CTA of M rows stages, shared
   // memory of a CTA of `warps` warps in k slices of `col_warps`, the most warps per CTA (whole
   // k slices) that fit in `smem_limit` bytes (0: none), and registers per thread of the

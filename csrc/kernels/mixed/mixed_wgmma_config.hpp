@@ -167,6 +167,14 @@ struct MixedWgmmaConfig {
   }
   static_assert(!kClusterSums || cluster_sums_fit(), "the cluster's sums fit over the stages");
 
+  // ---- stream-K (MixedPlan::stream_k_ctas, stream_k.hpp): the 16-row exact tile in 128 columns,
+  // TMA-filled, groups of whole k blocks. Its 224 tiles of Llama-3-8B's gate/up leave 40 of an
+  // H200's 132 SMs one CTA where the others run two; spread over 264 CTAs the SMs finish together
+  // (NOTES.md session 70). A CTA hands a tile's partial sums over as kStreamKPartialFloats floats.
+  static constexpr bool kStreamK =
+      !Producer && WarpGroups == 1 && NTiles == 2 && TileM == 16 && ExactScales && kTmaLoads;
+  static constexpr int kStreamKPartialFloats = kConsumerThreads * NTiles * kAccRegs;
+
   // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,
   // 64 columns of N) row-major with the 128-byte swizzle, the box in which the output's TMA map
   // stores it; tile b = kNTiles wg + r at b * kOutTileBytes from the aligned base, over the

@@ -68,6 +68,8 @@
 #include "kernels/mixed/mixed_wgmma_boxes.cuh"
 #include "kernels/mixed/mixed_wgmma_cluster_sums.cuh"
 #include "kernels/mixed/mixed_wgmma_config.hpp"
+#include "kernels/mixed/mixed_wgmma_stream_k.cuh"
+#include "kernels/mixed/stream_k.hpp"
 #include "kernels/mixed/weight_format.hpp"
 
 namespace cute_gemm {
@@ -329,6 +331,15 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
     }
   }
 }
+// As above for blocks first .. end - 1 (no odd block peeled).
+template <class Step>
+CG_DEVICE void for_blocks_in_pairs(int first, int end, Step&& step) {
+  CG_PRAGMA_NO_UNROLL
+  for (int i = first; i < end; i += 2) {
+    step(i, Int<0>{});
+    if (i + 1 < end) step(i + 1, Int<1>{});
+  }
+}
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
 // [s * blocks_per_split, min((s + 1) * blocks_per_split, k_blocks)). With splits > 1 the partial
@@ -337,12 +348,15 @@ CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
 // unsplit, to out. Gated: the kernel of gated GEMMs that gate in registers
 // (Cfg::kGatesInRegisters; to_workspace false): its logical n8 blocks are the weight's gate and
 // up blocks in turn (weight_block). maps: the TMA boxes of a TMA-filled configuration
-// (Cfg::kTmaLoads), unused by the others.
-template <class Cfg, bool Gated = false>
+// (Cfg::kTmaLoads), unused by the others. StreamK (Cfg::kStreamK, MixedPlan::stream_k_ctas):
+// grid.x CTAs share the tiles' k blocks evenly (stream_k.hpp, WgmmaStreamK); unsplit.
+template <class Cfg, bool Gated = false, bool StreamK = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
                        const __grid_constant__ MixedWgmmaMaps maps) {
   static_assert(!Gated || Cfg::kGatesInRegisters, "only tiles that gate in registers");
+  static_assert(!StreamK || Cfg::kStreamK, "stream-K runs the 16-row exact TMA-filled tile");
+  static_assert(!StreamK || Cfg::kTmaLoads, "stream-K's blocks come by TMA");
 #if defined(CG_ARCH_WGMMA_ENABLED)
   using T = typename Cfg::Element;
   using Wgmma = SM90_64xNx16_F32_RS<T, Cfg::kTileM>;
@@ -364,10 +378,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int tid = threadIdx.x, lane = tid % 32;
   WgmmaWarpSlice<Cfg, Gated> slice(tid, p.zeros == nullptr);
   const int m0 = blockIdx.y * BM;
-  const int n0 = blockIdx.x * Cfg::kTileN;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
+  // Stream-K: this CTA's segments, run one after the other through the same pipeline (block i of
+  // the CTA is k block work.kb_of(i) of tile work.tile_of(i)); n0 is the first segment's tile.
+  StreamKWork work{};
+  if constexpr (StreamK) {
+    work = stream_k_work(int(blockIdx.x), int(gridDim.x), (p.n + Cfg::kTileN - 1) / Cfg::kTileN,
+                         k_blocks);
+  }
+  const int n0 = (StreamK ? work.seg[0].tile : int(blockIdx.x)) * Cfg::kTileN;
   const int kb_begin = blockIdx.z * blocks_per_split;
-  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  const int n_kb = StreamK ? work.blocks : min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   const GroupShape groups(p);
   using ClusterSums = WgmmaClusterSums<Cfg, Gated>;
   const bool in_cluster = Cfg::kClusterSums && gridDim.z > 1 && !to_workspace;
@@ -388,6 +409,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // stored).
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
   const bool block_groups = Cfg::kExactScales && whole_block_groups(Cfg::kBits, groups.size, p.k);
+  if (StreamK && !block_groups) __trap();  // the launch's contract (the planner's rule)
   const int scale_rows = block_groups ? 1 : Cfg::kScaleRows;
   const uint32_t stage_bytes =
       Cfg::tma_stage_bytes(Cfg::kARowBoxes, scale_rows, p.zeros != nullptr);
@@ -404,19 +426,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   const WgmmaStageBoxes<Cfg, Gated> boxes{maps, m0, n0};
   auto tma_weights = [&](int i, int stage) {  // weights, scales and zeros
-    const int kb = kb_begin + i;
+    const int kb = StreamK ? work.kb_of(i) : kb_begin + i;
+    const WgmmaStageBoxes<Cfg, Gated> block_boxes{
+        maps, m0, StreamK ? work.tile_of(i) * Cfg::kTileN : n0};
     char* st = smem_w + stage * Cfg::kStageBytes;
     if (tid == 0) {
       mbarrier_arrive_expect_tx(full + stage, stage_bytes);
-      boxes.weights(st, full + stage, kb, policy);
+      block_boxes.weights(st, full + stage, kb, policy);
     } else if (tid == 32 || (tid == 64 && p.zeros != nullptr)) {
-      boxes.scale_rows(boxes.scales_of(st, tid != 32), tid == 32 ? &maps.scales : &maps.zeros,
-                       full + stage, kb, scale_rows, groups);
+      block_boxes.scale_rows(block_boxes.scales_of(st, tid != 32),
+                             tid == 32 ? &maps.scales : &maps.zeros, full + stage, kb, scale_rows,
+                             groups);
     }
   };
   auto tma_activations = [&](int i, int stage) {
     if (tid != Cfg::kThreads - 32) return;
-    boxes.activations(smem_a + stage * kAStageElems, full + stage, kb_begin + i, Cfg::kARowBoxes);
+    boxes.activations(smem_a + stage * kAStageElems, full + stage,
+                      StreamK ? work.kb_of(i) : kb_begin + i, Cfg::kARowBoxes);
   };
 
   // cp.async. Weights: warp w copies the n8 blocks it dequantizes, each lane its own 16 bytes
@@ -647,7 +673,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     // not for a dequantization. (Reading block i - 1's sums while block i's wgmmas run would
     // need them waited for with block i's in flight, which ptxas serializes, C7514.) Block i
     // refills the stage of block i - 2, whose wgmmas every warp waited for at block i - 1.
-    auto per_block = [&]() {
+    // Blocks first .. end - 1 into acc (a stream-K segment, or the whole split with first 0).
+    auto per_block = [&](int first, int end) {
       BlockRegs regs[2];
       float part[NT][NACC];
       CG_PRAGMA_UNROLL
@@ -662,18 +689,49 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         // TMA loads only row 0 of the scales (zeros) here; cp.async repeats it in every row.
         slice.template dequantize_block<kTma>(smem_w + stage * Cfg::kStageBytes, a);
         wgmma_wait_group<0>();  // block i - 1's wgmmas are done
-        // Block 0 scales "block -1"'s zeros by its own (finite) scales.
-        slice.add_scaled(stage_scales((i > 0 ? i - 1 : i) % S), 0, part, acc);
+        // The first block scales "block -1"'s zeros by its own (finite) scales.
+        slice.add_scaled(stage_scales((i > first ? i - 1 : i) % S), 0, part, acc);
         wgmma_fence();  // the registers just written and part, just read, feed the wgmmas
         WgmmaWarpSlice<Cfg>::template mma_block<Wgmma, true>(a, desc_at(stage), part);
         wgmma_commit_group();
       };
-      for_blocks_in_pairs<false>(n_kb, step);
+      if constexpr (StreamK) {
+        for_blocks_in_pairs(first, end, step);
+      } else {
+        for_blocks_in_pairs<false>(end, step);
+      }
       wgmma_wait_group<0>();
-      slice.add_scaled(stage_scales((n_kb - 1) % S), 0, part, acc);
+      slice.add_scaled(stage_scales((end - 1) % S), 0, part, acc);
     };
-    if (block_groups) {
-      per_block();
+    if constexpr (StreamK) {
+      // Each segment through the same stages (the next segment's first blocks are already in
+      // flight), then its sums: added to the contributors' and stored (owned), or handed to the
+      // owner; acc starts over.
+      using StreamKSums = WgmmaStreamK<Cfg>;
+      CG_PRAGMA_NO_UNROLL
+      for (int sg = 0; sg < work.segments; ++sg) {
+        const StreamKSegment seg = sg == 0 ? work.seg[0] : work.seg[1];  // no local memory
+        const int first = sg == 0 ? 0 : work.seg[0].blocks;
+        per_block(first, first + seg.blocks);
+        if (seg.owned) {
+          StreamKSums::add_contributions(p, acc, seg.first_cta, int(blockIdx.x), int(gridDim.x),
+                                         tid);
+          if constexpr (Gated) {
+            slice.store_gated(p, acc, m0, seg.tile * Cfg::kTileN);
+          } else {
+            slice.store(p, acc, m0, seg.tile * Cfg::kTileN, false);
+          }
+        } else {
+          StreamKSums::contribute(p, acc, int(blockIdx.x), int(gridDim.x), tid);
+        }
+        CG_PRAGMA_UNROLL
+        for (int r = 0; r < NT; ++r) {
+          CG_PRAGMA_UNROLL
+          for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
+        }
+      }
+    } else if (block_groups) {
+      per_block(0, n_kb);
     } else {
       per_group();
     }
@@ -682,6 +740,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   if constexpr (!kTma) cp_async_wait<0>();
   grid_launch_dependents();
 
+  if constexpr (StreamK) {
+    return;  // every segment stored or handed over above
+  }
   if (in_cluster) {
     if constexpr (Cfg::kClusterSums) {
       ClusterSums::add_and_store(slice, p, acc, smem, cluster_bar, m0, n0, tid);

@@ -14,14 +14,23 @@ namespace mixed {
 
 // Calls f(kernel) with the kernel that runs `plan` on this configuration: the warp-specialized
 // one with a producer warpgroup; otherwise the cp.async one, in its Gated form for a gated plan
-// without the workspace (only configurations with kGatesInRegisters have it; the planner makes
-// no other: cudaErrorInvalidValue elsewhere).
+// without the workspace (only configurations with kGatesInRegisters have it) and its StreamK form
+// for a stream-K plan (kStreamK); the planner makes no other: cudaErrorInvalidValue elsewhere.
 template <class Cfg, class F>
 cudaError_t with_wgmma_kernel(MixedPlan const& plan, F&& f) {
   if constexpr (Cfg::kProducer) {
     return f(mixed_wgmma_ws_kernel<Cfg>);
   } else {
-    if (plan.gates_in_kernel()) {
+    const bool gated = plan.gates_in_kernel();
+    if (plan.stream_k_ctas > 0) {
+      if constexpr (Cfg::kStreamK) {
+        return gated ? f(mixed_wgmma_kernel<Cfg, true, true>)
+                     : f(mixed_wgmma_kernel<Cfg, false, true>);
+      } else {
+        return cudaErrorInvalidValue;
+      }
+    }
+    if (gated) {
       if constexpr (Cfg::kGatesInRegisters) {
         return f(mixed_wgmma_kernel<Cfg, true>);
       } else {
@@ -33,7 +42,7 @@ cudaError_t with_wgmma_kernel(MixedPlan const& plan, F&& f) {
 }
 
 // Raises the kernel's dynamic shared memory limit once (it needs more than 48 KB); for each of the
-// cp.async kernel's forms (plain, Gated) where the configuration has both.
+// cp.async kernel's forms (plain, Gated, StreamK) the configuration has.
 template <class Cfg>
 cudaError_t prepare_mixed_wgmma() {
   static const cudaError_t e = [] {
@@ -45,11 +54,15 @@ cudaError_t prepare_mixed_wgmma() {
     if constexpr (Cfg::kProducer) {
       return raise(mixed_wgmma_ws_kernel<Cfg>);
     } else {
-      const cudaError_t plain = raise(mixed_wgmma_kernel<Cfg, false>);
+      cudaError_t e = raise(mixed_wgmma_kernel<Cfg, false>);
       if constexpr (Cfg::kGatesInRegisters) {
-        if (plain == cudaSuccess) return raise(mixed_wgmma_kernel<Cfg, true>);
+        if (e == cudaSuccess) e = raise(mixed_wgmma_kernel<Cfg, true>);
       }
-      return plain;
+      if constexpr (Cfg::kStreamK) {
+        if (e == cudaSuccess) e = raise(mixed_wgmma_kernel<Cfg, false, true>);
+        if (e == cudaSuccess) e = raise(mixed_wgmma_kernel<Cfg, true, true>);
+      }
+      return e;
     }
   }();
   return e;

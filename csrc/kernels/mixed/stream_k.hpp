@@ -1,0 +1,101 @@
+#pragma once
+// Stream-K work of the 16-row wgmma tile (MixedPlan::stream_k_ctas), in a header free of CUDA
+// so that the planner sizes the workspace with it and tests/cpp/test_stream_k.cpp checks the
+// partition on the host.
+//
+// `ctas` CTAs share the tiles * k_blocks (tile, k block) pairs of an unsplit grid in their linear
+// order t * k_blocks + kb: CTA r takes pairs [begin(r), begin(r + 1)), begin(r) = floor(r B / C)
+// (B pairs, C CTAs), so every CTA runs the same number of k blocks to within one. Where the tile
+// count is not a multiple of the CTAs an SM holds, the SMs then finish together instead of some
+// running one tile more than others (gate/up of Llama-3-8B at M = 16 on 132 SMs: 224 tiles over
+// 264 CTA slots; NOTES.md session 70).
+//
+// With ctas >= tiles a CTA's range spans at most two tiles: its segments are the end of one tile
+// and the start of the next (or one tile's middle). The CTA whose range holds a tile's last k block
+// owns the tile: it adds the partial sums of the tile's other CTAs, all of lower index, to its own
+// and stores the output. A CTA runs the segment it contributes first, so that its partial sums are
+// ready early, and the one it owns last. Owners wait only for CTAs of lower index, which the GPU
+// starts no later: the grid makes progress however many CTAs are resident.
+
+#include <cstdint>
+
+#include "cute_gemm/config.hpp"
+
+namespace cute_gemm {
+namespace mixed {
+
+struct StreamKSegment {
+  int tile = 0;      // the tile of N
+  int kb_begin = 0;  // its first k block
+  int blocks = 0;    // k blocks
+  bool owned = false;  // holds the tile's last k block: this CTA adds and stores the tile
+  int first_cta = 0;   // owned: the lowest CTA of the tile (its contributors: first_cta .. cta - 1)
+};
+
+// A CTA's segments in the order it runs them (segments 1 or 2; 0 where the CTA has no pairs).
+struct StreamKWork {
+  StreamKSegment seg[2];
+  int segments = 0;
+  int blocks = 0;  // k blocks over both segments
+  // Block i's segment (the CTA's blocks in run order, i < blocks).
+  CG_HOST_DEVICE int segment_of(int i) const { return i < seg[0].blocks ? 0 : 1; }
+  CG_HOST_DEVICE int kb_of(int i) const {
+    return i < seg[0].blocks ? seg[0].kb_begin + i : seg[1].kb_begin + (i - seg[0].blocks);
+  }
+  CG_HOST_DEVICE int tile_of(int i) const { return i < seg[0].blocks ? seg[0].tile : seg[1].tile; }
+};
+
+// The first (tile, k block) pair of CTA r of `ctas` over `pairs` pairs.
+CG_HOST_DEVICE int64_t stream_k_begin(int r, int ctas, int64_t pairs) {
+  return int64_t(r) * pairs / ctas;
+}
+
+// The CTA whose range holds pair g: the largest r with stream_k_begin(r) <= g.
+CG_HOST_DEVICE int stream_k_cta_of(int64_t g, int ctas, int64_t pairs) {
+  return int(((g + 1) * ctas - 1) / pairs);
+}
+
+// CTA r's segments (tiles <= ctas <= tiles * k_blocks).
+CG_HOST_DEVICE StreamKWork stream_k_work(int r, int ctas, int tiles, int k_blocks) {
+  StreamKWork w;
+  const int64_t pairs = int64_t(tiles) * k_blocks;
+  const int64_t begin = stream_k_begin(r, ctas, pairs), end = stream_k_begin(r + 1, ctas, pairs);
+  StreamKSegment linear[2];
+  int n = 0;
+  for (int64_t g = begin; g < end && n < 2; ++n) {
+    StreamKSegment& s = linear[n];
+    s.tile = int(g / k_blocks);
+    s.kb_begin = int(g % k_blocks);
+    const int64_t tile_end = int64_t(s.tile + 1) * k_blocks;
+    const int64_t seg_end = end < tile_end ? end : tile_end;
+    s.blocks = int(seg_end - g);
+    s.owned = seg_end == tile_end;
+    s.first_cta = stream_k_cta_of(int64_t(s.tile) * k_blocks, ctas, pairs);
+    g = seg_end;
+  }
+  w.segments = n;
+  // Run order: the contributed segment (not owned) first.
+  if (n == 2 && linear[0].owned && !linear[1].owned) {
+    w.seg[0] = linear[1];
+    w.seg[1] = linear[0];
+  } else {
+    w.seg[0] = linear[0];
+    w.seg[1] = linear[1];
+  }
+  w.blocks = w.seg[0].blocks + (n == 2 ? w.seg[1].blocks : 0);
+  return w;
+}
+
+// The workspace of a stream-K launch: per CTA, its partial sums (`partial_floats` floats: each
+// thread's accumulators, value-major so that a warp's stores coalesce), then per CTA one 64-bit
+// word that says its partial sums are complete (the launch's id; the owner writes 0 back once it
+// has read them, so a CUDA graph's replays find 0 there). The words are 16-byte aligned.
+CG_HOST_DEVICE constexpr int64_t stream_k_partials_bytes(int ctas, int partial_floats) {
+  return (int64_t(ctas) * partial_floats * 4 + 15) / 16 * 16;
+}
+CG_HOST_DEVICE constexpr int64_t stream_k_workspace_bytes(int ctas, int partial_floats) {
+  return stream_k_partials_bytes(ctas, partial_floats) + int64_t(ctas) * 8;
+}
+
+}  // namespace mixed
+}  // namespace cute_gemm
