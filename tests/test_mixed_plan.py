@@ -40,7 +40,7 @@ PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "s
                "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
                "via_workspace", "reduce_in_cluster", "raster_m", "partials", "early_dependents",
-               "single_row"}
+               "single_row", "stream_k_ctas"}
 
 
 def plan(m, n=4096, k=4096, bits=4, group=128, dtype=torch.float16, device="h100",
@@ -483,10 +483,10 @@ def test_workspace_bytes():
     assert (p.splits, p.workspace_bytes) == (1, 0)
 
 
-def stream_k_bytes(ctas, partial_floats=128 * 16):
+def stream_k_bytes(ctas, partial_floats=128 * 16, warps=4):
     """stream_k.hpp's stream_k_workspace_bytes: each CTA's partial sums (16-byte aligned), then a
-    64-bit flag per CTA."""
-    return -(-ctas * partial_floats * 4 // 16) * 16 + ctas * 8
+    64-bit flag per CTA and warp."""
+    return -(-ctas * partial_floats * 4 // 16) * 16 + ctas * warps * 8
 
 
 def test_stream_k_plans():

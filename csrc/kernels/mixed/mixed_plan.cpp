@@ -911,23 +911,26 @@ void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const&
                    !p.partials && mixed::whole_block_groups(p.bits, group, p.k) &&
                    (!p.gated || inst.gates_in_registers);
   if (s.stream_k > 0) {
-    if (!can || s.stream_k < tiles || s.stream_k > tiles * k_blocks) {
+    if (!can || s.stream_k < tiles || s.stream_k > tiles * k_blocks ||
+        !mixed::stream_k_fits_32_bits(tiles * k_blocks, s.stream_k)) {
       refuse("schedule: stream_k=" + std::to_string(s.stream_k) + " needs INT4's 16-row wgmma "
              "tile in 128 columns with exact scales, unsplit, one M tile (M <= 16), groups of "
              "whole k blocks, no partial sums, and from the tiles (" + std::to_string(tiles) +
-             ") to the tiles' k blocks (" + std::to_string(tiles * k_blocks) + ") CTAs; this "
-             "plan runs " + plan.describe());
+             ") to the tiles' k blocks (" + std::to_string(tiles * k_blocks) + ") CTAs, their "
+             "product with the k blocks below 2^32; this plan runs " + plan.describe());
     }
     plan.stream_k_ctas = s.stream_k;
   } else {
     const int64_t slots = int64_t(plan.ctas_per_sm) * d.sm_count;
-    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > kStreamKMaxFill * slots)
+    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > kStreamKMaxFill * slots ||
+        !mixed::stream_k_fits_32_bits(tiles * k_blocks, int(slots)))
       return;
     plan.stream_k_ctas = int(slots);
   }
   plan.grid[0] = plan.stream_k_ctas;
   plan.workspace_bytes = size_t(
-      mixed::stream_k_workspace_bytes(plan.stream_k_ctas, inst.stream_k_partial_floats));
+      mixed::stream_k_workspace_bytes(plan.stream_k_ctas, inst.stream_k_partial_floats,
+                                      inst.threads / 32));
 }
 
 MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s) {

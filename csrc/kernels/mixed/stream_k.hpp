@@ -45,32 +45,39 @@ struct StreamKWork {
   CG_HOST_DEVICE int tile_of(int i) const { return i < seg[0].blocks ? seg[0].tile : seg[1].tile; }
 };
 
+// The partition's arithmetic is 32-bit (a kernel computes it before its first copy, and 64-bit
+// division is a long chain of instructions on the GPU): pairs * ctas must stay below 2^32.
+CG_HOST_DEVICE constexpr bool stream_k_fits_32_bits(int64_t pairs, int ctas) {
+  return pairs * ctas < (int64_t(1) << 32);
+}
+
 // The first (tile, k block) pair of CTA r of `ctas` over `pairs` pairs.
-CG_HOST_DEVICE int64_t stream_k_begin(int r, int ctas, int64_t pairs) {
-  return int64_t(r) * pairs / ctas;
+CG_HOST_DEVICE uint32_t stream_k_begin(int r, int ctas, uint32_t pairs) {
+  return uint32_t(r) * pairs / uint32_t(ctas);
 }
 
 // The CTA whose range holds pair g: the largest r with stream_k_begin(r) <= g.
-CG_HOST_DEVICE int stream_k_cta_of(int64_t g, int ctas, int64_t pairs) {
-  return int(((g + 1) * ctas - 1) / pairs);
+CG_HOST_DEVICE int stream_k_cta_of(uint32_t g, int ctas, uint32_t pairs) {
+  return int(((g + 1) * uint32_t(ctas) - 1) / pairs);
 }
 
-// CTA r's segments (tiles <= ctas <= tiles * k_blocks).
+// CTA r's segments (tiles <= ctas <= tiles * k_blocks, stream_k_fits_32_bits).
 CG_HOST_DEVICE StreamKWork stream_k_work(int r, int ctas, int tiles, int k_blocks) {
   StreamKWork w;
-  const int64_t pairs = int64_t(tiles) * k_blocks;
-  const int64_t begin = stream_k_begin(r, ctas, pairs), end = stream_k_begin(r + 1, ctas, pairs);
+  const uint32_t pairs = uint32_t(tiles) * uint32_t(k_blocks), kb = uint32_t(k_blocks);
+  const uint32_t begin = stream_k_begin(r, ctas, pairs), end = stream_k_begin(r + 1, ctas, pairs);
   StreamKSegment linear[2];
   int n = 0;
-  for (int64_t g = begin; g < end && n < 2; ++n) {
+  for (uint32_t g = begin; g < end && n < 2; ++n) {
     StreamKSegment& s = linear[n];
-    s.tile = int(g / k_blocks);
-    s.kb_begin = int(g % k_blocks);
-    const int64_t tile_end = int64_t(s.tile + 1) * k_blocks;
-    const int64_t seg_end = end < tile_end ? end : tile_end;
+    const uint32_t tile = g / kb;
+    s.tile = int(tile);
+    s.kb_begin = int(g - tile * kb);
+    const uint32_t tile_end = (tile + 1) * kb;
+    const uint32_t seg_end = end < tile_end ? end : tile_end;
     s.blocks = int(seg_end - g);
     s.owned = seg_end == tile_end;
-    s.first_cta = stream_k_cta_of(int64_t(s.tile) * k_blocks, ctas, pairs);
+    s.first_cta = stream_k_cta_of(tile * kb, ctas, pairs);
     g = seg_end;
   }
   w.segments = n;
@@ -87,14 +94,16 @@ CG_HOST_DEVICE StreamKWork stream_k_work(int r, int ctas, int tiles, int k_block
 }
 
 // The workspace of a stream-K launch: per CTA, its partial sums (`partial_floats` floats: each
-// thread's accumulators, value-major so that a warp's stores coalesce), then per CTA one 64-bit
-// word that says its partial sums are complete (the launch's id; the owner writes 0 back once it
-// has read them, so a CUDA graph's replays find 0 there). The words are 16-byte aligned.
+// thread's accumulators, value-major so that a warp's stores coalesce), then per CTA and warp one
+// 64-bit flag that says the warp's partial sums are complete (the launch's id; the owner's warp of
+// the same index, the only reader of those sums, writes 0 back once it has read them, so a CUDA
+// graph's replays find 0 there). The flags are 16-byte aligned.
 CG_HOST_DEVICE constexpr int64_t stream_k_partials_bytes(int ctas, int partial_floats) {
   return (int64_t(ctas) * partial_floats * 4 + 15) / 16 * 16;
 }
-CG_HOST_DEVICE constexpr int64_t stream_k_workspace_bytes(int ctas, int partial_floats) {
-  return stream_k_partials_bytes(ctas, partial_floats) + int64_t(ctas) * 8;
+CG_HOST_DEVICE constexpr int64_t stream_k_workspace_bytes(int ctas, int partial_floats,
+                                                          int warps) {
+  return stream_k_partials_bytes(ctas, partial_floats) + int64_t(ctas) * warps * 8;
 }
 
 }  // namespace mixed
