@@ -706,13 +706,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if constexpr (StreamK) {
       // Each segment through the same stages (the next segment's first blocks are already in
       // flight), then its sums: added to the contributors' and stored (owned), or handed to the
-      // owner; acc starts over.
-      using StreamKSums = WgmmaStreamK<Cfg>;
-      CG_PRAGMA_NO_UNROLL
-      for (int sg = 0; sg < work.segments; ++sg) {
-        const StreamKSegment seg = sg == 0 ? work.seg[0] : work.seg[1];  // no local memory
-        const int first = sg == 0 ? 0 : work.seg[0].blocks;
-        per_block(first, first + seg.blocks);
+      // owner; acc starts over. Two calls, not a loop over the segments: the hand-over's waits
+      // (one lane per warp) inside such a loop would move the pipeline's stage and descriptor
+      // arithmetic out of the uniform registers (R2UR before every wgmma).
+      auto hand_over = [&](StreamKSegment const& seg) {
+        using StreamKSums = WgmmaStreamK<Cfg>;
         if (seg.owned) {
           StreamKSums::add_contributions(p, acc, seg.first_cta, int(blockIdx.x), int(gridDim.x),
                                          tid);
@@ -724,11 +722,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         } else {
           StreamKSums::contribute(p, acc, int(blockIdx.x), int(gridDim.x), tid);
         }
+      };
+      per_block(0, work.seg[0].blocks);
+      hand_over(work.seg[0]);
+      if (work.segments > 1) {
         CG_PRAGMA_UNROLL
         for (int r = 0; r < NT; ++r) {
           CG_PRAGMA_UNROLL
           for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
         }
+        per_block(work.seg[0].blocks, work.blocks);
+        hand_over(work.seg[1]);
       }
     } else if (block_groups) {
       per_block(0, n_kb);
