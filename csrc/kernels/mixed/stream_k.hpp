@@ -46,42 +46,27 @@ struct StreamKWork {
 };
 
 // The partition's arithmetic is 32-bit (a kernel computes it before its first copy, and 64-bit
-// division is a long chain of instructions on the GPU): pairs * ctas must stay below 2^32.
+// division is a long chain of instructions on the GPU; so was a division by shifts and
+// subtractions, ~1500 instructions before the first copy): pairs * ctas must stay below 2^32.
 CG_HOST_DEVICE constexpr bool stream_k_fits_32_bits(int64_t pairs, int ctas) {
   return pairs * ctas < (int64_t(1) << 32);
 }
 
-// n / d by shifts and subtractions. On the GPU its inputs are the same for every thread (the
-// CTA index and the launch's sizes) and so is every step, which keeps the quotient in uniform
-// registers: the division operator's reciprocal (MUFU) has no uniform form, and a partition
-// computed with it moves the loop's stage and descriptor arithmetic to per-thread registers
-// (R2UR before every wgmma; 19% slower at gate/up's shape, NOTES.md session 70).
-CG_HOST_DEVICE uint32_t stream_k_divide(uint32_t n, uint32_t d) {
-  uint32_t q = 0, rem = 0;
-  for (int bit = 31; bit >= 0; --bit) {
-    rem = (rem << 1) | ((n >> bit) & 1u);
-    const bool take = rem >= d;
-    rem = take ? rem - d : rem;
-    q |= uint32_t(take) << bit;
-  }
-  return q;
-}
-
 // The first (tile, k block) pair of CTA r of `ctas` over `pairs` pairs.
 CG_HOST_DEVICE uint32_t stream_k_begin(int r, int ctas, uint32_t pairs) {
-  return stream_k_divide(uint32_t(r) * pairs, uint32_t(ctas));
+  return uint32_t(r) * pairs / uint32_t(ctas);
 }
 
 // The CTA whose range holds pair g: the largest r with stream_k_begin(r) <= g.
 CG_HOST_DEVICE int stream_k_cta_of(uint32_t g, int ctas, uint32_t pairs) {
-  return int(stream_k_divide((g + 1) * uint32_t(ctas) - 1, pairs));
+  return int(((g + 1) * uint32_t(ctas) - 1) / pairs);
 }
 
 // The segment of pairs [g, end) that lies in g's tile (g < end).
 CG_HOST_DEVICE StreamKSegment stream_k_segment(uint32_t g, uint32_t end, int ctas, uint32_t pairs,
                                                uint32_t k_blocks) {
   StreamKSegment s;
-  const uint32_t tile = stream_k_divide(g, k_blocks);
+  const uint32_t tile = g / k_blocks;
   const uint32_t tile_end = (tile + 1) * k_blocks;
   const uint32_t seg_end = end < tile_end ? end : tile_end;
   s.tile = int(tile);
@@ -93,9 +78,7 @@ CG_HOST_DEVICE StreamKSegment stream_k_segment(uint32_t g, uint32_t end, int cta
 }
 
 // CTA r's segments (tiles <= ctas <= tiles * k_blocks, stream_k_fits_32_bits). Straight-line
-// code, no arrays indexed at run time: in the kernel every value stays the same for all threads
-// of the CTA (a value read back from local memory would not be, and the loop bounds made of it
-// would move the loop's arithmetic to per-thread registers).
+// code, no arrays indexed at run time (no local memory in the kernel).
 CG_HOST_DEVICE StreamKWork stream_k_work(int r, int ctas, int tiles, int k_blocks) {
   StreamKWork w;
   const uint32_t pairs = uint32_t(tiles) * uint32_t(k_blocks), kb = uint32_t(k_blocks);
