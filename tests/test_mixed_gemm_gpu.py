@@ -524,22 +524,21 @@ def test_stream_k(ctas, gated, m, group, symmetric, dtype):
         assert torch.equal(replayed, run())
 
 
-def test_stream_k_default_plan_on_llama_gate_up():
-    # Llama-3-8B's gate/up (4096 -> 2 x 14336) at M = 16: stream-K by default where the GPU has
-    # 132 SMs (224 tiles over 264 slots); the result is the unsplit kernel's to rounding, and
-    # bit-identical from call to call.
+def test_stream_k_default_plan():
+    # Llama-2-7B's gate/up (4096 -> 2 x 11008: 172 tiles) and a 4096x20480 projection (160) at
+    # M = 16: stream-K by default where the GPU has 132 SMs; the result is the unsplit kernel's to
+    # rounding, and bit-identical from call to call.
     if not _wgmma():
         pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
-    n, k, m, dtype = 28672, 4096, 16, torch.bfloat16
-    qw = _qweight(n, k, 4, 128, True, dtype, seed=7)
-    a = _randn(m, k, dtype=dtype, seed=8, scale=1 / math.sqrt(k))
-    plan = _plan(m, qw)
-    gated_plan = cute_gemm.mixed_plan(m, n, k, 4, 128, dtype, activation="silu_mul")
-    if cute_gemm.device_spec().sm_count == 132:
-        assert plan.stream_k_ctas == 264 and gated_plan.stream_k_ctas == 264, (plan, gated_plan)
-    for act in (None, "silu_mul"):
+    k, m, dtype = 4096, 16, torch.bfloat16
+    for n, act in ((22016, "silu_mul"), (20480, None)):
+        qw = _qweight(n, k, 4, 128, True, dtype, seed=7)
+        a = _randn(m, k, dtype=dtype, seed=8, scale=1 / math.sqrt(k))
+        plan = cute_gemm.mixed_plan(m, n, k, 4, 128, dtype, activation=act)
+        if cute_gemm.device_spec().sm_count == 132:
+            assert plan.stream_k_ctas == 264, plan
         run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
-        ref = (_gated_reference(a, qw, None, None) if act else _reference(a, qw))
+        ref = _gated_reference(a, qw, None, None) if act else _reference(a, qw)
         out = assert_poisoned_run(run, ref, dtype, k)
         plain = cute_gemm.mixed_gemm(a, qw, activation=act, schedule="stream_k=off")
         torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)

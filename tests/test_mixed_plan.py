@@ -490,36 +490,41 @@ def stream_k_bytes(ctas, partial_floats=128 * 16, warps=4):
 
 
 def test_stream_k_plans():
-    # By default (kStreamKMaxFill 0.9): INT4's 16-row exact tile in 128 columns, unsplit, where
-    # its tiles are more than the SMs and at most 90% of the resident slots (2 per SM): one CTA
-    # per slot, the workspace for their partial sums and flags. Llama-3-8B's gate/up (224 tiles)
-    # and a 4096x28672 projection, M = 9-16, either dtype, H100 and H200.
-    for device, dtype, m, act in itertools.product(("h100", "h200"), (torch.float16, torch.bfloat16), (9, 16),
-                                                   (None, "silu_mul")):
-        p = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device, activation=act)
+    # By default (kStreamKCostBlocks 6): INT4's 16-row exact tile in 128 columns, unsplit, where
+    # its tiles are more than the SMs and at most 1 - 6 / k_blocks of the resident slots (2 per
+    # SM): one CTA per slot, the workspace for their partial sums and flags. Llama-2-7B's gate/up
+    # (4096 -> 2 x 11008: 172 tiles) and a 4096x20480 projection (160), M = 9-16, either dtype,
+    # H100 and H200.
+    for device, dtype, m, (n, act) in itertools.product(
+            ("h100", "h200"), (torch.float16, torch.bfloat16), (9, 16),
+            ((22016, "silu_mul"), (20480, None))):
+        p = cute_gemm.mixed_plan(m, n, 4096, 4, 128, dtype, device=device, activation=act)
         assert (p.kernel, p.tile_m, p.tile_n, p.splits) == ("wgmma", 16, 128, 1), p
         assert p.stream_k_ctas == 264 and tuple(p.grid) == (264, 1, 1), p
         assert p.workspace_bytes == stream_k_bytes(264) and not p.via_workspace, p
         assert "stream-K over 264 CTAs" in str(p) and p.as_dict()["stream_k_ctas"] == 264
-        assert p.gated == (act is not None) and "in registers" in str(p) if act else True
-        off = cute_gemm.mixed_plan(m, 28672, 4096, 4, 128, dtype, device=device, activation=act,
+        assert p.gated == (act is not None)
+        assert ("in registers" in str(p)) == (act is not None)
+        off = cute_gemm.mixed_plan(m, n, 4096, 4, 128, dtype, device=device, activation=act,
                                    schedule="stream_k=off")
-        assert off.stream_k_ctas == 0 and tuple(off.grid) == (224, 1, 1), off
+        assert off.stream_k_ctas == 0 and tuple(off.grid) == (n // 128, 1, 1), off
         assert off.workspace_bytes == 0 and "stream-K" not in str(off)
-    # Not by default: tiles past 90% of the slots (33792: 264 tiles; 30720: 240 > 237.6), at most
-    # the SMs (16384: 128 tiles, split instead), 32 rows, groups finer than a k block, INT8, and
-    # schedules that fix the splits.
-    for m, n, bits, group, schedule in ((16, 33792, 4, 128, None), (16, 30720, 4, 128, None),
-                                        (16, 16384, 4, 128, None), (32, 28672, 4, 128, None),
-                                        (16, 28672, 4, 32, None), (16, 28672, 8, -1, None),
-                                        (16, 28672, 4, 128, "splits=1")):
+    # The fill limit follows K: at K = 4096 (32 k blocks) 214 of 264 tiles, not 215 nor
+    # Llama-3-8B's gate/up (224); at K = 8192 (64) 224 tiles, at K = 14336 192.
+    for n, k, act, expect in ((214 * 128, 4096, None, 264), (215 * 128, 4096, None, 0),
+                              (28672, 4096, "silu_mul", 0), (28672, 4096, None, 0),
+                              (28672, 8192, None, 264), (24576, 14336, None, 264),
+                              (239 * 128, 8192, None, 264), (240 * 128, 8192, None, 0)):
+        p = cute_gemm.mixed_plan(16, n, k, 4, 128, torch.bfloat16, device="h200", activation=act)
+        assert p.stream_k_ctas == expect, (n, k, act, p)
+    # Not by default: at most the SMs (16384: 128 tiles, split instead), 32 rows, groups finer
+    # than a k block, INT8, and schedules that fix the splits.
+    for m, n, bits, group, schedule in ((16, 16384, 4, 128, None), (32, 20480, 4, 128, None),
+                                        (16, 20480, 4, 32, None), (16, 20480, 8, -1, None),
+                                        (16, 20480, 4, 128, "splits=1")):
         p = cute_gemm.mixed_plan(m, n, 4096, bits, group, torch.bfloat16, device="h200",
                                  schedule=schedule)
         assert p.stream_k_ctas == 0, (m, n, bits, group, schedule, p)
-    p = cute_gemm.mixed_plan(16, 30464, 4096, 4, 128, torch.bfloat16, device="h200")  # 238 tiles
-    assert p.stream_k_ctas == 0
-    p = cute_gemm.mixed_plan(16, 30336, 4096, 4, 128, torch.bfloat16, device="h200")  # 237 tiles
-    assert p.stream_k_ctas == 264
     # A schedule's CTAs: from the tiles to the tiles' k blocks, on the tile that can.
     for ctas in (224, 250, 300, 224 * 32):
         p = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.float16, device="h100",

@@ -124,12 +124,14 @@ constexpr double kEarlyDependentsFill = 0.75;
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
 
 // Stream-K by default where an unsplit grid of the instances that can (the 16-row exact tile in
-// 128 columns) holds more tiles than SMs but at most this share of the resident CTA slots: its
-// tiles leave some SMs one CTA fewer than others, and spread over every slot (each CTA the same
-// k blocks) the SMs finish together. H200, bf16, M = 16, K = 4096: 224 tiles (Llama-3-8B's
-// gate/up, 0.85 of 264 slots) run in 23.9 us unsplit, where 264 tiles of 27 k blocks (the work
-// stream-K gives each of 264 CTAs) take 21.2 (NOTES.md session 70).
-constexpr double kStreamKMaxFill = 0.9;
+// 128 columns) holds more tiles than SMs, so that some SMs run one CTA more than others, and its
+// tiles fill at most 1 - kStreamKCostBlocks / k_blocks of the resident slots: spread over every
+// slot, each CTA runs fill * k_blocks blocks, plus what the hand-over of partial sums and the
+// kernel's longer start cost, about 6 k blocks of time. H200, bf16, M = 16, us, unsplit against
+// stream-K over 264 CTAs (NOTES.md session 70): K = 4096 (32 blocks, at most 0.81) 140 tiles
+// 23.6 / 17.9, 160 23.8 / 19.2, 180 23.8 / 21.2, 200 23.9 / 22.3, 224 (Llama-3-8B's gate/up) 24.1 /
+// 24.6, 237 24.1 / 26.1; K = 8192 224 tiles 45.4 / 43.7; K = 14336 192 tiles 77.0 / 63.9.
+constexpr int kStreamKCostBlocks = 6;
 
 // As many splits as fill one wave of `ctas_per_sm` CTAs per SM for `base` CTAs per split, at
 // least 2 k blocks per split, at most `cap`.
@@ -901,7 +903,7 @@ std::string MixedPlan::describe() const {
 }
 
 // Stream-K for `plan` (unsplit, of an instance that can): the schedule's CTAs, or by default one
-// per resident slot where kStreamKMaxFill says; refuses a stream_k the plan cannot run.
+// per resident slot where kStreamKCostBlocks says; refuses a stream_k the plan cannot run.
 void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                    MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks,
                    int group) {
@@ -922,7 +924,8 @@ void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const&
     plan.stream_k_ctas = s.stream_k;
   } else {
     const int64_t slots = int64_t(plan.ctas_per_sm) * d.sm_count;
-    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > kStreamKMaxFill * slots ||
+    const double max_fill = 1.0 - double(kStreamKCostBlocks) / k_blocks;
+    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > max_fill * slots ||
         !mixed::stream_k_fits_32_bits(tiles * k_blocks, int(slots)))
       return;
     plan.stream_k_ctas = int(slots);

@@ -168,9 +168,9 @@ struct MixedWgmmaConfig {
   static_assert(!kClusterSums || cluster_sums_fit(), "the cluster's sums fit over the stages");
 
   // ---- stream-K (MixedPlan::stream_k_ctas, stream_k.hpp): the 16-row exact tile in 128 columns,
-  // TMA-filled, groups of whole k blocks. Its 224 tiles of Llama-3-8B's gate/up leave 40 of an
-  // H200's 132 SMs one CTA where the others run two; spread over 264 CTAs the SMs finish together
-  // (NOTES.md session 70). A CTA hands a tile's partial sums over as kStreamKPartialFloats floats.
+  // TMA-filled, groups of whole k blocks, where its tiles leave some SMs one CTA fewer than
+  // others (160 tiles on 132 SMs: 23.8 us unsplit, 19.2 over 264 CTAs; NOTES.md session 70). A
+  // CTA hands a tile's partial sums over as kStreamKPartialFloats floats.
   static constexpr bool kStreamK =
       !Producer && WarpGroups == 1 && NTiles == 2 && TileM == 16 && ExactScales && kTmaLoads;
   static constexpr int kStreamKPartialFloats = kConsumerThreads * NTiles * kAccRegs;
