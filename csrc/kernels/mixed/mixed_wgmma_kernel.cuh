@@ -409,8 +409,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // stored).
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
   const bool block_groups = Cfg::kExactScales && whole_block_groups(Cfg::kBits, groups.size, p.k);
-  // The launch's contract (the planner's rules): whole-block groups, at least one block a CTA.
-  if (StreamK && (!block_groups || n_kb < 1)) __trap();
+  // The launch's contract (the planner's rules; every CTA has a block: stream_k_ctas <= pairs).
+  if (StreamK && !block_groups) __trap();
   const int scale_rows = block_groups ? 1 : Cfg::kScaleRows;
   const uint32_t stage_bytes =
       Cfg::tma_stage_bytes(Cfg::kARowBoxes, scale_rows, p.zeros != nullptr);
