@@ -178,7 +178,8 @@ def test_generator_covers_every_configuration(seed):
     assert len({(c.bits, c.group, c.symmetric, c.dtype) for c in cases[:32]}) == 32
     assert {c.bias for c in cases} == {True, False}
     kinds = {c.force.split(":")[0] for c in cases if c.force}
-    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-splits", "mma-slices", "decode"}
+    assert kinds == {"mma", "wgmma", "dense", "splits", "mma-splits", "mma-slices", "decode",
+                     "stream_k"}
     assert {c.force for c in cases if c.force and c.force.startswith("wgmma")} == \
         set(gpu_sweep.WGMMA_FORCES)
     assert any(c.force is None for c in cases)
@@ -245,6 +246,16 @@ def test_schedule_for_each_force():
     assert sched("decode:8:2", m=4) == "kernel=decode,warps=8,col_warps=2"
     assert sched("wgmma:64+splits:4") == "kernel=wgmma,tile_m=64,splits=4"
     assert sched("wgmma:64+splits:4", spec=a100) == "kernel=mma,splits=4"
+    # stream_k:T: T / 10 CTAs per tile of 128 columns, within the tiles' k blocks, on INT4's
+    # 16-row exact tile where it runs (M <= 16, groups of whole k blocks); nothing elsewhere.
+    assert sched("stream_k:15", m=16) == \
+        "kernel=wgmma,tile_m=16,tile_n=128,scales=exact,splits=1,stream_k=48"
+    assert gpu_sweep.schedule_for("stream_k:35", 9, 520, 256, 4, -1, torch.float16, h100) == \
+        "kernel=wgmma,tile_m=16,tile_n=128,scales=exact,splits=1,stream_k=10"  # 5 tiles x 2 blocks
+    for m, bits, group, spec in ((17, 4, 128, h100), (16, 8, -1, h100), (16, 4, 32, h100),
+                                 (16, 4, 128, a100)):
+        assert gpu_sweep.schedule_for("stream_k:15", m, 4096, 4096, bits, group, torch.float16,
+                                      spec) == ""
     with pytest.raises(ValueError, match="unknown force 'mma-cluster:3'"):
         sched("mma-cluster:3")
 

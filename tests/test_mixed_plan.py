@@ -545,9 +545,9 @@ def test_stream_k_plans():
             cute_gemm.mixed_plan(m, n, 4096, 4, group, torch.float16, device="h100",
                                  schedule=schedule)
     with pytest.raises(ValueError, match="stream_k must be"):
-        cute_gemm.mixed_plan(16, 28672, 4096, schedule="stream_k=0")
+        cute_gemm.mixed_plan(16, 28672, 4096, device="h100", schedule="stream_k=0")
     with pytest.raises(ValueError, match="stream_k must be"):
-        cute_gemm.mixed_plan(16, 28672, 4096, schedule="stream_k=all")
+        cute_gemm.mixed_plan(16, 28672, 4096, device="h100", schedule="stream_k=all")
     # Only INT4's 16-row exact tile in 128 columns can, handing 128 threads x 16 sums over.
     for inst in instances().values():
         can = (inst["kernel"] == "wgmma" and inst["tile_m"] == 16 and inst["tile_n"] == 128 and
