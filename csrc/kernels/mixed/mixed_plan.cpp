@@ -753,15 +753,19 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
   MixedSchedule s;
   std::stringstream items(text);
   std::string item;
-  auto number = [](std::string const& key, std::string const& v, int lo, int hi) {
+  // v as an integer in lo..hi, or false.
+  auto integer = [](std::string const& v, int lo, int hi, int* x) {
     size_t used = 0;
-    int x = 0;
     try {
-      x = std::stoi(v, &used);
+      *x = std::stoi(v, &used);
     } catch (std::exception const&) {
       used = 0;
     }
-    if (used != v.size() || v.empty() || x < lo || x > hi)
+    return used == v.size() && !v.empty() && *x >= lo && *x <= hi;
+  };
+  auto number = [&](std::string const& key, std::string const& v, int lo, int hi) {
+    int x = 0;
+    if (!integer(v, lo, hi, &x))
       refuse("schedule: " + key + " must be an integer in " + std::to_string(lo) + ".." +
              std::to_string(hi) + "; got '" + v + "'");
     return x;
@@ -814,18 +818,9 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
     } else if (key == "stream_k") {
       if (value == "off") {
         s.stream_k = 0;
-      } else {
-        size_t used = 0;
-        long ctas = 0;
-        try {
-          ctas = std::stol(value, &used);
-        } catch (std::exception const&) {
-          used = 0;
-        }
-        if (value.empty() || used != value.size() || ctas < 1 || ctas > (1 << 20))
-          refuse("schedule: stream_k must be off or a number of CTAs (1.." +
-                 std::to_string(1 << 20) + "); got '" + value + "'");
-        s.stream_k = int(ctas);
+      } else if (!integer(value, 1, 1 << 20, &s.stream_k)) {
+        refuse("schedule: stream_k must be off or a number of CTAs (1.." +
+               std::to_string(1 << 20) + "); got '" + value + "'");
       }
     } else {
       refuse("schedule: unknown key '" + key +
