@@ -15,7 +15,9 @@
 // owns the tile: it adds the partial sums of the tile's other CTAs, all of lower index, to its own
 // and stores the output. A CTA runs the segment it contributes first, so that its partial sums are
 // ready early, and the one it owns last. Owners wait only for CTAs of lower index, which the GPU
-// starts no later: the grid makes progress however many CTAs are resident.
+// starts no later (it dispatches a grid's CTAs in index order; CUDA does not promise it, and a
+// wait that outlasts WgmmaStreamK::kWaitLimitNs traps rather than hang), so the grid makes
+// progress however many of its CTAs are resident.
 
 #include <cstdint>
 
