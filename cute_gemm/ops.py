@@ -359,7 +359,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             their k blocks: unsplit, the CTAs share the tiles' k blocks evenly and the CTA holding
             a tile's last k block adds the others' partial sums; INT4's 16-row wgmma tile in 128
             columns with exact scales, groups of whole k blocks, M <= 16; by default one CTA per
-            resident slot where the tiles fill at most 90% of the slots but more than the SMs).
+            resident slot where the tiles are more than the SMs and fill at most 1 - 6 / k_blocks
+            of the slots).
             A choice the device or problem cannot run raises ``ValueError``;
             ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
