@@ -53,7 +53,7 @@ int main() {
             }
             for (int i = 0; i < g.blocks; ++i) {
               const int b = sum + i;
-              CHECK(w.segment_of(b) == s && w.tile_of(b) == g.tile && w.kb_of(b) == g.kb_begin + i,
+              CHECK(w.tile_of(b) == g.tile && w.kb_of(b) == g.kb_begin + i,
                     "T%d KB%d C%d: CTA %d block %d", tiles, k_blocks, ctas, r, b);
             }
             sum += g.blocks;

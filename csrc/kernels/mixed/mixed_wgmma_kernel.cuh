@@ -564,11 +564,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   // Accumulators: acc[r][v] is value (v, r) of AccTV, (T, V) -> (M kTileM, N kTileN).
   float acc[NT][NACC];
-  CG_PRAGMA_UNROLL
-  for (int r = 0; r < NT; ++r) {
+  auto clear_acc = [&] {
     CG_PRAGMA_UNROLL
-    for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
-  }
+    for (int r = 0; r < NT; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
+    }
+  };
+  clear_acc();
+  // acc, the sums of the tile at columns tile_n0.., to out (gated in registers) or to this
+  // split's workspace slice (to_ws).
+  auto store_tile = [&](int tile_n0, bool to_ws) {
+    if constexpr (Gated) {
+      slice.store_gated(p, acc, m0, tile_n0);
+    } else {
+      slice.store(p, acc, m0, tile_n0, to_ws);
+    }
+  };
 
   // ---- prologue (programmatic dependent launch: weights before the wait, see the mma.sync kernel)
   constexpr int kAhead = Cfg::kLoadAhead;
@@ -715,11 +727,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         if (seg.owned) {
           StreamKSums::add_contributions(p, acc, seg.first_cta, int(blockIdx.x), int(gridDim.x),
                                          tid);
-          if constexpr (Gated) {
-            slice.store_gated(p, acc, m0, seg.tile * Cfg::kTileN);
-          } else {
-            slice.store(p, acc, m0, seg.tile * Cfg::kTileN, false);
-          }
+          store_tile(seg.tile * Cfg::kTileN, false);
         } else {
           StreamKSums::contribute(p, acc, int(blockIdx.x), int(gridDim.x), tid);
         }
@@ -727,11 +735,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       per_block(0, work.seg[0].blocks);
       hand_over(work.seg[0]);
       if (work.segments > 1) {
-        CG_PRAGMA_UNROLL
-        for (int r = 0; r < NT; ++r) {
-          CG_PRAGMA_UNROLL
-          for (int v = 0; v < NACC; ++v) acc[r][v] = 0.f;
-        }
+        clear_acc();
         per_block(work.seg[0].blocks, work.blocks);
         hand_over(work.seg[1]);
       }
@@ -752,10 +756,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if constexpr (Cfg::kClusterSums) {
       ClusterSums::add_and_store(slice, p, acc, smem, cluster_bar, m0, n0, tid);
     }
-  } else if constexpr (Gated) {
-    slice.store_gated(p, acc, m0, n0);
   } else {
-    slice.store(p, acc, m0, n0, to_workspace);
+    store_tile(n0, to_workspace);
   }
 #else
   (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;

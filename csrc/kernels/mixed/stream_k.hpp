@@ -39,8 +39,7 @@ struct StreamKWork {
   StreamKSegment seg[2];
   int segments = 0;
   int blocks = 0;  // k blocks over both segments
-  // Block i's segment (the CTA's blocks in run order, i < blocks).
-  CG_HOST_DEVICE int segment_of(int i) const { return i < seg[0].blocks ? 0 : 1; }
+  // Block i's k block and tile (the CTA's blocks in run order, i < blocks).
   CG_HOST_DEVICE int kb_of(int i) const {
     return i < seg[0].blocks ? seg[0].kb_begin + i : seg[1].kb_begin + (i - seg[0].blocks);
   }
