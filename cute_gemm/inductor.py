@@ -226,9 +226,15 @@ def reaches_reduction(node, depth=8):
     return False
 
 
-def _pins_cluster_sums(schedule):
-    """Whether a call's schedule (the op's text, or None) pins ``reduce=cluster``."""
-    return isinstance(schedule, str) and "reduce=cluster" in schedule.replace(" ", "").split(",")
+def _pins_sums_in_the_gemm(schedule):
+    """Whether a call's schedule (the op's text, or None) pins a plan whose partial sums meet
+    inside the GEMM: ``reduce=cluster`` (split-K in a cluster) or ``stream_k`` with a number of
+    CTAs. The partials op refuses both."""
+    if not isinstance(schedule, str):
+        return False
+    items = schedule.replace(" ", "").split(",")
+    return "reduce=cluster" in items or any(
+        item.startswith("stream_k=") and item != "stream_k=off" for item in items)
 
 
 def split_partials(graph, spec_for=None,
@@ -243,7 +249,8 @@ def split_partials(graph, spec_for=None,
     (``reaches_reduction``: the residual add + RMSNorm after an output or down projection) are
     rewritten only up to this M, and above it left to the op's reduce kernel, which adds the
     partial sums over the whole GPU where a row reduction reads each row's in one CTA. A call
-    whose schedule pins ``reduce=cluster`` stays (its splits add their sums inside the GEMM).
+    whose schedule pins ``reduce=cluster`` or ``stream_k=N`` stays (its sums meet inside the
+    GEMM).
     Returns the number of calls rewritten."""
     from . import ops
     from . import weight_format as wf
@@ -268,8 +275,8 @@ def split_partials(graph, spec_for=None,
         qweight_val = qweight.meta.get("val") if isinstance(qweight, torch.fx.Node) else None
         if call["activation"] is not None or a_val is None or qweight_val is None:
             continue
-        if _pins_cluster_sums(call["schedule"]):
-            continue  # its splits add their sums in the GEMM's cluster: no partial sums to hand on
+        if _pins_sums_in_the_gemm(call["schedule"]):
+            continue  # its sums meet inside the GEMM: no partial sums to hand on
         m, n = a_val.shape[0], qweight_val.shape[0] * wf.BLOCK_N
         if a_val.device.type != "cuda" or not isinstance(m, int) or not isinstance(n, int):
             continue

@@ -361,13 +361,20 @@ def test_pass_honours_the_schedule():
     assert parts.args[-1] == "kernel=decode,splits=3" and parts.meta["val"].shape[0] == 3
 
 
-def test_pass_leaves_a_call_pinned_to_cluster_sums():
-    # reduce=cluster: the splits add their sums in the GEMM's cluster, so the call has no partial
-    # sums to hand on (the partials op would refuse the pin); reduce=kernel is rewritten.
+def test_pass_leaves_a_call_pinned_to_sums_in_the_gemm():
+    # reduce=cluster (the splits add their sums in the GEMM's cluster) and stream_k=N (the CTAs
+    # hand their sums to each tile's owner): the call has no partial sums to hand on, and the
+    # partials op would refuse the pin; reduce=kernel and stream_k=off are rewritten.
     m, n, k = 16, 4096, 4096
     assert cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h100").reduce_in_cluster
+    pinned = "tile_n=128,splits=1,stream_k=40"
+    assert cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h100",
+                                schedule=pinned).stream_k_ctas == 40
+    with pytest.raises(ValueError, match="stream_k=40 needs"):
+        cute_gemm.ops.partial_sums_count(m, n, k, 4, 128, torch.bfloat16, "h100", pinned)
     for schedule, rewritten in (("reduce=cluster", 0), ("tile_n=64, reduce=cluster", 0),
-                                ("reduce=kernel", 1), (None, 1)):
+                                (pinned, 0), ("tile_n=128, stream_k=40", 0),
+                                ("stream_k=off", 1), ("reduce=kernel", 1), (None, 1)):
         g = _graph_of(m, n, k, schedule=schedule)
         assert ci.split_partials(g, spec_for=_h100) == rewritten, schedule
         assert (MIXED in [node.target for node in g.nodes]) == (rewritten == 0), schedule
