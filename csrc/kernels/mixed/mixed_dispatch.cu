@@ -114,7 +114,7 @@ cudaError_t mixed_gemm_launch(MixedGemmParams const& p, MixedPlan const& plan,
   if (plan.workspace_bytes > 0 &&
       (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
     return cudaErrorInvalidValue;
-  if (plan.stream_k_ctas > 0 && p.stream_k_id == 0) {
+  if (plan.stream_k_ctas > 0) {  // every launch its own id
     MixedGemmParams q = p;
     q.stream_k_id = next_stream_k_id();
     return kLaunchers[plan.instance](q, plan, stream);

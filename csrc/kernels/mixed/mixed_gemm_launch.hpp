@@ -56,7 +56,7 @@ struct MixedGemmParams {
   void* workspace = nullptr;          // plan.workspace_bytes bytes, uninitialized
   size_t workspace_bytes = 0;
   // Stream-K (MixedPlan::stream_k_ctas > 0): an id unique to this launch, which a CTA writes to
-  // say its partial sums in the workspace are complete (stream_k.hpp); any value but 0.
+  // say its partial sums in the workspace are complete (stream_k.hpp); mixed_gemm_launch sets it.
   uint64_t stream_k_id = 0;
 };
 
