@@ -360,7 +360,12 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             a tile's last k block adds the others' partial sums; INT4's 16-row wgmma tile in 128
             columns with exact scales, groups of whole k blocks, M <= 16; by default one CTA per
             resident slot where the tiles are more than the SMs and fill at most 1 - 6 / k_blocks
-            of the slots).
+            of the slots), ``trigger`` (``early`` or ``late``: where the kernel lets the next
+            kernel in the stream launch under programmatic dependent launch, right after its own
+            dependency wait or after its main loop; the decode kernel and the wgmma tiles without
+            a producer warpgroup (INT4 up to 64 rows, INT8 up to 32); by default early for decode
+            grids that fill the SMs and for gated 16-row wgmma grids of fewer CTAs than resident
+            slots).
             A choice the device or problem cannot run raises ``ValueError``;
             ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's

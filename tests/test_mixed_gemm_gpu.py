@@ -544,6 +544,39 @@ def test_stream_k_default_plan():
         torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("trigger", ["early", "late"])
+def test_trigger_chain(trigger):
+    # A gated 16-row GEMM (Llama-3-8B's gate/up at M = 16, whose default plan lets the next kernel
+    # launch at its start on a 132-SM GPU) and the down projection reading its output, back to
+    # back and in a CUDA graph: with either trigger the chain's result is the reference's, and the
+    # same bit for bit (the trigger moves when down's CTAs launch, never what they read).
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    m, k, n_up, dtype = 16, 4096, 28672, torch.bfloat16
+    gate_up = _qweight(n_up, k, 4, 128, True, dtype, seed=21)
+    down = _qweight(k, n_up // 2, 4, 128, True, dtype, seed=22)
+    x = _randn(m, k, dtype=dtype, seed=23, scale=1 / math.sqrt(k))
+    sched = f"trigger={trigger}"
+    plan = cute_gemm.mixed_plan(m, n_up, k, 4, 128, dtype, activation="silu_mul", schedule=sched)
+    assert plan.early_dependents == (trigger == "early") and plan.tile_m == 16, plan
+
+    def chain():
+        h = cute_gemm.mixed_gemm(x, gate_up, activation="silu_mul", schedule=sched)
+        return h, cute_gemm.mixed_gemm(h, down)
+
+    h, out = chain()  # back to back on the stream; checked once both are done
+    assert_accurate(h, _gated_reference(x, gate_up, None, None), dtype, k)
+    assert_accurate(out, _reference(h, down), dtype, n_up // 2)
+    h_late = cute_gemm.mixed_gemm(x, gate_up, activation="silu_mul", schedule="trigger=late")
+    assert torch.equal(h, h_late) and torch.equal(out, cute_gemm.mixed_gemm(h_late, down))
+    graph, replayed = capture_graph(lambda: chain()[1])
+    for seed in range(3):
+        x.copy_(_randn(m, k, dtype=dtype, seed=200 + seed, scale=1 / math.sqrt(k)))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, chain()[1])
+
+
 def test_default_plan_on_this_device():
     # The heuristic on this GPU's spec: one full wave of CTAs at decode sizes, splits meeting in
     # the workspace; the decode kernel up to M = 8, mma.sync up to M = 16, then the wgmma kernel

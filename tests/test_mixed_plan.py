@@ -30,6 +30,8 @@ RASTER_BYTES_SHARE = 0.7  # kRasterBytesShare: a raster group replaces row-major
                          # wave's modelled DRAM bytes to this share
 EARLY_DEPENDENTS_FILL = 0.75  # kEarlyDependentsFill: decode grids of this share of the resident
                              # CTA slots let the next kernel launch after their dependency wait
+EARLY_DEPENDENTS_GATED16 = True  # kEarlyDependentsGated16: so do gated 16-row wgmma grids,
+                                 # unsplit, of fewer CTAs than resident slots
 SHORT_SPLIT_K = 2048  # kWgmmaShortSplitK: a wide tile whose K slices are this short -> 128
 ROWS_SHARE = 0.8  # kWgmmaRowsShare: a smaller wide tile computing this share of the rows per SM
 WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgmma's 16-row tile
@@ -833,22 +835,49 @@ def test_decode_gated_on_hopper_takes_4_warp_ctas(device):
         assert gated(1, 28672, 4096, 4, 128, torch.float16).warps == 2
 
 
+def early_by_rule(p, sm_count):
+    """mixed_plan.cpp's plan_trigger without a schedule: decode grids that take at least
+    EARLY_DEPENDENTS_FILL of the resident CTA slots, and gated 16-row wgmma grids (gating in the
+    kernel), unsplit and not stream-K, of fewer CTAs than slots."""
+    ctas = p.grid[0] * p.grid[1] * p.grid[2]
+    slots = p.ctas_per_sm * sm_count
+    if p.kernel == "decode":
+        return ctas >= EARLY_DEPENDENTS_FILL * slots
+    return (EARLY_DEPENDENTS_GATED16 and p.kernel == "wgmma" and not p.producer and p.gated and
+            not p.via_workspace and p.tile_m == 16 and p.splits == 1 and p.stream_k_ctas == 0
+            and ctas < slots)
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_decode_early_dependents_where_the_grid_fills_the_slots(device):
-    # Only decode plans whose grid takes at least EARLY_DEPENDENTS_FILL of the resident CTA slots
-    # let the next kernel launch at their start; every other kernel never does.
+def test_early_dependents_where_the_rules_say(device):
+    # Decode plans whose grid takes at least EARLY_DEPENDENTS_FILL of the resident CTA slots, and
+    # gated 16-row wgmma grids of one partial wave, let the next kernel launch at their start;
+    # every other plan triggers after its loop.
     spec = cute_gemm.device_spec(device)
     seen = set()
     for (bits, group), (n, k), m in itertools.product(
             QUANTS, SHAPES + [(28672, 4096), (6144, 4096), (128256, 4096)], MS):
         for activation in ((None, "silu_mul") if n % 16 == 0 else (None,)):
             p = cute_gemm.mixed_plan(m, n, k, bits, group, device=device, activation=activation)
-            ctas = p.grid[0] * p.grid[1] * p.grid[2]
-            filled = ctas >= EARLY_DEPENDENTS_FILL * p.ctas_per_sm * spec.sm_count
-            assert p.early_dependents == (p.kernel == "decode" and filled), (m, n, k, bits, p)
+            assert p.early_dependents == early_by_rule(p, spec.sm_count), (m, n, k, bits, p)
             assert ("next kernel launched at its start" in str(p)) == p.early_dependents
             seen.add((p.kernel, p.early_dependents))
     assert ("decode", True) in seen and ("decode", False) in seen
+    if spec.wgmma:
+        assert ("wgmma", True) in seen and ("wgmma", False) in seen
+        # Llama-3-8B's gate/up at M = 16: 224 CTAs on 264 slots (2 per SM).
+        g = cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16, device=device,
+                                 activation="silu_mul")
+        assert g.early_dependents and g.tile_m == 16 and g.grid[0] == 224, g
+        # Ungated, or stream-K, or filling the slots: after the loop.
+        assert not cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16,
+                                        device=device).early_dependents
+        assert not cute_gemm.mixed_plan(16, 28672, 4096, 4, 128, torch.bfloat16, device=device,
+                                        activation="silu_mul",
+                                        schedule="stream_k=264").early_dependents
+        assert not cute_gemm.mixed_plan(16, 33792, 4096, 4, 128, torch.bfloat16, device=device,
+                                        activation="silu_mul",
+                                        schedule="stream_k=off").early_dependents  # 264 CTAs
     if device == "h100":
         # Measured (NOTES.md, session 43): gate/up at M = 1 (2-warp CTAs, 0.85 of the slots)
         # gains; at M = 4 in 1-warp CTAs (0.52) it lost 42%; q/k/v at M = 1 fills 0.36.
@@ -856,6 +885,38 @@ def test_decode_early_dependents_where_the_grid_fills_the_slots(device):
         assert not plan(4, 28672, 4096).early_dependents
         assert not plan(1, 6144, 4096).early_dependents
         assert plan(1, 4096, 4096).early_dependents and plan(1, 4096, 14336).early_dependents
+
+
+def test_trigger_schedules():
+    # trigger=early / late pins where the kernel lets the next one launch, both ways, on the
+    # kernels that can (decode, the wgmma tiles without a producer warpgroup); the others refuse.
+    assert _C._mixed_schedule("trigger=early") == "trigger=early"
+    assert _C._mixed_schedule(" trigger=late ,splits=2") == "splits=2,trigger=late"
+    for m, n, k, act in ((1, 28672, 4096, None), (4, 28672, 4096, None),
+                         (16, 28672, 4096, "silu_mul"), (16, 4096, 4096, None),
+                         (32, 8192, 8192, None)):
+        auto = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h200",
+                                    activation=act)
+        assert auto.kernel in ("decode", "wgmma") and not auto.producer, auto
+        for trigger, early in (("early", True), ("late", False)):
+            p = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.bfloat16, device="h200",
+                                     activation=act, schedule=f"trigger={trigger}")
+            assert p.early_dependents == early, (m, n, trigger, p)
+            # Nothing else of the plan changes.
+            assert {f: getattr(p, f) for f in PLAN_FIELDS - {"early_dependents", "grid"}} == \
+                {f: getattr(auto, f) for f in PLAN_FIELDS - {"early_dependents", "grid"}}
+            assert tuple(p.grid) == tuple(auto.grid)
+    for m, schedule, runs in ((16, "kernel=mma,trigger=early", "mma"),
+                              (16, "kernel=dense,trigger=late", "dense"),
+                              (512, "trigger=early", "wgmma mixed_wgmma_bf16_int4_m256_wg2")):
+        with pytest.raises(ValueError, match="trigger applies to the decode kernel and the wgmma "
+                                             f"tiles without a producer warpgroup; this plan runs "
+                                             f"{runs}"):
+            cute_gemm.mixed_plan(m, 8192, 8192, 4, 128, torch.bfloat16, device="h200",
+                                 schedule=schedule)
+    with pytest.raises(ValueError, match="trigger applies to the decode kernel"):
+        cute_gemm.mixed_plan(16, 8192, 8192, 4, 128, torch.bfloat16, device="a100",
+                             schedule="trigger=early")  # mma.sync on an A100
 
 
 def test_decode_schedules():
@@ -972,6 +1033,7 @@ def test_schedule_canonical_form(text, canonical):
     ("tile_n=96", "tile_n"), ("tile_n=0", "tile_n"), ("tile_n=512", "tile_n"),
     ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=both", "reduce"),
     ("reduce=Cluster", "reduce"), ("reduce=", "reduce"),
+    ("trigger=now", "trigger"), ("trigger=Early", "trigger"), ("trigger=", "trigger"),
     ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])

@@ -120,6 +120,13 @@ constexpr double kRasterBytesShare = 0.7;
 // this one while it streams. The wgmma and mma.sync kernels gained nothing from it (INT8's split
 // wgmma grids lost up to 9%) and keep the trigger after their loop.
 constexpr double kEarlyDependentsFill = 0.75;
+// The wgmma tiles without a producer warpgroup trigger after their loop, but for a gated grid of
+// the 16-row tile, unsplit, of fewer CTAs than resident slots (Llama-3-8B's gate/up at M = 9-16:
+// 224 tiles on an H200's 264 slots, so 40 SMs run one CTA): it lets the next kernel (the down
+// projection) launch at its start, whose CTAs take the free slots and stream their first stages
+// while gate/up runs. H200, the Llama-3-8B-shaped model at batch 16: 2.170 / 2.167 against 2.189
+// ms per step (NOTES.md session 71, a probe on one machine).
+constexpr bool kEarlyDependentsGated16 = true;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
 
@@ -822,10 +829,14 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
         refuse("schedule: stream_k must be off or a number of CTAs (1.." +
                std::to_string(1 << 20) + "); got '" + value + "'");
       }
+    } else if (key == "trigger") {
+      if (value == "early") s.trigger = MixedSchedule::Trigger::kEarly;
+      else if (value == "late") s.trigger = MixedSchedule::Trigger::kLate;
+      else refuse("schedule: trigger must be early or late; got '" + value + "'");
     } else {
       refuse("schedule: unknown key '" + key +
              "' (keys: kernel, tile_m, tile_n, scales, splits, warps, col_warps, k_slices, "
-             "raster_m, reduce, stream_k)");
+             "raster_m, reduce, stream_k, trigger)");
     }
   }
   return s;
@@ -845,6 +856,7 @@ std::string MixedSchedule::str() const {
   if (raster_m > 0) add("raster_m=" + std::to_string(raster_m));
   if (reduce != Reduce::kAuto) add(reduce == Reduce::kCluster ? "reduce=cluster" : "reduce=kernel");
   if (stream_k >= 0) add(stream_k == 0 ? "stream_k=off" : "stream_k=" + std::to_string(stream_k));
+  if (trigger != Trigger::kAuto) add(trigger == Trigger::kEarly ? "trigger=early" : "trigger=late");
   return out;
 }
 
@@ -895,6 +907,27 @@ std::string MixedPlan::describe() const {
   o << (exact_scales ? ", exact scales" : ", rounded weights");
   if (fine_groups) o << ", fine groups";
   return o.str();
+}
+
+// Where the plan's kernel lets the next kernel launch (MixedPlan::early_dependents): the
+// schedule's trigger, else the decode grids that fill the SMs (kEarlyDependentsFill) and the gated
+// 16-row wgmma grids of one partial wave (kEarlyDependentsGated16); refuses a trigger the kernel
+// cannot honour (the warp-specialized wgmma tiles trigger after their loop).
+void plan_trigger(MixedPlan& plan, DeviceSpec const& d, MixedSchedule const& s) {
+  const double ctas = double(plan.grid[0]) * double(plan.grid[1]) * double(plan.grid[2]);
+  const double slots = double(plan.ctas_per_sm) * d.sm_count;
+  if (s.trigger != MixedSchedule::Trigger::kAuto) {
+    if (plan.kernel == MixedKernel::kWgmma && plan.producer)
+      refuse("schedule: trigger applies to the decode kernel and the wgmma tiles without a "
+             "producer warpgroup; this plan runs " + plan.describe());
+    plan.early_dependents = s.trigger == MixedSchedule::Trigger::kEarly;
+  } else if (plan.kernel == MixedKernel::kDecode) {
+    plan.early_dependents = ctas >= kEarlyDependentsFill * slots;
+  } else if (plan.kernel == MixedKernel::kWgmma) {
+    plan.early_dependents = kEarlyDependentsGated16 && !plan.producer && plan.gates_in_kernel() &&
+                            plan.tile_m == 16 && plan.splits == 1 && plan.stream_k_ctas == 0 &&
+                            ctas < slots;
+  }
 }
 
 // Stream-K for `plan` (unsplit, of an instance that can): the schedule's CTAs, or by default one
@@ -970,6 +1003,10 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     refuse("schedule: splits applies to the fused kernels; this plan runs dense");
   if (s.reduce != MixedSchedule::Reduce::kAuto && kernel == MixedKernel::kDense)
     refuse("schedule: reduce applies to the fused kernels; this plan runs dense");
+  if (s.trigger != MixedSchedule::Trigger::kAuto &&
+      (kernel == MixedKernel::kDense || kernel == MixedKernel::kMma))
+    refuse(std::string("schedule: trigger applies to the decode kernel and the wgmma tiles "
+                       "without a producer warpgroup; this plan runs ") + kernel_name(kernel));
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
     refuse("schedule: kernel=decode runs up to M=" + std::to_string(kDecodeMaxM) + "; got M=" +
            std::to_string(p.m));
@@ -997,10 +1034,6 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     refuse("schedule: raster_m applies to the warp-specialized wgmma tiles (tile_m >= 128, and "
            "INT8's 64); this plan runs " + plan.describe());
   }
-  if (plan.kernel == MixedKernel::kDecode) {
-    const double ctas = double(plan.grid[0]) * double(plan.grid[1]) * double(plan.grid[2]);
-    plan.early_dependents = ctas >= kEarlyDependentsFill * plan.ctas_per_sm * d.sm_count;
-  }
   MixedInstanceInfo const& inst = mixed_instance(plan.instance);
   const bool cluster_fits = plan.splits > 1 && plan.splits <= inst.max_cluster_splits &&
                             !p.partials && (!p.gated || inst.gates_in_registers);
@@ -1016,6 +1049,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   plan.workspace_bytes =
       plan.via_workspace ? size_t(plan.splits) * size_t(p.m) * size_t(p.n) * 4 : 0;
   plan_stream_k(plan, p, d, s, inst, k_blocks, group);
+  plan_trigger(plan, d, s);
   return plan;
 }
 

@@ -92,10 +92,15 @@ struct MixedSchedule {
   enum class Reduce { kAuto, kCluster, kKernel } reduce = Reduce::kAuto;
   // Stream-K (MixedPlan::stream_k_ctas): -1 the planner's choice, 0 off, > 0 that many CTAs.
   int stream_k = -1;
+  // Where the kernel lets the next kernel in the stream launch (MixedPlan::early_dependents):
+  // right after its own dependency wait (kEarly) or after its main loop (kLate); kAuto: the
+  // planner's rule. The decode kernel and the wgmma tiles without a producer warpgroup only.
+  enum class Trigger { kAuto, kEarly, kLate } trigger = Trigger::kAuto;
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, tile_n, scales (exact, rounded),
-  // splits, warps, col_warps, k_slices, raster_m, reduce (cluster, kernel), stream_k (off, CTAs).
+  // splits, warps, col_warps, k_slices, raster_m, reduce (cluster, kernel), stream_k (off, CTAs),
+  // trigger (early, late).
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -156,10 +161,13 @@ struct MixedPlan {
   // MixedGemmProblem::partials: the workspace is the caller's result (via_workspace is set) and
   // the launchers run no reduce kernel.
   bool partials = false;
-  // Decode: the kernel lets the next kernel in the stream launch (programmatic dependent launch)
-  // right after its own dependency wait, not after its main loop, so that the next kernel's CTAs
-  // take each SM as this grid's CTAs leave it. Only where the grid leaves few resident slots
-  // beside it (mixed_plan.cpp, kEarlyDependentsFill); every other plan triggers after its loop.
+  // The kernel lets the next kernel in the stream launch (programmatic dependent launch) right
+  // after its own dependency wait, not after its main loop, so that the next kernel's CTAs take
+  // the SM slots this grid leaves (or each SM as this grid's CTAs leave it) and stream their
+  // first weights early. Decode: where the grid leaves few resident slots beside it
+  // (kEarlyDependentsFill); the wgmma tiles without a producer warpgroup: a gated 16-row grid
+  // unsplit in one partial wave (kEarlyDependentsGated); schedule key trigger; every other plan
+  // triggers after its loop (mixed_plan.cpp).
   bool early_dependents = false;
   // Decode at M = 1 in one-warp k slices, where the scales' (and zero points') and the activation
   // row's copies of a k block fit one per lane and the scale rows step evenly: the instance whose

@@ -350,10 +350,12 @@ CG_DEVICE void for_blocks_in_pairs(int first, int end, Step&& step) {
 // up blocks in turn (weight_block). maps: the TMA boxes of a TMA-filled configuration
 // (Cfg::kTmaLoads), unused by the others. StreamK (Cfg::kStreamK, MixedPlan::stream_k_ctas):
 // grid.x CTAs share the tiles' k blocks evenly (stream_k.hpp, WgmmaStreamK); unsplit.
+// early_dependents (MixedPlan::early_dependents): the next kernel in the stream may launch right
+// after this one's dependency wait instead of after its main loop.
 template <class Cfg, bool Gated = false, bool StreamK = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
-                       const __grid_constant__ MixedWgmmaMaps maps) {
+                       bool early_dependents, const __grid_constant__ MixedWgmmaMaps maps) {
   static_assert(!Gated || Cfg::kGatesInRegisters, "only tiles that gate in registers");
   static_assert(!StreamK || Cfg::kStreamK, "stream-K runs the 16-row exact TMA-filled tile");
   static_assert(!StreamK || Cfg::kTmaLoads, "stream-K's blocks come by TMA");
@@ -587,6 +589,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   CG_PRAGMA_UNROLL
   for (int s = 0; s < kAhead; ++s) load_weights(s, s);
   grid_dependency_wait();
+  // Where the plan says so, the next kernel's CTAs launch now and take the SM slots this grid
+  // leaves free (a gated 16-row grid of fewer tiles than slots: down's first stages stream while
+  // gate/up runs); still after this kernel's wait, as every trigger in a decode step is.
+  if (early_dependents) grid_launch_dependents();
   CG_PRAGMA_UNROLL
   for (int s = 0; s < kAhead; ++s) {
     load_activations(s, s);
@@ -760,7 +766,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     store_tile(n0, to_workspace);
   }
 #else
-  (void)p, (void)blocks_per_split, (void)to_workspace, (void)maps;
+  (void)p, (void)blocks_per_split, (void)to_workspace, (void)early_dependents, (void)maps;
 #endif
 }
 

@@ -139,7 +139,7 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
     return with_wgmma_kernel<Cfg>(plan, [&](auto kernel) {
       return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,
                                                    Cfg::kThreads, Cfg::kSmemBytes, true, stream,
-                                                   maps);
+                                                   plan.early_dependents, maps);
     });
   }
 }
