@@ -118,7 +118,7 @@ constexpr double kRasterBytesShare = 0.7;
 // M = 1: 22.6 -> 20.0 us; INT8 4096² 8.4 -> 7.1), but 23.0 -> 32.7 us for 4096x28672 M = 4 in
 // 1-warp CTAs (fill 0.52), where half the slots are free and the next grid's CTAs move in beside
 // this one while it streams. The wgmma and mma.sync kernels gained nothing from it (INT8's split
-// wgmma grids lost up to 9%) and keep the trigger after their loop.
+// wgmma grids lost up to 9%) and keep the trigger after their loop, but for the grid below.
 constexpr double kEarlyDependentsFill = 0.75;
 // The wgmma tiles without a producer warpgroup trigger after their loop, but for a gated grid of
 // the 16-row tile, unsplit, of fewer CTAs than resident slots (Llama-3-8B's gate/up at M = 9-16:

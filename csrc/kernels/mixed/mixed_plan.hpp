@@ -166,7 +166,7 @@ struct MixedPlan {
   // the SM slots this grid leaves (or each SM as this grid's CTAs leave it) and stream their
   // first weights early. Decode: where the grid leaves few resident slots beside it
   // (kEarlyDependentsFill); the wgmma tiles without a producer warpgroup: a gated 16-row grid
-  // unsplit in one partial wave (kEarlyDependentsGated); schedule key trigger; every other plan
+  // unsplit in one partial wave (kEarlyDependentsGated16); schedule key trigger; every other plan
   // triggers after its loop (mixed_plan.cpp).
   bool early_dependents = false;
   // Decode at M = 1 in one-warp k slices, where the scales' (and zero points') and the activation
