@@ -263,15 +263,17 @@ def launches():
             L.append(dict(op="gemm", family="gemm", m=200, n=1000, k=3000, dtype="bf16",
                           bias=True, config=name, quick=False, expect={}))
     # cute_gemm.decode_attention: each head-dim instance (64, 128, 256; D = 72 with half a k-step),
-    # a group of 20 over two CTAs, clusters of 2 and 8 splits, each mask kind, a static cache's
-    # unread tail (tile by tile, and found by the long splits' scan)
+    # a group of 20 over two CTAs, clusters of 2 to 8 splits (on 132 SMs, in order: 4, 6, 3, 8,
+    # 5, 8, 2), each mask kind, a static cache's unread tail (tile by tile, and found by the long
+    # splits' scan)
     for batch, heads, kv_heads, q_len, length, dim, dtype, mask, quick in (
             (1, 32, 8, 1, 229, 128, "bf16", "prefix", True),
             (2, 12, 1, 2, 700, 64, "fp16", "add", True),
             (3, 8, 8, 1, 130, 256, "bf16", None, False),
             (1, 4, 2, 3, 4096, 32, "fp16", "head", False),
             (1, 40, 2, 1, 300, 72, "bf16", "head", False),
-            (1, 8, 8, 1, 4096, 128, "bf16", "tail", False)):
+            (1, 8, 8, 1, 4096, 128, "bf16", "tail", False),
+            (8, 32, 8, 1, 256, 128, "fp16", "prefix", False)):
         L.append(dict(op="attention", family="attention", batch=batch, heads=heads,
                       kv_heads=kv_heads, q_len=q_len, length=length, dim=dim, dtype=dtype,
                       mask=mask, quick=quick, expect={}))

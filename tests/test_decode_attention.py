@@ -298,6 +298,7 @@ GPU_CASES = [
     # (batch, heads, kv_heads, q_len, length, dim)
     (1, 32, 8, 1, 229, 128),   # Llama-3-8B decode
     (16, 32, 8, 1, 300, 128),
+    (8, 32, 8, 1, 256, 128),   # 2 splits, not the 3 that fill the SMs (warp 0 takes 2 tiles)
     (1, 32, 8, 1, 4096, 128),  # long: the full cluster of 8
     (1, 8, 4, 1, 2048, 256),   # the 256 instance (one CTA per SM): 4 tiles a warp, the ring wraps
     (1, 8, 8, 1, 1500, 64),    # the 64 instance, splits of 188 rows

@@ -262,7 +262,24 @@ int main() {
               "L=%d ctas=%ld: %d splits of %d rows", length, ctas, splits,
               Cfg::split_rows(length, splits));
         if (clusters && length >= Cfg::kMaxSplits * Cfg::kMinSplitRows && ctas <= 16) {
-          CHECK(splits == Cfg::kMaxSplits, "L=%d ctas=%ld: only %d splits", length, ctas, splits);
+          CHECK(Cfg::warp_depth(length, splits) == Cfg::warp_depth(length, Cfg::kMaxSplits),
+                "L=%d ctas=%ld: %d splits leave a warp more tiles than %d", length, ctas, splits,
+                Cfg::kMaxSplits);
+        }
+        // Against the fill rule alone (SMs, rows, cluster size): never more splits, the busiest
+        // warp as few tiles, and no split that leaves it as many as one split fewer would.
+        if (clusters) {
+          long fill = (132 + ctas - 1) / ctas;
+          const long by_rows = (length + Cfg::kMinSplitRows - 1) / Cfg::kMinSplitRows;
+          fill = fill < by_rows ? fill : by_rows;
+          fill = fill < Cfg::kMaxSplits ? fill : Cfg::kMaxSplits;
+          CHECK(splits <= fill && Cfg::warp_depth(length, splits) ==
+                                      Cfg::warp_depth(length, int(fill)),
+                "L=%d ctas=%ld: %d splits against the fill rule's %ld", length, ctas, splits,
+                fill);
+          CHECK(splits == 1 ||
+                    Cfg::warp_depth(length, splits - 1) > Cfg::warp_depth(length, splits),
+                "L=%d ctas=%ld: split %d shortens no warp", length, ctas, splits);
         }
         std::vector<int> hits(length, 0);
         const int per = Cfg::split_rows(length, splits);
@@ -286,6 +303,13 @@ int main() {
     const int b16 = decode_attention_splits(8 * 16, 229, 132, true);
     CHECK(b1 == 4 && b16 == 2, "Llama splits at 229 positions: %d (batch 1), %d (batch 16)", b1,
           b16);
+    // Batch 6-8 at 256 positions: the SMs alone would ask for 3 splits, whose warps take 2 tiles
+    // as 2 splits' do.
+    for (int batch = 6; batch <= 8; ++batch) {
+      const int splits = decode_attention_splits(8L * batch, 256, 132, true);
+      CHECK(splits == 2, "batch %d at 256 positions: %d splits", batch, splits);
+    }
+    CHECK(decode_attention_splits(8L * 8, 4096, 132, true) == 3, "batch 8 at 4096: not 3 splits");
     CHECK(decode_attention_early_dependents(8L * b1, 132), "batch 1: the trigger is late");
     CHECK(!decode_attention_early_dependents(8L * 16 * b16, 132), "batch 16: the trigger is early");
     CHECK(decode_attention_early_dependents(66, 132) && !decode_attention_early_dependents(67, 132),

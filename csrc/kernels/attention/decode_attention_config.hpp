@@ -102,6 +102,11 @@ struct DecodeAttentionConfig {
     const int tiles = (rows + kTileRows - 1) / kTileRows;
     return tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
   }
+  // The tiles of the busiest warp (warp 0 of split 0) where L positions are split `splits` ways:
+  // a split's latency follows them (~0.7 us a tile at batch 1, ~1.3 at batch 16 on an H200).
+  CG_HOST_DEVICE static constexpr int warp_depth(int kv_len, int splits) {
+    return warp_tiles(split_rows(kv_len, splits), 0);
+  }
 
   // The mask values a lane reads for a tile before its rows are copied: row lane % 16 of the
   // tile; with a mask per head, heads lane / 16 + 2 h for h < kBiasHeadsPerLane (the 16 heads
@@ -225,7 +230,11 @@ using AccColTV = decltype(tile_col_layout<16>(MMA_Traits_16x8x16_Layouts::CLayou
 // CTAs per (b, i, head chunk): enough to give every SM a CTA where the grid is small (batch 1
 // decode has kv_heads CTAs), at most a cluster's kMaxSplits, and no more than the pieces of
 // kMinSplitRows positions (a tile per warp) that L makes: a split's latency is its tiles, and a
-// split of a few rows would cost its share of the combine for nothing. 1 where the device or the
+// split of a few rows would cost its share of the combine for nothing. Then the fewest splits
+// that leave the busiest warp as few tiles: a split that does not shorten it costs its share of
+// the cluster's combine and a CTA more on some SMs for nothing (H200, bf16, 8 sequences of 32 /
+// 8 heads at 256 positions, 48-229 of them valid: 2 splits 4.4-6.3 us against 3 splits'
+// 5.0-7.2, whose warps take 2 tiles either way; NOTES.md session 71). 1 where the device or the
 // build has no thread block clusters (sm_80).
 inline int decode_attention_splits(int64_t ctas, int kv_len, int sm_count, bool clusters) {
   using Cfg = DecodeAttentionConfig;
@@ -234,7 +243,11 @@ inline int decode_attention_splits(int64_t ctas, int kv_len, int sm_count, bool 
   const int64_t by_rows = (kv_len + Cfg::kMinSplitRows - 1) / Cfg::kMinSplitRows;
   if (splits > by_rows) splits = by_rows;
   if (splits > Cfg::kMaxSplits) splits = Cfg::kMaxSplits;
-  return splits < 1 ? 1 : int(splits);
+  int chosen = splits < 1 ? 1 : int(splits);
+  while (chosen > 1 && Cfg::warp_depth(kv_len, chosen - 1) == Cfg::warp_depth(kv_len, chosen)) {
+    --chosen;
+  }
+  return chosen;
 }
 
 // Whether a grid of `ctas` CTAs (splits included) lets the next kernel launch at its start. The
