@@ -124,8 +124,10 @@ constexpr double kEarlyDependentsFill = 0.75;
 // the 16-row tile, unsplit, of fewer CTAs than resident slots (Llama-3-8B's gate/up at M = 9-16:
 // 224 tiles on an H200's 264 slots, so 40 SMs run one CTA): it lets the next kernel (the down
 // projection) launch at its start, whose CTAs take the free slots and stream their first stages
-// while gate/up runs. H200, the Llama-3-8B-shaped model at batch 16: 2.170 / 2.167 against 2.189
-// ms per step (NOTES.md session 71, a probe on one machine).
+// while gate/up runs. H200, the Llama-3-8B-shaped model at batch 16, early and late alternating
+// in one build: 2.191 / 2.175 against 2.207 / 2.189 ms per step. The same trigger on the full
+// split-K grids of down, o and q/k/v (480-512 CTAs of 528 slots) gained nothing (NOTES.md
+// session 72).
 constexpr bool kEarlyDependentsGated16 = true;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
