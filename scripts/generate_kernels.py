@@ -31,8 +31,13 @@ CONFIGS = [
 # tiles multiply the CTAs of grids that would leave SMs idle. The 64-row tile runs only where its
 # grid has at most one tile per SM (gemm_dispatch.cu's heuristic), so it is one CTA per SM with 8
 # stages: its lone consumer warpgroup keeps that many loads in flight. Every configuration is
-# compiled for one CTA per SM (GemmWgmmaConfig's MinCtasPerSm default).
-WGMMA_CONFIGS = [(128, 256, 64, 4), (128, 128, 64, 6), (64, 128, 64, 8)]
+# compiled for one CTA per SM (GemmWgmmaConfig's MinCtasPerSm default). The last field marks a
+# wave-fill tile: the heuristic's walk skips it, and takes it instead of the widest tile where
+# its waves model faster (gemm_configs.hpp's gemm_wgmma_heuristic): 224 columns divide 28672
+# (7 x 4096, Llama-3-8B's gate/up) into 128 column tiles where 256 columns leave 3.39 waves of
+# 448 tiles at M = 512 on 132 SMs.
+WGMMA_CONFIGS = [(128, 256, 64, 4, False), (128, 224, 64, 5, True), (128, 128, 64, 6, False),
+                 (64, 128, 64, 8, False)]
 
 
 # Mixed-input GEMM instances (kernels/mixed/mixed_instances.hpp says what each kind's parameters
@@ -90,7 +95,7 @@ def name(dtype, cfg):
 
 
 def wgmma_name(dtype, cfg):
-    bm, bn, bk, s = cfg
+    bm, bn, bk, s = cfg[:4]
     return f"gemm_wgmma_{dtype}_{bm}x{bn}x{bk}_s{s}"
 
 
@@ -111,7 +116,7 @@ def main():
                      "}\n")
             decls.append(f"cudaError_t {n}(GemmParams const& p, cudaStream_t stream);")
         for cfg in WGMMA_CONFIGS:
-            bm, bn, bk, stages = cfg
+            bm, bn, bk, stages, _ = cfg
             n = wgmma_name(dtype, cfg)
             write_tu(OUT, n, ["kernels/gemm/gemm_wgmma_kernel.cuh",
                               "kernels/gemm/generated/gemm_instances.hpp"],
@@ -124,9 +129,10 @@ def main():
                 "configuration; host tests expand it.\n" +
                 "".join("CG_GEMM_CONFIG(%d, %d, %d, %d, %d, %d)\n" % cfg for cfg in CONFIGS))
     with open(os.path.join(OUT, "gemm_wgmma_config.inc"), "w") as f:
-        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages) of each Hopper "
+        f.write(HEADER + "// CG_GEMM_WGMMA_CONFIG(BM, BN, BK, stages, wave_fill) of each Hopper "
                 "configuration, largest first.\n" +
-                "".join("CG_GEMM_WGMMA_CONFIG(%d, %d, %d, %d)\n" % c for c in WGMMA_CONFIGS))
+                "".join("CG_GEMM_WGMMA_CONFIG(%d, %d, %d, %d, %s)\n" % (*c[:4], cxx_bool(c[4]))
+                        for c in WGMMA_CONFIGS))
     rows = ",\n".join(
         "    {%d, %d, %d, %d, %d, %d, %s, %s}" % (*cfg, name("f16", cfg), name("bf16", cfg))
         for cfg in CONFIGS)
@@ -142,7 +148,7 @@ def main():
         "  cudaError_t (*f16)(GemmParams const&, int, cudaStream_t);  // (params, splits, stream)\n"
         "  cudaError_t (*bf16)(GemmParams const&, int, cudaStream_t);\n};\n\n"
         "inline constexpr GemmWgmmaInstance kGemmWgmmaInstances[] = {\n" +
-        ",\n".join("    {%d, %d, %d, %d, %s,\n     %s}" % (*c, wgmma_name("f16", c),
+        ",\n".join("    {%d, %d, %d, %d, %s,\n     %s}" % (*c[:4], wgmma_name("f16", c),
                                                         wgmma_name("bf16", c))
                    for c in WGMMA_CONFIGS) + "\n};")
 

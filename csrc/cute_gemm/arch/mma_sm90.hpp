@@ -109,10 +109,12 @@ struct SM90_64xNx16_F32_SS;
   CG_WGMMA_R80                                                                                     \
   ", %80, %81, %82, %83, %84, %85, %86, %87"                                                       \
   ", %88, %89, %90, %91, %92, %93, %94, %95"
-#define CG_WGMMA_R128                                                                              \
+#define CG_WGMMA_R112                                                                              \
   CG_WGMMA_R96                                                                                     \
   ", %96, %97, %98, %99, %100, %101, %102, %103"                                                   \
-  ", %104, %105, %106, %107, %108, %109, %110, %111"                                               \
+  ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define CG_WGMMA_R128                                                                              \
+  CG_WGMMA_R112                                                                                    \
   ", %112, %113, %114, %115, %116, %117, %118, %119"                                               \
   ", %120, %121, %122, %123, %124, %125, %126, %127"
 #define CG_WGMMA_D8                                                                                \
@@ -138,10 +140,12 @@ struct SM90_64xNx16_F32_SS;
   CG_WGMMA_D80, "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),      \
   "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),       \
   "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-#define CG_WGMMA_D128                                                                              \
+#define CG_WGMMA_D112                                                                              \
   CG_WGMMA_D96, "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),    \
   "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),              \
-  "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),              \
+  "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
+#define CG_WGMMA_D128                                                                              \
+  CG_WGMMA_D112, "+f"(d[112]), "+f"(d[113]),                                                       \
   "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),              \
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),              \
   "+f"(d[126]), "+f"(d[127])
@@ -149,8 +153,8 @@ struct SM90_64xNx16_F32_SS;
 // One specialization per (kind, N, element type): the element types differ only in the PTX type
 // name; per N, the operands after the accumulators (A registers or descriptors, then scale_d)
 // are numbered on from N / 2. RS for N = 16, 32, 64, 128, 160, 192, 256 (the token tiles of the
-// mixed kernel, mixed_wgmma_kernel.cuh), SS for N = 128, 256; other N of the PTX's 8 .. 256
-// would follow the same pattern.
+// mixed kernel, mixed_wgmma_kernel.cuh), SS for N = 128, 224, 256 (the dense GEMM's tiles,
+// gemm_wgmma_config.hpp); other N of the PTX's 8 .. 256 would follow the same pattern.
 #define CG_SM90_64xNx16_F32_RS(T, TYPE, N, RLIST, DOPS, AREGS, DESC, PRED)                         \
   template <>                                                                                      \
   struct SM90_64xNx16_F32_RS<T, N> {                                                               \
@@ -215,6 +219,10 @@ CG_SM90_64xNx16_F32_SS(__half, "f16", 128, CG_WGMMA_R64, CG_WGMMA_D64,
                        "%64, %65", "%66")
 CG_SM90_64xNx16_F32_SS(__nv_bfloat16, "bf16", 128, CG_WGMMA_R64, CG_WGMMA_D64,
                        "%64, %65", "%66")
+CG_SM90_64xNx16_F32_SS(__half, "f16", 224, CG_WGMMA_R112, CG_WGMMA_D112,
+                       "%112, %113", "%114")
+CG_SM90_64xNx16_F32_SS(__nv_bfloat16, "bf16", 224, CG_WGMMA_R112, CG_WGMMA_D112,
+                       "%112, %113", "%114")
 CG_SM90_64xNx16_F32_SS(__half, "f16", 256, CG_WGMMA_R128, CG_WGMMA_D128,
                        "%128, %129", "%130")
 CG_SM90_64xNx16_F32_SS(__nv_bfloat16, "bf16", 256, CG_WGMMA_R128, CG_WGMMA_D128,
@@ -225,11 +233,17 @@ CG_SM90_64xNx16_F32_SS(__nv_bfloat16, "bf16", 256, CG_WGMMA_R128, CG_WGMMA_D128,
 #undef CG_WGMMA_R16
 #undef CG_WGMMA_R32
 #undef CG_WGMMA_R64
+#undef CG_WGMMA_R80
+#undef CG_WGMMA_R96
+#undef CG_WGMMA_R112
 #undef CG_WGMMA_R128
 #undef CG_WGMMA_D8
 #undef CG_WGMMA_D16
 #undef CG_WGMMA_D32
 #undef CG_WGMMA_D64
+#undef CG_WGMMA_D80
+#undef CG_WGMMA_D96
+#undef CG_WGMMA_D112
 #undef CG_WGMMA_D128
 #undef CG_WGMMA_ASM
 #undef CG_WGMMA_SS_ASM

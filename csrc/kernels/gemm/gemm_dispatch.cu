@@ -49,9 +49,7 @@ static_assert(same_wgmma_tables(),
               "generated/gemm_instances.hpp and generated/gemm_wgmma_config.inc disagree: rerun "
               "scripts/generate_kernels.py");
 
-int64_t tiles_of(int m, int n, int bm, int bn) {
-  return int64_t((m + bm - 1) / bm) * ((n + bn - 1) / bn);
-}
+int64_t tiles_of(int m, int n, int bm, int bn) { return gemm_tiles_of(m, n, bm, bn); }
 
 // The Hopper kernel's split-K factor for tile g: 1 where its tiles keep at least half the SMs
 // busy; otherwise as many splits as make one wave, each at least kMinSplitTiles k tiles, at most
@@ -68,23 +66,15 @@ int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
   return (k_tiles + per_split - 1) / per_split;
 }
 
-// With the Hopper kernel: its largest tile whose tiles keep at least half the SMs busy (a wave of
-// 128 128x256 tiles on 132 SMs beats two of 128x128 ones), else its smallest (split-K makes up
-// for the rest). Otherwise the largest mma.sync tile whose tiles give every SM a CTA, the
-// smallest when none does. The smallest Hopper tile thus runs at most one tile per SM (64-row
-// tiles are at most twice the 128-row ones, which leave half the SMs idle there): what its
-// 8-stage, one-CTA-per-SM configuration is made for. Measured on H100
-// (benchmarks/results/NOTES.md, session 21): 64x128 with 8 stages vs 4 (two CTAs per SM)
-// 256x4096x4096 19.5 vs 23.9 us, 256x4096x14336 60.4 vs 75.7 (128x128 in 2 splits of 112 k
-// tiles, chosen before: 64.3).
-int heuristic(int m, int n, int sms, bool wgmma) {
-  if (wgmma) {
-    for (int i = 0; i < kWgmmaCount; ++i) {
-      GemmWgmmaInstance const& g = kGemmWgmmaInstances[i];
-      if (2 * tiles_of(m, n, g.bm, g.bn) >= sms) return kGemmWgmmaFirst + i;
-    }
-    return kGemmWgmmaFirst + kWgmmaCount - 1;
-  }
+// With the Hopper kernel: gemm_wgmma_heuristic (gemm_configs.hpp). Otherwise the largest
+// mma.sync tile whose tiles give every SM a CTA, the smallest when none does. The smallest Hopper
+// tile thus runs at most one tile per SM (64-row tiles are at most twice the 128-row ones, which
+// leave half the SMs idle there): what its 8-stage, one-CTA-per-SM configuration is made for.
+// Measured on H100 (benchmarks/results/NOTES.md, session 21): 64x128 with 8 stages vs 4 (two
+// CTAs per SM) 256x4096x4096 19.5 vs 23.9 us, 256x4096x14336 60.4 vs 75.7 (128x128 in 2 splits
+// of 112 k tiles, chosen before: 64.3).
+int heuristic(int m, int n, int k, int sms, bool wgmma) {
+  if (wgmma) return kGemmWgmmaFirst + gemm_wgmma_heuristic(m, n, k, sms);
   for (int i = 0; i < kCount; ++i) {
     GemmInstance const& g = kGemmInstances[i];
     if (tiles_of(m, n, g.bm, g.bn) >= sms) return i;
@@ -126,7 +116,7 @@ size_t gemm_workspace_bytes(GemmParams const& params, int config) {
 }
 
 int gemm_heuristic_config(int m, int n, int k) {
-  return heuristic(m, n, current_sm_count(), gemm_wgmma_usable());
+  return heuristic(m, n, k, current_sm_count(), gemm_wgmma_usable());
 }
 
 }  // namespace cute_gemm

@@ -65,15 +65,18 @@ struct GemmWgmmaConfig {
   using DescB = WgmmaDesc<SmemB>;
   static constexpr int kStepBytes = 16 * 2;
 
-  // ---- the output through shared memory (launches with one split and a 16-byte-aligned C):
-  // the (kBM, kBN) tile of C row-major in (kBM rows, 64 columns) slabs with the 128-byte swizzle,
-  // slab j at j * kBM * 64 elements, over the drained stages; each slab is one box of C's TMA map
-  // (x = n0 + 64 j, y = m0). A warp's pairs of columns (4 bytes, 8 rows x 4 lanes) land in 32
-  // distinct banks: the rows' 16-byte units are XOR-swizzled by row % 8.
-  using SmemC = Sw128KMajor<kBM, kBN>;  // (M, N) -> element
-  static constexpr int kCSlabBytes = kBM * 64 * 2;  // slab j at j * kCSlabBytes
-  static_assert(kBN % 64 == 0, "whole 64-column slabs");
-  static_assert(kBM * kBN * 2 <= kBarrierOffset, "the C tile fits over the stages");
+  // ---- the output through shared memory (launches with one split and a 16-byte-aligned C, of
+  // tiles of whole 64-column slabs: kCThroughSmem): the (kBM, kBN) tile of C row-major in (kBM
+  // rows, 64 columns) slabs with the 128-byte swizzle, slab j at j * kBM * 64 elements, over the
+  // drained stages; each slab is one box of C's TMA map (x = n0 + 64 j, y = m0). A warp's pairs
+  // of columns (4 bytes, 8 rows x 4 lanes) land in 32 distinct banks: the rows' 16-byte units are
+  // XOR-swizzled by row % 8. A tile of a half slab (224 columns) stores from registers instead:
+  // a 64-column box would write the next tile's columns.
+  static constexpr bool kCThroughSmem = kBN % 64 == 0;
+  using SmemC = Sw128KMajor<kBM, kCThroughSmem ? kBN : 64>;  // (M, N) -> element
+  static constexpr int kCSlabBytes = kBM * 64 * 2;           // slab j at j * kCSlabBytes
+  static_assert(!kCThroughSmem || kBM * kBN * 2 <= kBarrierOffset,
+                "the C tile fits over the stages");
 
   // ---- accumulators: warpgroup g's (T128, V kBN/2) -> (M64, N kBN) C fragment.
   using AccLayout = typename Wgmma64xNx16Layouts<kBN>::CLayout;

@@ -220,30 +220,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   T* c = static_cast<T*>(p.c);
   T const* bias = static_cast<T const*>(p.bias);
-  if (c_by_tma) {
-    // Through shared memory: whole 128-byte lines stored by the TMA while the CTA retires,
-    // instead of a wave of CTAs storing from registers at once (as the mixed kernel's
-    // warp-specialized tiles do; NOTES session 28).
-    named_barrier_sync<1, Cfg::kConsumerThreads>();  // every consumer's wgmmas are done
-    constexpr auto sC = typename Cfg::SmemC{};
-    T* tile = reinterpret_cast<T*>(smem);
-    T const* tile_bias = bias == nullptr ? nullptr : bias + n0;
-    const int cols = p.n - n0;  // of the tile inside C
-    CG_PRAGMA_UNROLL
-    for (int v = 0; v < Cfg::kAccRegs; v += 2) {
-      const int idx = typename Cfg::AccLayout{}(tid % 128, v);
-      const int row = 64 * wg + idx % 64, col = idx / 64;  // within the tile; col even
-      float x0 = acc[v], x1 = acc[v + 1];
-      if (tile_bias != nullptr && col < cols) {  // N % 2 == 0 here: col + 1 < N too
-        x0 += HalfTraits<T>::to_float(tile_bias[col]);
-        x1 += HalfTraits<T>::to_float(tile_bias[col + 1]);
+  if constexpr (Cfg::kCThroughSmem) {
+    if (c_by_tma) {
+      // Through shared memory: whole 128-byte lines stored by the TMA while the CTA retires,
+      // instead of a wave of CTAs storing from registers at once (as the mixed kernel's
+      // warp-specialized tiles do; NOTES session 28).
+      named_barrier_sync<1, Cfg::kConsumerThreads>();  // every consumer's wgmmas are done
+      constexpr auto sC = typename Cfg::SmemC{};
+      T* tile = reinterpret_cast<T*>(smem);
+      T const* tile_bias = bias == nullptr ? nullptr : bias + n0;
+      const int cols = p.n - n0;  // of the tile inside C
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccRegs; v += 2) {
+        const int idx = typename Cfg::AccLayout{}(tid % 128, v);
+        const int row = 64 * wg + idx % 64, col = idx / 64;  // within the tile; col even
+        float x0 = acc[v], x1 = acc[v + 1];
+        if (tile_bias != nullptr && col < cols) {  // N % 2 == 0 here: col + 1 < N too
+          x0 += HalfTraits<T>::to_float(tile_bias[col]);
+          x1 += HalfTraits<T>::to_float(tile_bias[col + 1]);
+        }
+        T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
+        *reinterpret_cast<uint32_t*>(tile + sC(row, col)) = *reinterpret_cast<uint32_t*>(pair);
       }
-      T pair[2] = {HalfTraits<T>::from_float(x0), HalfTraits<T>::from_float(x1)};
-      *reinterpret_cast<uint32_t*>(tile + sC(row, col)) = *reinterpret_cast<uint32_t*>(pair);
+      tma_store_tile_slabs<Cfg::kConsumerThreads, BN / 64>(tid, &maps.c, smem, Cfg::kCSlabBytes,
+                                                           n0, m0, p.n);
+      return;
     }
-    tma_store_tile_slabs<Cfg::kConsumerThreads, BN / 64>(tid, &maps.c, smem, Cfg::kCSlabBytes,
-                                                         n0, m0, p.n);
-    return;
   }
   if (n0 + BN <= p.n && p.ldc % 8 == 0) {
     gemm_wgmma_store_rows<Cfg>(acc, c + int64_t(m0 + 64 * wg) * p.ldc + n0, p.ldc,
@@ -325,7 +327,7 @@ cudaError_t launch_gemm_wgmma(GemmParams const& p, int splits, cudaStream_t stre
   if (prepared != cudaSuccess) return prepared;
   if (splits < 1 || (splits > 1 && p.workspace == nullptr)) return cudaErrorInvalidValue;
   GemmWgmmaMaps maps{};
-  const bool c_by_tma = gemm_c_by_tma(p, splits);
+  const bool c_by_tma = Cfg::kCThroughSmem && gemm_c_by_tma(p, splits);
   const cudaError_t encoded = encode_gemm_wgmma_maps<Cfg>(p, c_by_tma, &maps);
   if (encoded != cudaSuccess) return encoded;
   const int tiles = ((p.m + Cfg::kBM - 1) / Cfg::kBM) * ((p.n + Cfg::kBN - 1) / Cfg::kBN);

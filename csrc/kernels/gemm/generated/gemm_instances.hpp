@@ -9,12 +9,14 @@ cudaError_t gemm_f16_256x128x32_s4_w4x2(GemmParams const& p, cudaStream_t stream
 cudaError_t gemm_f16_128x128x64_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_f16_64x64x32_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_wgmma_f16_128x256x64_s4(GemmParams const& p, int splits, cudaStream_t stream);
+cudaError_t gemm_wgmma_f16_128x224x64_s5(GemmParams const& p, int splits, cudaStream_t stream);
 cudaError_t gemm_wgmma_f16_128x128x64_s6(GemmParams const& p, int splits, cudaStream_t stream);
 cudaError_t gemm_wgmma_f16_64x128x64_s8(GemmParams const& p, int splits, cudaStream_t stream);
 cudaError_t gemm_bf16_256x128x32_s4_w4x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_128x128x64_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_bf16_64x64x32_s3_w2x2(GemmParams const& p, cudaStream_t stream);
 cudaError_t gemm_wgmma_bf16_128x256x64_s4(GemmParams const& p, int splits, cudaStream_t stream);
+cudaError_t gemm_wgmma_bf16_128x224x64_s5(GemmParams const& p, int splits, cudaStream_t stream);
 cudaError_t gemm_wgmma_bf16_128x128x64_s6(GemmParams const& p, int splits, cudaStream_t stream);
 cudaError_t gemm_wgmma_bf16_64x128x64_s8(GemmParams const& p, int splits, cudaStream_t stream);
 
@@ -41,6 +43,8 @@ struct GemmWgmmaInstance {
 inline constexpr GemmWgmmaInstance kGemmWgmmaInstances[] = {
     {128, 256, 64, 4, gemm_wgmma_f16_128x256x64_s4,
      gemm_wgmma_bf16_128x256x64_s4},
+    {128, 224, 64, 5, gemm_wgmma_f16_128x224x64_s5,
+     gemm_wgmma_bf16_128x224x64_s5},
     {128, 128, 64, 6, gemm_wgmma_f16_128x128x64_s6,
      gemm_wgmma_bf16_128x128x64_s6},
     {64, 128, 64, 8, gemm_wgmma_f16_64x128x64_s8,
