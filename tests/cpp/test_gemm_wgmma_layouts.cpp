@@ -143,42 +143,40 @@ void check(char const* name) {
 
 // gemm_wgmma_heuristic on 132 SMs (H100 / H200): the walk's picks of sessions 16 and 21 (the
 // GPU test test_heuristic_takes_wgmma_wherever_it_runs has the same cases), and the wave-fill
-// tile exactly where the wave model puts it >= 5% ahead of the widest tile: N = 28672 at M <=
-// 768 (224 against 256 columns in as many rounds), not at M = 1024 (7 rounds of 128x256 against
-// 8 of 128x224) nor on N = 4096 / 8192 / 14336 at M = 4096.
+// tile where it runs in no more rounds than the widest: N = 28672 at M <= 768 (measured in
+// session 72 at 256 / 512 / 768), not at M = 1024 (8 rounds of 128x224 against 7 of 128x256) nor
+// on N = 4096 / 8192 / 14336 at M = 4096.
 void check_heuristic() {
   const int before = failures;
   struct Case {
-    int m, n, k;
+    int m, n;
     char const* want;
   } const cases[] = {
-      {4096, 4096, 4096, "wgmma_128x256x64_s4"},   {1024, 4096, 4096, "wgmma_128x256x64_s4"},
-      {256, 8192, 8192, "wgmma_128x128x64_s6"},    {512, 4096, 4096, "wgmma_128x128x64_s6"},
-      {256, 4096, 14336, "wgmma_64x128x64_s8"},    {256, 4096, 4096, "wgmma_64x128x64_s8"},
-      {1, 512, 4096, "wgmma_64x128x64_s8"},        {1024, 1024, 1024, "wgmma_64x128x64_s8"},
-      {512, 28672, 4096, "wgmma_128x224x64_s5"},   {256, 28672, 4096, "wgmma_128x224x64_s5"},
-      {768, 28672, 4096, "wgmma_128x224x64_s5"},   {1024, 28672, 4096, "wgmma_128x256x64_s4"},
-      {4096, 28672, 4096, "wgmma_128x256x64_s4"},  {4096, 14336, 4096, "wgmma_128x256x64_s4"},
-      {4096, 8192, 8192, "wgmma_128x256x64_s4"},   {2048, 4096, 14336, "wgmma_128x256x64_s4"},
-      {128, 28672, 4096, "wgmma_128x224x64_s5"},
+      {4096, 4096, "wgmma_128x256x64_s4"},  {1024, 4096, "wgmma_128x256x64_s4"},
+      {256, 8192, "wgmma_128x128x64_s6"},   {512, 4096, "wgmma_128x128x64_s6"},
+      {256, 4096, "wgmma_64x128x64_s8"},    {1, 512, "wgmma_64x128x64_s8"},
+      {1024, 1024, "wgmma_64x128x64_s8"},   {128, 28672, "wgmma_128x224x64_s5"},
+      {256, 28672, "wgmma_128x224x64_s5"},  {512, 28672, "wgmma_128x224x64_s5"},
+      {768, 28672, "wgmma_128x224x64_s5"},  {1024, 28672, "wgmma_128x256x64_s4"},
+      {4096, 28672, "wgmma_128x256x64_s4"}, {4096, 14336, "wgmma_128x256x64_s4"},
+      {4096, 8192, "wgmma_128x256x64_s4"},  {2048, 4096, "wgmma_128x256x64_s4"},
   };
   for (Case const& c : cases) {
-    const std::string got = gemm_config_name(kGemmWgmmaFirst + gemm_wgmma_heuristic(c.m, c.n,
-                                                                                     c.k, 132));
-    CHECK(got == c.want, "heuristic(%d, %d, %d): %s, expected %s", c.m, c.n, c.k, got.c_str(),
-          c.want);
+    const std::string got =
+        gemm_config_name(kGemmWgmmaFirst + gemm_wgmma_heuristic(c.m, c.n, 132));
+    CHECK(got == c.want, "heuristic(%d, %d): %s, expected %s", c.m, c.n, got.c_str(), c.want);
   }
-  // The wave-fill tile never where its model time exceeds kWgmmaWaveFillShare of the widest
-  // tile's, and only in place of the widest tile.
+  // The wave-fill tile only in place of the widest tile, never in more rounds; the widest tile
+  // wherever no wave-fill tile can match its rounds.
+  GemmWgmmaShape const& wide = kGemmWgmmaConfigs[0];
   for (int m = 1; m <= 8192; m += 37)
     for (int n : {1024, 4096, 6144, 8192, 14336, 28672, 57344, 128256}) {
-      const int i = gemm_wgmma_heuristic(m, n, 4096, 132);
-      if (!kGemmWgmmaConfigs[i].wave_fill) continue;
-      const double wide = gemm_wgmma_modelled_time(kGemmWgmmaConfigs[0], m, n, 4096, 132);
-      const double mine = gemm_wgmma_modelled_time(kGemmWgmmaConfigs[i], m, n, 4096, 132);
-      CHECK(mine <= kWgmmaWaveFillShare * wide &&
-                2 * gemm_tiles_of(m, n, kGemmWgmmaConfigs[0].bm, kGemmWgmmaConfigs[0].bn) >= 132,
-            "heuristic(%d, %d): wave-fill tile %d where the widest tile would run", m, n, i);
+      const int i = gemm_wgmma_heuristic(m, n, 132);
+      const bool widest_walk = 2 * gemm_tiles_of(m, n, wide.bm, wide.bn) >= 132;
+      const bool fill_fits =
+          gemm_wgmma_rounds(kGemmWgmmaConfigs[1], m, n, 132) <= gemm_wgmma_rounds(wide, m, n, 132);
+      CHECK(kGemmWgmmaConfigs[i].wave_fill == (widest_walk && fill_fits),
+            "heuristic(%d, %d) took %s", m, n, gemm_config_name(kGemmWgmmaFirst + i).c_str());
     }
   std::printf("heuristic: %s\n", failures == before ? "ok" : "FAILED");
 }
@@ -191,7 +189,8 @@ int main() {
   using Narrow = GemmWgmmaConfig<uint16_t, c[1].bn, c[1].stages, c[1].bm / 64, 1>;
   using Small = GemmWgmmaConfig<uint16_t, c[2].bn, c[2].stages, c[2].bm / 64, 1>;
   using Tiny = GemmWgmmaConfig<uint16_t, c[3].bn, c[3].stages, c[3].bm / 64, 1>;
-  static_assert(kGemmWgmmaCount == 4, "check every compiled configuration");
+  static_assert(kGemmWgmmaCount == 4 && c[1].wave_fill && !c[0].wave_fill,
+                "check every compiled configuration");
   static_assert(Wide::kBM == c[0].bm && Wide::kBK == c[0].bk && Narrow::kBM == c[1].bm &&
                     Narrow::kBK == c[1].bk && Small::kBM == c[2].bm && Small::kBK == c[2].bk &&
                     Tiny::kBM == c[3].bm && Tiny::kBK == c[3].bk,

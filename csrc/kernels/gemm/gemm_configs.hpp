@@ -55,46 +55,36 @@ inline constexpr int64_t gemm_tiles_of(int m, int n, int bm, int bn) {
   return int64_t((m + bm - 1) / bm) * ((n + bn - 1) / bn);
 }
 
-// The wave model of gemm_wgmma_heuristic: one CTA per SM, so a grid runs ceil(tiles / sms)
-// rounds, each as long as one tile: the mainloop, in proportion to the tile's columns (the
-// 128-row tiles), plus a fixed cost per tile (pipeline fill, epilogue) worth
-// kWgmmaTileFixedColumns columns at K = 4096. H200, same machine, 4096x28672 at M = 512 (NOTES.md
-// session 71): 128x256 227 us in 4 rounds, 128x128 231 us in 7 fit t = rounds x (9.3 + 0.186 x
-// columns) us, i.e. ~50 columns. A wave-fill tile replaces the widest one where the model puts it
-// at most kWgmmaWaveFillShare of the widest tile's time.
-inline constexpr int kWgmmaTileFixedColumns = 50;
-inline constexpr double kWgmmaWaveFillShare = 0.95;
-inline constexpr double gemm_wgmma_modelled_time(GemmWgmmaShape const& g, int m, int n, int k,
-                                                 int sms) {
-  const int64_t rounds = (gemm_tiles_of(m, n, g.bm, g.bn) + sms - 1) / sms;
-  return double(rounds) * (g.bn + kWgmmaTileFixedColumns * 4096.0 / (k > 0 ? k : 1));
+// Rounds of a grid of one CTA per SM (every Hopper configuration): ceil(tiles / sms).
+inline constexpr int64_t gemm_wgmma_rounds(GemmWgmmaShape const& g, int m, int n, int sms) {
+  return (gemm_tiles_of(m, n, g.bm, g.bn) + sms - 1) / sms;
 }
 
-// The Hopper kernel's configuration for C [m, n] = A [m, k] B [n, k]^T on `sms` SMs, an index
-// into kGemmWgmmaConfigs: the widest tile (wave-fill tiles aside) whose tiles keep at least half
-// the SMs busy (a wave of 128 128x256 tiles on 132 SMs beats two of 128x128 ones), else the
-// smallest (split-K makes up for the rest: gemm_dispatch.cu); then, where that is the widest tile,
-// the wave-fill tile of its rows that the wave model puts fastest, if any is at most
-// kWgmmaWaveFillShare of it (Llama-3-8B's gate/up, N = 28672, at M <= 768 on 132 SMs).
-inline constexpr int gemm_wgmma_heuristic(int m, int n, int k, int sms) {
-  int pick = -1, last = 0;
+// The Hopper kernel's configuration for an [m, n] output on `sms` SMs, an index into
+// kGemmWgmmaConfigs: the widest tile (wave-fill tiles aside) whose tiles keep at least half the
+// SMs busy (a wave of 128 128x256 tiles on 132 SMs beats two of 128x128 ones), else the smallest
+// (split-K makes up for the rest: gemm_dispatch.cu); then, where that is the widest tile, a
+// wave-fill tile of its rows that runs in no more rounds: each round is then one narrower tile.
+// H200, 4096x28672 bf16 (Llama-3-8B's gate/up; NOTES.md session 72): 128x224 against 128x256 at
+// M = 256 110.6 / 115.5 us (2 rounds each), M = 512 210.3 / 216.7 (4), M = 768 302.6 / 310.4 (6);
+// at M = 1024 it would take 8 rounds to 7.
+inline constexpr int gemm_wgmma_heuristic(int m, int n, int sms) {
+  int pick = -1, last = 0, widest = -1;
   for (int i = 0; i < kGemmWgmmaCount; ++i) {
     GemmWgmmaShape const& g = kGemmWgmmaConfigs[i];
     if (g.wave_fill) continue;
+    if (widest < 0) widest = i;
     last = i;
     if (pick < 0 && 2 * gemm_tiles_of(m, n, g.bm, g.bn) >= sms) pick = i;
   }
   if (pick < 0) return last;
-  int widest = 0;
-  while (kGemmWgmmaConfigs[widest].wave_fill) ++widest;
   if (pick != widest) return pick;
   GemmWgmmaShape const& w = kGemmWgmmaConfigs[widest];
-  double best = kWgmmaWaveFillShare * gemm_wgmma_modelled_time(w, m, n, k, sms);
   for (int i = 0; i < kGemmWgmmaCount; ++i) {
     GemmWgmmaShape const& g = kGemmWgmmaConfigs[i];
-    if (!g.wave_fill || g.bm != w.bm) continue;
-    const double t = gemm_wgmma_modelled_time(g, m, n, k, sms);
-    if (t <= best) best = t, pick = i;
+    if (g.wave_fill && g.bm == w.bm && g.bn < w.bn &&
+        gemm_wgmma_rounds(g, m, n, sms) <= gemm_wgmma_rounds(w, m, n, sms))
+      return i;
   }
   return pick;
 }

@@ -74,7 +74,7 @@ int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
 // CTAs per SM) 256x4096x4096 19.5 vs 23.9 us, 256x4096x14336 60.4 vs 75.7 (128x128 in 2 splits
 // of 112 k tiles, chosen before: 64.3).
 int heuristic(int m, int n, int k, int sms, bool wgmma) {
-  if (wgmma) return kGemmWgmmaFirst + gemm_wgmma_heuristic(m, n, k, sms);
+  if (wgmma) return kGemmWgmmaFirst + gemm_wgmma_heuristic(m, n, sms);
   for (int i = 0; i < kCount; ++i) {
     GemmInstance const& g = kGemmInstances[i];
     if (tiles_of(m, n, g.bm, g.bn) >= sms) return i;
