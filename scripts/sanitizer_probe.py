@@ -262,6 +262,10 @@ def launches():
         if name.startswith("wgmma_"):  # the Hopper kernel's split-K path: 10 splits + reduce
             L.append(dict(op="gemm", family="gemm", m=200, n=1000, k=3000, dtype="bf16",
                           bias=True, config=name, quick=False, expect={}))
+            # Whole column tiles (448 = 2 x 224 = 7 x 64): the TMA-store epilogue, or the 224
+            # tile's row stores from registers.
+            L.append(dict(op="gemm", family="gemm", m=130, n=448, k=320, dtype="fp16",
+                          bias=True, config=name, quick=False, expect={}))
     # cute_gemm.decode_attention: each head-dim instance (64, 128, 256; D = 72 with half a k-step),
     # a group of 20 over two CTAs, clusters of 2 to 8 splits (on 132 SMs, in order: 4, 6, 3, 8,
     # 5, 8, 2), each mask kind, a static cache's unread tail (tile by tile, and found by the long
