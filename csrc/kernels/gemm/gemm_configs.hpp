@@ -30,8 +30,8 @@ inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmC
 
 // The Hopper kernel (gemm_wgmma_kernel.cuh, sm_90a builds on compute capability 9.0): more
 // configurations, indices kGemmWgmmaFirst.., after the mma.sync ones, the widest tile first.
-// wave_fill: a tile the heuristic takes only in place of the widest one, where its waves are
-// faster (gemm_wgmma_heuristic).
+// wave_fill: a tile the heuristic takes only in place of the widest one, where it runs in no
+// more rounds (gemm_wgmma_heuristic).
 struct GemmWgmmaShape {
   int bm, bn, bk, stages;
   bool wave_fill;
