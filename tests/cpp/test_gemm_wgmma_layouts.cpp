@@ -11,9 +11,11 @@
 //     of one row (the epilogue's pair stores), and it has the closed form the epilogue's quad
 //     transpose relies on;
 //   - the output tile SmemC is C's TMA boxes, covered once by the epilogue's column pairs with no
-//     bank conflicts;
+//     bank conflicts (tiles of whole 64-column slabs; the 224-column tile stores from registers);
 //   - shared memory: stages and barriers inside kSmemBytes, stages on 1024 bytes; the register
-//     split gives the consumers at least the launch registers and fits the register file.
+//     split gives the consumers at least the launch registers and fits the register file;
+//   - the heuristic's picks (gemm_wgmma_heuristic) on 132 SMs, the 128x224 wave-fill tile's
+//     included.
 #include <cstdio>
 #include <vector>
 
@@ -186,21 +188,22 @@ int main() {
   // instantiates them), and one more.
   constexpr GemmWgmmaShape const* c = kGemmWgmmaConfigs;
   using Wide = GemmWgmmaConfig<uint16_t, c[0].bn, c[0].stages, c[0].bm / 64, 1>;
-  using Narrow = GemmWgmmaConfig<uint16_t, c[1].bn, c[1].stages, c[1].bm / 64, 1>;
-  using Small = GemmWgmmaConfig<uint16_t, c[2].bn, c[2].stages, c[2].bm / 64, 1>;
-  using Tiny = GemmWgmmaConfig<uint16_t, c[3].bn, c[3].stages, c[3].bm / 64, 1>;
+  using Fill = GemmWgmmaConfig<uint16_t, c[1].bn, c[1].stages, c[1].bm / 64, 1>;
+  using Narrow = GemmWgmmaConfig<uint16_t, c[2].bn, c[2].stages, c[2].bm / 64, 1>;
+  using Small = GemmWgmmaConfig<uint16_t, c[3].bn, c[3].stages, c[3].bm / 64, 1>;
   static_assert(kGemmWgmmaCount == 4 && c[1].wave_fill && !c[0].wave_fill,
                 "check every compiled configuration");
-  static_assert(Wide::kBM == c[0].bm && Wide::kBK == c[0].bk && Narrow::kBM == c[1].bm &&
-                    Narrow::kBK == c[1].bk && Small::kBM == c[2].bm && Small::kBK == c[2].bk &&
-                    Tiny::kBM == c[3].bm && Tiny::kBK == c[3].bk,
+  static_assert(Wide::kBM == c[0].bm && Wide::kBK == c[0].bk && Fill::kBM == c[1].bm &&
+                    Fill::kBK == c[1].bk && Narrow::kBM == c[2].bm && Narrow::kBK == c[2].bk &&
+                    Small::kBM == c[3].bm && Small::kBK == c[3].bk,
                 "the generated configurations' BM and BK are the config's");
-  static_assert(!Narrow::kCThroughSmem && Wide::kCThroughSmem && Small::kCThroughSmem,
+  static_assert(!Fill::kCThroughSmem && Wide::kCThroughSmem && Narrow::kCThroughSmem &&
+                    Small::kCThroughSmem,
                 "224 columns (3.5 slabs) store from registers; whole slabs through SmemC");
   check<Wide>(gemm_config_name(kGemmWgmmaFirst).c_str());
-  check<Narrow>(gemm_config_name(kGemmWgmmaFirst + 1).c_str());
-  check<Small>(gemm_config_name(kGemmWgmmaFirst + 2).c_str());
-  check<Tiny>(gemm_config_name(kGemmWgmmaFirst + 3).c_str());
+  check<Fill>(gemm_config_name(kGemmWgmmaFirst + 1).c_str());
+  check<Narrow>(gemm_config_name(kGemmWgmmaFirst + 2).c_str());
+  check<Small>(gemm_config_name(kGemmWgmmaFirst + 3).c_str());
   check<GemmWgmmaConfig<uint16_t, 64, 8>>("N 64, 8 stages");
   check_heuristic();
   std::printf("%d failures\n", failures);
