@@ -49,15 +49,13 @@ static_assert(same_wgmma_tables(),
               "generated/gemm_instances.hpp and generated/gemm_wgmma_config.inc disagree: rerun "
               "scripts/generate_kernels.py");
 
-int64_t tiles_of(int m, int n, int bm, int bn) { return gemm_tiles_of(m, n, bm, bn); }
-
 // The Hopper kernel's split-K factor for tile g: 1 where its tiles keep at least half the SMs
 // busy; otherwise as many splits as make one wave, each at least kMinSplitTiles k tiles, at most
 // kMaxSplits, none empty.
 constexpr int kMinSplitTiles = 4;
 constexpr int kMaxSplits = 16;
 int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
-  const int64_t tiles = tiles_of(m, n, g.bm, g.bn);
+  const int64_t tiles = gemm_tiles_of(m, n, g.bm, g.bn);
   if (2 * tiles >= sms) return 1;
   const int k_tiles = (k + g.bk - 1) / g.bk;
   const int64_t splits = std::min<int64_t>({sms / tiles, k_tiles / kMinSplitTiles, kMaxSplits});
@@ -77,7 +75,7 @@ int heuristic(int m, int n, int k, int sms, bool wgmma) {
   if (wgmma) return kGemmWgmmaFirst + gemm_wgmma_heuristic(m, n, sms);
   for (int i = 0; i < kCount; ++i) {
     GemmInstance const& g = kGemmInstances[i];
-    if (tiles_of(m, n, g.bm, g.bn) >= sms) return i;
+    if (gemm_tiles_of(m, n, g.bm, g.bn) >= sms) return i;
   }
   return kCount - 1;
 }
