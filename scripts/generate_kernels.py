@@ -29,13 +29,13 @@ CONFIGS = [
 # The Hopper kernel (gemm_wgmma_kernel.cuh, GemmWgmmaConfig): (BM, BN, BK, stages), the largest
 # tile first; BM is 64 per consumer warpgroup, BK one 128-byte line of K per stage. The smaller
 # tiles multiply the CTAs of grids that would leave SMs idle. The 64-row tile runs only where its
-# grid has at most one tile per SM (gemm_dispatch.cu's heuristic), so it is one CTA per SM with 8
-# stages: its lone consumer warpgroup keeps that many loads in flight. Every configuration is
-# compiled for one CTA per SM (GemmWgmmaConfig's MinCtasPerSm default). The last field marks a
-# wave-fill tile: the heuristic's walk skips it, and takes it instead of the widest tile where it
-# runs in no more rounds (gemm_configs.hpp's gemm_wgmma_heuristic): 224 columns divide 28672
-# (7 x 4096, Llama-3-8B's gate/up) into 128 column tiles, 512 tiles in 3.88 waves at M = 512 on
-# 132 SMs where 256 columns leave 448 in 3.39.
+# grid has at most one tile per SM (gemm_configs.hpp's gemm_wgmma_heuristic), so it is one CTA
+# per SM with 8 stages: its lone consumer warpgroup keeps that many loads in flight. Every
+# configuration is compiled for one CTA per SM (GemmWgmmaConfig's MinCtasPerSm default). The last
+# field marks a wave-fill tile: the heuristic's walk skips it, and takes it instead of the widest
+# tile where it runs in no more rounds: 224 columns divide 28672 (7 x 4096, Llama-3-8B's gate/up)
+# into 128 column tiles, 512 tiles in 3.88 waves at M = 512 on 132 SMs where 256 columns leave 448
+# in 3.39.
 WGMMA_CONFIGS = [(128, 256, 64, 4, False), (128, 224, 64, 5, True), (128, 128, 64, 6, False),
                  (64, 128, 64, 8, False)]
 

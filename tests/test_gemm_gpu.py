@@ -171,8 +171,8 @@ def test_wgmma_kernel_pipeline(m, n, k, dtype, config):
 def test_heuristic_takes_wgmma_wherever_it_runs():
     # The Hopper kernel at every M where it runs: its largest tile whose tiles keep half the SMs
     # busy, else its smallest (splitting K where even those leave half the SMs idle), the
-    # wave-fill tile where its waves are faster. On a 132-SM GPU, the cases the rule was measured
-    # on (benchmarks/results/NOTES.md, sessions 16, 21 and 72).
+    # wave-fill tile where it runs in no more rounds. On a 132-SM GPU, the cases the rule was
+    # measured on (benchmarks/results/NOTES.md, sessions 16, 21 and 72).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     want = {(4096, 4096, 4096): "128x256x64_s4", (1024, 4096, 4096): "128x256x64_s4",
             (256, 8192, 8192): "128x128x64_s6", (512, 4096, 4096): "128x128x64_s6",
