@@ -71,7 +71,7 @@ int wgmma_splits(GemmWgmmaInstance const& g, int m, int n, int k, int sms) {
 // Measured on H100 (benchmarks/results/NOTES.md, session 21): 64x128 with 8 stages vs 4 (two
 // CTAs per SM) 256x4096x4096 19.5 vs 23.9 us, 256x4096x14336 60.4 vs 75.7 (128x128 in 2 splits
 // of 112 k tiles, chosen before: 64.3).
-int heuristic(int m, int n, int k, int sms, bool wgmma) {
+int heuristic(int m, int n, int sms, bool wgmma) {
   if (wgmma) return kGemmWgmmaFirst + gemm_wgmma_heuristic(m, n, sms);
   for (int i = 0; i < kCount; ++i) {
     GemmInstance const& g = kGemmInstances[i];
@@ -114,7 +114,7 @@ size_t gemm_workspace_bytes(GemmParams const& params, int config) {
 }
 
 int gemm_heuristic_config(int m, int n, int k) {
-  return heuristic(m, n, k, current_sm_count(), gemm_wgmma_usable());
+  return heuristic(m, n, current_sm_count(), gemm_wgmma_usable());
 }
 
 }  // namespace cute_gemm

@@ -132,6 +132,11 @@ constexpr bool kEarlyDependentsGated16 = true;
 
 [[noreturn]] void refuse(std::string const& what) { throw std::invalid_argument(what); }
 
+// The kernels that honour the schedule's trigger key, for its refusals; the plan's kernel follows.
+constexpr char kTriggerScope[] =
+    "schedule: trigger applies to the decode kernel and the wgmma tiles without a producer "
+    "warpgroup; this plan runs ";
+
 // Stream-K by default where an unsplit grid of the instances that can (the 16-row exact tile in
 // 128 columns) holds more tiles than SMs, so that some SMs run one CTA more than others, and its
 // tiles fill at most 1 - kStreamKCostBlocks / k_blocks of the resident slots: spread over every
@@ -920,8 +925,7 @@ void plan_trigger(MixedPlan& plan, DeviceSpec const& d, MixedSchedule const& s) 
   const double slots = double(plan.ctas_per_sm) * d.sm_count;
   if (s.trigger != MixedSchedule::Trigger::kAuto) {
     if (plan.kernel == MixedKernel::kWgmma && plan.producer)
-      refuse("schedule: trigger applies to the decode kernel and the wgmma tiles without a "
-             "producer warpgroup; this plan runs " + plan.describe());
+      refuse(kTriggerScope + plan.describe());
     plan.early_dependents = s.trigger == MixedSchedule::Trigger::kEarly;
   } else if (plan.kernel == MixedKernel::kDecode) {
     plan.early_dependents = ctas >= kEarlyDependentsFill * slots;
@@ -1007,8 +1011,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
     refuse("schedule: reduce applies to the fused kernels; this plan runs dense");
   if (s.trigger != MixedSchedule::Trigger::kAuto &&
       (kernel == MixedKernel::kDense || kernel == MixedKernel::kMma))
-    refuse(std::string("schedule: trigger applies to the decode kernel and the wgmma tiles "
-                       "without a producer warpgroup; this plan runs ") + kernel_name(kernel));
+    refuse(kTriggerScope + std::string(kernel_name(kernel)));
   if (kernel == MixedKernel::kDecode && p.m > kDecodeMaxM)
     refuse("schedule: kernel=decode runs up to M=" + std::to_string(kDecodeMaxM) + "; got M=" +
            std::to_string(p.m));
