@@ -1249,24 +1249,28 @@ def test_gated_int4_default_plan_in_registers(m, group, symmetric, dtype):
     assert out.shape == (m, n // 2)
 
 
-@pytest.mark.parametrize("bits,group,symmetric,dtype,ms", [
-    (4, 128, True, torch.bfloat16, (1, 2)), (8, -1, True, torch.bfloat16, (1, 4)),
-    (8, 64, False, torch.float16, (3,))])
-def test_gated_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms):
-    # On Hopper the planner runs a gated decode grid of narrow CTAs as CTAs of 4 one-warp k slices
-    # where they make one to two waves (kGatedCtaWarps): N = 2 x 8704 is 544 CTAs, K = 1152 is 9
-    # INT4 k blocks (slices of 3, 2, 2, 2) or 18 INT8 ones. The default plan, poisoned output.
+@pytest.mark.parametrize("bits,group,symmetric,dtype,ms,gated", [
+    (4, 128, True, torch.bfloat16, (1, 2), True), (8, -1, True, torch.bfloat16, (1, 4), True),
+    (8, 64, False, torch.float16, (3,), True), (8, -1, False, torch.bfloat16, (1, 4), False),
+    (8, 64, True, torch.float16, (2, 3), False)])
+def test_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms, gated):
+    # On Hopper the planner runs a decode grid of narrow CTAs as CTAs of 4 one-warp k slices
+    # where they make one to two waves (kSlicedCtaWarps: INT8 at M <= 4, gated or not, gated bf16
+    # INT4 at M <= 2): N = 2 x 8704 is 544 CTAs, K = 1152 is 9 INT4 k blocks (slices of 3, 2, 2, 2)
+    # or 18 INT8 ones. The default plan, poisoned output.
     n, k = 17408, 1152
+    act = "silu_mul" if gated else None
     qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits)
     for m in ms:
-        plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, activation="silu_mul")
+        plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, activation=act)
         assert plan.kernel == "decode"
         if _wgmma():
             assert (plan.warps, plan.k_slices, plan.splits) == (4, 4, 1), plan
         a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
-        run = lambda: cute_gemm.mixed_gemm(a, qw, activation="silu_mul")  # noqa: E731
-        out = assert_poisoned_run(run, _gated_reference(a, qw, None, None), dtype, k)
-        assert out.shape == (m, n // 2)
+        run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
+        ref = _gated_reference(a, qw, None, None) if gated else _reference(a, qw)
+        out = assert_poisoned_run(run, ref, dtype, k)
+        assert out.shape == (m, n // 2 if gated else n)
 
 
 def test_gated_refusals():

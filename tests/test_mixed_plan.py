@@ -795,11 +795,12 @@ def test_decode_int4_short_slices_lengthened_past_one_cta_per_sm(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_decode_gated_on_hopper_takes_4_warp_ctas(device):
-    # On Hopper a gated decode grid of 1-warp k slices in CTAs of fewer than 4 takes CTAs of 4
-    # (each warp half the k blocks) where they make one to two waves (kGatedCtaWarps): bf16 INT4 at
-    # M <= 2, INT8 at M <= 4. Measured on an H200 for 4096x28672 (NOTES.md, session 52); fp16 INT4,
-    # INT4 from M = 3, ungated GEMMs, scheduled CTAs and the A100 keep their plans.
+def test_decode_on_hopper_takes_4_warp_ctas(device):
+    # On Hopper a decode grid of 1-warp k slices in CTAs of fewer than 4 takes CTAs of 4 (each
+    # warp half the k blocks) where they make one to two waves (kSlicedCtaWarps): INT8 at M <= 4,
+    # gated or not, and gated bf16 INT4 at M <= 2. Measured on an H200 for 4096x28672 (NOTES.md,
+    # sessions 52 and 74); fp16 INT4, INT4 from M = 3, ungated INT4, scheduled CTAs and the A100
+    # keep their plans.
     spec = cute_gemm.device_spec(device)
     hopper = device in HOPPER
     wave = 4 * spec.sm_count  # 4-warp CTAs per wave at these shapes (4 per SM)
@@ -820,11 +821,18 @@ def test_decode_gated_on_hopper_takes_4_warp_ctas(device):
             assert p.early_dependents  # 4 CTAs per SM: the grid fills every slot of a wave
         else:
             assert p.kernel == "decode" and p.warps != 4 or not hopper, (device, m, n, bits, p)
-        # Ungated, the same grid keeps the busiest wave's plan.
+        # Ungated, INT8 takes the same CTAs on Hopper; INT4 keeps the busiest wave's plan.
         plain = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device)
-        assert plain.warps < 4 or plain.splits > 1 or plain.col_warps > 1, (device, m, n, plain)
+        if hopper and bits == 8:
+            assert (plain.kernel, plain.warps, plain.col_warps, plain.splits,
+                    plain.ctas_per_sm) == ("decode", 4, 1, 1, 4), (device, m, n, k, plain)
+        else:
+            assert plain.warps < 4 or plain.splits > 1 or plain.col_warps > 1, (device, m, n,
+                                                                               plain)
         # Scheduled warps are taken as they come.
         assert gated(m, n, k, bits, group, dtype, schedule="warps=2").warps == 2
+        assert cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device,
+                                    schedule="warps=2").warps == 2
     if hopper:
         # Fewer CTAs than a wave of 4-warp CTAs (11264x2048: 352), or more than two waves
         # (40960x4096: 1280 of 1056), are not the rule's; nor fp16 INT4 (measured slower).
@@ -832,6 +840,11 @@ def test_decode_gated_on_hopper_takes_4_warp_ctas(device):
                                   (40960, 4096, 8, -1)):
             p = gated(1, n, k, bits, group, torch.bfloat16)
             assert p.warps != 4 and p.ctas_per_sm != 4, (n, k, bits, p)
+            if bits == 8:
+                p = cute_gemm.mixed_plan(1, n, k, bits, group, torch.bfloat16, device=device)
+                assert p.warps != 4 and p.ctas_per_sm != 4, (n, k, bits, p)
+        # INT8 from M = 5 is not the rule's.
+        assert cute_gemm.mixed_plan(5, 28672, 4096, 8, -1, torch.bfloat16, device=device).warps != 4
         assert gated(1, 28672, 4096, 4, 128, torch.float16).warps == 2
 
 

@@ -75,20 +75,22 @@ constexpr int kColWarpChoices[] = {1, 2, 4};
 // of 2 warps 1.981); o_proj (K = 4096, after attention's 32 CTAs) 1.996 against 1.986 (NOTES.md,
 // session 51).
 constexpr int kPartialsCtaWarps = 4;
-// Decode on Hopper, a gated GEMM whose plan is unsplit 1-warp k slices in CTAs of fewer than this
-// many, with the CTAs for one to two waves of CTAs this wide: CTAs of this many k slices (each warp
-// then streams half the k blocks, 16 warps per SM where the 2-warp grid had ~14, in ~1.7 waves).
-// Where that was measured faster (H200, 4096x28672 with SiLU(gate) * up, graph replays, us, 2 ->
-// 4 warps): bf16 INT4 M = 1 17.85 -> 16.59, M = 2 17.90 -> 16.93; INT8 M = 1, 2, 4: bf16 39.6 ->
-// 30.9, 34.6 -> 31.4, 34.3 -> 31.8, fp16 32.5 -> 30.2, 32.7 -> 30.7, 31.0 -> 30.8; the compiled
-// Llama-3-8B-shaped step at batch 1 1.946 -> 1.919 ms. Not fp16 INT4 (slower: M = 1 17.0 ->
-// 17.6, M = 2 16.9 -> 18.3) nor INT4 from M = 3 (bf16 M = 4 from 1-warp CTAs: 20.5 either way).
-// 8 warps lost everywhere (bf16 INT4 M = 1 22.3 us). Not measured on the H100 (NOTES.md,
-// session 52).
-constexpr int kGatedCtaWarps = 4;
-constexpr int kGatedCtaMaxWaves = 2;  // at most this many waves of them (as measured)
-constexpr int kGatedCtaInt4MaxM = 2;
-constexpr int kGatedCtaInt8MaxM = 4;
+// Decode on Hopper, INT8 at M <= kSlicedCtaInt8MaxM and gated bf16 INT4 at M <= kSlicedCtaInt4MaxM:
+// a plan of unsplit 1-warp k slices in CTAs of fewer than kSlicedCtaWarps, with the CTAs for one to
+// two waves of CTAs this wide, takes CTAs of kSlicedCtaWarps k slices (each warp then streams half
+// the k blocks, 16 warps per SM where the 2-warp grid had ~14, in ~1.7 waves). Where that was
+// measured faster (H200, graph replays, us, 2 -> 4 warps): 4096x28672 with SiLU(gate) * up, bf16
+// INT4 M = 1 17.85 -> 16.59, M = 2 17.90 -> 16.93; INT8 M = 1, 2, 4: bf16 39.6 -> 30.9, 34.6 ->
+// 31.4, 34.3 -> 31.8, fp16 32.5 -> 30.2, 32.7 -> 30.7, 31.0 -> 30.8; the compiled
+// Llama-3-8B-shaped step at batch 1 1.946 -> 1.919 ms (NOTES.md, session 52). Ungated INT8, fp16
+// 4096x28672 M = 1 34.7 -> 28.9 (8 warps 29.4; session 74, NOTES.md for the other shapes). Not
+// fp16 INT4 (slower: gated M = 1 17.0 -> 17.6, M = 2 16.9 -> 18.3) nor INT4 from M = 3 (bf16
+// M = 4 from 1-warp CTAs: 20.5 either way); ungated INT4 not measured. 8 warps lost everywhere
+// (bf16 INT4 M = 1 22.3 us). Not measured on the H100.
+constexpr int kSlicedCtaWarps = 4;
+constexpr int kSlicedCtaMaxWaves = 2;  // at most this many waves of them (as measured)
+constexpr int kSlicedCtaInt4MaxM = 2;
+constexpr int kSlicedCtaInt8MaxM = 4;
 // Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
 // vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least
 // kManyWavesSliceBlocks k blocks (a full pipeline): the CTAs' fixed costs (prologue, k-slice sum,
@@ -516,8 +518,9 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // preferred col_warps (col_warps_rank; only 1 below kDecodeSharedFromM); 1-warp slices of a
 // grid of several waves come kManyWavesSlices to a CTA, and short INT4 slices of a grid of more
 // CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks); with partial sums, a long K's
-// one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits; on Hopper a gated grid of
-// narrow CTAs takes CTAs of kGatedCtaWarps where they make one to two waves. Scheduled splits get
+// one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits; on Hopper an INT8 or gated
+// bf16 INT4 grid of narrow CTAs at small M takes CTAs of kSlicedCtaWarps where they make one to
+// two waves. Scheduled splits get
 // as many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
@@ -619,15 +622,16 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       k_blocks < kShortSliceBlocks * plan.warps) {
     choose(std::max(1, k_blocks / kMinSliceBlocks));
   }
-  // Hopper, gated (kGatedCtaWarps): CTAs of 4 one-warp k slices where they make 1-2 waves.
-  const bool gated_cta_rule = p.bits == 8 ? p.m <= kGatedCtaInt8MaxM
-                                          : p.bf16 && p.m <= kGatedCtaInt4MaxM;
-  if (reshapeable() && p.gated && d.wgmma && gated_cta_rule && plan.warps < kGatedCtaWarps &&
-      k_blocks >= 2 * kGatedCtaWarps) {
-    const int per_sm = decode_ctas_per_sm(d, inst, rows, kGatedCtaWarps, 1, p.gated, single_row);
+  // Hopper, INT8 and gated bf16 INT4 at small M (kSlicedCtaWarps): CTAs of 4 one-warp k slices
+  // where they make 1-2 waves.
+  const bool sliced_cta_rule = p.bits == 8 ? p.m <= kSlicedCtaInt8MaxM
+                                           : p.gated && p.bf16 && p.m <= kSlicedCtaInt4MaxM;
+  if (reshapeable() && d.wgmma && sliced_cta_rule && plan.warps < kSlicedCtaWarps &&
+      k_blocks >= 2 * kSlicedCtaWarps) {
+    const int per_sm = decode_ctas_per_sm(d, inst, rows, kSlicedCtaWarps, 1, p.gated, single_row);
     const int64_t wave = int64_t(per_sm) * sms;
-    if (per_sm >= 1 && narrow_ctas >= wave && narrow_ctas <= kGatedCtaMaxWaves * wave) {
-      plan.warps = kGatedCtaWarps;
+    if (per_sm >= 1 && narrow_ctas >= wave && narrow_ctas <= kSlicedCtaMaxWaves * wave) {
+      plan.warps = kSlicedCtaWarps;
       plan.ctas_per_sm = per_sm;
     }
   }
