@@ -520,8 +520,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks); with partial sums, a long K's
 // one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits; on Hopper an INT8 or gated
 // bf16 INT4 grid of narrow CTAs at small M takes CTAs of kSlicedCtaWarps where they make one to
-// two waves. Scheduled splits get
-// as many k slices as the split has k blocks; scheduled warps are rounded down to whole k slices.
+// two waves. Scheduled splits get as many k slices as the split has k blocks; scheduled warps are
+// rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                  MixedSchedule const& s, int k_blocks, int group) {
   const bool fine = mixed::fine_groups_for(p.bits, group, p.k);
