@@ -606,11 +606,12 @@ def test_default_plan_on_this_device():
     # Decode: CTAs of k slices (1, 2 or 4 warps sharing the activations) that split the k range,
     # one wave; a split-K grid (and the reduce kernel) only where the CTAs cannot fill the GPU and
     # each split keeps K >= 8192. On a 132-SM Hopper (227 KB of shared memory per SM), the
-    # shapes measured best in benchmarks/results/NOTES.md (session 7).
+    # shapes measured best in benchmarks/results/NOTES.md (sessions 7 and 75: from M = 5 at most
+    # 8 one-warp k slices where their CTAs are one per SM).
     for m, bits, k, n, want in ((1, 4, 8192, 8192, (8, 1, 1)), (1, 8, 8192, 8192, (8, 1, 1)),
-                                (1, 4, 4096, 4096, (16, 1, 1)), (5, 4, 4096, 4096, (12, 1, 1)),
+                                (1, 4, 4096, 4096, (16, 1, 1)), (5, 4, 4096, 4096, (8, 1, 1)),
                                 (5, 4, 4096, 28672, (8, 4, 1)), (8, 4, 8192, 8192, (12, 2, 1)),
-                                (5, 4, 28672, 8192, (16, 4, 2)), (8, 8, 14336, 4096, (13, 1, 1)),
+                                (5, 4, 28672, 8192, (16, 4, 2)), (8, 8, 14336, 4096, (8, 1, 1)),
                                 (4, 4, 8192, 8192, None)):
         p = plan(m, n, k, bits)
         assert (p.kernel, p.tile_m, p.fine_groups) == ("decode", 8, False)
@@ -1272,6 +1273,29 @@ def test_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms, gated):
         out = assert_poisoned_run(run, ref, dtype, k)
         assert out.shape == (m, n // 2 if gated else n)
 
+
+
+@pytest.mark.parametrize("bits,group,symmetric,dtype,gated", [
+    (4, 128, True, torch.bfloat16, False), (4, 64, False, torch.float16, True),
+    (8, -1, True, torch.float16, False), (8, 64, False, torch.bfloat16, True)])
+def test_decode_reshaped_from_5_rows(bits, group, symmetric, dtype, gated):
+    # On Hopper from M = 5 the planner runs wide decode CTAs that leave SMs idle as CTAs of 4
+    # one-warp k slices (N = 4608: 144 of them, 1-3 per SM; K = 1664 is 13 INT4 k blocks, slices
+    # of 4, 3, 3, 3) and caps one-warp-wide CTAs at 8 k slices (N = 4096, K = 4224: 33 INT4 or 66
+    # INT8 k blocks). The default plan, poisoned output, M = 5-8.
+    act = "silu_mul" if gated else None
+    for n, k, shape in ((4608, 1664, (4, 1)), (4096, 4224, (8, 1))):
+        qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits + k)
+        for m in (5, 6, 7, 8):
+            plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, activation=act)
+            assert plan.kernel == "decode"
+            if _wgmma():
+                assert (plan.warps, plan.col_warps, plan.splits) == (*shape, 1), plan
+            a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+            run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
+            ref = _gated_reference(a, qw, None, None) if gated else _reference(a, qw)
+            out = assert_poisoned_run(run, ref, dtype, k)
+            assert out.shape == (m, n // 2 if gated else n)
 
 def test_gated_refusals():
     qw = _qweight(136, 128, 4, 32, True, torch.float16)

@@ -848,6 +848,58 @@ def test_decode_on_hopper_takes_4_warp_ctas(device):
         assert gated(1, 28672, 4096, 4, 128, torch.float16).warps == 2
 
 
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_from_5_rows_on_hopper_fills_sms(device):
+    # On Hopper from M = 5 an unscheduled, unsplit decode plan is reshaped (kWideToSlicedWarps,
+    # kSlicedCapWarps; H200 measurements in NOTES.md, session 75): 2- or 4-warp-wide CTAs that
+    # leave more than a tenth of the SMs idle, where 1-warp-wide CTAs number one to 1.5 per SM,
+    # become CTAs of 4 one-warp k slices; 1-warp-wide CTAs, one per SM, keep 8 k slices at most
+    # (INT4 only where they leave at most a tenth of the SMs idle).
+    spec = cute_gemm.device_spec(device)
+    hopper = device in HOPPER
+    sms = spec.sm_count
+    for (bits, group), dtype, act, m in itertools.product(
+            ((4, 128), (8, -1), (8, 64)), (torch.bfloat16, torch.float16), (None, "silu_mul"),
+            (5, 6, 7, 8)):
+        def plan(n, k, schedule=None):
+            return cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device,
+                                        schedule=schedule, activation=act)
+        for n, k in ((4608, 1664), (6144, 4096), (5120, 5120), (6144, 2048)):
+            p = plan(n, k)
+            assert p.kernel == "decode" and p.splits == 1, p
+            if hopper:
+                assert sms <= n // 32 <= 1.5 * sms
+                assert (p.warps, p.col_warps, p.k_slices) == (4, 1, 4), (device, m, n, k, p)
+                assert p.grid[0] == n // 32 and p.ctas_per_sm >= 2, p
+                # The planner's busiest wave without the rule: wide CTAs with idle SMs.
+                wide = plan(n, k, schedule="kernel=decode,col_warps=2")
+                assert wide.col_warps == 2 and wide.grid[0] < 0.9 * sms, wide
+            else:
+                assert (p.warps, p.col_warps) != (4, 1), (device, m, n, k, p)  # not the rule's
+        for n, k in ((4096, 4224), (4096, 14336), (3072, 3072)):
+            p = plan(n, k)
+            assert p.kernel == "decode" and p.splits == 1, p
+            capped = hopper and (bits == 8 or n // 32 >= 0.9 * sms)  # INT4 3072²: 96 CTAs
+            if capped:
+                assert (p.warps, p.col_warps, p.ctas_per_sm) == (8, 1, 1), (device, m, n, k, p)
+            elif hopper:
+                assert p.col_warps == 1 and p.warps > 8, (device, m, n, k, p)
+            # Without the cap more slices fit (the busiest wave took them).
+            assert plan(n, k, schedule="kernel=decode,col_warps=1").warps > 8 or not hopper
+        # Where wide CTAs keep nearly every SM busy (8192²: 128 CTAs), or 1-warp-wide CTAs
+        # would be more than 1.5 per SM (7168: 224; 4096x14336: 448), the plan stays.
+        for n, k in ((8192, 8192), (7168, 5120), (14336, 4096)):
+            p = plan(n, k)
+            assert p.col_warps > 1 and p.warps >= 12 or not hopper, (device, m, n, k, p)
+        # Scheduled plans are taken as they come.
+        p = plan(6144, 4096, schedule="kernel=decode,warps=8,col_warps=2")
+        assert (p.warps, p.col_warps) == (8, 2), p
+    if hopper:
+        # Below 5 rows the rules of M <= 4 decide (only 1-warp-wide CTAs there).
+        p = cute_gemm.mixed_plan(4, 4096, 4224, 8, -1, torch.float16, device=device)
+        assert p.warps > 8, p
+
 def early_by_rule(p, sm_count):
     """mixed_plan.cpp's plan_trigger without a schedule: decode grids that take at least
     EARLY_DEPENDENTS_FILL of the resident CTA slots, and gated 16-row wgmma grids (gating in the

@@ -439,7 +439,8 @@ def test_gpu_partials_add_up_to_the_op(m, n, k, bits, group, schedule, dtype):
     normal = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule)
     if (normal.warps, normal.splits) != (plan.warps, plan.splits):
         assert plan.kernel == "decode" and schedule is None, (plan, normal)
-        schedule = f"kernel=decode,warps={plan.warps},splits={plan.splits}"
+        schedule = (f"kernel=decode,warps={plan.warps},col_warps={plan.col_warps},"
+                    f"splits={plan.splits}")
         assert cute_gemm.mixed_plan(m, n, k, bits, group, dtype, schedule=schedule).grid == \
             plan.grid
     out = MIXED(a, qw.packed, qw.scales, qw.zeros, bits, group, k, bias, schedule)
