@@ -1278,18 +1278,20 @@ def test_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms, gated):
 @pytest.mark.parametrize("bits,group,symmetric,dtype,gated", [
     (4, 128, True, torch.bfloat16, False), (4, 64, False, torch.float16, True),
     (8, -1, True, torch.float16, False), (8, 64, False, torch.bfloat16, True)])
-def test_decode_reshaped_from_5_rows(bits, group, symmetric, dtype, gated):
+def test_decode_reshaped_on_hopper(bits, group, symmetric, dtype, gated):
     # On Hopper from M = 5 the planner runs wide decode CTAs that leave SMs idle as CTAs of 4
     # one-warp k slices (N = 4608: 144 of them, 1-3 per SM; K = 1664 is 13 INT4 k blocks, slices
-    # of 4, 3, 3, 3) and caps one-warp-wide CTAs at 8 k slices (N = 4096, K = 4224: 33 INT4 or 66
-    # INT8 k blocks). The default plan, poisoned output, M = 5-8.
+    # of 4, 3, 3, 3), and caps one-warp-wide CTAs one per SM at 8 k slices where CTAs of 8 stay
+    # one per SM (N = 4096, K = 4224: 33 INT4 or 66 INT8 k blocks; INT4 from M = 3). The default
+    # plan, poisoned output, M = 3-8.
     act = "silu_mul" if gated else None
     for n, k, shape in ((4608, 1664, (4, 1)), (4096, 4224, (8, 1))):
         qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits + k)
-        for m in (5, 6, 7, 8):
+        for m in (3, 4, 5, 6, 7, 8):
             plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, activation=act)
             assert plan.kernel == "decode"
-            if _wgmma():
+            ruled = m >= 5 or (bits == 4 and shape == (8, 1))
+            if _wgmma() and ruled:
                 assert (plan.warps, plan.col_warps, plan.splits) == (*shape, 1), plan
             a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
             run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731

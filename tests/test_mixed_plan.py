@@ -850,12 +850,13 @@ def test_decode_on_hopper_takes_4_warp_ctas(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_decode_from_5_rows_on_hopper_fills_sms(device):
-    # On Hopper from M = 5 an unscheduled, unsplit decode plan is reshaped (kWideToSlicedWarps,
-    # kSlicedCapWarps; H200 measurements in NOTES.md, session 75): 2- or 4-warp-wide CTAs that
-    # leave more than a tenth of the SMs idle, where 1-warp-wide CTAs number one to 1.5 per SM,
-    # become CTAs of 4 one-warp k slices; 1-warp-wide CTAs, one per SM, keep 8 k slices at most
-    # (INT4 only where they leave at most a tenth of the SMs idle).
+def test_decode_on_hopper_fills_sms(device):
+    # On Hopper an unscheduled, unsplit decode plan is reshaped (kWideToSlicedWarps,
+    # kSlicedCapWarps; H200 measurements in NOTES.md, session 75): from M = 5, 2- or 4-warp-wide
+    # CTAs that leave more than a tenth of the SMs idle, where 1-warp-wide CTAs number one to 1.5
+    # per SM, become CTAs of 4 one-warp k slices; 1-warp-wide CTAs, one per SM, keep 8 k slices at
+    # most where CTAs of 8 stay one per SM (INT4 only where they leave at most a tenth of the SMs
+    # idle).
     spec = cute_gemm.device_spec(device)
     hopper = device in HOPPER
     sms = spec.sm_count
@@ -895,10 +896,21 @@ def test_decode_from_5_rows_on_hopper_fills_sms(device):
         # Scheduled plans are taken as they come.
         p = plan(6144, 4096, schedule="kernel=decode,warps=8,col_warps=2")
         assert (p.warps, p.col_warps) == (8, 2), p
-    if hopper:
-        # Below 5 rows the rules of M <= 4 decide (only 1-warp-wide CTAs there).
-        p = cute_gemm.mixed_plan(4, 4096, 4224, 8, -1, torch.float16, device=device)
-        assert p.warps > 8, p
+    # Below 5 rows (1-warp-wide CTAs only) the cap holds where CTAs of 8 warps stay one per SM:
+    # INT4 at M = 3-4, not M = 1-2 nor INT8 (two fit).
+    for (bits, group), m, dtype, act in itertools.product(
+            ((4, 128), (8, -1)), (1, 2, 3, 4), (torch.bfloat16, torch.float16),
+            (None, "silu_mul")):
+        for n, k in ((4096, 4224), (4096, 14336)):
+            p = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device, activation=act)
+            eight = cute_gemm.mixed_plan(m, n, k, bits, group, dtype, device=device,
+                                         activation=act, schedule="kernel=decode,warps=8")
+            assert p.kernel == "decode" and p.col_warps == 1 and p.splits == 1, p
+            if hopper and bits == 4 and m >= 3:
+                assert (p.warps, p.ctas_per_sm) == (8, 1) == (eight.warps, eight.ctas_per_sm), p
+            else:
+                assert p.warps > 8 or not hopper, (device, m, n, k, bits, p)
+                assert eight.ctas_per_sm >= 2 or not hopper, eight
 
 def early_by_rule(p, sm_count):
     """mixed_plan.cpp's plan_trigger without a schedule: decode grids that take at least

@@ -91,23 +91,26 @@ constexpr int kSlicedCtaWarps = 4;
 constexpr int kSlicedCtaMaxWaves = 2;  // at most this many waves of them (as measured)
 constexpr int kSlicedCtaInt4MaxM = 2;
 constexpr int kSlicedCtaInt8MaxM = 4;
-// Decode on Hopper from kDecodeSharedFromM rows, unscheduled and unsplit (the busiest wave counts
-// warps, not SMs, and takes more of them than pays at these rows). H200, graph replays, us, the
-// old plan forced -> the rule's (NOTES.md, session 75, for every row):
-// - A grid of 2- or 4-warp-wide CTAs that leaves more than kWideIdleSmShare of the SMs idle,
-//   where 1-warp-wide CTAs number one to kWideToSlicedMaxPerSm per SM: CTAs of
-//   kWideToSlicedWarps one-warp k slices, so every SM streams. M = 5 / 8: INT8 bf16 4096x6144 (96
-//   CTAs of 16 warps) 11.64 / 11.53 -> 10.55 / 10.45, 3584x4608 (72) 10.30 / 10.37 -> 8.93 /
-//   8.91; INT4 fp16 4096x6144 8.12 / 7.94 -> 7.15 / 7.17, 4096x5120 7.89 / 7.76 -> 6.81 / 6.87.
-//   The one loss: INT4 5120² at M = 5-7 (80 CTAs of 14 warps), fp16 7.73 -> 8.06 (M = 8 8.53 ->
-//   8.09). At 1.7 per SM (5120x7168) INT8 lost (bf16 12.6 -> 14.4); where 128 of 132 SMs stream
-//   (8192²) the wide CTAs stay (INT8 bf16 M = 5 19.2 against 22.8 in 4-warp CTAs).
-// - A grid of 1-warp-wide CTAs, one per SM, of more than kSlicedCapWarps k slices: that many;
-//   INT4 only where the CTAs leave at most kWideIdleSmShare of the SMs idle. INT8 bf16 4096² M =
-//   5 / 8 (15 / 13 warps) 7.55 / 7.73 -> 6.90 / 6.94, 14336x4096 17.49 / 18.99 -> 17.37 / 17.53,
-//   3072² 6.00 / 6.19 -> 5.79 / 5.80; INT4 bf16 4096² (12 / 10 warps) 5.30 / 5.58 -> 5.17 / 5.24,
-//   14336x4096 11.52 / 12.54 -> 11.64 / 11.80 (M = 5 the one loss). INT4 3072² (96 CTAs) lost
-//   (fp16 M = 8 3.89 -> 4.06).
+// Decode on Hopper, unscheduled and unsplit (the busiest wave counts warps, not SMs, and takes
+// more of them than pays). H200, graph replays, us, the old plan forced -> the rule's (NOTES.md,
+// session 75, for every row):
+// - From kDecodeSharedFromM rows (where k slices may be wide), a grid of 2- or 4-warp-wide CTAs
+//   that leaves more than kWideIdleSmShare of the SMs idle, where 1-warp-wide CTAs number one to
+//   kWideToSlicedMaxPerSm per SM: CTAs of kWideToSlicedWarps one-warp k slices, so every SM
+//   streams. M = 5 / 8: INT8 bf16 4096x6144 (96 CTAs of 16 warps) 11.64 / 11.53 -> 10.55 /
+//   10.45, 3584x4608 (72) 10.30 / 10.37 -> 8.93 / 8.91; INT4 fp16 4096x6144 8.12 / 7.94 -> 7.15 /
+//   7.17, 4096x5120 7.89 / 7.76 -> 6.81 / 6.87. The one loss: INT4 5120² at M = 5-7 (80 CTAs of
+//   14 warps), fp16 7.73 -> 8.06 (M = 8 8.53 -> 8.09). At 1.7 per SM (5120x7168) INT8 lost (bf16
+//   12.6 -> 14.4); where 128 of 132 SMs stream (8192²) the wide CTAs stay (INT8 bf16 M = 5 19.2
+//   against 22.8 in 4-warp CTAs).
+// - At any M, a grid of 1-warp-wide CTAs, one per SM, of more than kSlicedCapWarps k slices:
+//   that many, where CTAs of that many are still one per SM (at M <= 2, and INT8 at M <= 4, two
+//   fit, and 128 CTAs of 8 warps ran 1.4x slower than of 16); INT4 only where the CTAs leave at
+//   most kWideIdleSmShare of the SMs idle. INT8 bf16 4096² M = 5 / 8 (15 / 13 warps) 7.55 / 7.73
+//   -> 6.90 / 6.94, 14336x4096 17.49 / 18.99 -> 17.37 / 17.53, 3072² 6.00 / 6.19 -> 5.79 / 5.80;
+//   INT4 bf16 4096² M = 4 / 5 / 8 (13 / 12 / 10 warps) 5.79 / 5.30 / 5.58 -> 5.15 / 5.17 / 5.24,
+//   14336x4096 12.20 / 11.52 / 12.54 -> 10.85 / 11.64 / 11.80 (M = 5 the one loss). INT4 3072²
+//   (96 CTAs) lost (fp16 M = 8 3.89 -> 4.06).
 constexpr double kWideIdleSmShare = 0.1;
 constexpr double kWideToSlicedMaxPerSm = 1.5;
 constexpr int kWideToSlicedWarps = 4;
@@ -541,8 +544,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // CTAs than SMs are lengthened at M <= 2 (kShortSliceBlocks); with partial sums, a long K's
 // one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits; on Hopper an INT8 or gated
 // bf16 INT4 grid of narrow CTAs at small M takes CTAs of kSlicedCtaWarps where they make one to
-// two waves; on Hopper from kDecodeSharedFromM rows wide CTAs that leave SMs idle take
-// kWideToSlicedWarps 1-warp slices, and 1-warp-wide CTAs one per SM at most kSlicedCapWarps.
+// two waves; on Hopper wide CTAs that leave SMs idle take kWideToSlicedWarps 1-warp slices, and
+// 1-warp-wide CTAs one per SM at most kSlicedCapWarps.
 // Scheduled splits get as many k slices as the split has k blocks; scheduled warps are
 // rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
@@ -658,14 +661,16 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       plan.ctas_per_sm = per_sm;
     }
   }
-  // Hopper from kDecodeSharedFromM rows without partial sums (as measured): wide CTAs that leave
-  // SMs idle become CTAs of kWideToSlicedWarps 1-warp slices; 1-warp-wide CTAs, one per SM, keep
-  // kSlicedCapWarps slices.
+  // Hopper without partial sums (as measured): wide CTAs (from kDecodeSharedFromM rows) that
+  // leave SMs idle become CTAs of kWideToSlicedWarps 1-warp slices; 1-warp-wide CTAs, one per SM,
+  // keep kSlicedCapWarps slices where CTAs of that many stay one per SM.
   const bool unscheduled = best_busy >= 0 && s.warps == 0 && s.splits == 0 && s.col_warps == 0;
-  if (unscheduled && d.wgmma && !p.partials && p.m >= kDecodeSharedFromM && plan.splits == 1) {
+  if (unscheduled && d.wgmma && !p.partials && plan.splits == 1) {
     const int64_t ctas = ceil_div(p.n, 32 * plan.col_warps) * m_tiles;
     const int sliced_per_sm =
         decode_ctas_per_sm(d, inst, rows, kWideToSlicedWarps, 1, p.gated, single_row);
+    const int capped_per_sm =
+        decode_ctas_per_sm(d, inst, rows, kSlicedCapWarps, 1, p.gated, single_row);
     const double busy_share = 1.0 - kWideIdleSmShare;  // of the SMs
     if (plan.col_warps > 1 && double(ctas) < busy_share * double(sms) && narrow_ctas >= sms &&
         double(narrow_ctas) <= kWideToSlicedMaxPerSm * double(sms) && sliced_per_sm >= 2 &&
@@ -674,10 +679,10 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       plan.col_warps = 1;
       plan.ctas_per_sm = sliced_per_sm;
     } else if (plan.col_warps == 1 && plan.warps > kSlicedCapWarps && narrow_ctas <= sms &&
+               capped_per_sm == 1 &&
                (p.bits == 8 || double(narrow_ctas) >= busy_share * double(sms))) {
       plan.warps = kSlicedCapWarps;
-      plan.ctas_per_sm =
-          decode_ctas_per_sm(d, inst, rows, kSlicedCapWarps, 1, p.gated, single_row);
+      plan.ctas_per_sm = capped_per_sm;
     }
   }
   // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
