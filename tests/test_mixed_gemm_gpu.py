@@ -1274,7 +1274,6 @@ def test_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms, gated):
         assert out.shape == (m, n // 2 if gated else n)
 
 
-
 @pytest.mark.parametrize("bits,group,symmetric,dtype,gated", [
     (4, 128, True, torch.bfloat16, False), (4, 64, False, torch.float16, True),
     (8, -1, True, torch.float16, False), (8, 64, False, torch.bfloat16, True)])
@@ -1298,6 +1297,7 @@ def test_decode_reshaped_on_hopper(bits, group, symmetric, dtype, gated):
             ref = _gated_reference(a, qw, None, None) if gated else _reference(a, qw)
             out = assert_poisoned_run(run, ref, dtype, k)
             assert out.shape == (m, n // 2 if gated else n)
+
 
 def test_gated_refusals():
     qw = _qweight(136, 128, 4, 32, True, torch.float16)

@@ -848,7 +848,6 @@ def test_decode_on_hopper_takes_4_warp_ctas(device):
         assert gated(1, 28672, 4096, 4, 128, torch.float16).warps == 2
 
 
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_decode_on_hopper_fills_sms(device):
     # On Hopper an unscheduled, unsplit decode plan is reshaped (kWideToSlicedWarps,
@@ -911,6 +910,7 @@ def test_decode_on_hopper_fills_sms(device):
             else:
                 assert p.warps > 8 or not hopper, (device, m, n, k, bits, p)
                 assert eight.ctas_per_sm >= 2 or not hopper, eight
+
 
 def early_by_rule(p, sm_count):
     """mixed_plan.cpp's plan_trigger without a schedule: decode grids that take at least
