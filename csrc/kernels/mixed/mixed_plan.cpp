@@ -115,6 +115,16 @@ constexpr double kWideIdleSmShare = 0.1;
 constexpr double kWideToSlicedMaxPerSm = 1.5;
 constexpr int kWideToSlicedWarps = 4;
 constexpr int kSlicedCapWarps = 8;
+// Decode on Hopper, ungated, a grid of few columns (1-warp-wide CTAs at most 1 / kFewColumnsShare
+// of the SMs: N <= 1056 on 132 SMs), unscheduled: the splits that make one CTA per SM, in CTAs of
+// kFewColumnsWarps one-warp k slices (fewer where a split has under 2 k blocks a slice). The
+// busiest wave took 2-14 splits of 8-16 warps, wide or not. H200, bf16, graph replays, us, M = 1
+// / 4 / 8: INT8 4096x512 5.09 / 5.35 / 5.28 -> 3.80 / 3.75 / 3.78 (8 splits of 4 warps),
+// 14336x1024 8.94 / 9.35 / 9.57 -> 7.61 / 7.96 / 8.01; INT4 4096x1024 4.10 / 4.28 / 4.30 -> 3.86
+// / 3.83 / 4.20 (NOTES.md, session 75). At N = 2048 (64 CTAs) the busiest wave's plans held
+// (INT8 14336x2048 M = 4: 16 warps in 2 splits 12.54, 8 warps 16.93).
+constexpr int kFewColumnsShare = 4;
+constexpr int kFewColumnsWarps = 8;
 // Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
 // vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least
 // kManyWavesSliceBlocks k blocks (a full pipeline): the CTAs' fixed costs (prologue, k-slice sum,
@@ -684,6 +694,19 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       plan.warps = kSlicedCapWarps;
       plan.ctas_per_sm = capped_per_sm;
     }
+  }
+  // Hopper, ungated, few columns: one CTA per SM of kFewColumnsWarps 1-warp slices in splits.
+  if (unscheduled && d.wgmma && !p.partials && !p.gated && tried(1) &&
+      narrow_ctas * kFewColumnsShare <= sms) {
+    const int splits =
+        non_empty_splits(wave_splits(d, narrow_ctas, 1, k_blocks, kMaxSplits), k_blocks);
+    const int split_blocks = int(ceil_div(k_blocks, splits));  // 2 or more for each k slice
+    const int warps = std::max(
+        1, std::min({kFewColumnsWarps, split_blocks / 2, decode_max_warps(d, inst, rows, 1)}));
+    plan.warps = warps;
+    plan.col_warps = 1;
+    plan.splits = splits;
+    plan.ctas_per_sm = decode_ctas_per_sm(d, inst, rows, warps, 1, p.gated, single_row);
   }
   // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
   if (reshapeable() && p.partials && p.bits == 4 && p.k >= kDecodeMinSplitK &&
