@@ -1299,6 +1299,28 @@ def test_decode_reshaped_on_hopper(bits, group, symmetric, dtype, gated):
             assert out.shape == (m, n // 2 if gated else n)
 
 
+@pytest.mark.parametrize("bits,group,symmetric,dtype", [
+    (4, 128, True, torch.bfloat16), (4, 32, False, torch.float16), (8, -1, True, torch.float16),
+    (8, 64, False, torch.bfloat16)])
+def test_decode_few_columns(bits, group, symmetric, dtype):
+    # On Hopper a decode grid of few columns runs the splits that make one CTA per SM, in CTAs of
+    # up to 8 one-warp k slices (kFewColumnsShare): N = 768 is 24 CTAs, so 5 splits of K = 3584
+    # (28 INT4 k blocks: four splits of 6 and one of 4, 3 slices each; 56 INT8 ones, 6 slices).
+    # The default plan, with the reduce kernel and bias, poisoned output, M = 1-8.
+    n, k = 768, 3584
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits + group)
+    bias = _randn(n, dtype=dtype, seed=3)
+    for m in range(1, 9):
+        plan = cute_gemm.mixed_plan(m, n, k, bits, group, dtype)
+        assert plan.kernel == "decode"
+        if _wgmma():
+            assert (plan.col_warps, plan.splits) == (1, 5), plan
+        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+        run = lambda: cute_gemm.mixed_gemm(a, qw, bias)  # noqa: E731
+        out = assert_poisoned_run(run, _reference(a, qw, bias), dtype, k)
+        assert out.shape == (m, n)
+
+
 def test_gated_refusals():
     qw = _qweight(136, 128, 4, 32, True, torch.float16)
     a = _randn(2, 128)

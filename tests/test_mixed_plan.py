@@ -912,6 +912,44 @@ def test_decode_on_hopper_fills_sms(device):
                 assert eight.ctas_per_sm >= 2 or not hopper, eight
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_few_columns_on_hopper(device):
+    # On Hopper an ungated decode grid of few columns (N / 32 CTAs at most a quarter of the SMs)
+    # runs the splits that make one CTA per SM, in CTAs of 8 one-warp k slices, fewer where a
+    # split has under 2 k blocks a slice, INT4 only where that leaves 3 or more (kFewColumns*;
+    # NOTES.md, session 75). Partial sums, gated GEMMs, schedules and the A100 keep the busiest
+    # wave's plan.
+    spec = cute_gemm.device_spec(device)
+    hopper = device in HOPPER
+    sms = spec.sm_count
+    for (bits, group), m, (n, k) in itertools.product(
+            ((4, 128), (8, -1), (4, 32)), range(1, 9),
+            ((512, 4096), (1024, 14336), (768, 3584), (256, 2048), (1056, 8192), (64, 4096))):
+        p = cute_gemm.mixed_plan(m, n, k, bits, group, torch.bfloat16, device=device)
+        assert p.kernel == "decode", p
+        narrow = n // 32
+        blocks = k_blocks(k, bits)
+        want_splits = min(sms // narrow, blocks // 2, 64)
+        per_split = -(-blocks // want_splits)
+        want_splits = -(-blocks // per_split)  # none empty
+        want_warps = max(1, min(8, per_split // 2))
+        if hopper and (bits == 8 or want_warps >= 3):
+            assert narrow * 4 <= sms
+            assert (p.col_warps, p.splits, p.warps) == (1, want_splits, want_warps), (
+                device, m, n, k, bits, p)
+            assert p.grid[0] * p.grid[2] <= sms, p
+        elif hopper:  # INT4 in 1-2 warps: the busiest wave's plan (1-2 splits of 8-16 warps)
+            assert p.warps > want_warps and p.splits < want_splits, (device, m, n, k, bits, p)
+        # Not a scheduled shape (gated GEMMs and partial sums keep their plans too).
+        forced = cute_gemm.mixed_plan(m, n, k, bits, group, torch.bfloat16, device=device,
+                                      schedule="kernel=decode,splits=1")
+        assert forced.splits == 1, forced
+    # 2048 columns (64 CTAs, half the SMs) keep the busiest wave's plan.
+    if hopper:
+        p = cute_gemm.mixed_plan(4, 2048, 14336, 8, -1, torch.bfloat16, device=device)
+        assert (p.warps, p.splits) == (16, 2), p
+
+
 def early_by_rule(p, sm_count):
     """mixed_plan.cpp's plan_trigger without a schedule: decode grids that take at least
     EARLY_DEPENDENTS_FILL of the resident CTA slots, and gated 16-row wgmma grids (gating in the

@@ -115,6 +115,23 @@ constexpr double kWideIdleSmShare = 0.1;
 constexpr double kWideToSlicedMaxPerSm = 1.5;
 constexpr int kWideToSlicedWarps = 4;
 constexpr int kSlicedCapWarps = 8;
+// Decode on Hopper, ungated, a grid of few columns (1-warp-wide CTAs at most 1 / kFewColumnsShare
+// of the SMs: N <= 1056 on 132 SMs), unscheduled: the splits that make one CTA per SM, in CTAs of
+// kFewColumnsWarps one-warp k slices (fewer where a split has under 2 k blocks a slice; INT4 only
+// where that leaves kFewColumnsInt4MinWarps or more). The busiest wave took 1-14 splits of 8-16
+// warps, wide or not. H200, bf16, graph replays, us, the old plan forced -> the rule's, M = 1 / 4
+// / 8: INT8 4096x512 5.22 / 5.38 / 5.31 -> 3.70 / 3.78 / 3.82 (8 splits of 4 warps), 3584x512
+// (Qwen2-7B's k / v) 4.87 / 5.09 / 5.03 -> 3.84 / 3.79 / 3.78, 14336x1024 8.96 / 9.41 / 9.55 ->
+// 7.63 / 7.96 / 7.99; INT4 5120x1024 4.68 / 4.81 / 4.81 -> 4.18 / 4.16 / 4.11, 14336x512 5.38 /
+// 4.74 / 5.01 -> 4.45 / 4.57 / 4.55. Of 87 changed plans over 12 shapes at M = 1-8, 83 faster
+// (geometric mean 1.16x), INT8 5120x1024 up to 2% slower (NOTES.md, session 75). INT4 in CTAs of
+// 1-2 warps was mixed: 2048x512 and 2048x1024 10-23% slower at every M, 3584x512 4-15% at M = 2,
+// 4, 8; 8192x256 38-51% faster at M = 1-2, 3-6% slower from M = 4; 4096x512 7-15% faster. At N =
+// 2048 (64 CTAs) the busiest wave's plans held in a sweep (INT8 14336x2048 M = 4: 16 warps in 2
+// splits 12.54, 8 warps 16.93).
+constexpr int kFewColumnsShare = 4;
+constexpr int kFewColumnsWarps = 8;
+constexpr int kFewColumnsInt4MinWarps = 3;
 // Decode: a grid of 1-warp k slices that is more than one wave even in 1-warp CTAs (a
 // vocabulary-sized N) runs CTAs of this many 1-warp k slices, each of at least
 // kManyWavesSliceBlocks k blocks (a full pipeline): the CTAs' fixed costs (prologue, k-slice sum,
@@ -683,6 +700,21 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
                (p.bits == 8 || double(narrow_ctas) >= busy_share * double(sms))) {
       plan.warps = kSlicedCapWarps;
       plan.ctas_per_sm = capped_per_sm;
+    }
+  }
+  // Hopper, ungated, few columns: one CTA per SM of kFewColumnsWarps 1-warp slices in splits.
+  if (unscheduled && d.wgmma && !p.partials && !p.gated && tried(1) &&
+      narrow_ctas * kFewColumnsShare <= sms) {
+    const int splits =
+        non_empty_splits(wave_splits(d, narrow_ctas, 1, k_blocks, kMaxSplits), k_blocks);
+    const int split_blocks = int(ceil_div(k_blocks, splits));  // 2 or more for each k slice
+    const int warps = std::max(
+        1, std::min({kFewColumnsWarps, split_blocks / 2, decode_max_warps(d, inst, rows, 1)}));
+    if (p.bits == 8 || warps >= kFewColumnsInt4MinWarps) {
+      plan.warps = warps;
+      plan.col_warps = 1;
+      plan.splits = splits;
+      plan.ctas_per_sm = decode_ctas_per_sm(d, inst, rows, warps, 1, p.gated, single_row);
     }
   }
   // Partial sums on a long K: CTAs of kPartialsCtaWarps 1-warp slices, if they fit in one wave.
