@@ -562,7 +562,8 @@ int decode_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst, int r
 // one-wave grid of wide CTAs runs CTAs of kPartialsCtaWarps in splits; on Hopper an INT8 or gated
 // bf16 INT4 grid of narrow CTAs at small M takes CTAs of kSlicedCtaWarps where they make one to
 // two waves; on Hopper wide CTAs that leave SMs idle take kWideToSlicedWarps 1-warp slices, and
-// 1-warp-wide CTAs one per SM at most kSlicedCapWarps.
+// 1-warp-wide CTAs one per SM at most kSlicedCapWarps; an ungated grid of few columns runs one
+// CTA per SM in splits (kFewColumnsShare).
 // Scheduled splits get as many k slices as the split has k blocks; scheduled warps are
 // rounded down to whole k slices.
 void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
