@@ -1250,6 +1250,16 @@ def test_gated_int4_default_plan_in_registers(m, group, symmetric, dtype):
     assert out.shape == (m, n // 2)
 
 
+def _check_default_decode(m, n, k, qw, dtype, act):
+    """The default plan's mixed_gemm (gated where act is given) on fresh [m, k] activations into
+    a poisoned output, against the fp64 reference."""
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
+    ref = _gated_reference(a, qw, None, None) if act else _reference(a, qw)
+    out = assert_poisoned_run(run, ref, dtype, k)
+    assert out.shape == (m, n // 2 if act else n)
+
+
 @pytest.mark.parametrize("bits,group,symmetric,dtype,ms,gated", [
     (4, 128, True, torch.bfloat16, (1, 2), True), (8, -1, True, torch.bfloat16, (1, 4), True),
     (8, 64, False, torch.float16, (3,), True), (8, -1, False, torch.bfloat16, (1, 4), False),
@@ -1267,11 +1277,7 @@ def test_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms, gated):
         assert plan.kernel == "decode"
         if _wgmma():
             assert (plan.warps, plan.k_slices, plan.splits) == (4, 4, 1), plan
-        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
-        run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
-        ref = _gated_reference(a, qw, None, None) if gated else _reference(a, qw)
-        out = assert_poisoned_run(run, ref, dtype, k)
-        assert out.shape == (m, n // 2 if gated else n)
+        _check_default_decode(m, n, k, qw, dtype, act)
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype,gated", [
@@ -1292,11 +1298,7 @@ def test_decode_reshaped_on_hopper(bits, group, symmetric, dtype, gated):
             ruled = m >= 5 or (bits == 4 and shape == (8, 1))
             if _wgmma() and ruled:
                 assert (plan.warps, plan.col_warps, plan.splits) == (*shape, 1), plan
-            a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
-            run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
-            ref = _gated_reference(a, qw, None, None) if gated else _reference(a, qw)
-            out = assert_poisoned_run(run, ref, dtype, k)
-            assert out.shape == (m, n // 2 if gated else n)
+            _check_default_decode(m, n, k, qw, dtype, act)
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype", [
