@@ -1250,12 +1250,12 @@ def test_gated_int4_default_plan_in_registers(m, group, symmetric, dtype):
     assert out.shape == (m, n // 2)
 
 
-def _check_default_decode(m, n, k, qw, dtype, act):
-    """The default plan's mixed_gemm (gated where act is given) on fresh [m, k] activations into
-    a poisoned output, against the fp64 reference."""
+def _check_default_decode(m, n, k, qw, dtype, act, bias=None):
+    """The default plan's mixed_gemm (gated where act is given, with bias where given) on fresh
+    [m, k] activations into a poisoned output, against the fp64 reference."""
     a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
-    run = lambda: cute_gemm.mixed_gemm(a, qw, activation=act)  # noqa: E731
-    ref = _gated_reference(a, qw, None, None) if act else _reference(a, qw)
+    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation=act)  # noqa: E731
+    ref = _gated_reference(a, qw, bias, None) if act else _reference(a, qw, bias)
     out = assert_poisoned_run(run, ref, dtype, k)
     assert out.shape == (m, n // 2 if act else n)
 
@@ -1317,10 +1317,7 @@ def test_decode_few_columns(bits, group, symmetric, dtype):
         assert plan.kernel == "decode"
         if _wgmma():
             assert (plan.col_warps, plan.splits) == (1, 5), plan
-        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
-        run = lambda: cute_gemm.mixed_gemm(a, qw, bias)  # noqa: E731
-        out = assert_poisoned_run(run, _reference(a, qw, bias), dtype, k)
-        assert out.shape == (m, n)
+        _check_default_decode(m, n, k, qw, dtype, None, bias)
 
 
 def test_gated_refusals():
