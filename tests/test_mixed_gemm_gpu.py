@@ -881,6 +881,37 @@ def test_exact_tiles_per_channel_k_off_blocks(k, bits, symmetric, dtype):
                             _reference(a, qw, bias, schedule), dtype, k)
 
 
+@pytest.mark.parametrize("symmetric,dtype", [(False, torch.float16), (True, torch.bfloat16)])
+def test_int8_exact_scales_by_default(symmetric, dtype):
+    # INT8's 32-row wgmma tile takes exact scales by default where its grid (2 CTAs per SM) is
+    # one wave and fills its slots better than the rounded tile's (3 per SM): split K in a ragged
+    # last column tile, gated unsplit in registers, and a grid that keeps rounded weights. M off
+    # the tile, bias, fresh inputs, poisoned output against the fp64 product of the weights the
+    # plan uses (exact (q - z) * s, or rounded to the activation dtype).
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    sms = cute_gemm.device_spec().sm_count
+    for m, n, k, act, exact, splits in ((24, 4040, 4096, None, True, 8),
+                                        (29, 128 * (sms * 8 // 5) - 48, 1408, "silu_mul", True,
+                                         1),
+                                        (17, 6144, 4096, None, False, 8)):
+        qw = _qweight(n, k, 8, -1, symmetric, dtype, seed=m)
+        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+        bias = _randn(n, dtype=dtype, seed=m + 2)
+        plan = cute_gemm.mixed_plan(m, n, k, 8, -1, dtype, activation=act)
+        assert (plan.kernel, plan.tile_m, plan.exact_scales, plan.splits) == \
+            ("wgmma", 32, exact, splits), plan
+        assert plan.via_workspace == (splits > 1), plan
+        pre = a.double() @ qw.dequantize(torch.float32 if exact else None).double().t() + \
+            bias.double()
+        if act:
+            g, u = pre.chunk(2, dim=-1)
+            pre = torch.nn.functional.silu(g) * u
+        run = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation=act)  # noqa: E731
+        out = assert_poisoned_run(run, pre, dtype, k)
+        assert out.shape == (m, n // 2 if act else n)
+
+
 @pytest.mark.parametrize("bits,group,symmetric", [(4, 128, True), (8, -1, False)])
 @pytest.mark.parametrize("raster_m", [1, 2, 3, 8, 64])
 def test_wgmma_raster_orders(bits, group, symmetric, raster_m):

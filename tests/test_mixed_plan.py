@@ -93,6 +93,22 @@ def expected_kernel(device, m, n=4096, k=4096, bits=4, group=128, dtype=torch.fl
     return "mma" if m < 192 else "dense"
 
 
+def slot_share(device, p):
+    """A plan's CTAs over its resident slots (CTAs per SM times the SMs)."""
+    slots = p.ctas_per_sm * cute_gemm.device_spec(device).sm_count
+    return p.grid[0] * p.grid[1] * p.grid[2] / slots
+
+
+def int8_exact_fills_better(device, m, n, k, group, dtype, activation=None):
+    """INT8's default scales in the 32-row wgmma tile: exact where the exact tile's grid (2 CTAs
+    per SM) is one wave and fills its slots better than the rounded tile's grid (3 per SM)."""
+    forced = [cute_gemm.mixed_plan(m, n, k, 8, group, dtype, device=device, activation=activation,
+                                   schedule=f"kernel=wgmma,tile_m=32,scales={scales}")
+              for scales in ("exact", "rounded")]
+    exact, rounded = (slot_share(device, f) for f in forced)
+    return exact <= 1 and exact > rounded
+
+
 def all_default_plans():
     for device, m, (n, k), (bits, group), dtype in itertools.product(
             DEVICES, MS, SHAPES, QUANTS, (torch.float16, torch.bfloat16)):
@@ -156,10 +172,12 @@ def test_kernel_choice_by_m(device):
             assert p.tile_m == (16 if m <= 16 else 32 if m <= 32 else 64)
         else:
             # Exact scales in INT4's 16- and 32-row tiles where the groups are whole k blocks (or
-            # all of K); every other default wgmma plan rounds the weights.
+            # all of K), in INT8's 32-row tile there where its grid fills one wave better
+            # (int8_exact_fills_better); every other default wgmma plan rounds the weights.
             whole_blocks = whole_block_groups(bits, group, k)
-            assert p.exact_scales == (bits == 4 and p.tile_m <= 32 and whole_blocks), \
-                (m, n, k, bits, group)
+            exact = whole_blocks and p.tile_m <= 32 and (
+                bits == 4 or int8_exact_fills_better(device, m, n, k, group, dtype))
+            assert p.exact_scales == exact, (m, n, k, bits, group)
             if m <= 16 and bits == 4:
                 assert p.tile_m == 16
             elif m <= 128:
@@ -289,6 +307,34 @@ def test_small_m_on_hopper():
     for m in (9, 16):
         p = plan(m, 8192, 8192, bits=8, group=-1)
         assert (p.kernel, p.tile_m, p.exact_scales) == ("wgmma", 32, False)
+
+
+def test_int8_exact_scales_by_wave_fill():
+    # INT8's 32-row wgmma tile takes exact scales by default where the exact tile's grid (2 CTAs
+    # per SM) is one wave and fills its slots better than the rounded tile's (3 per SM); the cases
+    # measured on an H200 (NOTES.md, session 76). Groups finer than a k block, grids of more than
+    # a wave and a scheduled scales= keep theirs.
+    for device, dtype in itertools.product(HOPPER, (torch.float16, torch.bfloat16)):
+        for m, n, k, act, want in (
+                (16, 4096, 4096, None, (True, 8)), (32, 4096, 4096, None, (True, 8)),
+                (24, 28672, 4096, None, (True, 1)), (32, 28672, 4096, "silu_mul", (True, 1)),
+                (16, 6144, 4096, None, (False, 8)), (32, 8192, 8192, None, (False, 6)),
+                (16, 4096, 14336, None, (False, 12)), (24, 8192, 28672, None, (False, 6)),
+                (32, 128256, 4096, None, (False, 1))):  # the exact grid: 1002 CTAs, 4 waves
+            p = cute_gemm.mixed_plan(m, n, k, 8, -1, dtype, device=device, activation=act)
+            assert (p.kernel, p.tile_m, p.exact_scales, p.splits) == ("wgmma", 32, *want), \
+                (device, m, n, k, act, p)
+            assert p.exact_scales == int8_exact_fills_better(device, m, n, k, -1, dtype, act)
+            for scales in ("exact", "rounded"):
+                forced = cute_gemm.mixed_plan(m, n, k, 8, -1, dtype, device=device, activation=act,
+                                              schedule=f"scales={scales}")
+                assert forced.exact_scales == (scales == "exact")
+        # Per group: g64 (whole INT8 k blocks) as per channel, g32 rounded.
+        assert cute_gemm.mixed_plan(16, 4096, 4096, 8, 64, device=device).exact_scales
+        assert not cute_gemm.mixed_plan(16, 4096, 4096, 8, 32, device=device).exact_scales
+    # M = 16 on wide N stays on mma.sync (int8_on_mma_unsplit); the A100 has no wgmma.
+    assert cute_gemm.mixed_plan(16, 28672, 4096, 8, -1, device="h200").kernel == "mma"
+    assert cute_gemm.mixed_plan(32, 4096, 4096, 8, -1, device="a100").kernel == "mma"
 
 
 def test_int8_wide_n_on_mma_sync():

@@ -372,21 +372,53 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 }
 
 
-// The scales of the wgmma tile by default: exact in INT4's 16- and 32-row tiles where the groups
-// are whole k blocks (or all of K, mixed::whole_block_groups), which dequantize a block while the
-// previous one's wgmmas run (mixed_wgmma_kernel's per_block loop) with fewer instructions than
-// rounded weights. H200, us, exact against rounded: s63 M = 16, bf16 4096x6144 8.6 / 8.9,
-// 4096x4096 6.3 / 6.3, 14336x4096 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 /
-// 15.0, 28672x8192 42.8 / 46.7. s64 M = 32, fp16: 4096x4096 7.4 / 7.6, 4096x28672 28.6 / 29.9,
-// 14336x4096 14.8 / 16.0, 8192x8192 16.6 / 17.8, 28672x8192 52.7 / 56.1 (M = 17 and 24 alike).
-// Rounded weights elsewhere: with finer groups these tiles take turns with the tensor cores
-// (4-32% slower at M = 24-32, session 19), INT8's 32-row tile at 2 CTAs per SM against rounded
-// weights' 3 is faster on some shapes and slower on others (s64), and the taller tiles have no
-// exact scales.
-MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, int tile_m, int group) {
-  const bool whole_blocks = mixed::whole_block_groups(p.bits, group, p.k);
-  return p.bits == 4 && tile_m <= 32 && whole_blocks ? MixedSchedule::Scales::kExact
-                                                     : MixedSchedule::Scales::kRounded;
+// A wgmma grid's CTAs over its resident slots (the CTAs per SM times the SMs): at most 1 in one
+// wave.
+double wgmma_slot_share(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
+                        MixedInstanceInfo const& inst, int k_blocks) {
+  const int64_t ctas = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m) *
+                       wgmma_splits(p, d, s, inst, k_blocks);
+  return double(ctas) / (double(instance_ctas_per_sm(d, inst)) * d.sm_count);
+}
+
+// The scales of the wgmma tile by default, where the groups are whole k blocks (or all of K,
+// mixed::whole_block_groups); rounded weights elsewhere (with finer groups these tiles take
+// turns with the tensor cores: 4-32% slower at M = 24-32, session 19) and in the taller tiles,
+// which have no exact scales.
+// - INT4's 16- and 32-row tiles: exact. They dequantize a block while the previous one's wgmmas
+//   run (mixed_wgmma_kernel's per_block loop) with fewer instructions than rounded weights.
+//   H200, us, exact against rounded: s63 M = 16, bf16 4096x6144 8.6 / 8.9, 4096x4096 6.3 / 6.3,
+//   14336x4096 13.3 / 13.9, 4096x28672 23.5 / 25.7; fp16 8192x8192 14.3 / 15.0, 28672x8192
+//   42.8 / 46.7. s64 M = 32, fp16: 4096x4096 7.4 / 7.6, 4096x28672 28.6 / 29.9, 14336x4096 14.8 /
+//   16.0, 8192x8192 16.6 / 17.8, 28672x8192 52.7 / 56.1 (M = 17 and 24 alike).
+// - INT8's 32-row tile: exact where its grid is one wave that fills its slots (2 CTAs per SM)
+//   better than the rounded tile's grid fills its 3 (wgmma_slot_share; grids of more waves were
+//   not measured); where both fill alike the two were within +-2.5%. Unsplit, the exact tile gates in registers, the rounded one in the reduce kernel.
+//   H200, us, M = 16 / 24 / 32, default (rounded, or mma.sync at M = 16 where its columns fill
+//   the SMs) -> exact (NOTES.md, session 76): bf16 4096x4096 (8 splits filling 256 of 264
+//   slots, against 11 filling 352 of 396) 9.57 / 9.80 / 10.36 -> 8.37 / 8.69 / 9.13, 4096x28672
+//   (unsplit, 224 CTAs) M = 24 / 32 44.46 / 46.68 -> 42.04 / 42.84, gated 56.32 / 56.69 ->
+//   41.82 / 42.74; fp16 4096x4096 8.42 / 8.81 / 9.33 -> 7.62 / 7.95 / 8.40, gated 4096x28672
+//   45.10 / 45.85 -> 37.11 / 38.32. Where the rounded grid fills better, exact lost 2-4%
+//   (4096x6144: 5 splits filling 240 of 264 slots, against 8 filling 384 of 396; bf16 M = 16
+//   11.03 -> 11.47).
+MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, DeviceSpec const& d,
+                                           MixedSchedule const& s, int tile_m, int group,
+                                           int k_blocks) {
+  if (!mixed::whole_block_groups(p.bits, group, p.k)) return MixedSchedule::Scales::kRounded;
+  if (p.bits == 4) {
+    return tile_m <= 32 ? MixedSchedule::Scales::kExact : MixedSchedule::Scales::kRounded;
+  }
+  const int exact = find_instance(MixedKernel::kWgmma, p, tile_m, false,
+                                  MixedSchedule::Scales::kExact, s.tile_n);
+  const int rounded = find_instance(MixedKernel::kWgmma, p, tile_m, false,
+                                    MixedSchedule::Scales::kRounded, s.tile_n);
+  if (tile_m != 32 || exact < 0 || rounded < 0) return MixedSchedule::Scales::kRounded;
+  const double exact_share = wgmma_slot_share(p, d, s, mixed_instance(exact), k_blocks);
+  return exact_share <= 1.0 &&
+                 exact_share > wgmma_slot_share(p, d, s, mixed_instance(rounded), k_blocks)
+             ? MixedSchedule::Scales::kExact
+             : MixedSchedule::Scales::kRounded;
 }
 
 // Hopper at M <= kMmaSyncMaxM: INT8 runs wgmma unless mma.sync's columns come near filling the
@@ -401,7 +433,8 @@ MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d
   if (p.bits != 4) {
     return int8_on_mma(p, d) ? MixedKernel::kMma : MixedKernel::kWgmma;
   }
-  if (default_wgmma_scales(p, 16, group) == MixedSchedule::Scales::kExact &&
+  if (default_wgmma_scales(p, d, MixedSchedule{}, 16, group, k_blocks) ==
+          MixedSchedule::Scales::kExact &&
       find_instance(MixedKernel::kWgmma, p, 16, false, MixedSchedule::Scales::kExact) >= 0) {
     return MixedKernel::kWgmma;
   }
@@ -480,7 +513,9 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     }
   }
   const MixedSchedule::Scales scales =
-      s.scales != MixedSchedule::Scales::kAuto ? s.scales : default_wgmma_scales(p, tile_m, group);
+      s.scales != MixedSchedule::Scales::kAuto
+          ? s.scales
+          : default_wgmma_scales(p, d, s, tile_m, group, k_blocks);
   int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, scales, s.tile_n);
   if (index < 0) {
     char const* const scales_asked[] = {"", " and exact scales", " and rounded weights"};
