@@ -328,7 +328,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     decode and mma.sync kernels (M <= 8 on an H100 / H200, M = 9-16 on some shapes there: INT4
     with groups shorter than 128 where K is long, INT8 where N is wide; below 192 rows on other
     GPUs) and the wgmma tiles that keep exact scales (INT4's 16- and 32-row tiles, M = 9-32 on
-    Hopper, where a group is 128 or the whole of a K that 128 divides; ``scales=exact``), or ``W``
+    Hopper, where a group is 128 or the whole of a K that 128 divides; INT8's 32-row tile, per
+    channel or in groups of 64 or 128, where its grid fills the GPU better than the rounded
+    tile's; ``scales=exact``), or ``W``
     rounded to the activation dtype (``qw.dequantize()``) with the other wgmma tiles (the rest of
     M on Hopper), on the dense path (from 192 rows elsewhere) and on CPU. The two differ by at
     most half an ulp per weight.
@@ -347,7 +349,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             64, which INT4's 16-row tile has and takes by default where 128 columns would split K 8
             ways or more or give each split at most 16 k blocks), ``scales`` (wgmma: ``exact``,
             which the 16-row (INT4) and 32-row tiles have and INT4 takes there by default where a
-            group is whole k blocks, or ``rounded``, the default elsewhere), ``splits`` (1..64),
+            group is whole k blocks, INT8 where its grid also fills the GPU better, or
+            ``rounded``, the default elsewhere), ``splits`` (1..64),
             ``warps`` (decode: 1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1,
             or 2 in INT4's 16-row tile: two groups of 4 warps per CTA on halves of its k range),
             ``raster_m`` (the warp-specialized wgmma kernel: M tiles per group of its tile order,

@@ -120,7 +120,8 @@ def launches():
                tile_m=64),
     ]
     # wgmma without a producer (INT4's 16-row tiles in 128 and 64 columns, rounded and exact
-    # (paired k blocks at g128, turns per group at g32), 32-row tiles rounded and exact, INT4's
+    # (paired k blocks at g128, turns per group at g32), 32-row tiles rounded and exact (INT8's
+    # unforced M = 9 case takes exact scales by default: mixed_plan's default_wgmma_scales), INT4's
     # 64-row tiles; INT4's 16- and 32-row tiles TMA-filled, INT8's and the 64-row by cp.async)
     L += [
         _mixed("wgmma", 16, 136, 640, 4, 128, True, "fp16", quick=True, kernel="wgmma",
@@ -137,7 +138,7 @@ def launches():
         _mixed("wgmma", 16, 136, 1408, 4, 32, True, "fp16", False, "wgmma:16:exact",
                kernel="wgmma", tile_m=16, exact_scales=True),
         _mixed("wgmma", 9, 136, 640, 8, -1, True, "fp16", True, quick=True, kernel="wgmma",
-               tile_m=32, exact_scales=False),
+               tile_m=32, exact_scales=True),  # INT8's default where its grid fills better
         _mixed("wgmma", 27, 136, 1408, 4, 64, False, "fp16", True, "wgmma:32:exact", quick=True,
                kernel="wgmma", tile_m=32, exact_scales=True),
         _mixed("wgmma", 20, 264, 640, 8, 128, False, "bf16", False, "wgmma:32:exact",
