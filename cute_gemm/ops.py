@@ -330,10 +330,9 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     GPUs) and the wgmma tiles that keep exact scales (INT4's 16- and 32-row tiles, M = 9-32 on
     Hopper, where a group is 128 or the whole of a K that 128 divides; INT8's 32-row tile, per
     channel or in groups of 64 or 128, where its grid fills the GPU better than the rounded
-    tile's; ``scales=exact``), or ``W``
-    rounded to the activation dtype (``qw.dequantize()``) with the other wgmma tiles (the rest of
-    M on Hopper), on the dense path (from 192 rows elsewhere) and on CPU. The two differ by at
-    most half an ulp per weight.
+    tile's; ``scales=exact``), or ``W`` rounded to the activation dtype (``qw.dequantize()``)
+    with the other wgmma tiles (the rest of M on Hopper), on the dense path (from 192 rows
+    elsewhere) and on CPU. The two differ by at most half an ulp per weight.
 
     Args:
         a: ``[..., K]`` activations, ``qw.dtype`` (torch.float16 or torch.bfloat16), on

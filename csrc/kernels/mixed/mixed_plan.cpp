@@ -392,20 +392,21 @@ double wgmma_slot_share(MixedGemmProblem const& p, DeviceSpec const& d, MixedSch
 //   42.8 / 46.7. s64 M = 32, fp16: 4096x4096 7.4 / 7.6, 4096x28672 28.6 / 29.9, 14336x4096 14.8 /
 //   16.0, 8192x8192 16.6 / 17.8, 28672x8192 52.7 / 56.1 (M = 17 and 24 alike).
 // - INT8's 32-row tile: exact where its grid is one wave that fills its slots (2 CTAs per SM)
-//   better than the rounded tile's grid fills its 3 (wgmma_slot_share; grids of more waves were
-//   not measured); where both fill alike the two were within +-2.5%. Unsplit, the exact tile gates in registers, the rounded one in the reduce kernel.
-//   H200, us, M = 16 / 24 / 32, default (rounded, or mma.sync at M = 16 where its columns fill
-//   the SMs) -> exact (NOTES.md, session 76): bf16 4096x4096 (8 splits filling 256 of 264
-//   slots, against 11 filling 352 of 396) 9.57 / 9.80 / 10.36 -> 8.37 / 8.69 / 9.13, 4096x28672
-//   (unsplit, 224 CTAs) M = 24 / 32 44.46 / 46.68 -> 42.04 / 42.84, gated 56.32 / 56.69 ->
-//   41.82 / 42.74; fp16 4096x4096 8.42 / 8.81 / 9.33 -> 7.62 / 7.95 / 8.40, gated 4096x28672
-//   45.10 / 45.85 -> 37.11 / 38.32. Where the rounded grid fills better, exact lost 2-4%
-//   (4096x6144: 5 splits filling 240 of 264 slots, against 8 filling 384 of 396; bf16 M = 16
-//   11.03 -> 11.47). On 17 other shapes the rule's 45 changed plans were 1.04x faster (geometric
-//   mean; gated 5120x27648 bf16 M = 24 69.40 -> 53.25, 4096x2048 7.72 -> 6.59 at M = 16), at
-//   worst 2.9% slower (4096x3072 bf16 M = 16; N = 512 grids, the same splits either way, 1-2%);
-//   where it kept rounded weights those were 1.03x faster than exact (4096x22016: rounded in 2
-//   splits 33.64 against exact unsplit 40.80 at M = 24, gated alike).
+//   better than the rounded tile's grid fills its 3 (wgmma_slot_share; grids of more waves were not
+//   measured); where both fill alike the two were within +-2.5%. Unsplit, the exact tile gates in
+//   registers, the rounded one in the reduce kernel. H200, us, M = 16 / 24 / 32, default (rounded,
+//   or mma.sync at M = 16 where its columns fill the SMs) -> exact (NOTES.md, session 76): bf16
+//   4096x4096 (8 splits filling 256 of 264 slots, against 11 filling 352 of 396)
+//   9.57 / 9.80 / 10.36 -> 8.37 / 8.69 / 9.13, 4096x28672 (unsplit, 224 CTAs) M = 24 / 32
+//   44.46 / 46.68 -> 42.04 / 42.84, gated 56.32 / 56.69 -> 41.82 / 42.74; fp16 4096x4096
+//   8.42 / 8.81 / 9.33 -> 7.62 / 7.95 / 8.40, gated 4096x28672 45.10 / 45.85 -> 37.11 / 38.32.
+//   Where the rounded grid fills better, exact lost 2-4% (4096x6144: 5 splits filling 240 of 264
+//   slots, against 8 filling 384 of 396; bf16 M = 16 11.03 -> 11.47). On 17 other shapes the rule's
+//   45 changed plans were 1.04x faster (geometric mean; gated 5120x27648 bf16 M = 24
+//   69.40 -> 53.25, 4096x2048 7.72 -> 6.59 at M = 16), at worst 2.9% slower (4096x3072 bf16 M = 16;
+//   N = 512 grids, the same splits either way, 1-2%); where it kept rounded weights those were
+//   1.03x faster than exact (4096x22016: rounded in 2 splits 33.64 against exact unsplit 40.80 at
+//   M = 24, gated alike).
 MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, DeviceSpec const& d,
                                            MixedSchedule const& s, int tile_m, int group,
                                            int k_blocks) {
