@@ -262,11 +262,16 @@ int instance_ctas_per_sm(DeviceSpec const& d, MixedInstanceInfo const& inst) {
   return occupancy_ctas_per_sm(d, inst.threads, inst.registers, inst.smem_bytes);
 }
 
+// The output tiles of `inst`'s grid (N tiles x M tiles), the CTAs of one split.
+int64_t wgmma_output_tiles(MixedGemmProblem const& p, MixedInstanceInfo const& inst) {
+  return ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
+}
+
 int wgmma_splits(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
                  MixedInstanceInfo const& inst, int k_blocks) {
-  const int64_t base = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m);
   const int splits = s.splits > 0 ? s.splits
-                                  : wave_splits(d, base, instance_ctas_per_sm(d, inst), k_blocks,
+                                  : wave_splits(d, wgmma_output_tiles(p, inst),
+                                                instance_ctas_per_sm(d, inst), k_blocks,
                                                 kMaxSplits);
   return non_empty_splits(splits, k_blocks);
 }
@@ -376,8 +381,7 @@ void plan_mma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
 // wave.
 double wgmma_slot_share(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
                         MixedInstanceInfo const& inst, int k_blocks) {
-  const int64_t ctas = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m) *
-                       wgmma_splits(p, d, s, inst, k_blocks);
+  const int64_t ctas = wgmma_output_tiles(p, inst) * wgmma_splits(p, d, s, inst, k_blocks);
   return double(ctas) / (double(instance_ctas_per_sm(d, inst)) * d.sm_count);
 }
 
@@ -414,11 +418,12 @@ MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, DeviceSpec
   if (p.bits == 4) {
     return tile_m <= 32 ? MixedSchedule::Scales::kExact : MixedSchedule::Scales::kRounded;
   }
+  if (tile_m != 32) return MixedSchedule::Scales::kRounded;
   const int exact = find_instance(MixedKernel::kWgmma, p, tile_m, false,
                                   MixedSchedule::Scales::kExact, s.tile_n);
   const int rounded = find_instance(MixedKernel::kWgmma, p, tile_m, false,
                                     MixedSchedule::Scales::kRounded, s.tile_n);
-  if (tile_m != 32 || exact < 0 || rounded < 0) return MixedSchedule::Scales::kRounded;
+  if (exact < 0 || rounded < 0) return MixedSchedule::Scales::kRounded;
   const double exact_share = wgmma_slot_share(p, d, s, mixed_instance(exact), k_blocks);
   return exact_share <= 1.0 &&
                  exact_share > wgmma_slot_share(p, d, s, mixed_instance(rounded), k_blocks)
@@ -455,7 +460,7 @@ MixedKernel hopper_small_m_kernel(MixedGemmProblem const& p, DeviceSpec const& d
 // grows with its last, partial wave).
 double rows_per_sm(MixedGemmProblem const& p, DeviceSpec const& d, MixedInstanceInfo const& inst,
                    int splits) {
-  const int64_t ctas = ceil_div(p.n, inst.tile_n) * ceil_div(p.m, inst.tile_m) * splits;
+  const int64_t ctas = wgmma_output_tiles(p, inst) * splits;
   const int64_t resident = int64_t(instance_ctas_per_sm(d, inst)) * d.sm_count;
   return double(ceil_div(ctas, resident) * inst.tile_m) / splits;
 }
