@@ -896,20 +896,14 @@ def test_int8_exact_scales_by_default(symmetric, dtype):
                                          1),
                                         (17, 6144, 4096, None, False, 8)):
         qw = _qweight(n, k, 8, -1, symmetric, dtype, seed=m)
-        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
         bias = _randn(n, dtype=dtype, seed=m + 2)
         plan = cute_gemm.mixed_plan(m, n, k, 8, -1, dtype, activation=act)
         assert (plan.kernel, plan.tile_m, plan.exact_scales, plan.splits) == \
             ("wgmma", 32, exact, splits), plan
         assert plan.via_workspace == (splits > 1), plan
-        pre = a.double() @ qw.dequantize(torch.float32 if exact else None).double().t() + \
-            bias.double()
-        if act:
-            g, u = pre.chunk(2, dim=-1)
-            pre = torch.nn.functional.silu(g) * u
-        run = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation=act)  # noqa: E731
-        out = assert_poisoned_run(run, pre, dtype, k)
-        assert out.shape == (m, n // 2 if act else n)
+        # The reference takes the ungated plan's scales: the same grid, the same choice.
+        assert _plan(m, qw).exact_scales == exact
+        _check_default_plan(m, n, k, qw, dtype, act, bias)
 
 
 @pytest.mark.parametrize("bits,group,symmetric", [(4, 128, True), (8, -1, False)])
@@ -1190,6 +1184,16 @@ def _gated_reference(a, qw, bias, schedule):
     return torch.nn.functional.silu(g) * u
 
 
+def _check_default_plan(m, n, k, qw, dtype, act, bias=None):
+    """The default plan's mixed_gemm (gated where act is given, with bias where given) on fresh
+    [m, k] activations into a poisoned output, against the fp64 reference."""
+    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation=act)  # noqa: E731
+    ref = _gated_reference(a, qw, bias, None) if act else _reference(a, qw, bias)
+    out = assert_poisoned_run(run, ref, dtype, k)
+    assert out.shape == (m, n // 2 if act else n)
+
+
 def _gated_schedules():
     """Every way a gated GEMM runs: the decode kernel, mma.sync's 16-row tile and wgmma's exact
     16- and 32-row tiles gating in registers (1-warp and shared k slices, rows past M; wgmma's
@@ -1281,16 +1285,6 @@ def test_gated_int4_default_plan_in_registers(m, group, symmetric, dtype):
     assert out.shape == (m, n // 2)
 
 
-def _check_default_decode(m, n, k, qw, dtype, act, bias=None):
-    """The default plan's mixed_gemm (gated where act is given, with bias where given) on fresh
-    [m, k] activations into a poisoned output, against the fp64 reference."""
-    a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
-    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation=act)  # noqa: E731
-    ref = _gated_reference(a, qw, bias, None) if act else _reference(a, qw, bias)
-    out = assert_poisoned_run(run, ref, dtype, k)
-    assert out.shape == (m, n // 2 if act else n)
-
-
 @pytest.mark.parametrize("bits,group,symmetric,dtype,ms,gated", [
     (4, 128, True, torch.bfloat16, (1, 2), True), (8, -1, True, torch.bfloat16, (1, 4), True),
     (8, 64, False, torch.float16, (3,), True), (8, -1, False, torch.bfloat16, (1, 4), False),
@@ -1308,7 +1302,7 @@ def test_decode_in_4_warp_ctas(bits, group, symmetric, dtype, ms, gated):
         assert plan.kernel == "decode"
         if _wgmma():
             assert (plan.warps, plan.k_slices, plan.splits) == (4, 4, 1), plan
-        _check_default_decode(m, n, k, qw, dtype, act)
+        _check_default_plan(m, n, k, qw, dtype, act)
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype,gated", [
@@ -1329,7 +1323,7 @@ def test_decode_reshaped_on_hopper(bits, group, symmetric, dtype, gated):
             ruled = m >= 5 or (bits == 4 and shape == (8, 1))
             if _wgmma() and ruled:
                 assert (plan.warps, plan.col_warps, plan.splits) == (*shape, 1), plan
-            _check_default_decode(m, n, k, qw, dtype, act)
+            _check_default_plan(m, n, k, qw, dtype, act)
 
 
 @pytest.mark.parametrize("bits,group,symmetric,dtype", [
@@ -1348,7 +1342,7 @@ def test_decode_few_columns(bits, group, symmetric, dtype):
         assert plan.kernel == "decode"
         if _wgmma():
             assert (plan.col_warps, plan.splits) == (1, 5), plan
-        _check_default_decode(m, n, k, qw, dtype, None, bias)
+        _check_default_plan(m, n, k, qw, dtype, None, bias)
 
 
 def test_gated_refusals():
