@@ -12,7 +12,10 @@
 // half whose exponent encodes 1024 (0x6400) gives exactly 1024 + q, so one subtraction of
 // (1024 + z) yields q - z. A nibble sitting 4 bits higher gives 1024 + 16 q, and one FMA with 1/16
 // and -(64 + z) yields q - z. bf16 has a 7-bit mantissa: 0x4300 encodes 128 + q for q < 128, so
-// INT4 nibbles are extracted unshifted and INT8 goes through fp32 (0x4B000000 encodes 2^23 + q).
+// INT4 nibbles are extracted unshifted. An INT8 byte q = lo + 128 hi of symmetric weights is taken
+// in two halves: 0x4300 | lo is 128 + lo, and 0xC300 with bit 7 set where hi is 0 is -256 (hi = 0)
+// or -128 (hi = 1), so their sum is exactly q - 128 (all three are integers of magnitude at most
+// 256, which bf16 holds exactly); other INT8 goes through fp32 (0x4B000000 encodes 2^23 + q).
 //
 // Biased dequantization (the decode kernel, where these instructions are a large part of a warp's
 // work per weight byte): the registers keep the magic offset, off + q, and the kernel subtracts
@@ -36,10 +39,22 @@
 namespace cute_gemm {
 namespace mixed {
 
+// lop3's immediate is its function applied to the operands' truth-table bytes 0xF0, 0xCC, 0xAA.
+constexpr int kLop3A = 0xF0, kLop3B = 0xCC, kLop3C = 0xAA;
+
 CG_DEVICE uint32_t lop3_and_or(uint32_t a, uint32_t mask, uint32_t bits) {
-  uint32_t r;
-  // (a & mask) | bits in one instruction; 0xEA is the truth table of (x & y) | z.
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(bits));
+  uint32_t r;  // (a & mask) | bits in one instruction
+  asm("lop3.b32 %0, %1, %2, %3, %4;\n"
+      : "=r"(r)
+      : "r"(a), "r"(mask), "r"(bits), "n"((kLop3A & kLop3B) | kLop3C));
+  return r;
+}
+
+CG_DEVICE uint32_t lop3_andnot_or(uint32_t a, uint32_t mask, uint32_t bits) {
+  uint32_t r;  // (~a & mask) | bits in one instruction
+  asm("lop3.b32 %0, %1, %2, %3, %4;\n"
+      : "=r"(r)
+      : "r"(a), "r"(mask), "r"(bits), "n"(((~kLop3A & kLop3B) | kLop3C) & 0xFF));
   return r;
 }
 
@@ -77,6 +92,7 @@ struct Dequant<__half> {
     out[3] = as_u32(__hfma2(as_t2(lop3_and_or(w8, 0x00F000F0u, 0x64006400u)), one_16, c.nzc16));
   }
   // One INT8 word -> q - z in r0, r1 of one k16 step (bytes 0..3 = r0.x, r1.x, r0.y, r1.y).
+  template <bool Symmetric = false>
   CG_DEVICE static void int8(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[2]) {
     out[0] = as_u32(__hsub2(as_t2(__byte_perm(w, 0x64646464u, 0x4240)), c.zc));
     out[1] = as_u32(__hsub2(as_t2(__byte_perm(w, 0x64646464u, 0x4341)), c.zc));
@@ -113,16 +129,30 @@ struct Dequant<__nv_bfloat16> {
     out[2] = as_u32(__hsub2(as_t2(lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u)), c.zc));
     out[3] = as_u32(__hsub2(as_t2(lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)), c.zc));
   }
-  // INT8 through fp32: 2^23 + q exactly, minus (2^23 + z), packed to bf16 (exact: |q - z| < 256).
+  // INT8, symmetric (z = 128, known at compile time): q - 128 from two halves of each byte (the
+  // header's note), bytes 0 and 2 (r0.x, r0.y) in place, 1 and 3 (r1.x, r1.y) shifted down a byte:
+  // 7 instructions a word. Otherwise through fp32: 2^23 + q exactly, minus (2^23 + z), packed to
+  // bf16 (exact: |q - z| < 256): 10 instructions a word. (The halves with a subtraction of z - 128
+  // for any z were 11% slower in the mma.sync kernel, whose zero point is known only at run time:
+  // NOTES.md session 77.)
+  template <bool Symmetric = false>
   CG_DEVICE static void int8(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[2]) {
-    float v[4];
-    CG_PRAGMA_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      v[i] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650 + i)) + c.nzf;
+    if constexpr (Symmetric) {
+      const uint32_t w8 = w >> 8;
+      out[0] = as_u32(__hadd2(as_t2(lop3_and_or(w, 0x007F007Fu, 0x43004300u)),
+                              as_t2(lop3_andnot_or(w, 0x00800080u, 0xC300C300u))));
+      out[1] = as_u32(__hadd2(as_t2(lop3_and_or(w8, 0x007F007Fu, 0x43004300u)),
+                              as_t2(lop3_andnot_or(w8, 0x00800080u, 0xC300C300u))));
+    } else {
+      float v[4];
+      CG_PRAGMA_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        v[i] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650 + i)) + c.nzf;
+      }
+      // bytes: 0 = r0.x, 1 = r1.x, 2 = r0.y, 3 = r1.y
+      out[0] = as_u32(__floats2bfloat162_rn(v[0], v[2]));
+      out[1] = as_u32(__floats2bfloat162_rn(v[1], v[3]));
     }
-    // bytes: 0 = r0.x, 1 = r1.x, 2 = r0.y, 3 = r1.y
-    out[0] = as_u32(__floats2bfloat162_rn(v[0], v[2]));
-    out[1] = as_u32(__floats2bfloat162_rn(v[1], v[3]));
   }
 
   template <int Bits>
@@ -145,7 +175,9 @@ CG_DEVICE uint32_t word_of(uint4 const& v, int i) {
 
 // One packed word into fragment registers, exact (q - z, with zc) or biased (off + q): INT4
 // r0(2w), r1(2w), r0(2w + 1), r1(2w + 1); INT8 r0, r1 of its k16 step.
-template <class T, int Bits, bool Biased>
+// Symmetric: the zero point is known to be 2^(Bits - 1) at compile time (bf16 INT8 then takes
+// its two-halves route).
+template <class T, int Bits, bool Biased, bool Symmetric = false>
 CG_DEVICE void dequant_word(uint32_t w, ZeroConstants<typename Dequant<T>::T2> const& zc,
                             uint32_t (&out)[Bits == 4 ? 4 : 2]) {
   using D = Dequant<T>;
@@ -156,7 +188,7 @@ CG_DEVICE void dequant_word(uint32_t w, ZeroConstants<typename Dequant<T>::T2> c
   } else if constexpr (Biased) {
     D::int8_biased(w, out);
   } else {
-    D::int8(w, zc, out);
+    D::template int8<Symmetric>(w, zc, out);
   }
 }
 

@@ -162,7 +162,7 @@ struct WgmmaWarpSlice {
           zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
         }
         uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
-        dequant_word<T, Cfg::kBits, false>(word_of(w[b], wi), zc[b], r);
+        dequant_word<T, Cfg::kBits, false, Symmetric>(word_of(w[b], wi), zc[b], r);
         CG_PRAGMA_UNROLL
         for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
           a[wi][b][s][0] = r[2 * s];
