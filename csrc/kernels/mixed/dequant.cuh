@@ -132,9 +132,9 @@ struct Dequant<__nv_bfloat16> {
   // INT8, symmetric (z = 128, known at compile time): q - 128 from two halves of each byte (the
   // header's note), bytes 0 and 2 (r0.x, r0.y) in place, 1 and 3 (r1.x, r1.y) shifted down a byte:
   // 7 instructions a word. Otherwise through fp32: 2^23 + q exactly, minus (2^23 + z), packed to
-  // bf16 (exact: |q - z| < 256): 10 instructions a word. (The halves with a subtraction of z - 128
-  // for any z were 11% slower in the mma.sync kernel, whose zero point is known only at run time:
-  // NOTES.md session 77.)
+  // bf16 (exact: |q - z| < 256): 10 instructions a word. A zero point known only at run time keeps
+  // the fp32 route: the halves plus a subtraction of z - 128 made the mma.sync kernel slower
+  // (NOTES.md session 77).
   template <bool Symmetric = false>
   CG_DEVICE static void int8(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[2]) {
     if constexpr (Symmetric) {
