@@ -621,7 +621,9 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   const int rows = inst.decode_rows(int(p.m));
   const bool single_row = p.m == 1 && inst.decode_single_row(group, int(ceil_div(p.k, group)));
   const int64_t m_tiles = ceil_div(p.m, inst.tile_m);
-  const int64_t narrow_ctas = ceil_div(p.n, 32) * m_tiles;  // CTAs of 32-column k slices
+  // The CTAs of an unsplit grid whose k slices are `cw` warps (32 columns each) wide.
+  auto col_ctas = [&](int cw) { return ceil_div(p.n, 32 * cw) * m_tiles; };
+  const int64_t narrow_ctas = col_ctas(1);  // CTAs of 32-column k slices
   const int64_t sms = d.sm_count;
   auto tried = [&](int cw) {
     if (s.col_warps > 0 ? cw != s.col_warps : (cw > 1 && p.m < kDecodeSharedFromM)) return false;
@@ -630,7 +632,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   // Whether some unsplit grid has CTAs for half the SMs (the one of 32-column k slices has most).
   bool unsplit_fills = false;
   for (int cw : kColWarpChoices) {
-    if (tried(cw)) unsplit_fills |= 2 * ceil_div(p.n, 32 * cw) * m_tiles >= sms;
+    if (tried(cw)) unsplit_fills |= 2 * col_ctas(cw) >= sms;
   }
   // 1-warp CTAs of 1-warp k slices more than fill a wave (kManyWavesSlices).
   const bool many_waves =
@@ -650,7 +652,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
       if (!tried(cw)) continue;
       int max_slices = decode_max_warps(d, inst, rows, cw) / cw;
       if (k_blocks / 2 < max_slices) max_slices = k_blocks / 2 > 1 ? k_blocks / 2 : 1;
-      const int64_t base = ceil_div(p.n, 32 * cw) * m_tiles;
+      const int64_t base = col_ctas(cw);
       const int rank = col_warps_rank(cw);
       int lo = 1, hi = max_slices;
       if (s.splits > 0) {
@@ -729,7 +731,7 @@ void plan_decode(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d
   // keep kSlicedCapWarps slices where CTAs of that many stay one per SM.
   const bool unscheduled = best_busy >= 0 && s.warps == 0 && s.splits == 0 && s.col_warps == 0;
   if (unscheduled && d.wgmma && !p.partials && plan.splits == 1) {
-    const int64_t ctas = ceil_div(p.n, 32 * plan.col_warps) * m_tiles;
+    const int64_t ctas = col_ctas(plan.col_warps);
     const int sliced_per_sm =
         decode_ctas_per_sm(d, inst, rows, kWideToSlicedWarps, 1, p.gated, single_row);
     const int capped_per_sm =
