@@ -92,6 +92,7 @@ struct Dequant<__half> {
     out[3] = as_u32(__hfma2(as_t2(lop3_and_or(w8, 0x00F000F0u, 0x64006400u)), one_16, c.nzc16));
   }
   // One INT8 word -> q - z in r0, r1 of one k16 step (bytes 0..3 = r0.x, r1.x, r0.y, r1.y).
+  // Symmetric takes the same instructions here (bf16's int8 has its own route for it).
   template <bool Symmetric = false>
   CG_DEVICE static void int8(uint32_t w, ZeroConstants<T2> const& c, uint32_t (&out)[2]) {
     out[0] = as_u32(__hsub2(as_t2(__byte_perm(w, 0x64646464u, 0x4240)), c.zc));
