@@ -168,7 +168,8 @@ cudaError_t launch_split_k_reduce(MixedGemmParams const& p, int splits, bool pdl
 // (MixedPlan::via_workspace), otherwise `out` itself; a plan for partial sums
 // (MixedPlan::partials) leaves them there, for the caller. A plan that reduces in a cluster
 // (MixedPlan::reduce_in_cluster) launches the grid in clusters of (1, 1, splits), a tile's
-// splits. A stream-K plan (MixedPlan::stream_k_ctas > 0) launches that many CTAs along x, unsplit.
+// splits. A stream-K plan (MixedPlan::stream_k_ctas > 0) launches its grid (that many CTAs along
+// x; the warp-specialized kernel's full waves and stream-K row along y), unsplit.
 // `extra`: further kernel parameters (the wgmma kernels' tensor maps).
 template <class T, class... Extra>
 cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
@@ -195,8 +196,9 @@ cudaError_t launch_split_k(void (*kernel)(MixedGemmParams, int, bool, Extra...),
     attr[attrs++].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicyLoadBalancing;
   }
   cudaLaunchConfig_t config{};
-  const int ctas_n = plan.stream_k_ctas > 0 ? plan.stream_k_ctas : (p.n + tile_n - 1) / tile_n;
-  config.gridDim = dim3(ctas_n, (p.m + tile_m - 1) / tile_m, splits);
+  config.gridDim = plan.stream_k_ctas > 0
+                       ? dim3(unsigned(plan.grid[0]), unsigned(plan.grid[1]), 1)
+                       : dim3((p.n + tile_n - 1) / tile_n, (p.m + tile_m - 1) / tile_m, splits);
   config.blockDim = threads;
   config.dynamicSmemBytes = smem;
   config.stream = stream;

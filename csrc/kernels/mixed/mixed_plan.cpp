@@ -189,6 +189,9 @@ constexpr char kTriggerScope[] =
 // 23.6 / 17.9, 160 23.8 / 19.2, 180 23.8 / 21.2, 200 23.9 / 22.3, 224 (Llama-3-8B's gate/up) 24.1 /
 // 24.6, 237 24.1 / 26.1; K = 8192 224 tiles 45.4 / 43.7; K = 14336 192 tiles 77.0 / 63.9.
 constexpr int kStreamKCostBlocks = 6;
+// The warp-specialized tiles' stream-K (plan_ws_stream_k): what the hand-over of a tile's partial
+// sums costs, in k of the tile's main loop.
+constexpr int kWsStreamKCostK = 512;
 
 // As many splits as fill one wave of `ctas_per_sm` CTAs per SM for `base` CTAs per split, at
 // least 2 k blocks per split, at most `cap`.
@@ -1037,7 +1040,10 @@ std::string MixedPlan::describe() const {
   } else if (splits > 1) {
     o << ", split-K " << splits << " (workspace " << workspace_bytes << " B)";
   }
-  if (stream_k_ctas > 0) {
+  if (stream_k_ctas > 0 && producer) {
+    o << ", " << grid[1] - 1 << " full waves of " << stream_k_ctas << " tiles, then stream-K over "
+      << stream_k_ctas << " CTAs (workspace " << workspace_bytes << " B)";
+  } else if (stream_k_ctas > 0) {
     o << ", stream-K over " << stream_k_ctas << " CTAs (workspace " << workspace_bytes << " B)";
   }
   if (gated) {
@@ -1072,10 +1078,16 @@ void plan_trigger(MixedPlan& plan, DeviceSpec const& d, MixedSchedule const& s) 
 
 // Stream-K for `plan` (unsplit, of an instance that can): the schedule's CTAs, or by default one
 // per resident slot where kStreamKCostBlocks says; refuses a stream_k the plan cannot run.
+// The 16-row tile shares all its tiles' k blocks; the warp-specialized tiles run full waves of
+// the CTAs and share the tiles past them (plan_ws_stream_k).
+void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+                      MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks);
+
 void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                    MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks,
                    int group) {
   if (s.stream_k == 0) return;
+  if (inst.producer) return plan_ws_stream_k(plan, p, d, s, inst, k_blocks);
   const int64_t tiles = plan.grid[0];
   const bool can = inst.stream_k_partial_floats > 0 && plan.splits == 1 && plan.grid[1] == 1 &&
                    !p.partials && mixed::whole_block_groups(p.bits, group, p.k) &&
@@ -1087,7 +1099,8 @@ void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const&
              "tile in 128 columns with exact scales, unsplit, one M tile (M <= 16), groups of "
              "whole k blocks, no partial sums, and from the tiles (" + std::to_string(tiles) +
              ") to the tiles' k blocks (" + std::to_string(tiles * k_blocks) + ") CTAs, their "
-             "product with the k blocks below 2^32; this plan runs " + plan.describe());
+             "product with the k blocks below 2^32, or a warp-specialized tile (tile_m >= 128); "
+             "this plan runs " + plan.describe());
     }
     plan.stream_k_ctas = s.stream_k;
   } else {
@@ -1099,9 +1112,43 @@ void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const&
     plan.stream_k_ctas = int(slots);
   }
   plan.grid[0] = plan.stream_k_ctas;
-  plan.workspace_bytes = size_t(
-      mixed::stream_k_workspace_bytes(plan.stream_k_ctas, inst.stream_k_partial_floats,
-                                      inst.threads / 32));
+  plan.workspace_bytes = size_t(mixed::stream_k_workspace_bytes(
+      plan.stream_k_ctas, inst.stream_k_partial_floats, 4 * inst.warp_groups));
+}
+
+// The warp-specialized tiles' stream-K (mixed_wgmma_ws_kernel.cuh's StreamK form): C CTAs per
+// wave run the first floor(tiles / C) * C tiles whole, one each, and then share the k blocks of
+// the rest (fewer than C) evenly; grid (C, full waves + 1). By default C is the resident slots,
+// where the tiles past the full waves fill at most 1 - kWsStreamKCostK / K of them: unsplit,
+// that last wave takes a whole tile's time; shared, each CTA runs that fill's share of a tile,
+// plus the hand-over of partial sums (~kWsStreamKCostK of K's time).
+void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+                      MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks) {
+  const int64_t tiles = plan.grid[0] * plan.grid[1];
+  const bool can = inst.stream_k_partial_floats > 0 && plan.splits == 1 && !plan.via_workspace;
+  auto tail = [&](int64_t ctas) { return tiles % ctas; };  // the tiles past the full waves
+  int64_t ctas = s.stream_k;
+  if (ctas > 0) {
+    if (!can || tail(ctas) == 0 || ctas > tail(ctas) * k_blocks ||
+        !mixed::stream_k_fits_32_bits(tail(ctas) * k_blocks, int(ctas))) {
+      refuse("schedule: stream_k=" + std::to_string(ctas) + " on a warp-specialized wgmma tile "
+             "needs it unsplit, not gated, no partial sums, and a number of CTAs that leaves "
+             "tiles past the full waves (" + std::to_string(tiles) + " tiles) with at least one "
+             "k block each; this plan runs " + plan.describe());
+    }
+  } else {
+    ctas = int64_t(plan.ctas_per_sm) * d.sm_count;
+    const double max_fill = 1.0 - double(kWsStreamKCostK) / double(p.k);
+    if (!can || s.splits > 0 || tail(ctas) == 0 || double(tail(ctas)) > max_fill * ctas ||
+        ctas > tail(ctas) * k_blocks ||
+        !mixed::stream_k_fits_32_bits(tail(ctas) * k_blocks, int(ctas)))
+      return;
+  }
+  plan.stream_k_ctas = int(ctas);
+  plan.grid[0] = ctas;
+  plan.grid[1] = tiles / ctas + 1;
+  plan.workspace_bytes = size_t(mixed::stream_k_workspace_bytes(
+      plan.stream_k_ctas, inst.stream_k_partial_floats, 4 * inst.warp_groups));
 }
 
 MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s) {

@@ -171,8 +171,11 @@ struct MixedWgmmaConfig {
   // TMA-filled, groups of whole k blocks, where its tiles leave some SMs one CTA fewer than
   // others (160 tiles on 132 SMs: 23.8 us unsplit, 19.2 over 264 CTAs; NOTES.md session 70). A
   // CTA hands a tile's partial sums over as kStreamKPartialFloats floats.
+  // The warp-specialized tiles (M >= 128) run the tiles past their grid's full waves as
+  // stream-K work (mixed_wgmma_ws_kernel.cuh's StreamK form): 448 256-row tiles on 132 SMs run as
+  // 3 waves and 0.39 of one instead of 4.
   static constexpr bool kStreamK =
-      !Producer && WarpGroups == 1 && NTiles == 2 && TileM == 16 && ExactScales && kTmaLoads;
+      Producer || (WarpGroups == 1 && NTiles == 2 && TileM == 16 && ExactScales && kTmaLoads);
   static constexpr int kStreamKPartialFloats = kConsumerThreads * NTiles * kAccRegs;
 
   // The warp-specialized kernel's output tiles: each n64 tile of the CTA's output, (kTileM rows,

@@ -204,6 +204,14 @@ struct WgmmaWarpSlice {
   template <class Wgmma, bool Fresh = false>
   CG_DEVICE static void mma_block(BlockRegs const& a, uint64_t desc_stage,
                                   float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
+    mma_block_from<Wgmma>(a, desc_stage, Fresh ? 0 : 1, acc);
+  }
+  // As mma_block, the first wgmma's scale_d chosen at run time: 1 adds to acc, 0 starts acc over
+  // (no instruction but the wgmmas writes the accumulators, which ptxas needs to keep them in
+  // flight).
+  template <class Wgmma>
+  CG_DEVICE static void mma_block_from(BlockRegs const& a, uint64_t desc_stage, int scale_first,
+                                       float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
     CG_PRAGMA_UNROLL
     for (int j = 0; j < Cfg::kKSteps; ++j) {
       const uint64_t desc = desc_stage + uint64_t(step_offset(j) >> 4);
@@ -211,7 +219,7 @@ struct WgmmaWarpSlice {
       for (int r = 0; r < Cfg::kNTiles; ++r) {
         uint32_t frag[4];
         fragment(a, j / Cfg::kStepsPerWord, j % Cfg::kStepsPerWord, r, frag);
-        Wgmma::fma(acc[r], frag, desc, Fresh && j == 0 ? 0 : 1);
+        Wgmma::fma(acc[r], frag, desc, j == 0 ? scale_first : 1);
       }
     }
   }
@@ -307,38 +315,34 @@ struct WgmmaWarpSlice {
   }
 };
 
-// Runs step(i, Int<set>) for k blocks i = 0 .. n_kb - 1, alternating two register sets (set 0
-// for even i). PeelOddLast: the loop runs whole pairs and an odd last block follows it; otherwise
-// the second step of each pair is conditional inside the loop. With 128 accumulators (256-row M
-// tiles), and in the warp-specialized kernel, ptxas serializes every wgmma (C7515, C7513) when
-// the second step is conditional; the peeled block takes a third register set, which the
-// cp.async kernel's 64-row M tile cannot spare (C7511).
+// Runs step(i, Int<set>) for k blocks i = first .. end - 1, alternating two register sets (set 0
+// for even i - first). PeelOddLast: the loop runs whole pairs and an odd last block follows it;
+// otherwise the second step of each pair is conditional inside the loop. With 128 accumulators
+// (256-row M tiles), and in the warp-specialized kernel, ptxas serializes every wgmma (C7515,
+// C7513) when the second step is conditional; the peeled block takes a third register set, which
+// the cp.async kernel's 64-row M tile cannot spare (C7511).
 template <bool PeelOddLast, class Step>
-CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
+CG_DEVICE void for_blocks_in_pairs(int first, int end, Step&& step) {
   if constexpr (PeelOddLast) {
-    int i = 0;
+    int i = first;
     CG_PRAGMA_NO_UNROLL
-    for (; i + 1 < n_kb; i += 2) {
+    for (; i + 1 < end; i += 2) {
       step(i, Int<0>{});
       step(i + 1, Int<1>{});
     }
-    if (i < n_kb) step(i, Int<0>{});
+    if (i < end) step(i, Int<0>{});
   } else {
     CG_PRAGMA_NO_UNROLL
-    for (int i = 0; i < n_kb; i += 2) {
+    for (int i = first; i < end; i += 2) {
       step(i, Int<0>{});
-      if (i + 1 < n_kb) step(i + 1, Int<1>{});
+      if (i + 1 < end) step(i + 1, Int<1>{});
     }
   }
 }
-// As above for blocks first .. end - 1 (no odd block peeled).
-template <class Step>
-CG_DEVICE void for_blocks_in_pairs(int first, int end, Step&& step) {
-  CG_PRAGMA_NO_UNROLL
-  for (int i = first; i < end; i += 2) {
-    step(i, Int<0>{});
-    if (i + 1 < end) step(i + 1, Int<1>{});
-  }
+// As above for blocks 0 .. n_kb - 1.
+template <bool PeelOddLast, class Step>
+CG_DEVICE void for_blocks_in_pairs(int n_kb, Step&& step) {
+  for_blocks_in_pairs<PeelOddLast>(0, n_kb, step);
 }
 
 // grid: (ceil(N / kTileN), ceil(M / kTileM), splits); split s handles k blocks
@@ -715,7 +719,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         wgmma_commit_group();
       };
       if constexpr (StreamK) {
-        for_blocks_in_pairs(first, end, step);
+        for_blocks_in_pairs<false>(first, end, step);
       } else {
         for_blocks_in_pairs<false>(end, step);
       }

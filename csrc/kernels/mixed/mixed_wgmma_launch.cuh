@@ -13,13 +13,15 @@ namespace cute_gemm {
 namespace mixed {
 
 // Calls f(kernel) with the kernel that runs `plan` on this configuration: the warp-specialized
-// one with a producer warpgroup; otherwise the cp.async one, in its Gated form for a gated plan
-// without the workspace (only configurations with kGatesInRegisters have it) and its StreamK form
-// for a stream-K plan (kStreamK); the planner makes no other: cudaErrorInvalidValue elsewhere.
+// one with a producer warpgroup (its StreamK form for a stream-K plan); otherwise the cp.async
+// one, in its Gated form for a gated plan without the workspace (only configurations with
+// kGatesInRegisters have it) and its StreamK form for a stream-K plan (kStreamK); the planner
+// makes no other: cudaErrorInvalidValue elsewhere.
 template <class Cfg, class F>
 cudaError_t with_wgmma_kernel(MixedPlan const& plan, F&& f) {
   if constexpr (Cfg::kProducer) {
-    return f(mixed_wgmma_ws_kernel<Cfg>);
+    return plan.stream_k_ctas > 0 ? f(mixed_wgmma_ws_kernel<Cfg, true>)
+                                  : f(mixed_wgmma_ws_kernel<Cfg, false>);
   } else {
     const bool gated = plan.gates_in_kernel();
     if (plan.stream_k_ctas > 0) {
@@ -52,7 +54,8 @@ cudaError_t prepare_mixed_wgmma() {
                                   Cfg::kSmemBytes);
     };
     if constexpr (Cfg::kProducer) {
-      return raise(mixed_wgmma_ws_kernel<Cfg>);
+      const cudaError_t e = raise(mixed_wgmma_ws_kernel<Cfg, false>);
+      return e == cudaSuccess ? raise(mixed_wgmma_ws_kernel<Cfg, true>) : e;
     } else {
       cudaError_t e = raise(mixed_wgmma_kernel<Cfg, false>);
       if constexpr (Cfg::kGatesInRegisters) {
@@ -131,10 +134,11 @@ cudaError_t launch_mixed_wgmma(MixedGemmParams const& p, MixedPlan const& plan,
     if (encoded != cudaSuccess) return encoded;
   }
   if constexpr (Cfg::kProducer) {
-    return launch_split_k<typename Cfg::Element>(mixed_wgmma_ws_kernel<Cfg>, p, plan,
-                                                 Cfg::kTileM, Cfg::kTileN, Cfg::kThreads,
-                                                 Cfg::kSmemBytes, true, stream, plan.raster_m,
-                                                 maps);
+    return with_wgmma_kernel<Cfg>(plan, [&](auto kernel) {
+      return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,
+                                                   Cfg::kThreads, Cfg::kSmemBytes, true, stream,
+                                                   plan.raster_m, maps);
+    });
   } else {
     return with_wgmma_kernel<Cfg>(plan, [&](auto kernel) {
       return launch_split_k<typename Cfg::Element>(kernel, p, plan, Cfg::kTileM, Cfg::kTileN,

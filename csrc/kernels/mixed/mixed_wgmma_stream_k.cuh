@@ -53,11 +53,10 @@ struct WgmmaStreamK {
     }
   }
 
-  // By every thread of the owner `cta`: acc = the sums of CTAs first .. cta - 1, then acc. Each
-  // warp waits only for its own counterparts' flags.
-  CG_DEVICE static void add_contributions(MixedGemmParams const& p, float (&acc)[NT][NACC],
-                                          int first, int cta, int ctas, int tid) {
-    if (first == cta) return;  // the whole tile was this CTA's
+  // Lane 0 of each warp of the owner `cta` waits for its counterparts' flags in CTAs first ..
+  // cta - 1 and lowers them; then their sums are visible to the warp.
+  CG_DEVICE static void acquire_contributions(MixedGemmParams const& p, int first, int cta,
+                                              int ctas, int tid) {
     if (tid % 32 == 0) {
       for (int c = first; c < cta; ++c) {
         uint64_t* const f = flag(p, ctas, c, tid / 32);
@@ -66,6 +65,14 @@ struct WgmmaStreamK {
       }
     }
     __syncwarp();  // lane 0 acquired the flags: the sums are visible to the warp
+  }
+
+  // By every thread of the owner `cta`: acc = the sums of CTAs first .. cta - 1, then acc. Each
+  // warp waits only for its own counterparts' flags.
+  CG_DEVICE static void add_contributions(MixedGemmParams const& p, float (&acc)[NT][NACC],
+                                          int first, int cta, int ctas, int tid) {
+    if (first == cta) return;  // the whole tile was this CTA's
+    acquire_contributions(p, first, cta, ctas, tid);
     float sum[NT][NACC];
     CG_PRAGMA_UNROLL
     for (int r = 0; r < NT; ++r) {
@@ -84,6 +91,24 @@ struct WgmmaStreamK {
     for (int r = 0; r < NT; ++r) {
       CG_PRAGMA_UNROLL
       for (int v = 0; v < NACC; ++v) acc[r][v] = sum[r][v] + acc[r][v];
+    }
+  }
+
+  // As add_contributions without a second set of sums (the warp-specialized 256-row tile holds
+  // 128 accumulators and has no registers for another 128): acc += the sums of CTAs first ..
+  // cta - 1, one CTA after another; the order is fixed, so the result is deterministic.
+  CG_DEVICE static void add_contributions_in_place(MixedGemmParams const& p,
+                                                   float (&acc)[NT][NACC], int first, int cta,
+                                                   int ctas, int tid) {
+    if (first == cta) return;  // the whole tile was this CTA's
+    acquire_contributions(p, first, cta, ctas, tid);
+    for (int c = first; c < cta; ++c) {
+      float const* const src = slot(p, c);
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < NT; ++r) {
+        CG_PRAGMA_UNROLL
+        for (int v = 0; v < NACC; ++v) acc[r][v] += __ldcg(src + (r * NACC + v) * kThreads + tid);
+      }
     }
   }
 };

@@ -23,12 +23,20 @@
 // tiles laid over the drained stages, and one thread stores each (kTileM, 64) tile with a TMA
 // store of the output's tensor map (split-K and gated plans write fp32 sums to the workspace
 // directly instead).
+//
+// StreamK form (MixedPlan::stream_k_ctas): the tiles run as full waves of gridDim.x CTAs, one tile
+// each (grid rows 0 .. gridDim.y - 2), and the tiles past them, fewer than a wave, as stream-K
+// work of the last row's gridDim.x CTAs (stream_k.hpp, WgmmaStreamK): instead of a last wave
+// that leaves SMs idle (448 256-row tiles on 132 SMs: 3.39 waves run as 4), every SM runs the
+// same share of the remaining tiles' k blocks.
 
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
 #include "cute_gemm/arch/named_barrier.hpp"
 #include "cute_gemm/arch/setmaxnreg_sm90.hpp"
 #include "cute_gemm/arch/tma_sm90.hpp"
 #include "kernels/mixed/mixed_wgmma_kernel.cuh"
+#include "kernels/mixed/mixed_wgmma_stream_k.cuh"
+#include "kernels/mixed/stream_k.hpp"
 #include "kernels/tile_raster.hpp"
 #include "kernels/tma_store_tile.cuh"
 
@@ -52,9 +60,39 @@ struct WgmmaRegisterSplit {
   static_assert(kConsumer >= kLaunch, "the consumers must not lose registers");
 };
 
+// The CTA's work in the StreamK form: a whole tile of the full waves (grid rows 0 .. gridDim.y - 2,
+// tile blockIdx.y * gridDim.x + blockIdx.x in raster order), or in the last row CTA blockIdx.x's
+// stream-K share of the tiles past them. Segments name tiles in raster order; a whole tile is
+// one owned segment with no contributors (first_cta = the CTA itself).
+// The CTA's coordinates are read as volatile, so that the consumers compute their work again after
+// the main loop instead of holding it in registers through it (the 256-row INT4 tile has none to
+// spare).
+CG_DEVICE StreamKWork ws_stream_k_work(int tiles, int k_blocks) {
+  int cta_x, cta_y, wave, rows;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta_x));
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(cta_y));
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(wave));
+  asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(rows));
+  const int full = rows - 1;
+  StreamKWork w;
+  if (cta_y < full) {
+    w.seg[0].tile = cta_y * wave + cta_x;
+    w.seg[0].blocks = k_blocks;
+    w.seg[0].owned = true;
+    w.seg[0].first_cta = cta_x;
+    w.segments = 1;
+    w.blocks = k_blocks;
+    return w;
+  }
+  w = stream_k_work(cta_x, wave, tiles - full * wave, k_blocks);
+  w.seg[0].tile += full * wave;
+  w.seg[1].tile += full * wave;
+  return w;
+}
+
 // grid and splits as mixed_wgmma_kernel; blockDim = kThreads (consumer warpgroups, then the
-// producer warpgroup).
-template <class Cfg>
+// producer warpgroup). StreamK: grid (CTAs per wave, full waves + 1), unsplit (see above).
+template <class Cfg, bool StreamK = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     mixed_wgmma_ws_kernel(MixedGemmParams p, int blocks_per_split, bool to_workspace,
                           int raster_m, const __grid_constant__ MixedWgmmaMaps maps) {
@@ -74,15 +112,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   uint64_t* const empty = full + S;
 
   const int tid = threadIdx.x;
-  // The CTA's tile: the grid's (x, y) = (N tile, M tile) taken in groups of raster_m M tiles,
-  // column by column (tile_raster.hpp; the plan's choice, MixedPlan::raster_m).
-  const TileCoord tile_mn =
-      raster_tile(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, raster_m);
-  const int m0 = tile_mn.m * BM;
-  const int n0 = tile_mn.n * Cfg::kTileN;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
-  const int kb_begin = blockIdx.z * blocks_per_split;
-  const int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  // The CTA's tile: the grid's (x, y) = (N tile, M tile) taken in groups of raster_m M tiles,
+  // column by column (tile_raster.hpp; the plan's choice, MixedPlan::raster_m). StreamK: the
+  // tiles of its segments, in the same order (ws_stream_k_work).
+  const int tiles_n = (p.n + Cfg::kTileN - 1) / Cfg::kTileN;
+  const int tiles_m = StreamK ? (p.m + BM - 1) / BM : int(gridDim.y);
+  auto tile_origin = [&](int tile) {
+    const TileCoord t = raster_tile(tile, tiles_m, StreamK ? tiles_n : int(gridDim.x), raster_m);
+    return TileCoord{t.m * BM, t.n * Cfg::kTileN};
+  };
+  // The tile the CTA stores (StreamK: its last segment's).
+  auto stored_tile = [&](StreamKWork const& work) {
+    return tile_origin(StreamK ? (work.segments > 1 ? work.seg[1].tile : work.seg[0].tile)
+                               : int(blockIdx.y * gridDim.x + blockIdx.x));
+  };
+  const int kb_begin = StreamK ? 0 : int(blockIdx.z) * blocks_per_split;
 
   if (tid == 0) {
     CG_PRAGMA_UNROLL
@@ -100,30 +145,52 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (tid != Cfg::kConsumerThreads) return;
     const GroupShape groups(p);
     const bool asymmetric = p.zeros != nullptr;
-    // The activation row boxes that hold rows of A (those wholly past M are not loaded).
-    const int row_boxes = min(Cfg::kARowBoxes, (p.m - m0 + Cfg::kABoxRows - 1) / Cfg::kABoxRows);
-    const uint32_t stage_bytes = Cfg::tma_stage_bytes(row_boxes, Cfg::kScaleRows, asymmetric);
+    StreamKWork work{};
+    if constexpr (StreamK) work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+    const TileCoord origin = stored_tile(work);
+    const int n_kb = StreamK ? work.blocks : min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
     tma_prefetch_map(&maps.a);
     tma_prefetch_map(&maps.w);
     tma_prefetch_map(&maps.scales);
     const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
-    const WgmmaStageBoxes<Cfg> boxes{maps, m0, n0};
+    // Block j's k block and the origin of its tile (StreamK: its segment's tile).
+    struct BlockSource {
+      int kb;
+      TileCoord at;
+    };
+    auto source = [&](int j) {
+      if constexpr (StreamK) {
+        return BlockSource{work.kb_of(j), tile_origin(work.tile_of(j))};
+      } else {
+        return BlockSource{kb_begin + j, origin};
+      }
+    };
+    // The activation row boxes of the tile at row m_at that hold rows of A (those wholly past M
+    // are not loaded).
+    auto row_boxes_at = [&](int m_at) {
+      return min(Cfg::kARowBoxes, (p.m - m_at + Cfg::kABoxRows - 1) / Cfg::kABoxRows);
+    };
     // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage s,
     // with the stage's whole byte count announced.
     auto load_weights = [&](int j, int s) {
-      mbarrier_arrive_expect_tx(full + s, stage_bytes);
+      const BlockSource src = source(j);
+      mbarrier_arrive_expect_tx(
+          full + s, Cfg::tma_stage_bytes(row_boxes_at(src.at.m), Cfg::kScaleRows, asymmetric));
+      const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
       char* st = smem_w + s * Cfg::kStageBytes;
-      boxes.weights(st, full + s, kb_begin + j, policy);
-      boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, kb_begin + j,
+      boxes.weights(st, full + s, src.kb, policy);
+      boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, src.kb,
                        Cfg::kScaleRows, groups);
       if (asymmetric) {
-        boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, kb_begin + j,
+        boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, src.kb,
                          Cfg::kScaleRows, groups);
       }
     };
     auto load_activations = [&](int j, int s) {
-      boxes.activations(reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes), full + s, kb_begin + j,
-                        row_boxes);
+      const BlockSource src = source(j);
+      const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
+      boxes.activations(reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes), full + s, src.kb,
+                        row_boxes_at(src.at.m));
     };
     // Programmatic dependent launch: the first stages' weights before the wait, the activations
     // (written by the previous kernel) after it.
@@ -178,21 +245,59 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
   };
+  // StreamK: the CTA's blocks run as one loop over its segments. With two, the first is
+  // contributed and the second owned (stream_k_work's run order): at the second's first block
+  // the first's sums go to the workspace and that block's first wgmma starts acc over.
+  int second_begin = -1;  // the second segment's first block, -1 for none
+  if constexpr (StreamK) {
+    const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+    if (work.segments > 1) second_begin = work.seg[0].blocks;
+  }
   auto step = [&](int i, auto set) {
     BlockRegs& a = regs[decltype(set)::value];
     if constexpr (kLag == 2) release(i);
     mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
     slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
     if constexpr (kLag == 1) release(i);
+    int scale_first = 1;
+    if constexpr (StreamK) {
+      if (i == second_begin) {
+        wgmma_wait_group<0>();  // the first segment's wgmmas are done
+        WgmmaStreamK<Cfg>::contribute(p, acc, int(blockIdx.x), int(gridDim.x), tid);
+        scale_first = 0;
+      }
+    }
     wgmma_fence();  // the registers just written feed the wgmmas
-    WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
+    WgmmaWarpSlice<Cfg>::template mma_block_from<Wgmma>(a, desc_at(stage), scale_first, acc);
     wgmma_commit_group();
     if (++stage == S) stage = 0, phase ^= 1;
     if (++release_stage == S) release_stage = 0;
   };
+  int n_kb;
+  if constexpr (StreamK) {
+    n_kb = ws_stream_k_work(tiles_m * tiles_n, k_blocks).blocks;
+  } else {
+    n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
+  }
   for_blocks_in_pairs<true>(n_kb, step);
   wgmma_wait_group<0>();
   grid_launch_dependents();
+  StreamKWork work{};
+  if constexpr (StreamK) {
+    // The last segment: handed to its tile's owner, or (owned) the other CTAs' sums added to
+    // acc, which is then stored as an unsplit tile's (a whole tile has no contributors).
+    work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+    const bool two = work.segments > 1;
+    if (!(two ? work.seg[1].owned : work.seg[0].owned)) {
+      WgmmaStreamK<Cfg>::contribute(p, acc, int(blockIdx.x), int(gridDim.x), tid);
+      return;
+    }
+    WgmmaStreamK<Cfg>::add_contributions_in_place(
+        p, acc, two ? work.seg[1].first_cta : work.seg[0].first_cta, int(blockIdx.x),
+        int(gridDim.x), tid);
+  }
+  const TileCoord origin = stored_tile(work);
+  const int m0 = origin.m, n0 = origin.n;
   if (to_workspace) {
     slice.store(p, acc, m0, n0, to_workspace);
     return;
