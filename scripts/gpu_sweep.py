@@ -86,14 +86,17 @@ K_MAX = 8192
 # with S splits), "mma-slices" (mma.sync in CTAs of 2 k slices where the 16-row INT4 tile runs
 # them, M <= 16; plain mma.sync elsewhere), "decode:W:C" (the decode kernel with W warps per CTA
 # in k slices of C; only for M <= 8), "raster:R" (joined to a warp-specialized wgmma tile: its
-# tiles in groups of R M tiles; in WGMMA_FORCES joined to 128- and 256-row tiles). The splits
+# tiles in groups of R M tiles; in WGMMA_FORCES joined to 128- and 256-row tiles), "sk:T:D"
+# (joined to the warp-specialized T-row tile: stream-K over about 10 / D of a wave per tile, so
+# full waves of whole tiles and the rest shared; in WGMMA_FORCES with D 2.5 and 1.5). The splits
 # always meet in the workspace (fp32 partial sums, then the reduce kernel). The wgmma tiles share
 # four places of the cycle (WGMMA_FORCES, in shuffled rounds).
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "mma-slices", "decode", "stream_k"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:16:exact", "wgmma:32", "wgmma:32:exact",
                 "wgmma:64", "wgmma:128", "wgmma:160", "wgmma:192", "wgmma:256",
-                "wgmma:128+raster:3", "wgmma:256+raster:2"]
+                "wgmma:128+raster:3", "wgmma:256+raster:2", "wgmma:128+sk:128:25",
+                "wgmma:256+sk:256:15"]
 FORCED_FRACTION = 0.35
 LAYER_FRACTION = 0.2
 # Cases above this many multiply-adds get a smaller N (keeps each case in the milliseconds).
@@ -316,6 +319,17 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         k_blocks = -(-k // 128)
         ctas = min(tiles * k_blocks, max(tiles, tiles * int(args[0]) // 10))
         return f"kernel=wgmma,tile_m=16,tile_n=128,scales=exact,splits=1,stream_k={ctas}"
+    if kind == "sk":  # joined to a warp-specialized tile ("wgmma:128+sk:128:25")
+        if not spec.wgmma:
+            return ""
+        tile_m, tenths = int(args[0]), int(args[1])
+        tiles = -(-n // 128) * -(-m // tile_m)
+        k_blocks = -(-k // (128 if bits == 4 else 64))
+        ctas = max(1, tiles * 10 // tenths)
+        # A count that leaves tiles past the full waves, each CTA of them a k block.
+        while ctas > 1 and (tiles % ctas == 0 or ctas > tiles % ctas * k_blocks):
+            ctas -= 1
+        return f"splits=1,stream_k={ctas}" if tiles % ctas else ""
     if kind == "reduce":  # joined to split-K ("wgmma:16:n64+splits:3+reduce:kernel")
         return f"reduce={args[0]}" if spec.wgmma or args[0] != "cluster" else ""
     raise ValueError(f"unknown force {part!r}")

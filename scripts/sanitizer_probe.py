@@ -177,6 +177,12 @@ def launches():
                kernel="wgmma", tile_m=192, warp_groups=2),
         _mixed("wgmma_ws", 170, 136, 640, 4, 64, False, "bf16", True, "wgmma:160", quick=True,
                kernel="wgmma", tile_m=160, warp_groups=2),
+        # stream-K past the full waves: 72 tiles, 2 waves of 28 and 16 tiles shared by 28 CTAs;
+        # 16 tiles, a wave of 10 and 6 shared by 10
+        _mixed("wgmma_ws", 700, 1416, 1152, 4, 128, True, "fp16", True, "wgmma:128+sk:128:25",
+               quick=True, kernel="wgmma", tile_m=128, warp_groups=2, stream_k_ctas=28),
+        _mixed("wgmma_ws", 450, 1000, 1408, 8, -1, False, "bf16", False, "wgmma:256+sk:256:15",
+               quick=True, kernel="wgmma", tile_m=256, warp_groups=2, stream_k_ctas=10),
     ]
     # split-K: scheduled splits, their partial sums added by the reduce kernel or, on the
     # cp.async wgmma kernel, in a cluster of the splits

@@ -256,6 +256,12 @@ def test_schedule_for_each_force():
                                  (16, 4, 128, a100)):
         assert gpu_sweep.schedule_for("stream_k:15", m, 4096, 4096, bits, group, torch.float16,
                                       spec) == ""
+    # sk:T:D joined to a warp-specialized tile: about 10 / D waves' worth of tiles per CTA, a count
+    # that leaves a tail of tiles past the full waves. M = 300, N = 4096: 3 x 32 = 96 tiles of 128
+    # rows, 38 CTAs (2 waves and 20 tiles); 2 x 32 = 64 of 256 rows, 42 CTAs (1 wave and 22).
+    assert sched("wgmma:128+sk:128:25", m=300) == "kernel=wgmma,tile_m=128,splits=1,stream_k=38"
+    assert sched("wgmma:256+sk:256:15", m=300) == "kernel=wgmma,tile_m=256,splits=1,stream_k=42"
+    assert sched("wgmma:256+sk:256:15", m=300, spec=a100) == "kernel=mma"
     with pytest.raises(ValueError, match="unknown force 'mma-cluster:3'"):
         sched("mma-cluster:3")
 

@@ -544,6 +544,65 @@ def test_stream_k_default_plan():
         torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
 
 
+# Stream-K on the warp-specialized tiles (tile_m >= 128): full waves of `ctas` CTAs run whole
+# tiles, and the tiles past them are shared by `ctas` CTAs. M = 3 tiles - 5 rows (the last M tile
+# short), N = 1000 (8 column tiles, the last of 104 columns): 24 tiles; K = 1152: 9 (INT4) or 18
+# (INT8) k blocks. ctas = 5: 4 full waves and 4 tiles shared by 5 CTAs; 7: 3 waves, 3 tiles over 7
+# (tiles of 3 contributors); 10: 2 waves, 4 over 10; 25: no full wave, all 24 tiles shared.
+@pytest.mark.parametrize("ctas", [5, 7, 10, 25])
+@pytest.mark.parametrize("tile_m,bits,group,symmetric,dtype", [
+    (128, 4, 128, True, torch.float16),
+    (160, 8, -1, True, torch.bfloat16),
+    (192, 4, 64, False, torch.bfloat16),
+    (256, 4, 128, True, torch.bfloat16),
+    (256, 8, 128, False, torch.float16),
+])
+def test_ws_stream_k(ctas, tile_m, bits, group, symmetric, dtype):
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    m, n, k = 3 * tile_m - 5, 1000, 1152
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=ctas + tile_m)
+    a = _randn(m, k, dtype=dtype, seed=ctas + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=ctas + 2)
+    schedule = f"kernel=wgmma,tile_m={tile_m},splits=1,stream_k={ctas}"
+    plan = _plan(m, qw, schedule)
+    assert plan.producer and plan.stream_k_ctas == ctas and not plan.via_workspace, plan
+    assert tuple(plan.grid) == (ctas, 24 // ctas + 1, 1), plan
+    run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)  # noqa: E731
+    out = assert_poisoned_run(run, _reference(a, qw, bias, schedule), dtype, k)
+    # Against the unsplit kernel: the same sums up to fp32 rounding (added in another order).
+    plain = cute_gemm.mixed_gemm(a, qw, bias, schedule=f"kernel=wgmma,tile_m={tile_m},splits=1,"
+                                                      f"stream_k=off")
+    torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
+    # In a CUDA graph: the flags the owners lowered let every replay start over.
+    graph, replayed = capture_graph(run)
+    for seed in range(3):
+        a.copy_(_randn(m, k, dtype=dtype, seed=200 + seed, scale=1 / math.sqrt(k)))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, run())
+
+
+def test_ws_stream_k_default_plan():
+    # Large M where the warp-specialized tiles leave a partial last wave: 4096x28672 at M = 512
+    # (the 256-row tile: 448 tiles, 3 full waves of 132 and 52 tiles) and 28672x8192 at M = 640
+    # (192 tiles: 1 wave and 60), on a 132-SM GPU; the result is the reference's, and the unsplit
+    # kernel's to rounding.
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    dtype = torch.bfloat16
+    for m, n, k, bits, group in ((512, 28672, 4096, 4, 128), (640, 8192, 28672, 8, -1)):
+        qw = _qweight(n, k, bits, group, True, dtype, seed=m)
+        a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
+        plan = _plan(m, qw)
+        if cute_gemm.device_spec().sm_count == 132:
+            assert plan.producer and plan.stream_k_ctas == 132, plan
+        run = lambda: cute_gemm.mixed_gemm(a, qw)  # noqa: E731
+        out = assert_poisoned_run(run, _reference(a, qw), dtype, k)
+        plain = cute_gemm.mixed_gemm(a, qw, schedule="stream_k=off")
+        torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("trigger", ["early", "late"])
 def test_trigger_chain(trigger):
     # A gated 16-row GEMM (Llama-3-8B's gate/up at M = 16, whose default plan lets the next kernel

@@ -403,9 +403,14 @@ def test_splits_fill_one_wave():
         assert per_split * (s - 1) < kb, (device, m, n, k, bits, s)
         assert s == 1 or s <= kb // 2  # at least 2 k blocks per split
         tiles = -(-n // p.tile_n)
-        assert p.grid[0] == (p.stream_k_ctas or tiles) and p.grid[1] == -(-m // p.tile_m)
+        m_tiles = -(-m // p.tile_m)
+        if p.stream_k_ctas and p.producer:  # full waves, then a stream-K row (test_ws_stream_k_plans)
+            c = p.stream_k_ctas
+            assert tuple(p.grid) == (c, tiles * m_tiles // c + 1, 1), p
+        else:
+            assert p.grid[0] == (p.stream_k_ctas or tiles) and p.grid[1] == m_tiles
         assert p.ctas_per_sm >= 1
-        base = tiles * p.grid[1]
+        base = tiles * m_tiles
         wave = p.ctas_per_sm * spec.sm_count
         if s > 1:
             assert base * s <= wave, (device, m, n, k, bits)  # never past one wave
@@ -597,10 +602,58 @@ def test_stream_k_plans():
     with pytest.raises(ValueError, match="stream_k must be"):
         cute_gemm.mixed_plan(16, 28672, 4096, device="h100", schedule="stream_k=all")
     # Only INT4's 16-row exact tile in 128 columns can, handing 128 threads x 16 sums over.
+    # INT4's 16-row exact tile in 128 columns hands 128 threads x 16 sums over; the warp-
+    # specialized tiles (test_ws_stream_k_plans) 256 threads x tile_m / 2.
     for inst in instances().values():
         can = (inst["kernel"] == "wgmma" and inst["tile_m"] == 16 and inst["tile_n"] == 128 and
                inst["exact_scales"] and inst["bits"] == 4)
-        assert inst["stream_k_partial_floats"] == (128 * 16 if can else 0), inst["name"]
+        floats = 256 * inst["tile_m"] // 2 if inst["kernel"] == "wgmma" and inst["producer"] else 0
+        assert inst["stream_k_partial_floats"] == (128 * 16 if can else floats), inst["name"]
+
+
+def test_ws_stream_k_plans():
+    # The warp-specialized tiles (M >= 128 on Hopper) run full waves of one CTA per SM on whole
+    # tiles and share the tiles past them as stream-K work of one CTA per SM, where those tiles
+    # fill at most 1 - 512 / K of the SMs (kWsStreamKCostK): grid (132, full waves + 1).
+    h200 = cute_gemm.device_spec("h200")
+    assert h200.sm_count == 132
+    for device, dtype in itertools.product(HOPPER, (torch.float16, torch.bfloat16)):
+        # 4096x28672 at M = 512 (INT4: the 256-row tile, 448 tiles = 3 x 132 + 52).
+        p = cute_gemm.mixed_plan(512, 28672, 4096, 4, 128, dtype, device=device)
+        assert p.producer and (p.tile_m, p.splits) == (256, 1), p
+        assert p.stream_k_ctas == 132 and tuple(p.grid) == (132, 4, 1), p
+        assert p.workspace_bytes == stream_k_bytes(132, 256 * 128, 8) and not p.via_workspace, p
+        assert "3 full waves of 132 tiles, then stream-K over 132 CTAs" in str(p), p
+        off = cute_gemm.mixed_plan(512, 28672, 4096, 4, 128, dtype, device=device,
+                                   schedule="stream_k=off")
+        assert off.stream_k_ctas == 0 and tuple(off.grid) == (224, 2, 1), off
+        assert off.workspace_bytes == 0 and "stream-K" not in str(off)
+    # The fill limit follows K: tails of 115 / 116 tiles of 132 at K = 4096 (limit 0.875),
+    # none (whole waves), and Ms the 256-row tile takes with tails of 100-131 at K = 28672.
+    for m, n, k, expect in ((512, 115 * 128, 4096, 132), (512, 116 * 128, 4096, 0),
+                            (256, 132 * 128, 4096, 0), (1024, 33 * 128, 4096, 0),
+                            (512, 8192, 28672, 132)):
+        p = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.float16, device="h200")
+        if p.producer and p.splits == 1:
+            assert p.stream_k_ctas == expect, (m, n, k, p)
+        else:
+            assert expect == 0, (m, n, k, p)
+    # A schedule's CTAs: any count that leaves tiles past the full waves with a k block per CTA.
+    for ctas in (100, 131, 300, 448 * 32 - 1):
+        p = cute_gemm.mixed_plan(512, 28672, 4096, 4, 128, torch.float16, device="h100",
+                                 schedule=f"stream_k={ctas}")
+        tail = 448 % ctas
+        assert (p.stream_k_ctas, tuple(p.grid)) == (ctas, (ctas, 448 // ctas + 1, 1)), p
+        assert p.workspace_bytes == stream_k_bytes(ctas, 256 * 128, 8), p
+        assert ctas <= tail * 32
+    # Refused: whole waves (no tiles past them), more CTAs than the tail's k blocks, split-K,
+    # gated (these tiles gate in the reduce kernel) and partial sums.
+    for schedule, act in (("stream_k=112", None), ("stream_k=64", None),
+                          (f"stream_k={448 * 32 + 1}", None),
+                          ("splits=2,stream_k=132", None), ("stream_k=132", "silu_mul")):
+        with pytest.raises(ValueError, match=r"stream_k=\d+ on a warp-specialized wgmma tile"):
+            cute_gemm.mixed_plan(512, 28672, 4096, 4, 128, torch.float16, device="h100",
+                                 schedule=schedule, activation=act)
 
 
 def test_scheduled_splits_lowered_so_none_is_empty():

@@ -128,6 +128,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
                                : int(blockIdx.y * gridDim.x + blockIdx.x));
   };
   const int kb_begin = StreamK ? 0 : int(blockIdx.z) * blocks_per_split;
+  // StreamK: whether this CTA shares the tiles past the full waves (the grid's last row); the
+  // others run one whole tile each through the same code as the plain form.
+  const bool shared_cta = StreamK && blockIdx.y + 1 == gridDim.y;
+  // A k block's source: its k block and the origin of its tile.
+  struct BlockSource {
+    int kb;
+    TileCoord at;
+  };
 
   if (tid == 0) {
     CG_PRAGMA_UNROLL
@@ -145,66 +153,68 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (tid != Cfg::kConsumerThreads) return;
     const GroupShape groups(p);
     const bool asymmetric = p.zeros != nullptr;
-    StreamKWork work{};
-    if constexpr (StreamK) work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
-    const TileCoord origin = stored_tile(work);
-    const int n_kb = StreamK ? work.blocks : min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
     tma_prefetch_map(&maps.a);
     tma_prefetch_map(&maps.w);
     tma_prefetch_map(&maps.scales);
     const uint64_t policy = make_l2_evict_first_policy();  // the weights are read once
-    // Block j's k block and the origin of its tile (StreamK: its segment's tile).
-    struct BlockSource {
-      int kb;
-      TileCoord at;
-    };
-    auto source = [&](int j) {
-      if constexpr (StreamK) {
-        return BlockSource{work.kb_of(j), tile_origin(work.tile_of(j))};
-      } else {
-        return BlockSource{kb_begin + j, origin};
-      }
-    };
     // The activation row boxes of the tile at row m_at that hold rows of A (those wholly past M
     // are not loaded).
     auto row_boxes_at = [&](int m_at) {
       return min(Cfg::kARowBoxes, (p.m - m_at + Cfg::kABoxRows - 1) / Cfg::kABoxRows);
     };
-    // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage s,
-    // with the stage's whole byte count announced.
-    auto load_weights = [&](int j, int s) {
-      const BlockSource src = source(j);
-      mbarrier_arrive_expect_tx(
-          full + s, Cfg::tma_stage_bytes(row_boxes_at(src.at.m), Cfg::kScaleRows, asymmetric));
-      const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
-      char* st = smem_w + s * Cfg::kStageBytes;
-      boxes.weights(st, full + s, src.kb, policy);
-      boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, src.kb,
-                       Cfg::kScaleRows, groups);
-      if (asymmetric) {
-        boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, src.kb,
+    // The copies of n_kb blocks, block j's k block and tile origin from source(j).
+    auto produce = [&](int n_kb, auto source) {
+      // Weights, scales and zeros of block j (no dependence on the previous kernel) into stage
+      // s, with the stage's whole byte count announced.
+      auto load_weights = [&](int j, int s) {
+        const BlockSource src = source(j);
+        mbarrier_arrive_expect_tx(
+            full + s, Cfg::tma_stage_bytes(row_boxes_at(src.at.m), Cfg::kScaleRows, asymmetric));
+        const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
+        char* st = smem_w + s * Cfg::kStageBytes;
+        boxes.weights(st, full + s, src.kb, policy);
+        boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, src.kb,
                          Cfg::kScaleRows, groups);
+        if (asymmetric) {
+          boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, src.kb,
+                           Cfg::kScaleRows, groups);
+        }
+      };
+      auto load_activations = [&](int j, int s) {
+        const BlockSource src = source(j);
+        const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
+        boxes.activations(reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes), full + s, src.kb,
+                          row_boxes_at(src.at.m));
+      };
+      // Programmatic dependent launch: the first stages' weights before the wait, the
+      // activations (written by the previous kernel) after it.
+      const int first = n_kb < S ? n_kb : S;
+      for (int j = 0; j < first; ++j) load_weights(j, j);
+      grid_dependency_wait();
+      for (int j = 0; j < first; ++j) load_activations(j, j);
+      int s = 0;
+      uint32_t phase = 0;  // of the empty barriers, for the blocks j = S.. (the stages' 2nd use)
+      for (int j = S; j < n_kb; ++j) {
+        mbarrier_wait_parity_suspend(empty + s, phase);  // every consumer warp is done with j - S
+        load_weights(j, s);
+        load_activations(j, s);
+        if (++s == S) s = 0, phase ^= 1;
       }
     };
-    auto load_activations = [&](int j, int s) {
-      const BlockSource src = source(j);
-      const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
-      boxes.activations(reinterpret_cast<T*>(smem + s * Cfg::kAStageBytes), full + s, src.kb,
-                        row_boxes_at(src.at.m));
-    };
-    // Programmatic dependent launch: the first stages' weights before the wait, the activations
-    // (written by the previous kernel) after it.
-    const int first = n_kb < S ? n_kb : S;
-    for (int j = 0; j < first; ++j) load_weights(j, j);
-    grid_dependency_wait();
-    for (int j = 0; j < first; ++j) load_activations(j, j);
-    int s = 0;
-    uint32_t phase = 0;  // of the empty barriers, for the blocks j = S.. (the stages' 2nd use)
-    for (int j = S; j < n_kb; ++j) {
-      mbarrier_wait_parity_suspend(empty + s, phase);  // every consumer warp is done with j - S
-      load_weights(j, s);
-      load_activations(j, s);
-      if (++s == S) s = 0, phase ^= 1;
+    if (!shared_cta) {  // one tile, k blocks kb_begin ..
+      const TileCoord origin = tile_origin(int(blockIdx.y * gridDim.x + blockIdx.x));
+      produce(StreamK ? k_blocks : min(kb_begin + blocks_per_split, k_blocks) - kb_begin,
+              [&](int j) { return BlockSource{kb_begin + j, origin}; });
+    } else if constexpr (StreamK) {  // the segments' blocks
+      // Each segment's tile origin once (a raster_tile per block cost INT8's producer its lead).
+      const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+      const int first_blocks = work.seg[0].blocks;
+      const BlockSource seg0{work.seg[0].kb_begin, tile_origin(work.seg[0].tile)};
+      const BlockSource seg1{work.seg[1].kb_begin - first_blocks, tile_origin(work.seg[1].tile)};
+      produce(work.blocks, [&](int j) {
+        BlockSource const& seg = j < first_blocks ? seg0 : seg1;
+        return BlockSource{seg.kb + j, seg.at};
+      });
     }
     return;
   }
@@ -245,12 +255,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
   };
-  // StreamK: the CTA's blocks run as one loop over its segments. With two, the first is
+  // StreamK: a shared CTA's blocks run as one loop over its segments. With two, the first is
   // contributed and the second owned (stream_k_work's run order): at the second's first block
-  // the first's sums go to the workspace and that block's first wgmma starts acc over.
-  int second_begin = -1;  // the second segment's first block, -1 for none
+  // (second_begin; -1 for none) the first's sums go to the workspace and that block's first wgmma
+  // starts acc over (scale_d 0: no other instruction writes the accumulators, which ptxas needs
+  // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
+  // tiles) made ptxas serialize the wgmmas of both (C7515).
+  int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin, second_begin = -1;
   if constexpr (StreamK) {
     const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+    n_kb = work.blocks;
     if (work.segments > 1) second_begin = work.seg[0].blocks;
   }
   auto step = [&](int i, auto set) {
@@ -273,12 +287,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if (++stage == S) stage = 0, phase ^= 1;
     if (++release_stage == S) release_stage = 0;
   };
-  int n_kb;
-  if constexpr (StreamK) {
-    n_kb = ws_stream_k_work(tiles_m * tiles_n, k_blocks).blocks;
-  } else {
-    n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
-  }
   for_blocks_in_pairs<true>(n_kb, step);
   wgmma_wait_group<0>();
   grid_launch_dependents();
