@@ -585,13 +585,13 @@ def test_ws_stream_k(ctas, tile_m, bits, group, symmetric, dtype):
 
 def test_ws_stream_k_default_plan():
     # Large M where the warp-specialized tiles leave a partial last wave: 4096x28672 at M = 512
-    # (the 256-row tile: 448 tiles, 3 full waves of 132 and 52 tiles) and 28672x8192 at M = 640
-    # (192 tiles: 1 wave and 60), on a 132-SM GPU; the result is the reference's, and the unsplit
-    # kernel's to rounding.
+    # (the 256-row tile: 448 tiles, 3 full waves of 132 and 52 tiles) and M = 768 (672 tiles: 5
+    # waves and 12), on a 132-SM GPU; the result is the reference's, and the unsplit kernel's to
+    # rounding.
     if not _wgmma():
         pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
     dtype = torch.bfloat16
-    for m, n, k, bits, group in ((512, 28672, 4096, 4, 128), (640, 8192, 28672, 8, -1)):
+    for m, n, k, bits, group in ((512, 28672, 4096, 4, 128), (768, 28672, 4096, 8, -1)):
         qw = _qweight(n, k, bits, group, True, dtype, seed=m)
         a = _randn(m, k, dtype=dtype, seed=m + 1, scale=1 / math.sqrt(k))
         plan = _plan(m, qw)

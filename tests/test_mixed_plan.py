@@ -628,16 +628,16 @@ def test_ws_stream_k_plans():
                                    schedule="stream_k=off")
         assert off.stream_k_ctas == 0 and tuple(off.grid) == (224, 2, 1), off
         assert off.workspace_bytes == 0 and "stream-K" not in str(off)
-    # The fill limit follows K: tails of 115 / 116 tiles of 132 at K = 4096 (limit 0.875),
-    # none (whole waves), and Ms the 256-row tile takes with tails of 100-131 at K = 28672.
-    for m, n, k, expect in ((512, 115 * 128, 4096, 132), (512, 116 * 128, 4096, 0),
-                            (256, 132 * 128, 4096, 0), (1024, 33 * 128, 4096, 0),
-                            (512, 8192, 28672, 132)):
+    # By default only past a full wave, and where the tiles past the full waves fill at most half
+    # of the 132 slots (kWsStreamKMaxFill). INT4, the 256-row tile at M = 512 (2 M tiles) and 1024
+    # (4): 2 x 99 = 198 tiles (tail 66 of 132: yes), 2 x 100 (68: no), 4 x 33 (whole waves: no),
+    # 2 x 60 (one partial wave: no); 4096x28672 at M = 768 (672 tiles, a tail of 12) yes.
+    for m, n, k, expect in ((512, 99 * 128, 4096, 132), (512, 100 * 128, 4096, 0),
+                            (1024, 33 * 128, 4096, 0), (512, 60 * 128, 8192, 0),
+                            (768, 28672, 4096, 132)):
         p = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.float16, device="h200")
-        if p.producer and p.splits == 1:
-            assert p.stream_k_ctas == expect, (m, n, k, p)
-        else:
-            assert expect == 0, (m, n, k, p)
+        assert p.producer and p.splits == 1 and p.tile_m == 256, (m, n, k, p)
+        assert p.stream_k_ctas == expect, (m, n, k, p)
     # A schedule's CTAs: any count that leaves tiles past the full waves with a k block per CTA.
     for ctas in (100, 131, 300, 448 * 32 - 1):
         p = cute_gemm.mixed_plan(512, 28672, 4096, 4, 128, torch.float16, device="h100",

@@ -189,9 +189,14 @@ constexpr char kTriggerScope[] =
 // 23.6 / 17.9, 160 23.8 / 19.2, 180 23.8 / 21.2, 200 23.9 / 22.3, 224 (Llama-3-8B's gate/up) 24.1 /
 // 24.6, 237 24.1 / 26.1; K = 8192 224 tiles 45.4 / 43.7; K = 14336 192 tiles 77.0 / 63.9.
 constexpr int kStreamKCostBlocks = 6;
-// The warp-specialized tiles' stream-K (plan_ws_stream_k): what the hand-over of a tile's partial
-// sums costs, in k of the tile's main loop.
-constexpr int kWsStreamKCostK = 512;
+// The warp-specialized tiles' stream-K (plan_ws_stream_k) by default where the tiles are more
+// than the resident slots and those past the full waves fill at most this share of them. H200,
+// fp16, stream-K over 132 CTAs against the unsplit grid, us (NOTES.md session 78): 4096x28672
+// M = 512 (448 256-row tiles, 52 past 3 waves: 0.39) INT4 197.0 -> 190.8, INT8 217.9 -> 202.9;
+// M = 768 (0.09) INT4 299.5 -> 289.8, INT8 325.5 -> 305.6; M = 4096 (0.15) INT8 1586 -> 1535; but
+// fuller last waves lose: 28672x8192 M = 384 (0.97) INT4 256.0 -> 267.8, 14336x4096 M = 1536
+// (0.94) INT8 279.7 -> 300.7, and 0.73-0.91 went either way by up to 4%.
+constexpr double kWsStreamKMaxFill = 0.5;
 
 // As many splits as fill one wave of `ctas_per_sm` CTAs per SM for `base` CTAs per split, at
 // least 2 k blocks per split, at most `cap`.
@@ -1118,10 +1123,10 @@ void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const&
 
 // The warp-specialized tiles' stream-K (mixed_wgmma_ws_kernel.cuh's StreamK form): C CTAs per
 // wave run the first floor(tiles / C) * C tiles whole, one each, and then share the k blocks of
-// the rest (fewer than C) evenly; grid (C, full waves + 1). By default C is the resident slots,
-// where the tiles past the full waves fill at most 1 - kWsStreamKCostK / K of them: unsplit,
-// that last wave takes a whole tile's time; shared, each CTA runs that fill's share of a tile,
-// plus the hand-over of partial sums (~kWsStreamKCostK of K's time).
+// the rest (fewer than C) evenly; grid (C, full waves + 1). Unsplit, that last wave takes a
+// whole tile's time on part of the SMs; shared, each CTA runs the fill's share of a tile plus
+// the hand-over of partial sums. By default C is the resident slots, where there is at least one
+// full wave and the tiles past it fill at most kWsStreamKMaxFill of the slots.
 void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                       MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks) {
   const int64_t tiles = plan.grid[0] * plan.grid[1];
@@ -1138,9 +1143,8 @@ void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec con
     }
   } else {
     ctas = int64_t(plan.ctas_per_sm) * d.sm_count;
-    const double max_fill = 1.0 - double(kWsStreamKCostK) / double(p.k);
-    if (!can || s.splits > 0 || tail(ctas) == 0 || double(tail(ctas)) > max_fill * ctas ||
-        ctas > tail(ctas) * k_blocks ||
+    if (!can || s.splits > 0 || tiles <= ctas || tail(ctas) == 0 ||
+        double(tail(ctas)) > kWsStreamKMaxFill * double(ctas) || ctas > tail(ctas) * k_blocks ||
         !mixed::stream_k_fits_32_bits(tail(ctas) * k_blocks, int(ctas)))
       return;
   }
