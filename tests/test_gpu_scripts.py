@@ -282,13 +282,17 @@ def test_generated_schedules_run_on_h100_and_a100(seed):
                                                               not spec.wgmma):
                 assert plan.kernel == "mma"
             elif kind == "wgmma":
-                tile_part, *raster = c.force.split("+")  # "wgmma:128+raster:3"
+                tile_part, *joined = c.force.split("+")  # "wgmma:128+raster:3", "+sk:128:25"
                 _, tile, *exact = tile_part.split(":")
                 tile = 32 if tile == "16" and c.bits != 4 else int(tile)  # INT4's 16-row tile
                 assert (plan.kernel, plan.tile_m, plan.exact_scales) == ("wgmma", tile,
                                                                          exact == ["exact"])
-                if raster:
-                    assert plan.producer and plan.raster_m == int(raster[0].split(":")[1])
+                for part in joined:
+                    if part.startswith("raster:"):
+                        assert plan.producer and plan.raster_m == int(part.split(":")[1])
+                    elif part.startswith("sk:"):  # stream-K where the tiles leave a tail
+                        assert plan.producer and ("stream_k=" in schedule) == (
+                            plan.stream_k_ctas > 0)
             elif kind in ("dense", "decode"):
                 assert plan.kernel == kind
             if kind == "mma-slices":

@@ -502,8 +502,9 @@ def test_workspace_bytes():
                    p.splits <= 8)
         assert p.reduce_in_cluster == cluster, p
         via = p.splits > 1 and not cluster
-        if p.stream_k_ctas:  # its partial sums and flags (test_stream_k_plans)
-            assert not via and p.workspace_bytes == stream_k_bytes(p.stream_k_ctas), p
+        if p.stream_k_ctas:  # its partial sums and flags (test_stream_k_plans, _ws_stream_k_)
+            sums = ((256 * p.tile_m // 2, 8) if p.producer else (128 * 16, 4))
+            assert not via and p.workspace_bytes == stream_k_bytes(p.stream_k_ctas, *sums), p
             continue
         assert p.workspace_bytes == (p.splits * m * n * 4 if via else 0)
         assert p.via_workspace == via
@@ -629,13 +630,16 @@ def test_ws_stream_k_plans():
         assert off.stream_k_ctas == 0 and tuple(off.grid) == (224, 2, 1), off
         assert off.workspace_bytes == 0 and "stream-K" not in str(off)
     # By default only past a full wave, and where the tiles past the full waves fill at most half
-    # of the 132 slots (kWsStreamKMaxFill). INT4, the 256-row tile at M = 512 (2 M tiles) and 1024
-    # (4): 2 x 99 = 198 tiles (tail 66 of 132: yes), 2 x 100 (68: no), 4 x 33 (whole waves: no),
-    # 2 x 60 (one partial wave: no); 4096x28672 at M = 768 (672 tiles, a tail of 12) yes.
-    for m, n, k, expect in ((512, 99 * 128, 4096, 132), (512, 100 * 128, 4096, 0),
-                            (1024, 33 * 128, 4096, 0), (512, 60 * 128, 8192, 0),
-                            (768, 28672, 4096, 132)):
-        p = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.float16, device="h200")
+    # of the 132 slots (kWsStreamKMaxFill). INT4, the 256-row tile: M = 1024 (4 M tiles) x 49 / 50
+    # column tiles: tails of 64 (yes) and 68 (no); 4096x28672 at M = 768 (672 tiles, a tail of 12)
+    # and 4096x22016 at M = 1024 (688, 28): yes; whole waves (M = 1024 x 33 column tiles), one
+    # partial wave (M = 512 x 60) and a tail of 72 (M = 768, N = 14336): no.
+    for m, n, k, sched, expect in ((1024, 49 * 128, 4096, "tile_m=256", 132),
+                                   (1024, 50 * 128, 4096, "tile_m=256", 0),
+                                   (768, 28672, 4096, None, 132), (1024, 22016, 4096, None, 132),
+                                   (1024, 33 * 128, 4096, None, 0), (512, 60 * 128, 8192, None, 0),
+                                   (768, 14336, 4096, None, 0)):
+        p = cute_gemm.mixed_plan(m, n, k, 4, 128, torch.float16, device="h200", schedule=sched)
         assert p.producer and p.splits == 1 and p.tile_m == 256, (m, n, k, p)
         assert p.stream_k_ctas == expect, (m, n, k, p)
     # A schedule's CTAs: any count that leaves tiles past the full waves with a k block per CTA.
@@ -726,7 +730,7 @@ def test_wide_wgmma_tile_fits_the_grid(device):
 def raster_bytes(m, n, k, bits, group, p, device, g):
     """mixed_plan.cpp's raster_rows model: the DRAM bytes of plan p's grid when a wave of resident
     CTAs in groups of g M tiles (g = 1: row-major) reads each operand tile it covers once."""
-    tiles_n, tiles_m = p.grid[0], p.grid[1]
+    tiles_n, tiles_m = -(-n // p.tile_n), -(-m // p.tile_m)  # (a stream-K grid has other rows)
     wave = p.ctas_per_sm * cute_gemm.device_spec(device).sm_count
     group = k if group == -1 else group
     weight = n * k * bits / 8 + n * -(-k // group) * 2
@@ -747,13 +751,13 @@ def test_raster_group_cuts_dram_bytes(device):
             SHAPES + [(28672, 4096), (14336, 4096), (128256, 4096), (8192, 8192), (4096, 14336)],
             QUANTS):
         p = plan(m, n, k, bits, group, device=device)
-        if p.kernel != "wgmma" or not p.producer or p.grid[1] < 2:
+        if p.kernel != "wgmma" or not p.producer or -(-m // p.tile_m) < 2:
             assert p.raster_m == 1, (m, n, k, bits)
             continue
         row_major = raster_bytes(m, n, k, bits, group, p, device, 1)
         want, best = 1, row_major
         for g in (2, 4, 8, 16):
-            if g <= p.grid[1] and raster_bytes(m, n, k, bits, group, p, device, g) < best:
+            if g <= -(-m // p.tile_m) and raster_bytes(m, n, k, bits, group, p, device, g) < best:
                 want, best = g, raster_bytes(m, n, k, bits, group, p, device, g)
         if best > RASTER_BYTES_SHARE * row_major:
             want = 1
