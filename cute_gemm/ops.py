@@ -362,7 +362,11 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             a tile's last k block adds the others' partial sums; INT4's 16-row wgmma tile in 128
             columns with exact scales, groups of whole k blocks, M <= 16; by default one CTA per
             resident slot where the tiles are more than the SMs and fill at most 1 - 6 / k_blocks
-            of the slots), ``trigger`` (``early`` or ``late``: where the kernel lets the next
+            of the slots; on the warp-specialized tiles (``tile_m`` >= 128), unsplit and not
+            gated, a number of CTAs C that leaves tiles past the full waves: full waves of C
+            CTAs run one whole tile each, then C CTAs share the remaining tiles' k blocks; by
+            default one CTA per SM where there is a full wave and the tiles past the full waves
+            fill at most half of the SMs), ``trigger`` (``early`` or ``late``: where the kernel lets the next
             kernel in the stream launch under programmatic dependent launch, right after its own
             dependency wait or after its main loop; the decode kernel and the wgmma tiles without
             a producer warpgroup (INT4 up to 64 rows, INT8 up to 32); by default early for decode

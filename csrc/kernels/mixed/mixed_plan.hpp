@@ -147,7 +147,9 @@ struct MixedPlan {
   // in the workspace; grid[0] counts the CTAs. The instances that can: MixedInstanceInfo::
   // stream_k_partial_floats > 0. By default where the tiles leave some SMs a CTA fewer than
   // others and fill few enough of the slots to pay for the hand-over (mixed_plan.cpp,
-  // kStreamKCostBlocks).
+  // kStreamKCostBlocks). The warp-specialized tiles (producer) share only the tiles past the
+  // full waves of this many CTAs, which run one whole tile each: grid (C, full waves + 1, 1)
+  // (kWsStreamKMaxFill).
   int stream_k_ctas = 0;
   // The kernel writes fp32 sums to the workspace and split_k_reduce_kernel adds (and gates) them
   // into out: with split-K not reduced in a cluster, and gated where the instance does not gate
