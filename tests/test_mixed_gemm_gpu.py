@@ -508,17 +508,24 @@ def test_stream_k(ctas, gated, m, group, symmetric, dtype):
     plan = cute_gemm.mixed_plan(m, n, k, 4, group, dtype, schedule=schedule, activation=act)
     assert plan.stream_k_ctas == ctas and plan.grid[0] == ctas and not plan.via_workspace, plan
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule, activation=act)  # noqa
+    plain = lambda: cute_gemm.mixed_gemm(a, qw, bias, activation=act,  # noqa: E731
+                                         schedule=schedule.replace(f"stream_k={ctas}",
+                                                                   "stream_k=off"))
     ref = (_gated_reference if gated else _reference)(a, qw, bias, schedule)
+    _check_stream_k_run(run, plain, ref, a, dtype, seed=100)
+
+
+def _check_stream_k_run(run, plain, ref, a, dtype, seed):
+    """A stream-K run (run()): accurate into a poisoned output against ref, the unsplit kernel's
+    result (plain()) up to fp32 rounding (the sums are added in another order), and in a CUDA
+    graph on new activations (seeds seed..) the same bits as a direct call: the flags the owners
+    lowered let every replay start over."""
+    m, k = a.shape
     out = assert_poisoned_run(run, ref, dtype, k)
-    # Against the unsplit kernel: the same sums up to fp32 rounding (added in another order).
-    plain = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule.replace(f"stream_k={ctas}",
-                                                                        "stream_k=off"),
-                                 activation=act)
-    torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
-    # In a CUDA graph: the flags the owners lowered let every replay start over.
+    torch.testing.assert_close(out.float(), plain().float(), rtol=2e-2, atol=2e-2)
     graph, replayed = capture_graph(run)
-    for seed in range(3):
-        a.copy_(_randn(m, k, dtype=dtype, seed=100 + seed, scale=1 / math.sqrt(k)))
+    for s in range(3):
+        a.copy_(_randn(m, k, dtype=dtype, seed=seed + s, scale=1 / math.sqrt(k)))
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(replayed, run())
@@ -569,18 +576,9 @@ def test_ws_stream_k(ctas, tile_m, bits, group, symmetric, dtype):
     assert plan.producer and plan.stream_k_ctas == ctas and not plan.via_workspace, plan
     assert tuple(plan.grid) == (ctas, 24 // ctas + 1, 1), plan
     run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)  # noqa: E731
-    out = assert_poisoned_run(run, _reference(a, qw, bias, schedule), dtype, k)
-    # Against the unsplit kernel: the same sums up to fp32 rounding (added in another order).
-    plain = cute_gemm.mixed_gemm(a, qw, bias, schedule=f"kernel=wgmma,tile_m={tile_m},splits=1,"
-                                                      f"stream_k=off")
-    torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
-    # In a CUDA graph: the flags the owners lowered let every replay start over.
-    graph, replayed = capture_graph(run)
-    for seed in range(3):
-        a.copy_(_randn(m, k, dtype=dtype, seed=200 + seed, scale=1 / math.sqrt(k)))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(replayed, run())
+    plain = lambda: cute_gemm.mixed_gemm(  # noqa: E731
+        a, qw, bias, schedule=f"kernel=wgmma,tile_m={tile_m},splits=1,stream_k=off")
+    _check_stream_k_run(run, plain, _reference(a, qw, bias, schedule), a, dtype, seed=200)
 
 
 def test_ws_stream_k_default_plan():
