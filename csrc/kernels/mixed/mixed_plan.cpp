@@ -1081,46 +1081,6 @@ void plan_trigger(MixedPlan& plan, DeviceSpec const& d, MixedSchedule const& s) 
   }
 }
 
-// Stream-K for `plan` (unsplit, of an instance that can): the schedule's CTAs, or by default one
-// per resident slot where kStreamKCostBlocks says; refuses a stream_k the plan cannot run.
-// The 16-row tile shares all its tiles' k blocks; the warp-specialized tiles run full waves of
-// the CTAs and share the tiles past them (plan_ws_stream_k).
-void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
-                      MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks);
-
-void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
-                   MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks,
-                   int group) {
-  if (s.stream_k == 0) return;
-  if (inst.producer) return plan_ws_stream_k(plan, p, d, s, inst, k_blocks);
-  const int64_t tiles = plan.grid[0];
-  const bool can = inst.stream_k_partial_floats > 0 && plan.splits == 1 && plan.grid[1] == 1 &&
-                   !p.partials && mixed::whole_block_groups(p.bits, group, p.k) &&
-                   (!p.gated || inst.gates_in_registers);
-  if (s.stream_k > 0) {
-    if (!can || s.stream_k < tiles || s.stream_k > tiles * k_blocks ||
-        !mixed::stream_k_fits_32_bits(tiles * k_blocks, s.stream_k)) {
-      refuse("schedule: stream_k=" + std::to_string(s.stream_k) + " needs INT4's 16-row wgmma "
-             "tile in 128 columns with exact scales, unsplit, one M tile (M <= 16), groups of "
-             "whole k blocks, no partial sums, and from the tiles (" + std::to_string(tiles) +
-             ") to the tiles' k blocks (" + std::to_string(tiles * k_blocks) + ") CTAs, their "
-             "product with the k blocks below 2^32, or a warp-specialized tile (tile_m >= 128); "
-             "this plan runs " + plan.describe());
-    }
-    plan.stream_k_ctas = s.stream_k;
-  } else {
-    const int64_t slots = int64_t(plan.ctas_per_sm) * d.sm_count;
-    const double max_fill = 1.0 - double(kStreamKCostBlocks) / k_blocks;
-    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > max_fill * slots ||
-        !mixed::stream_k_fits_32_bits(tiles * k_blocks, int(slots)))
-      return;
-    plan.stream_k_ctas = int(slots);
-  }
-  plan.grid[0] = plan.stream_k_ctas;
-  plan.workspace_bytes = size_t(mixed::stream_k_workspace_bytes(
-      plan.stream_k_ctas, inst.stream_k_partial_floats, 4 * inst.warp_groups));
-}
-
 // The warp-specialized tiles' stream-K (mixed_wgmma_ws_kernel.cuh's StreamK form): C CTAs per
 // wave run the first floor(tiles / C) * C tiles whole, one each, and then share the k blocks of
 // the rest (fewer than C) evenly; grid (C, full waves + 1). Unsplit, that last wave takes a
@@ -1151,6 +1111,43 @@ void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec con
   plan.stream_k_ctas = int(ctas);
   plan.grid[0] = ctas;
   plan.grid[1] = tiles / ctas + 1;
+  plan.workspace_bytes = size_t(mixed::stream_k_workspace_bytes(
+      plan.stream_k_ctas, inst.stream_k_partial_floats, 4 * inst.warp_groups));
+}
+
+// Stream-K for `plan` (unsplit, of an instance that can): the schedule's CTAs, or by default one
+// per resident slot where kStreamKCostBlocks says; refuses a stream_k the plan cannot run.
+// The 16-row tile shares all its tiles' k blocks; the warp-specialized tiles run full waves of
+// the CTAs and share the tiles past them (plan_ws_stream_k).
+void plan_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
+                   MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks,
+                   int group) {
+  if (s.stream_k == 0) return;
+  if (inst.producer) return plan_ws_stream_k(plan, p, d, s, inst, k_blocks);
+  const int64_t tiles = plan.grid[0];
+  const bool can = inst.stream_k_partial_floats > 0 && plan.splits == 1 && plan.grid[1] == 1 &&
+                   !p.partials && mixed::whole_block_groups(p.bits, group, p.k) &&
+                   (!p.gated || inst.gates_in_registers);
+  if (s.stream_k > 0) {
+    if (!can || s.stream_k < tiles || s.stream_k > tiles * k_blocks ||
+        !mixed::stream_k_fits_32_bits(tiles * k_blocks, s.stream_k)) {
+      refuse("schedule: stream_k=" + std::to_string(s.stream_k) + " needs INT4's 16-row wgmma "
+             "tile in 128 columns with exact scales, unsplit, one M tile (M <= 16), groups of "
+             "whole k blocks, no partial sums, and from the tiles (" + std::to_string(tiles) +
+             ") to the tiles' k blocks (" + std::to_string(tiles * k_blocks) + ") CTAs, their "
+             "product with the k blocks below 2^32, or a warp-specialized tile (tile_m >= 128); "
+             "this plan runs " + plan.describe());
+    }
+    plan.stream_k_ctas = s.stream_k;
+  } else {
+    const int64_t slots = int64_t(plan.ctas_per_sm) * d.sm_count;
+    const double max_fill = 1.0 - double(kStreamKCostBlocks) / k_blocks;
+    if (!can || s.splits > 0 || tiles <= d.sm_count || double(tiles) > max_fill * slots ||
+        !mixed::stream_k_fits_32_bits(tiles * k_blocks, int(slots)))
+      return;
+    plan.stream_k_ctas = int(slots);
+  }
+  plan.grid[0] = plan.stream_k_ctas;
   plan.workspace_bytes = size_t(mixed::stream_k_workspace_bytes(
       plan.stream_k_ctas, inst.stream_k_partial_floats, 4 * inst.warp_groups));
 }

@@ -64,6 +64,7 @@ struct WgmmaRegisterSplit {
 // tile blockIdx.y * gridDim.x + blockIdx.x in raster order), or in the last row CTA blockIdx.x's
 // stream-K share of the tiles past them. Segments name tiles in raster order; a whole tile is
 // one owned segment with no contributors (first_cta = the CTA itself).
+//
 // The CTA's coordinates are read as volatile, so that the consumers compute their work again after
 // the main loop instead of holding it in registers through it (the 256-row INT4 tile has none to
 // spare).
