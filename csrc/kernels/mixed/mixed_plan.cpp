@@ -191,11 +191,12 @@ constexpr char kTriggerScope[] =
 constexpr int kStreamKCostBlocks = 6;
 // The warp-specialized tiles' stream-K (plan_ws_stream_k) by default where the tiles are more
 // than the resident slots and those past the full waves fill at most this share of them. H200,
-// fp16, stream-K over 132 CTAs against the unsplit grid, us (NOTES.md session 78): 4096x28672
-// M = 512 (448 256-row tiles, 52 past 3 waves: 0.39) INT4 197.0 -> 190.8, INT8 217.9 -> 202.9;
-// M = 768 (0.09) INT4 299.5 -> 289.8, INT8 325.5 -> 305.6; M = 4096 (0.15) INT8 1586 -> 1535; but
-// fuller last waves lose: 28672x8192 M = 384 (0.97) INT4 256.0 -> 267.8, 14336x4096 M = 1536
-// (0.94) INT8 279.7 -> 300.7, and 0.73-0.91 went either way by up to 4%.
+// fp16, stream-K over 132 CTAs against the unsplit grid, interleaved in one process, medians, us
+// (NOTES.md session 78): 4096x28672 M = 512 (448 256-row tiles, 52 past 3 waves: 0.39) INT4
+// 197.9 -> 193.1, INT8 208.8 -> 203.4; M = 768 (0.09) INT4 300.3 -> 293.0, INT8 319.9 -> 309.5;
+// M = 1536 / 4096 0.2-2.2% faster; M = 384 (192-row tiles, 0.39) INT4 1.6% faster, INT8 2.2%
+// slower; fuller last waves lose: 28672x8192 M = 512 (0.97) INT4 337.1 -> 353.1, 14336x4096
+// M = 1536 (0.94) INT8 286.5 -> 299.3.
 constexpr double kWsStreamKMaxFill = 0.5;
 
 // As many splits as fill one wave of `ctas_per_sm` CTAs per SM for `base` CTAs per split, at

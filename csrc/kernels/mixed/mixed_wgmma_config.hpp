@@ -173,7 +173,7 @@ struct MixedWgmmaConfig {
   // CTA hands a tile's partial sums over as kStreamKPartialFloats floats.
   // The warp-specialized tiles (M >= 128) run the tiles past their grid's full waves as
   // stream-K work (mixed_wgmma_ws_kernel.cuh's StreamK form): 448 256-row tiles on 132 SMs run as
-  // 3 waves and 0.39 of one instead of 4.
+  // 3 waves and 0.39 of one instead of 4 (2.5% faster on an H200, NOTES.md session 78).
   static constexpr bool kStreamK =
       Producer || (WarpGroups == 1 && NTiles == 2 && TileM == 16 && ExactScales && kTmaLoads);
   static constexpr int kStreamKPartialFloats = kConsumerThreads * NTiles * kAccRegs;
