@@ -1091,12 +1091,17 @@ void plan_trigger(MixedPlan& plan, DeviceSpec const& d, MixedSchedule const& s) 
 void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                       MixedSchedule const& s, MixedInstanceInfo const& inst, int k_blocks) {
   const int64_t tiles = plan.grid[0] * plan.grid[1];
-  const bool can = inst.stream_k_partial_floats > 0 && plan.splits == 1 && !plan.via_workspace;
   auto tail = [&](int64_t ctas) { return tiles % ctas; };  // the tiles past the full waves
+  // Whether `ctas` CTAs can run it: an unsplit, ungated plan without partial sums, and tiles past
+  // the full waves with at least one k block for each CTA.
+  auto runs = [&](int64_t ctas) {
+    return inst.stream_k_partial_floats > 0 && plan.splits == 1 && !plan.via_workspace &&
+           tail(ctas) > 0 && ctas <= tail(ctas) * k_blocks &&
+           mixed::stream_k_fits_32_bits(tail(ctas) * k_blocks, int(ctas));
+  };
   int64_t ctas = s.stream_k;
   if (ctas > 0) {
-    if (!can || tail(ctas) == 0 || ctas > tail(ctas) * k_blocks ||
-        !mixed::stream_k_fits_32_bits(tail(ctas) * k_blocks, int(ctas))) {
+    if (!runs(ctas)) {
       refuse("schedule: stream_k=" + std::to_string(ctas) + " on a warp-specialized wgmma tile "
              "needs it unsplit, not gated, no partial sums, and a number of CTAs that leaves "
              "tiles past the full waves (" + std::to_string(tiles) + " tiles) with at least one "
@@ -1104,9 +1109,8 @@ void plan_ws_stream_k(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec con
     }
   } else {
     ctas = int64_t(plan.ctas_per_sm) * d.sm_count;
-    if (!can || s.splits > 0 || tiles <= ctas || tail(ctas) == 0 ||
-        double(tail(ctas)) > kWsStreamKMaxFill * double(ctas) || ctas > tail(ctas) * k_blocks ||
-        !mixed::stream_k_fits_32_bits(tail(ctas) * k_blocks, int(ctas)))
+    if (s.splits > 0 || tiles <= ctas || !runs(ctas) ||
+        double(tail(ctas)) > kWsStreamKMaxFill * double(ctas))
       return;
   }
   plan.stream_k_ctas = int(ctas);
