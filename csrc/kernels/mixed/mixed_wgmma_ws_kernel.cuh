@@ -129,6 +129,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
                                : int(blockIdx.y * gridDim.x + blockIdx.x));
   };
   const int kb_begin = StreamK ? 0 : int(blockIdx.z) * blocks_per_split;
+  // The k blocks of a whole tile: its split's (kb_begin on), or all of K in the StreamK form.
+  const int tile_blocks =
+      StreamK ? k_blocks : min(kb_begin + blocks_per_split, k_blocks) - kb_begin;
   // StreamK: whether this CTA shares the tiles past the full waves (the grid's last row); the
   // others run one whole tile each through the same code as the plain form.
   const bool shared_cta = StreamK && blockIdx.y + 1 == gridDim.y;
@@ -204,8 +207,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     };
     if (!shared_cta) {  // one tile, k blocks kb_begin ..
       const TileCoord origin = tile_origin(int(blockIdx.y * gridDim.x + blockIdx.x));
-      produce(StreamK ? k_blocks : min(kb_begin + blocks_per_split, k_blocks) - kb_begin,
-              [&](int j) { return BlockSource{kb_begin + j, origin}; });
+      produce(tile_blocks, [&](int j) { return BlockSource{kb_begin + j, origin}; });
     } else if constexpr (StreamK) {  // the segments' blocks
       // Each segment's tile origin once (a raster_tile per block cost INT8's producer its lead).
       const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
@@ -262,7 +264,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // starts acc over (scale_d 0: no other instruction writes the accumulators, which ptxas needs
   // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
   // tiles) made ptxas serialize the wgmmas of both (C7515).
-  int n_kb = min(kb_begin + blocks_per_split, k_blocks) - kb_begin, second_begin = -1;
+  int n_kb = tile_blocks, second_begin = -1;
   if constexpr (StreamK) {
     const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
     n_kb = work.blocks;
