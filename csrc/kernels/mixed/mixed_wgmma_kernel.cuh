@@ -241,6 +241,26 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // The warp-specialized INT8 tiles' exact scales (one group over K): each sum of a (q - z) over
+  // the whole K times its column's scale, scales[n0 + column] (rows of acc as in store; columns
+  // past N keep their sums, which are never stored).
+  CG_DEVICE void scale_columns(MixedGemmParams const& p, int n0,
+                               float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) const {
+    T const* scales = static_cast<T const*>(p.scales);
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int col = n0 + lane_col[2 * r + h];
+        const float s = col < p.n ? HalfTraits<T>::to_float(scales[col]) : 0.f;
+        CG_PRAGMA_UNROLL
+        for (int v = 0; v < Cfg::kAccRegs; ++v) {
+          if (((v >> 1) & 1) == h) acc[r][v] *= s;
+        }
+      }
+    }
+  }
+
   // The accumulators (+ bias), rounded, into the CTA's output tiles in shared memory (SmemOut;
   // n64 tile kNTiles wg + r at out_tiles + its kOutTileBytes) for the TMA store: acc[r][v] is
   // row AccRowTV(thread, (v, r)) of the tile and its column within the n64 tile is lane_col's

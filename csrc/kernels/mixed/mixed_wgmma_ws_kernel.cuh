@@ -114,6 +114,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   const int tid = threadIdx.x;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
+  // The launch's contract (the planner's rule): exact scales come in one group over K.
+  if (Cfg::kExactScales && GroupShape(p).last != 0) __trap();
   // The CTA's tile: the grid's (x, y) = (N tile, M tile) taken in groups of raster_m M tiles,
   // column by column (tile_raster.hpp; the plan's choice, MixedPlan::raster_m). StreamK: the
   // tiles of its segments, in the same order (ws_stream_k_work).
@@ -309,6 +311,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   const TileCoord origin = stored_tile(work);
   const int m0 = origin.m, n0 = origin.n;
+  // Exact scales: the tile's sums of a (q - z), stream-K contributions included, scaled once.
+  if constexpr (Cfg::kExactScales) slice.scale_columns(p, n0, acc);
   if (to_workspace) {
     slice.store(p, acc, m0, n0, to_workspace);
     return;
