@@ -582,7 +582,7 @@ def test_ws_stream_k(ctas, tile_m, bits, group, symmetric, dtype):
     _check_stream_k_run(run, plain, _reference(a, qw, bias, schedule), a, dtype, seed=200)
 
 
-@pytest.mark.parametrize("tile_m", [128, 160, 192, 256])
+@pytest.mark.parametrize("tile_m", [64, 128, 160, 192, 256])
 @pytest.mark.parametrize("symmetric,dtype", [(False, torch.float16), (True, torch.bfloat16),
                                              (True, torch.float16), (False, torch.bfloat16)])
 def test_ws_exact_scales(tile_m, symmetric, dtype):
@@ -796,6 +796,8 @@ def _reaching(inst):
     [*, 640] x [136, 640] problem: M off the instance's token tile."""
     kernel, tile_m = inst["kernel"], inst["tile_m"]
     group = 32 if inst["fine_groups"] and kernel != "wgmma" else 128
+    if kernel == "wgmma" and _ws_exact(tile_m, inst["exact_scales"]):
+        group = -1  # scaled once after the loop: one group over K
     if kernel == "decode":
         return 5, group, "kernel=decode"
     if kernel == "mma":
@@ -881,17 +883,24 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
 
 
 # (token tile, warpgroups per CTA, exact scales, columns per CTA) of each wgmma instance; the
-# 16-row tiles are INT4's, the warp-specialized (2 warpgroups) exact ones INT8's
+# 16-row tiles are INT4's, the exact ones of 64 rows and up (warp-specialized) INT8's
 WGMMA_TILES = [(16, 1, False, 128), (16, 1, False, 64), (16, 1, True, 128), (16, 1, True, 64),
                (32, 1, False, 128), (32, 1, True, 128),
                (64, 1, False, 128), (128, 2, False, 128), (160, 2, False, 128),
                (192, 2, False, 128), (256, 2, False, 128),
-               (128, 2, True, 128), (160, 2, True, 128), (192, 2, True, 128), (256, 2, True, 128)]
+               (64, 1, True, 128), (128, 2, True, 128), (160, 2, True, 128), (192, 2, True, 128),
+               (256, 2, True, 128)]
+
+
+def _ws_exact(tile_m, exact):
+    """Whether a wgmma tile is INT8's warp-specialized one with exact scales, which it runs for
+    one group over K only (per-channel scales, scaled once after the loop)."""
+    return exact and tile_m >= 64
 
 
 def _wgmma_tiles(bits):
     return [t for t in WGMMA_TILES
-            if (t[0] != 16 or bits == 4) and (not (t[1] == 2 and t[2]) or bits == 8)]
+            if (t[0] != 16 or bits == 4) and (not _ws_exact(t[0], t[2]) or bits == 8)]
 
 
 def _tile_schedule(tile_m, exact, tile_n=128):
@@ -926,7 +935,7 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         refs = {}  # by the tile's exact_scales: fp32 scales of exact sums, or rounded weights
         for tile_m, groups, exact, tile_n in _wgmma_tiles(bits):
             schedule = _tile_schedule(tile_m, exact, tile_n)
-            if groups == 2 and exact and group != -1:  # scaled once: one group over K only
+            if _ws_exact(tile_m, exact) and group != -1:  # scaled once: one group over K only
                 with pytest.raises(ValueError, match="needs one group over K"):
                     _plan(m, qw, schedule)
                 continue
@@ -1219,7 +1228,9 @@ def _occupancy_plans():
     for dtype, bits, group, (n, k) in itertools.product(
             DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
         schedules = ["kernel=mma"] + ([_tile_schedule(t, e, w)
-                                       for t, _, e, w in _wgmma_tiles(bits)] if _wgmma() else [])
+                                       for t, _, e, w in _wgmma_tiles(bits)
+                                       if not _ws_exact(t, e) or group == -1]
+                                      if _wgmma() else [])
         two_slices = ["kernel=mma,k_slices=2"] if bits == 4 else []
         for m in (1, 3, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 1024):
             for schedule in [None] + schedules + (decode if m <= 8 else []) + \

@@ -54,10 +54,10 @@ constexpr int kGatedSplitMinBlocks = 8;
 // keeps 256 rows. Same M tiles: 8192² M = 320 takes 100.7 / 77.8 / 66.7 us in 256 / 192 / 160
 // rows (fp16 71.0).
 constexpr double kWgmmaRowsShare = 0.8;
-// INT8's warp-specialized tiles from this many rows scale exactly where K is one group
+// INT8's warp-specialized tiles (64 rows and up) scale exactly where K is one group
 // (per-channel scales): the sums of a (q - z) are scaled once after the loop
 // (mixed_wgmma_config.hpp), two fewer instructions per packed word than rounded weights.
-constexpr int kWsExactMinTileM = 128;
+constexpr int kWsExactMinTileM = 64;
 // The tile also gives way to 128 rows where its grid would split K into slices of at most this
 // many k and 128-row tiles pad M no further: twice the CTAs need fewer splits, and each split
 // refills and drains its pipeline.
