@@ -266,6 +266,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // starts acc over (scale_d 0: no other instruction writes the accumulators, which ptxas needs
   // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
   // tiles) made ptxas serialize the wgmmas of both (C7515).
+  // Exact scales: the stored tile's column scales (StreamK: its last segment's tile), read here
+  // so that their latency hides behind the loop.
+  float col_scales[NT][2];
+  if constexpr (Cfg::kExactScales) {
+    StreamKWork stored{};
+    if constexpr (StreamK) stored = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+    slice.load_column_scales(p, stored_tile(stored).n, col_scales);
+  }
   int n_kb = tile_blocks, second_begin = -1;
   if constexpr (StreamK) {
     const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
@@ -312,7 +320,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const TileCoord origin = stored_tile(work);
   const int m0 = origin.m, n0 = origin.n;
   // Exact scales: the tile's sums of a (q - z), stream-K contributions included, scaled once.
-  if constexpr (Cfg::kExactScales) slice.scale_columns(p, n0, acc);
+  if constexpr (Cfg::kExactScales) WgmmaWarpSlice<Cfg>::scale_columns(col_scales, acc);
   if (to_workspace) {
     slice.store(p, acc, m0, n0, to_workspace);
     return;
