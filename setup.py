@@ -14,9 +14,11 @@ Environment variables:
   MAX_JOBS                  parallel compile jobs (default: number of CPUs, at most 4).
   CUTE_GEMM_PTXAS_VERBOSE   set to 1 to pass -Xptxas=-v to nvcc (register/spill report).
   CUDA_HOME                 CUDA toolkit root, if torch cannot find it.
+  CUTE_GEMM_CPU_ONLY        set to 1 to build the CPU-only extension where the CUDA one could be
+                            built (scripts/setup_env.sh does on a machine without a GPU).
 
-With a CPU-only torch, without a CUDA toolkit, or with no .cu sources, a CPU-only extension is
-built (no .cu files, CUTE_GEMM_NO_CUDA defined).
+With a CPU-only torch, without a CUDA toolkit, with no .cu sources or with CUTE_GEMM_CPU_ONLY=1,
+a CPU-only extension is built (no .cu files, CUTE_GEMM_NO_CUDA defined).
 """
 
 import sys
@@ -91,7 +93,8 @@ if not os.environ.get("MAX_JOBS"):
 # Plain C++ under csrc/kernels (the mixed GEMM's planner and its instance table) is in every build.
 cpp_sources = _sources("csrc/bindings/*.cpp", "csrc/ops/*.cpp", "csrc/kernels/**/*.cpp")
 cu_sources = _sources("csrc/kernels/**/*.cu")
-cuda_usable = torch.version.cuda is not None and CUDA_HOME is not None
+cpu_only = os.environ.get("CUTE_GEMM_CPU_ONLY") == "1"
+cuda_usable = torch.version.cuda is not None and CUDA_HOME is not None and not cpu_only
 
 # torch 2.14's own headers (c10, ATen) need C++20: with -std=c++17 any file that includes them
 # fails (std::strong_ordering, string_view::starts_with, requires-clauses).
@@ -116,7 +119,7 @@ if cuda_usable and cu_sources:
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
     )
 else:
-    why = "no .cu sources" if cuda_usable else (
+    why = "no .cu sources" if cuda_usable else "CUTE_GEMM_CPU_ONLY=1" if cpu_only else (
         "torch.version.cuda=%s, CUDA_HOME=%s" % (torch.version.cuda, CUDA_HOME))
     print("cute_gemm: building CPU-only extension (%s)" % why, file=sys.stderr)
     ext = CppExtension(

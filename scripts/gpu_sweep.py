@@ -79,8 +79,9 @@ K_MAX = 8192
 # Forced paths (schedules, see schedule_for), drawn in a shuffled cycle for about a third of the
 # cases: "mma" (mma.sync at any M), "wgmma:T" (the wgmma kernel with T-row token tiles; Hopper
 # sm_90a builds, mma.sync elsewhere; "wgmma:16" runs INT8 in 32-row tiles, INT4's only; rounded
-# weights, or with an ":exact" suffix the tile with exact scales; ":n64" INT4's 16-row tile in 64
-# columns per CTA),
+# weights in the 16- and 32-row tiles, or with an ":exact" suffix the tile with exact scales,
+# the default scales from 64 rows (exact in INT8's per-channel tiles); ":n64" INT4's 16-row tile
+# in 64 columns per CTA),
 # "dense" (dequantize + dense GEMM), "splits:S" (S k
 # splits of the default kernel, mma.sync where that is the dense path), "mma-splits:S" (mma.sync
 # with S splits), "mma-slices" (mma.sync in CTAs of 2 k slices where the 16-row INT4 tile runs

@@ -285,8 +285,10 @@ def test_generated_schedules_run_on_h100_and_a100(seed):
                 tile_part, *joined = c.force.split("+")  # "wgmma:128+raster:3", "+sk:128:25"
                 _, tile, *exact = tile_part.split(":")
                 tile = 32 if tile == "16" and c.bits != 4 else int(tile)  # INT4's 16-row tile
-                assert (plan.kernel, plan.tile_m, plan.exact_scales) == ("wgmma", tile,
-                                                                         exact == ["exact"])
+                # From 64 rows the tile's default scales: exact in INT8's per-channel tiles.
+                ws_exact = tile >= 64 and c.bits == 8 and (c.group == -1 or c.group >= c.k)
+                assert (plan.kernel, plan.tile_m, plan.exact_scales) == (
+                    "wgmma", tile, exact == ["exact"] or ws_exact)
                 for part in joined:
                     if part.startswith("raster:"):
                         assert plan.producer and plan.raster_m == int(part.split(":")[1])

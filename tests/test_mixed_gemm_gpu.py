@@ -563,6 +563,7 @@ def test_stream_k_default_plan():
     (192, 4, 64, False, torch.bfloat16),
     (256, 4, 128, True, torch.bfloat16),
     (256, 8, 128, False, torch.float16),
+    (128, 8, -1, False, torch.float16),
 ])
 def test_ws_stream_k(ctas, tile_m, bits, group, symmetric, dtype):
     if not _wgmma():
@@ -579,6 +580,33 @@ def test_ws_stream_k(ctas, tile_m, bits, group, symmetric, dtype):
     plain = lambda: cute_gemm.mixed_gemm(  # noqa: E731
         a, qw, bias, schedule=f"kernel=wgmma,tile_m={tile_m},splits=1,stream_k=off")
     _check_stream_k_run(run, plain, _reference(a, qw, bias, schedule), a, dtype, seed=200)
+
+
+@pytest.mark.parametrize("tile_m", [64, 128, 160, 192, 256])
+@pytest.mark.parametrize("symmetric,dtype", [(False, torch.float16), (True, torch.bfloat16),
+                                             (True, torch.float16), (False, torch.bfloat16)])
+def test_ws_exact_scales(tile_m, symmetric, dtype):
+    # INT8 per-channel on the warp-specialized tiles with exact scales (the default there): sums
+    # of a (q - z) over the whole K, scaled once per column after the loop, stored whole, through
+    # the split-K workspace (2 and 3 splits) or as stream-K; M past the tile, N cutting the last
+    # column tile (1000 = 7 x 128 + 104), K off the k block (1440: 22 blocks and a half), bias.
+    # Poisoned output against the fp64 product of the exact weights (q - z) * s; the rounded
+    # tile's result to its rounding.
+    if not _wgmma():
+        pytest.skip("the wgmma kernels need an sm_90a build on a compute capability 9.0 device")
+    m, n, k = tile_m + 37, 1000, 1440
+    qw = _qweight(n, k, 8, -1, symmetric, dtype, seed=tile_m)
+    a = _randn(m, k, dtype=dtype, seed=tile_m + 1, scale=1 / math.sqrt(k))
+    bias = _randn(n, dtype=dtype, seed=tile_m + 2)
+    for split in ("splits=1", "splits=2", "splits=3", "splits=1,stream_k=11"):
+        schedule = f"kernel=wgmma,tile_m={tile_m},{split}"
+        plan = _plan(m, qw, schedule)
+        assert plan.producer and plan.exact_scales and plan.tile_m == tile_m, plan
+        run = lambda: cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule)  # noqa: E731
+        out = assert_poisoned_run(run, _reference(a, qw, bias, schedule), dtype, k)
+        rounded = cute_gemm.mixed_gemm(a, qw, bias, schedule=schedule + ",scales=rounded")
+        assert not _plan(m, qw, schedule + ",scales=rounded").exact_scales
+        torch.testing.assert_close(out.float(), rounded.float(), rtol=2e-2, atol=2e-2)
 
 
 def test_ws_stream_k_default_plan():
@@ -768,6 +796,8 @@ def _reaching(inst):
     [*, 640] x [136, 640] problem: M off the instance's token tile."""
     kernel, tile_m = inst["kernel"], inst["tile_m"]
     group = 32 if inst["fine_groups"] and kernel != "wgmma" else 128
+    if kernel == "wgmma" and _ws_exact(tile_m, inst["exact_scales"]):
+        group = -1  # scaled once after the loop: one group over K
     if kernel == "decode":
         return 5, group, "kernel=decode"
     if kernel == "mma":
@@ -853,15 +883,24 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
 
 
 # (token tile, warpgroups per CTA, exact scales, columns per CTA) of each wgmma instance; the
-# 16-row tiles are INT4's
+# 16-row tiles are INT4's, the exact ones of 64 rows and up (warp-specialized) INT8's
 WGMMA_TILES = [(16, 1, False, 128), (16, 1, False, 64), (16, 1, True, 128), (16, 1, True, 64),
                (32, 1, False, 128), (32, 1, True, 128),
                (64, 1, False, 128), (128, 2, False, 128), (160, 2, False, 128),
-               (192, 2, False, 128), (256, 2, False, 128)]
+               (192, 2, False, 128), (256, 2, False, 128),
+               (64, 1, True, 128), (128, 2, True, 128), (160, 2, True, 128), (192, 2, True, 128),
+               (256, 2, True, 128)]
+
+
+def _ws_exact(tile_m, exact):
+    """Whether a wgmma tile is INT8's warp-specialized one with exact scales, which it runs for
+    one group over K only (per-channel scales, scaled once after the loop)."""
+    return exact and tile_m >= 64
 
 
 def _wgmma_tiles(bits):
-    return [t for t in WGMMA_TILES if t[0] != 16 or bits == 4]
+    return [t for t in WGMMA_TILES
+            if (t[0] != 16 or bits == 4) and (not _ws_exact(t[0], t[2]) or bits == 8)]
 
 
 def _tile_schedule(tile_m, exact, tile_n=128):
@@ -896,6 +935,10 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         refs = {}  # by the tile's exact_scales: fp32 scales of exact sums, or rounded weights
         for tile_m, groups, exact, tile_n in _wgmma_tiles(bits):
             schedule = _tile_schedule(tile_m, exact, tile_n)
+            if _ws_exact(tile_m, exact) and group != -1:  # scaled once: one group over K only
+                with pytest.raises(ValueError, match="needs one group over K"):
+                    _plan(m, qw, schedule)
+                continue
             plan = _plan(m, qw, schedule)
             assert (plan.kernel, plan.tile_m, plan.warp_groups, plan.exact_scales,
                     plan.tile_n) == ("wgmma", tile_m, groups, exact, tile_n)
@@ -1185,7 +1228,9 @@ def _occupancy_plans():
     for dtype, bits, group, (n, k) in itertools.product(
             DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
         schedules = ["kernel=mma"] + ([_tile_schedule(t, e, w)
-                                       for t, _, e, w in _wgmma_tiles(bits)] if _wgmma() else [])
+                                       for t, _, e, w in _wgmma_tiles(bits)
+                                       if not _ws_exact(t, e) or group == -1]
+                                      if _wgmma() else [])
         two_slices = ["kernel=mma,k_slices=2"] if bits == 4 else []
         for m in (1, 3, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 1024):
             for schedule in [None] + schedules + (decode if m <= 8 else []) + \

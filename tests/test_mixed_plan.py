@@ -173,10 +173,13 @@ def test_kernel_choice_by_m(device):
         else:
             # Exact scales in INT4's 16- and 32-row tiles where the groups are whole k blocks (or
             # all of K), in INT8's 32-row tile there where its grid fills one wave better
-            # (int8_exact_fills_better); every other default wgmma plan rounds the weights.
+            # (int8_exact_fills_better), in INT8's warp-specialized tiles (64 rows and up) where
+            # K is one group; every other default wgmma plan rounds the weights.
             whole_blocks = whole_block_groups(bits, group, k)
+            one_group = group == -1 or group >= k
             exact = whole_blocks and p.tile_m <= 32 and (
-                bits == 4 or int8_exact_fills_better(device, m, n, k, group, dtype))
+                bits == 4 or int8_exact_fills_better(device, m, n, k, group, dtype)) or (
+                bits == 8 and p.tile_m >= 64 and one_group)
             assert p.exact_scales == exact, (m, n, k, bits, group)
             if m <= 16 and bits == 4:
                 assert p.tile_m == 16
@@ -284,6 +287,35 @@ def test_wgmma_tiles_and_scales():
         plan(64, schedule="scales=exact")
     with pytest.raises(ValueError, match="scales applies to the wgmma kernel; this plan runs mma"):
         plan(9, schedule="kernel=mma,scales=exact")
+
+
+def test_ws_exact_scales_plans():
+    # INT8's warp-specialized tiles (64-256 rows) scale exactly by default where K is one group
+    # (per-channel): the same tile, grid, splits and stream-K as the rounded tile (same occupancy);
+    # rounded by schedule; groups finer than K keep rounded weights, and scales=exact is refused
+    # there, as on INT4's warp-specialized tiles (which have no exact instance).
+    for device, m, dtype in itertools.product(("h100", "h200"), (33, 64, 65, 129, 200, 384, 640,
+                                                                 4096),
+                                              (torch.float16, torch.bfloat16)):
+        for n, k in ((4096, 4096), (28672, 4096), (4096, 14336), (1000, 1440)):
+            p = plan(m, n, k, 8, -1, dtype, device)
+            inst = instances()[p.instance]
+            assert (p.kernel, p.producer, p.exact_scales) == ("wgmma", True, True), p
+            assert inst["exact_scales"] and inst["tile_m"] == p.tile_m >= 64
+            rounded = plan(m, n, k, 8, -1, dtype, device, schedule="scales=rounded")
+            assert not rounded.exact_scales
+            for key in ("tile_m", "tile_n", "grid", "splits", "ctas_per_sm", "stream_k_ctas",
+                        "workspace_bytes", "smem_bytes", "threads"):
+                assert getattr(rounded, key) == getattr(p, key), (key, m, n, k, p, rounded)
+            assert not plan(m, n, k, 8, 128, dtype, device).exact_scales
+    assert plan(1000, 4096, 128, 8, 128, device="h100").exact_scales  # one group: all of K
+    for tile_m in (64, 128, 160, 192, 256):
+        with pytest.raises(ValueError, match=f"scales=exact on the warp-specialized wgmma tiles "
+                                             f"\\(tile_m={tile_m}\\) needs one group over K"):
+            plan(300, 4096, 4096, 8, 128, schedule=f"tile_m={tile_m},scales=exact")
+        with pytest.raises(ValueError, match=f"no wgmma instance with tile_m={tile_m} and exact "
+                                             f"scales for INT4"):
+            plan(300, 4096, 4096, 4, -1, schedule=f"tile_m={tile_m},scales=exact")
 
 
 def test_small_m_on_hopper():
@@ -1442,15 +1474,17 @@ def test_instances_table():
         assert ("bf16" in inst["name"]) == inst["bf16"]
         assert f"int{inst['bits']}" in inst["name"]
     # Every token tile of the wgmma kernel for each bit width and dtype (16 rows, in 128 and 64
-    # columns, rounded and exact: INT4 only), and the 32-row tile with exact scales; 128 columns
-    # per CTA but for the 16-row tiles' 64.
+    # columns, rounded and exact: INT4 only), the 32-row tile with exact scales, and INT8's
+    # warp-specialized tiles (64 rows and up) with exact scales; 128 columns per CTA but for the
+    # 16-row tiles' 64.
     for bits, bf16 in itertools.product((4, 8), (False, True)):
         tiles = sorted((i["tile_m"], i["exact_scales"], i["tile_n"]) for i in table
                        if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
-        assert tiles == [(16, False, 64), (16, False, 128), (16, True, 64),
-                         (16, True, 128)] * (bits == 4) + [
+        assert tiles == sorted([(16, False, 64), (16, False, 128), (16, True, 64),
+                                (16, True, 128)] * (bits == 4) + [
             (t, e, 128) for t, e in ((32, False), (32, True), (64, False), (128, False),
-                                     (160, False), (192, False), (256, False))]
+                                     (160, False), (192, False), (256, False))] + [
+            (t, True, 128) for t in (64, 128, 160, 192, 256)] * (bits == 8))
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
                  if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
@@ -1462,7 +1496,9 @@ def _schedule_reaching(inst):
     """A problem and schedule whose plan runs `inst` (on an H100)."""
     kernel, tile_m = inst["kernel"], inst["tile_m"]
     fine = inst["fine_groups"] and kernel != "wgmma"
-    group = 32 if fine else 128
+    # INT8's warp-specialized tiles with exact scales: one group over K (per-channel) only
+    ws_exact = kernel == "wgmma" and inst["exact_scales"] and tile_m >= 64
+    group = 32 if fine else (-1 if ws_exact else 128)
     m = {"decode": 8, "mma": tile_m, "wgmma": tile_m}[kernel]
     schedule = {"kernel": kernel}
     if kernel == "wgmma":

@@ -54,6 +54,10 @@ constexpr int kGatedSplitMinBlocks = 8;
 // keeps 256 rows. Same M tiles: 8192² M = 320 takes 100.7 / 77.8 / 66.7 us in 256 / 192 / 160
 // rows (fp16 71.0).
 constexpr double kWgmmaRowsShare = 0.8;
+// INT8's warp-specialized tiles (64 rows and up) scale exactly where K is one group
+// (per-channel scales): the sums of a (q - z) are scaled once after the loop
+// (mixed_wgmma_config.hpp), two fewer instructions per packed word than rounded weights.
+constexpr int kWsExactMinTileM = 64;
 // The tile also gives way to 128 rows where its grid would split K into slices of at most this
 // many k and 128-row tiles pad M no further: twice the CTAs need fewer splits, and each split
 // refills and drains its pipeline.
@@ -427,6 +431,12 @@ MixedSchedule::Scales default_wgmma_scales(MixedGemmProblem const& p, DeviceSpec
   if (p.bits == 4) {
     return tile_m <= 32 ? MixedSchedule::Scales::kExact : MixedSchedule::Scales::kRounded;
   }
+  if (tile_m >= kWsExactMinTileM) {
+    return group == p.k && find_instance(MixedKernel::kWgmma, p, tile_m, false,
+                                         MixedSchedule::Scales::kExact, s.tile_n) >= 0
+               ? MixedSchedule::Scales::kExact
+               : MixedSchedule::Scales::kRounded;
+  }
   if (tile_m != 32) return MixedSchedule::Scales::kRounded;
   const int exact = find_instance(MixedKernel::kWgmma, p, tile_m, false,
                                   MixedSchedule::Scales::kExact, s.tile_n);
@@ -479,7 +489,7 @@ double rows_per_sm(MixedGemmProblem const& p, DeviceSpec const& d, MixedInstance
 // kWgmmaRowsShare of them in more; then 128 rows where the choice's grid splits K short
 // (kWgmmaShortSplitK) and 128 rows pad M no further.
 int fitted_wide_tile(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule const& s,
-                     int index_256, int k_blocks) {
+                     int index_256, MixedSchedule::Scales scales, int k_blocks) {
   auto rows = [&](int index) {
     MixedInstanceInfo const& inst = mixed_instance(index);
     return rows_per_sm(p, d, inst, wgmma_splits(p, d, s, inst, k_blocks));
@@ -489,7 +499,7 @@ int fitted_wide_tile(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedu
   double index_rows = rows(index);
   int index_128 = -1;
   for (int tile_m : {192, 160, 128}) {
-    const int smaller = find_instance(MixedKernel::kWgmma, p, tile_m, false);
+    const int smaller = find_instance(MixedKernel::kWgmma, p, tile_m, false, scales);
     if (smaller < 0) continue;
     if (tile_m == 128) index_128 = smaller;
     const double share = m_tiles(smaller) == m_tiles(index) ? 1.0 : kWgmmaRowsShare;
@@ -543,10 +553,15 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
            scales_asked[int(s.scales)] + " for INT" + std::to_string(p.bits));
   }
   if (s.tile_m == 0 && s.tile_n == 0 && tile_m == 256) {
-    index = fitted_wide_tile(p, d, s, index, k_blocks);
+    index = fitted_wide_tile(p, d, s, index, scales, k_blocks);
   }
   if (s.tile_n == 0 && tile_m == 16) {
     index = narrow_wgmma16(p, d, scales, index, k_blocks);
+  }
+  if (mixed_instance(index).producer && mixed_instance(index).exact_scales && group != p.k) {
+    refuse("schedule: scales=exact on the warp-specialized wgmma tiles (tile_m=" +
+           std::to_string(mixed_instance(index).tile_m) + ") needs one group over K (per-channel scales); this problem "
+           "has groups of " + std::to_string(group) + " over K = " + std::to_string(p.k));
   }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));

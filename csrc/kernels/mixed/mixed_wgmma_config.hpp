@@ -50,7 +50,8 @@ struct MixedWgmmaConfig {
   // in 8 splits 17.95 against 10.79, M = 32 down 25.22 against 14.48; NOTES.md session 68).
   static constexpr bool kClusterSums =
       !Producer && WarpGroups == 1 && NTiles == 1 && TileM <= 16;
-  static_assert(!Producer || !ExactScales, "the warp-specialized kernel rounds the weights");
+  static_assert(!Producer || !ExactScales || Bits == 8,
+                "the warp-specialized kernel's exact scales are INT8's, one group over K");
   static constexpr int kConsumerThreads = 128 * WarpGroups;
   static constexpr int kThreads = kConsumerThreads + (Producer ? 128 : 0);
   static constexpr int kNTiles = NTiles;                   // n64 tiles per warpgroup
@@ -58,13 +59,17 @@ struct MixedWgmmaConfig {
   static constexpr int kTileM = TileM;                     // rows of A per CTA (wgmma's N)
   static_assert(TileM % 8 == 0 && TileM >= 8 && TileM <= 256, "wgmma's N is 8 .. 256 in 8s");
   static constexpr bool kExactScales = ExactScales;
-  // Exact scales, in the 16- and 32-row tiles only: where the groups are whole k blocks
+  // Exact scales, in the 16- and 32-row tiles: where the groups are whole k blocks
   // (whole_block_groups), block i is dequantized into one of two register sets while block
   // i - 1's wgmmas run, and only then are block i - 1's sums scaled into the accumulators and
   // block i's wgmmas issued, so the tensor cores wait for a scaling, not for a dequantization
   // (the kernel's per_block loop). Finer groups take turns per group (per_group). The sums of a
   // block cost kAccRegs registers per n64 tile.
-  static_assert(!ExactScales || TileM <= 32, "exact scales in the 16- and 32-row tiles only");
+  // In the warp-specialized INT8 tiles, for one group over all of K (per-channel scales) only:
+  // the accumulators sum a (q - z) over the whole K and are scaled once, after the loop, so a
+  // word's dequantization drops its two multiplications (4 instructions instead of 6 in fp16).
+  static_assert(!ExactScales || TileM <= 32 || Producer,
+                "exact scales in the 16- and 32-row tiles and the warp-specialized INT8 tiles");
   static constexpr int kBlocksPerCta = kTileN / kBlockN;  // n8 blocks of the packed weights
   static constexpr int kBlocksPerWarp = 2 * NTiles;
   static constexpr int kAccRegs = TileM / 2;  // f32 accumulators per thread per n64 tile
@@ -263,7 +268,7 @@ struct MixedWgmmaConfig {
   // weight_block), so a lane's values (e, 0, i) and (e, 1, i) of an n64 tile must be the two sums
   // of one output: the same row, the up column kBlockN further, in a gate (even) block. Checked
   // on warp 0's lanes: warp w's columns are warp 0's plus 16 w (AccTV), its rows the same.
-  static constexpr bool kGatesInRegisters = ExactScales;
+  static constexpr bool kGatesInRegisters = ExactScales && !Producer;
   static constexpr bool gate_up_pairs_in_lane() {
     for (int x = 0; x < 32; ++x)
       for (int r = 0; r < NTiles; ++r)

@@ -241,6 +241,31 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // The warp-specialized INT8 tiles' exact scales (one group over K): the scales of the thread's
+  // columns of the tile at column n0, s[r][h] = scales[n0 + lane_col[2 r + h]] (0 past N).
+  CG_DEVICE void load_column_scales(MixedGemmParams const& p, int n0,
+                                    float (&s)[Cfg::kNTiles][2]) const {
+    T const* scales = static_cast<T const*>(p.scales);
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int col = n0 + lane_col[2 * r + h];
+        s[r][h] = col < p.n ? HalfTraits<T>::to_float(scales[col]) : 0.f;
+      }
+    }
+  }
+  // Each sum of a (q - z) over the whole K times its column's scale (load_column_scales): value v
+  // of n64 tile r lies in column lane_col[2 r + (v / 2) % 2].
+  CG_DEVICE static void scale_columns(float const (&s)[Cfg::kNTiles][2],
+                                      float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccRegs; ++v) acc[r][v] *= s[r][(v >> 1) & 1];
+    }
+  }
+
   // The accumulators (+ bias), rounded, into the CTA's output tiles in shared memory (SmemOut;
   // n64 tile kNTiles wg + r at out_tiles + its kOutTileBytes) for the TMA store: acc[r][v] is
   // row AccRowTV(thread, (v, r)) of the tile and its column within the n64 tile is lane_col's

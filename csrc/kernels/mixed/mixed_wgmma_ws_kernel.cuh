@@ -114,6 +114,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
 
   const int tid = threadIdx.x;
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
+  // The launch's contract (the planner's rule): exact scales come in one group over K.
+  if (Cfg::kExactScales && GroupShape(p).last != 0) __trap();
   // The CTA's tile: the grid's (x, y) = (N tile, M tile) taken in groups of raster_m M tiles,
   // column by column (tile_raster.hpp; the plan's choice, MixedPlan::raster_m). StreamK: the
   // tiles of its segments, in the same order (ws_stream_k_work).
@@ -264,6 +266,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // starts acc over (scale_d 0: no other instruction writes the accumulators, which ptxas needs
   // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
   // tiles) made ptxas serialize the wgmmas of both (C7515).
+  // Exact scales: the stored tile's column scales (StreamK: its last segment's tile), read here
+  // so that their latency hides behind the loop.
+  float col_scales[NT][2];
+  if constexpr (Cfg::kExactScales) {
+    StreamKWork stored{};
+    if constexpr (StreamK) stored = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+    slice.load_column_scales(p, stored_tile(stored).n, col_scales);
+  }
   int n_kb = tile_blocks, second_begin = -1;
   if constexpr (StreamK) {
     const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
@@ -309,6 +319,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
   const TileCoord origin = stored_tile(work);
   const int m0 = origin.m, n0 = origin.n;
+  // Exact scales: the tile's sums of a (q - z), stream-K contributions included, scaled once.
+  if constexpr (Cfg::kExactScales) WgmmaWarpSlice<Cfg>::scale_columns(col_scales, acc);
   if (to_workspace) {
     slice.store(p, acc, m0, n0, to_workspace);
     return;
