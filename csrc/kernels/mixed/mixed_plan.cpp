@@ -560,8 +560,9 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
   }
   if (mixed_instance(index).producer && mixed_instance(index).exact_scales && group != p.k) {
     refuse("schedule: scales=exact on the warp-specialized wgmma tiles (tile_m=" +
-           std::to_string(mixed_instance(index).tile_m) + ") needs one group over K (per-channel scales); this problem "
-           "has groups of " + std::to_string(group) + " over K = " + std::to_string(p.k));
+           std::to_string(mixed_instance(index).tile_m) +
+           ") needs one group over K (per-channel scales); this problem has groups of " +
+           std::to_string(group) + " over K = " + std::to_string(p.k));
   }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));

@@ -52,6 +52,9 @@
 //     63, and 3-8% at M = 17-32, session 64). Finer groups wait for a group's wgmmas at its end,
 //     so dequantization and the tensor cores take turns (the 32-row tile that way 4-32% slower
 //     than rounded at M = 24-32 on an H100; NOTES.md, session 19).
+//   - exact in INT8's warp-specialized tiles (mixed_wgmma_ws_kernel.cuh) where K is one group
+//     (per-channel scales): the accumulators sum a (q - z) over the whole K and each column's
+//     scale multiplies them once after the loop (WgmmaWarpSlice::scale_columns).
 // Split-K partial sums meet in a thread block cluster of the splits (mixed_wgmma_cluster_sums.cuh)
 // or go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
 

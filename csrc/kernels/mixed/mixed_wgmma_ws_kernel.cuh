@@ -260,12 +260,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
   };
-  // StreamK: a shared CTA's blocks run as one loop over its segments. With two, the first is
-  // contributed and the second owned (stream_k_work's run order): at the second's first block
-  // (second_begin; -1 for none) the first's sums go to the workspace and that block's first wgmma
-  // starts acc over (scale_d 0: no other instruction writes the accumulators, which ptxas needs
-  // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
-  // tiles) made ptxas serialize the wgmmas of both (C7515).
   // Exact scales: the stored tile's column scales (StreamK: its last segment's tile), read here
   // so that their latency hides behind the loop.
   float col_scales[NT][2];
@@ -274,6 +268,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     if constexpr (StreamK) stored = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
     slice.load_column_scales(p, stored_tile(stored).n, col_scales);
   }
+  // StreamK: a shared CTA's blocks run as one loop over its segments. With two, the first is
+  // contributed and the second owned (stream_k_work's run order): at the second's first block
+  // (second_begin; -1 for none) the first's sums go to the workspace and that block's first wgmma
+  // starts acc over (scale_d 0: no other instruction writes the accumulators, which ptxas needs
+  // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
+  // tiles) made ptxas serialize the wgmmas of both (C7515).
   int n_kb = tile_blocks, second_begin = -1;
   if constexpr (StreamK) {
     const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
