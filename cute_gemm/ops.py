@@ -330,7 +330,8 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
     GPUs) and the wgmma tiles that keep exact scales (INT4's 16- and 32-row tiles, M = 9-32 on
     Hopper, where a group is 128 or the whole of a K that 128 divides; INT8's 32-row tile, per
     channel or in groups of 64 or 128, where its grid fills the GPU better than the rounded
-    tile's; ``scales=exact``), or ``W`` rounded to the activation dtype (``qw.dequantize()``)
+    tile's; INT8's tiles of 64 rows and up where K is one group, i.e. per channel, M = 33 and
+    up on Hopper; ``scales=exact``), or ``W`` rounded to the activation dtype (``qw.dequantize()``)
     with the other wgmma tiles (the rest of M on Hopper), on the dense path (from 192 rows
     elsewhere) and on CPU. The two differ by at most half an ulp per weight.
 
@@ -348,8 +349,10 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             64, which INT4's 16-row tile has and takes by default where 128 columns would split K 8
             ways or more or give each split at most 16 k blocks), ``scales`` (wgmma: ``exact``,
             which the 16-row (INT4) and 32-row tiles have and INT4 takes there by default where a
-            group is whole k blocks, INT8 where its grid also fills the GPU better, or
-            ``rounded``, the default elsewhere), ``splits`` (1..64),
+            group is whole k blocks, INT8 where its grid also fills the GPU better, and INT8's
+            tiles of 64 rows and up have and take by default for one group over K (per-channel;
+            refused there for finer groups), or ``rounded``, the default elsewhere),
+            ``splits`` (1..64),
             ``warps`` (decode: 1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1,
             or 2 in INT4's 16-row tile: two groups of 4 warps per CTA on halves of its k range),
             ``raster_m`` (the warp-specialized wgmma kernel: M tiles per group of its tile order,
@@ -366,12 +369,12 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             gated, a number of CTAs C that leaves tiles past the full waves: full waves of C
             CTAs run one whole tile each, then C CTAs share the remaining tiles' k blocks; by
             default one CTA per SM where there is a full wave and the tiles past the full waves
-            fill at most half of the SMs), ``trigger`` (``early`` or ``late``: where the kernel lets the next
-            kernel in the stream launch under programmatic dependent launch, right after its own
-            dependency wait or after its main loop; the decode kernel and the wgmma tiles without
-            a producer warpgroup (INT4 up to 64 rows, INT8 up to 32); by default early for decode
-            grids that fill the SMs and for gated 16-row wgmma grids of fewer CTAs than resident
-            slots).
+            fill at most half of the SMs), ``trigger`` (``early`` or ``late``: where the kernel
+            lets the next kernel in the stream launch under programmatic dependent launch, right
+            after its own dependency wait or after its main loop; the decode kernel and the wgmma
+            tiles without a producer warpgroup (INT4 up to 64 rows, INT8 up to 32); by default
+            early for decode grids that fill the SMs and for gated 16-row wgmma grids of fewer
+            CTAs than resident slots).
             A choice the device or problem cannot run raises ``ValueError``;
             ``cute_gemm.mixed_plan`` shows what a schedule runs.
         activation: None, or ``"silu_mul"`` for a gate/up projection (a gated MLP's
