@@ -49,10 +49,8 @@ def _reference(a, qw, bias=None, schedule=None):
     """fp64 product with the weight the path computes with. A fused kernel that applies the
     scales in fp32 after exact integer products (`exact_scales` in its plan: the decode and
     mma.sync kernels, the wgmma kernel's exact 16- and 32-row tiles and INT8's exact
-    warp-specialized tiles) uses the exact
-    (q - z) * s; the wgmma kernel's other tiles and the dense path use it rounded to the activation
-    dtype
-    (cute_gemm.dequantize's default)."""
+    warp-specialized tiles) uses the exact (q - z) * s; the wgmma kernel's other tiles and the
+    dense path use it rounded to the activation dtype (cute_gemm.dequantize's default)."""
     m = a.reshape(-1, a.shape[-1]).shape[0]
     plan = _plan(m, qw, schedule)
     exact = plan.kernel != "dense" and plan.exact_scales
