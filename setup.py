@@ -93,6 +93,9 @@ if not os.environ.get("MAX_JOBS"):
 # Plain C++ under csrc/kernels (the mixed GEMM's planner and its instance table) is in every build.
 cpp_sources = _sources("csrc/bindings/*.cpp", "csrc/ops/*.cpp", "csrc/kernels/**/*.cpp")
 cu_sources = _sources("csrc/kernels/**/*.cu")
+if os.environ.get("CUTE_GEMM_CPU_ONLY", "") not in ("", "0", "1"):
+    sys.exit("CUTE_GEMM_CPU_ONLY must be 0 (build the CUDA kernels where torch and nvcc can) or 1 "
+             "(build the CPU-only extension); got %r" % os.environ["CUTE_GEMM_CPU_ONLY"])
 cpu_only = os.environ.get("CUTE_GEMM_CPU_ONLY") == "1"
 cuda_usable = torch.version.cuda is not None and CUDA_HOME is not None and not cpu_only
 

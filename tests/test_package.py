@@ -34,3 +34,23 @@ def test_setup_py_without_torch_gives_clear_message():
     assert ("cute_gemm needs PyTorch to build: pip install torch, "
             "then pip install --no-build-isolation .") in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _setup_py_version(cpu_only):
+    code = "import runpy, sys; sys.argv = ['setup.py', '--version']; " \
+           "runpy.run_path('setup.py', run_name='__main__')"
+    env = dict(os.environ, CUTE_GEMM_CPU_ONLY=cpu_only)
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def test_setup_py_cpu_only_switch():
+    # CUTE_GEMM_CPU_ONLY=1 (what scripts/setup_env.sh sets without a GPU) builds the CPU-only
+    # extension and says why; a value other than 0 or 1 is refused, naming the variable.
+    proc = _setup_py_version("1")
+    assert proc.returncode == 0, proc.stderr
+    assert "building CPU-only extension (CUTE_GEMM_CPU_ONLY=1)" in proc.stderr
+    proc = _setup_py_version("yes")
+    assert proc.returncode != 0
+    assert "CUTE_GEMM_CPU_ONLY must be 0" in proc.stderr and "got 'yes'" in proc.stderr
+    assert "Traceback" not in proc.stderr
