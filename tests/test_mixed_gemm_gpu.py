@@ -628,6 +628,46 @@ def test_ws_stream_k_default_plan():
         torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
 
 
+# The split-K sums of the wgmma tiles of 64 rows and more, into the workspace [splits][M][N] (the
+# warp-specialized ones stage them in shared memory and store (tile_m, 32) boxes by TMA): read back
+# through mixed_gemm_partials from a NaN-poisoned block. M = 2 tiles - 7 rows, N = 392 (the last
+# column tile of 8), K = 896 in 3 splits: every element of every split written, the rows past M
+# clipped within their split (not spilled into the next one's first rows), each split the product
+# over its own k blocks, and mixed_gemm's result their sum.
+@pytest.mark.parametrize("bits,group,symmetric,dtype", [(4, 128, True, torch.float16),
+                                                        (8, -1, False, torch.bfloat16),
+                                                        (8, 64, True, torch.float16)])
+def test_wgmma_split_sums_every_tile(bits, group, symmetric, dtype):
+    if not _wgmma():
+        pytest.skip("the wgmma kernel needs an sm_90a build on a compute capability 9.0 device")
+    n, k, splits = 392, 896, 3
+    block_k = 128 if bits == 4 else 64
+    qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits + group)
+    for tile_m, _, exact, tile_n in _wgmma_tiles(bits):
+        if tile_m < 64 or (_ws_exact(tile_m, exact) and group != -1):
+            continue
+        m = 2 * tile_m - 7
+        a = _randn(m, k, dtype=dtype, seed=tile_m, scale=1 / math.sqrt(k))
+        schedule = _tile_schedule(tile_m, exact, tile_n) + f",splits={splits}"
+        plan = _plan(m, qw, schedule)
+        assert (plan.tile_m, plan.splits, plan.exact_scales) == (tile_m, splits, exact), plan
+        torch.cuda.synchronize()
+        ptrs = poison_allocator(splits * m * n, dtype=torch.float32)
+        parts = torch.ops.cute_gemm.mixed_gemm_partials(a, qw.packed, qw.scales, qw.zeros, bits,
+                                                        group, k, schedule)
+        assert parts.data_ptr() in ptrs, "the allocator did not reuse the poisoned block"
+        assert parts.shape == (splits, m, n) and not parts.isnan().any(), schedule
+        w = qw.dequantize(torch.float32 if exact else None).double()
+        per_split = -(-k // block_k // splits) * block_k
+        for s in range(splits):
+            ks = slice(s * per_split, min(k, (s + 1) * per_split))
+            ref = a[:, ks].double() @ w[:, ks].t()
+            torch.testing.assert_close(parts[s].double(), ref, rtol=1e-3,
+                                       atol=1e-3 * ref.abs().max().item(), msg=schedule)
+        out = cute_gemm.mixed_gemm(a, qw, schedule=schedule)
+        assert_accurate(out, _reference(a, qw, None, schedule), dtype, k)
+
+
 @pytest.mark.parametrize("trigger", ["early", "late"])
 def test_trigger_chain(trigger):
     # A gated 16-row GEMM (Llama-3-8B's gate/up at M = 16, whose default plan lets the next kernel

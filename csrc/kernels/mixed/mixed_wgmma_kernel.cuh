@@ -269,33 +269,57 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // Calls place(r, v, at) for each accumulator acc[r][v] with `at`, its element in the thread's
+  // staged n64 tile kNTiles wg + r, (kTileM, 64) in SmemOut (128-byte rows, swizzled by the row's
+  // low 3 bits): value v = (e, h, i) (AccTV) is row 2 t + e + 8 i, column 16 w + g + 8 h of its
+  // tile, whatever r. The swizzle repeats every 8 rows, so `at` is one of the thread's four
+  // SmemOut(2 t + e, column(h)) plus i whole 8-row atoms: computed once, then constants (the
+  // swizzle per value cost ~6 instructions a store).
+  template <class Place>
+  CG_DEVICE void for_staged_values(Place&& place) const {
+    constexpr auto sL = typename Cfg::SmemOut{};
+    constexpr int kAtomRows = 8, kAtomElems = int(sL(kAtomRows, 0));
+    // (The host test checks L(row + 8 i, col) == L(row, col) + i kAtomElems over every tile.)
+    static_assert(Cfg::kTileM % kAtomRows == 0, "whole 8-row swizzle atoms");
+    int at[2][2];  // [e][h]: value (e, h, 0)'s element
+    CG_PRAGMA_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int row = typename Cfg::AccRowTV{}(thread_coord(), make_coord(e + 2 * h, 0));
+        at[e][h] = int(sL(row, lane_col[h] - 64 * Cfg::kNTiles * wg));
+      }
+    }
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        place(r, v, at[v & 1][(v >> 1) & 1] + (v >> 2) * kAtomElems);
+      }
+    }
+  }
+
   // The accumulators (+ bias), rounded, into the CTA's output tiles in shared memory (SmemOut;
-  // n64 tile kNTiles wg + r at out_tiles + its kOutTileBytes) for the TMA store: acc[r][v] is
-  // row AccRowTV(thread, (v, r)) of the tile and its column within the n64 tile is lane_col's
-  // less the tile's first (wgmma's C and A fragments share their rows). Rows past M are written
-  // too (the store clips them); columns past N are never read for the bias.
+  // n64 tile kNTiles wg + r at out_tiles + its kOutTileBytes) for the TMA store. Rows past M are
+  // written too (the store clips them); columns past N are never read for the bias.
   CG_DEVICE void stage_out(MixedGemmParams const& p,
                            float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], char* out_tiles,
                            int n0) const {
-    constexpr auto sO = typename Cfg::SmemOut{};
     T const* bias = static_cast<T const*>(p.bias);
+    float b[Cfg::kNTiles][2];  // the bias of value (h, r)'s column
     CG_PRAGMA_UNROLL
     for (int r = 0; r < Cfg::kNTiles; ++r) {
-      const int tile = Cfg::kNTiles * wg + r;
-      T* out = reinterpret_cast<T*>(out_tiles + tile * Cfg::kOutTileBytes);
       CG_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const int col = lane_col[2 * r + h];  // within the CTA tile
-        const float b = bias != nullptr && n0 + col < p.n
-                            ? HalfTraits<T>::to_float(bias[n0 + col]) : 0.f;
-        CG_PRAGMA_UNROLL
-        for (int v = 0; v < Cfg::kAccRegs; ++v) {
-          if (((v >> 1) & 1) != h) continue;
-          const int row = typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
-          out[sO(row, col - 64 * tile)] = HalfTraits<T>::from_float(acc[r][v] + b);
-        }
+        const int col = n0 + lane_col[2 * r + h];
+        b[r][h] = bias != nullptr && col < p.n ? HalfTraits<T>::to_float(bias[col]) : 0.f;
       }
     }
+    T* out = reinterpret_cast<T*>(out_tiles + Cfg::kNTiles * wg * Cfg::kOutTileBytes);
+    for_staged_values([&](int r, int v, int at) {
+      out[r * (Cfg::kOutTileBytes / int(sizeof(T))) + at] =
+          HalfTraits<T>::from_float(acc[r][v] + b[r][(v >> 1) & 1]);
+    });
   }
 
   // SiLU(gate) * up of the CTA tile at (m0, n0) of a gated GEMM into out (Cfg::kGatesInRegisters:
@@ -315,6 +339,47 @@ struct WgmmaWarpSlice {
         const int row = m0 + typename Cfg::AccRowTV{}(thread_coord(), make_coord(v, r));
         if (row >= p.m) continue;
         store_out_gated<T>(p, row, gated_output_column(col), acc[r][v], acc[r][v + 2]);
+      }
+    }
+  }
+
+  // The split-K sums of the CTA tile at (m0, n0) to this split's workspace slice. Where the tile's
+  // columns lie inside N: value (e, h, i) of n64 tile r is row m0 + 2 t + e + 8 i, column
+  // n0 + lane_col[0] + 8 h + 64 r (AccTV; the host test checks the pattern), so two row pointers
+  // (e) step 8 rows per i, the columns are immediate offsets and only rows past M are skipped:
+  // ~3 instructions a value where store's bounds checks and 64-bit addresses took ~16. The tile
+  // at N's edge goes value by value (store).
+  CG_DEVICE void store_sums(MixedGemmParams const& p,
+                            float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], int m0,
+                            int n0) const {
+    if (n0 + Cfg::kTileN > p.n) {
+      store(p, acc, m0, n0, true);
+      return;
+    }
+    const int64_t ld = p.n;
+    float* const tile =
+        static_cast<float*>(p.workspace) + (int64_t(blockIdx.z) * p.m + m0) * ld + n0;
+    int row[2];     // of value (e, 0, 0), within the tile
+    float* at[2];   // its element, stepped 8 rows per i
+    CG_PRAGMA_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      row[e] = typename Cfg::AccRowTV{}(thread_coord(), make_coord(e, 0));
+      at[e] = tile + row[e] * ld + lane_col[0];
+    }
+    CG_PRAGMA_UNROLL
+    for (int i = 0; i < Cfg::kAccRegs / 4; ++i) {
+      CG_PRAGMA_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        if (m0 + row[e] + 8 * i < p.m) {
+          CG_PRAGMA_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            CG_PRAGMA_UNROLL
+            for (int r = 0; r < Cfg::kNTiles; ++r) {
+              at[e][8 * h + 64 * r] = acc[r][e + 2 * h + 4 * i];
+            }
+          }
+        }
+        at[e] += 8 * ld;
       }
     }
   }

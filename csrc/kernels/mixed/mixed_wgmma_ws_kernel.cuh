@@ -22,7 +22,7 @@
 // The output leaves the same way it came: the consumers round their accumulators into SmemOut
 // tiles laid over the drained stages, and one thread stores each (kTileM, 64) tile with a TMA
 // store of the output's tensor map (split-K and gated plans write fp32 sums to the workspace
-// directly instead).
+// directly instead: WgmmaWarpSlice::store_sums).
 //
 // StreamK form (MixedPlan::stream_k_ctas): the tiles run as full waves of gridDim.x CTAs, one tile
 // each (grid rows 0 .. gridDim.y - 2), and the tiles past them, fewer than a wave, as stream-K
@@ -260,14 +260,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       if (slice.lane == 0) mbarrier_arrive(empty + release_stage);
     }
   };
-  // Exact scales: the stored tile's column scales (StreamK: its last segment's tile), read here
-  // so that their latency hides behind the loop.
-  float col_scales[NT][2];
-  if constexpr (Cfg::kExactScales) {
-    StreamKWork stored{};
-    if constexpr (StreamK) stored = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
-    slice.load_column_scales(p, stored_tile(stored).n, col_scales);
-  }
   // StreamK: a shared CTA's blocks run as one loop over its segments. With two, the first is
   // contributed and the second owned (stream_k_work's run order): at the second's first block
   // (second_begin; -1 for none) the first's sums go to the workspace and that block's first wgmma
@@ -275,10 +267,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // to keep the wgmmas in flight). One loop for every CTA: two (a plain one for the whole
   // tiles) made ptxas serialize the wgmmas of both (C7515).
   int n_kb = tile_blocks, second_begin = -1;
-  if constexpr (StreamK) {
-    const StreamKWork work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
-    n_kb = work.blocks;
-    if (work.segments > 1) second_begin = work.seg[0].blocks;
+  float col_scales[NT][2];
+  {
+    StreamKWork work{};
+    if constexpr (StreamK) {
+      work = ws_stream_k_work(tiles_m * tiles_n, k_blocks);
+      n_kb = work.blocks;
+      if (work.segments > 1) second_begin = work.seg[0].blocks;
+    }
+    // Exact scales: the stored tile's column scales (StreamK: its last segment's tile), read here
+    // so that their latency hides behind the loop.
+    if constexpr (Cfg::kExactScales) slice.load_column_scales(p, stored_tile(work).n, col_scales);
   }
   auto step = [&](int i, auto set) {
     BlockRegs& a = regs[decltype(set)::value];
@@ -322,7 +321,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Exact scales: the tile's sums of a (q - z), stream-K contributions included, scaled once.
   if constexpr (Cfg::kExactScales) WgmmaWarpSlice<Cfg>::scale_columns(col_scales, acc);
   if (to_workspace) {
-    slice.store(p, acc, m0, n0, to_workspace);
+    slice.store_sums(p, acc, m0, n0);
     return;
   }
   // The output through shared memory and TMA stores: whole 128-byte lines, written while the CTA
