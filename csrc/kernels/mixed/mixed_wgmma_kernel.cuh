@@ -344,15 +344,18 @@ struct WgmmaWarpSlice {
   }
 
   // The accumulators of the CTA tile at (m0, n0) to out, + bias and rounded (or, with split-K, as
-  // fp32 sums to this split's workspace slice). Where the tile's columns lie inside N: value
-  // (e, h, i) of n64 tile r is row m0 + 2 t + e + 8 i, column n0 + lane_col[0] + 8 h + 64 r
-  // (AccTV, WeightColTV; the host test checks the pattern), so two row pointers (e) step 8 rows
-  // per i, the columns are immediate offsets and only rows past M are skipped (store_rows): ~3
-  // instructions a value where a bounds check and a 64-bit address per value took ~16. The tile
-  // at N's edge goes value by value (store_values).
+  // fp32 sums to this split's workspace slice). In tiles of 64 rows and more, where the tile's
+  // columns lie inside N: value (e, h, i) of n64 tile r is row m0 + 2 t + e + 8 i, column
+  // n0 + lane_col[0] + 8 h + 64 r (AccTV, WeightColTV; the host test checks the pattern), so two
+  // row pointers (e) step 8 rows per i, the columns are immediate offsets and only rows past M are
+  // skipped (store_rows): ~3 instructions a value where a bounds check and a 64-bit address per
+  // value took ~16 (on an H200 INT4's 64-row tile at M = 64 2-6% faster, INT8's warp-specialized
+  // split-K plans 2-7%; NOTES.md session 80). The tile at N's edge, and the 16- and 32-row tiles
+  // (8-16 values a thread, whose kernels the added code made 0-2% slower), go value by value
+  // (store_values).
   CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
                        int m0, int n0, bool to_workspace) const {
-    if (n0 + Cfg::kTileN > p.n) {
+    if (Cfg::kTileM < 64 || n0 + Cfg::kTileN > p.n) {
       store_values(p, acc, m0, n0, to_workspace);
     } else if (to_workspace) {
       float* const tile =
