@@ -14,7 +14,7 @@
 //   - the TMA boxes of the warp-specialized kernel land exactly where the layouts put the data,
 //     and its output tiles (SmemOut) are the output map's boxes, written once each by the
 //     accumulators without bank conflicts, every value at its 8-row atom's offset
-//     (for_staged_values); the accumulators follow the pattern the direct stores use;
+//     (for_staged_values); every tile's accumulators follow the pattern its stores use;
 //   - resources: registers within the launch bound, stages as the pipeline needs.
 #include <cstdint>
 #include <cstdio>
@@ -360,6 +360,21 @@ static void check_config(char const* name) {
     }
   }
 
+  // ---- the accumulators' stores (WgmmaWarpSlice::store, stage_out): value (e, h, i) of n64 tile
+  // r is row AccRowTV(e, 0) + 8 i and column WeightColTV(0) + 8 h + 64 r of the CTA tile.
+  for (int T = 0; T < CT; ++T) {
+    const int col0 = int(typename Cfg::WeightColTV{}(consumer_coord(T), 0));
+    for (int r = 0; r < NT; ++r)
+      for (int v = 0; v < Cfg::kAccRegs; ++v) {
+        const int e = v & 1, h = (v >> 1) & 1, i = v >> 2;
+        const int col = int(typename Cfg::WeightColTV{}(consumer_coord(T), h + 2 * r));
+        const int row = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v, r)));
+        const int row_e = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(e, 0)));
+        CHECK(col == col0 + 8 * h + 64 * r && row == row_e + 8 * i,
+              "%s: thread %d value (%d, %d) off the stores' pattern", name, T, v, r);
+      }
+  }
+
   // ---- the warp-specialized kernel's output
   if constexpr (Cfg::kProducer) {
     // The output tiles: the output map's (kTileM, 64) box with the 128-byte swizzle, 1024-byte
@@ -404,24 +419,20 @@ static void check_config(char const* name) {
         }
         CHECK(banks.size() == words.size(), "%s: warp %d value %d: bank conflicts", name, warp, v);
       }
-    // The pattern stage_out (for_staged_values) and store_sums address the accumulators by: value
-    // (e, h, i) of n64 tile r is row AccRowTV(e, 0) + 8 i and column WeightColTV(0) + 8 h + 64 r
-    // of the CTA tile, and lies one 8-row swizzle atom per i from value (e, h, 0) in SmemOut.
-    for (int T = 0; T < CT; ++T) {
-      const int col0 = int(typename Cfg::WeightColTV{}(consumer_coord(T), 0));
+    // stage_out (for_staged_values): value (e, h, i) lies one 8-row swizzle atom per i from value
+    // (e, h, 0) in SmemOut (the stores' pattern below).
+    for (int T = 0; T < CT; ++T)
       for (int r = 0; r < NT; ++r)
         for (int v = 0; v < Cfg::kAccRegs; ++v) {
-          const int e = v & 1, h = (v >> 1) & 1, i = v >> 2, tile = NT * (T >> 7) + r;
-          const int col = int(typename Cfg::WeightColTV{}(consumer_coord(T), h + 2 * r));
+          const int tile = NT * (T >> 7) + r;
+          const int col =
+              int(typename Cfg::WeightColTV{}(consumer_coord(T), ((v >> 1) & 1) + 2 * r));
           const int row = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v, r)));
-          const int row_e = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(e, 0)));
-          CHECK(col == col0 + 8 * h + 64 * r && row == row_e + 8 * i,
-                "%s: thread %d value (%d, %d) off the stores' pattern", name, T, v, r);
+          const int row_e = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v & 1, 0)));
           CHECK(long(sO(row, col - 64 * tile)) ==
-                    long(sO(row_e, col - 64 * tile)) + i * long(sO(8, 0)),
+                    long(sO(row_e, col - 64 * tile)) + (v >> 2) * long(sO(8, 0)),
                 "%s: thread %d value (%d, %d) staged apart from its atom", name, T, v, r);
         }
-    }
     CHECK(Cfg::kScaleBoxCols == BN, "%s: scale box", name);
     for (int z = 0; z < 2; ++z)
       for (int r = 0; r < Cfg::kScaleRows; ++r)

@@ -343,24 +343,49 @@ struct WgmmaWarpSlice {
     }
   }
 
-  // The split-K sums of the CTA tile at (m0, n0) to this split's workspace slice. Where the tile's
+  // The accumulators of the CTA tile at (m0, n0) to out, + bias and rounded (or, with split-K, as
+  // fp32 sums to this split's workspace slice). In tiles of 64 rows and more, where the tile's
   // columns lie inside N: value (e, h, i) of n64 tile r is row m0 + 2 t + e + 8 i, column
-  // n0 + lane_col[0] + 8 h + 64 r (AccTV; the host test checks the pattern), so two row pointers
-  // (e) step 8 rows per i, the columns are immediate offsets and only rows past M are skipped:
-  // ~3 instructions a value where store's bounds checks and 64-bit addresses took ~16. The tile
-  // at N's edge goes value by value (store).
-  CG_DEVICE void store_sums(MixedGemmParams const& p,
-                            float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], int m0,
-                            int n0) const {
-    if (n0 + Cfg::kTileN > p.n) {
-      store(p, acc, m0, n0, true);
-      return;
+  // n0 + lane_col[0] + 8 h + 64 r (AccTV, WeightColTV; the host test checks the pattern), so two
+  // row pointers (e) step 8 rows per i, the columns are immediate offsets and only rows past M are
+  // skipped (store_rows): ~3 instructions a value where a bounds check and a 64-bit address per
+  // value took ~16 (on an H200 INT4's 64-row tile at M = 64 2-6% faster, INT8's warp-specialized
+  // split-K plans 2-7%; NOTES.md session 80). The tile at N's edge, and the 16- and 32-row tiles
+  // (8-16 values a thread, whose kernels the added code made 0-2% slower), go value by value
+  // (store_values).
+  CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
+                       int m0, int n0, bool to_workspace) const {
+    if (Cfg::kTileM < 64 || n0 + Cfg::kTileN > p.n) {
+      store_values(p, acc, m0, n0, to_workspace);
+    } else if (to_workspace) {
+      float* const tile =
+          static_cast<float*>(p.workspace) + (int64_t(blockIdx.z) * p.m + m0) * p.n + n0;
+      store_rows(p, tile, p.n, m0, [&](int r, int v) { return acc[r][v]; });
+    } else {
+      T const* bias = static_cast<T const*>(p.bias);
+      float b[Cfg::kNTiles][2];  // the bias of value (h, r)'s column
+      CG_PRAGMA_UNROLL
+      for (int r = 0; r < Cfg::kNTiles; ++r) {
+        CG_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int col = n0 + lane_col[2 * r + h];
+          b[r][h] = bias != nullptr ? HalfTraits<T>::to_float(bias[col]) : 0.f;
+        }
+      }
+      T* const tile = static_cast<T*>(p.out) + int64_t(m0) * p.ldo + n0;
+      store_rows(p, tile, p.ldo, m0, [&](int r, int v) {
+        return HalfTraits<T>::from_float(acc[r][v] + b[r][(v >> 1) & 1]);
+      });
     }
-    const int64_t ld = p.n;
-    float* const tile =
-        static_cast<float*>(p.workspace) + (int64_t(blockIdx.z) * p.m + m0) * ld + n0;
-    int row[2];     // of value (e, 0, 0), within the tile
-    float* at[2];   // its element, stepped 8 rows per i
+  }
+
+  // value(r, v) to element (row, column) of acc[r][v] in the (kTileM, kTileN) tile at `tile`
+  // (leading dimension ld, first row m0 of the problem), for the rows inside M: see store.
+  template <class E, class Value>
+  CG_DEVICE void store_rows(MixedGemmParams const& p, E* tile, int64_t ld, int m0,
+                            Value&& value) const {
+    int row[2];  // of value (e, 0, 0), within the tile
+    E* at[2];    // its element, stepped 8 rows per i
     CG_PRAGMA_UNROLL
     for (int e = 0; e < 2; ++e) {
       row[e] = typename Cfg::AccRowTV{}(thread_coord(), make_coord(e, 0));
@@ -375,7 +400,7 @@ struct WgmmaWarpSlice {
           for (int h = 0; h < 2; ++h) {
             CG_PRAGMA_UNROLL
             for (int r = 0; r < Cfg::kNTiles; ++r) {
-              at[e][8 * h + 64 * r] = acc[r][e + 2 * h + 4 * i];
+              at[e][8 * h + 64 * r] = value(r, e + 2 * h + 4 * i);
             }
           }
         }
@@ -384,12 +409,12 @@ struct WgmmaWarpSlice {
     }
   }
 
-  // The accumulators of the CTA tile at (m0, n0) to out (or, with split-K, to this split's
-  // workspace slice): acc[r][v] is element (AccRowTV, AccColTV)(thread, (v, r)) of the tile. Its
-  // column is that of the weights of value (h, r) = (v / 2 % 2, r), lane_col[2r + h] (wgmma's C
-  // and A fragments share their rows).
-  CG_DEVICE void store(MixedGemmParams const& p, float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs],
-                       int m0, int n0, bool to_workspace) const {
+  // store, value by value with its bounds checked: acc[r][v] is element (AccRowTV,
+  // AccColTV)(thread, (v, r)) of the tile. Its column is that of the weights of value (h, r) =
+  // (v / 2 % 2, r), lane_col[2r + h] (wgmma's C and A fragments share their rows).
+  CG_DEVICE void store_values(MixedGemmParams const& p,
+                              float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], int m0, int n0,
+                              bool to_workspace) const {
     float* ws = static_cast<float*>(p.workspace) + int64_t(blockIdx.z) * p.m * p.n;
     CG_PRAGMA_UNROLL
     for (int r = 0; r < Cfg::kNTiles; ++r) {

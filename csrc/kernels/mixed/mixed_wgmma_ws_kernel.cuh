@@ -22,7 +22,7 @@
 // The output leaves the same way it came: the consumers round their accumulators into SmemOut
 // tiles laid over the drained stages, and one thread stores each (kTileM, 64) tile with a TMA
 // store of the output's tensor map (split-K and gated plans write fp32 sums to the workspace
-// directly instead: WgmmaWarpSlice::store_sums).
+// directly instead: WgmmaWarpSlice::store).
 //
 // StreamK form (MixedPlan::stream_k_ctas): the tiles run as full waves of gridDim.x CTAs, one tile
 // each (grid rows 0 .. gridDim.y - 2), and the tiles past them, fewer than a wave, as stream-K
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // Exact scales: the tile's sums of a (q - z), stream-K contributions included, scaled once.
   if constexpr (Cfg::kExactScales) WgmmaWarpSlice<Cfg>::scale_columns(col_scales, acc);
   if (to_workspace) {
-    slice.store_sums(p, acc, m0, n0);
+    slice.store(p, acc, m0, n0, true);
     return;
   }
   // The output through shared memory and TMA stores: whole 128-byte lines, written while the CTA
