@@ -258,6 +258,22 @@ struct WgmmaWarpSlice {
       }
     }
   }
+  // The bias of the thread's columns of the tile at column n0, b[r][h] = bias[n0 + lane_col[2 r +
+  // h]] (0 past N or without a bias; InsideN: the caller knows the tile's columns lie inside N).
+  template <bool InsideN = false>
+  CG_DEVICE void load_column_bias(MixedGemmParams const& p, int n0,
+                                  float (&b)[Cfg::kNTiles][2]) const {
+    T const* bias = static_cast<T const*>(p.bias);
+    CG_PRAGMA_UNROLL
+    for (int r = 0; r < Cfg::kNTiles; ++r) {
+      CG_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int col = n0 + lane_col[2 * r + h];
+        const bool in = bias != nullptr && (InsideN || col < p.n);
+        b[r][h] = in ? HalfTraits<T>::to_float(bias[col]) : 0.f;
+      }
+    }
+  }
   // Each sum of a (q - z) over the whole K times its column's scale (load_column_scales): value v
   // of n64 tile r lies in column lane_col[2 r + (v / 2) % 2].
   CG_DEVICE static void scale_columns(float const (&s)[Cfg::kNTiles][2],
@@ -305,16 +321,8 @@ struct WgmmaWarpSlice {
   CG_DEVICE void stage_out(MixedGemmParams const& p,
                            float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], char* out_tiles,
                            int n0) const {
-    T const* bias = static_cast<T const*>(p.bias);
-    float b[Cfg::kNTiles][2];  // the bias of value (h, r)'s column
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < Cfg::kNTiles; ++r) {
-      CG_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int col = n0 + lane_col[2 * r + h];
-        b[r][h] = bias != nullptr && col < p.n ? HalfTraits<T>::to_float(bias[col]) : 0.f;
-      }
-    }
+    float b[Cfg::kNTiles][2];
+    load_column_bias(p, n0, b);
     T* out = reinterpret_cast<T*>(out_tiles + Cfg::kNTiles * wg * Cfg::kOutTileBytes);
     for_staged_values([&](int r, int v, int at) {
       out[r * (Cfg::kOutTileBytes / int(sizeof(T))) + at] =
@@ -362,16 +370,8 @@ struct WgmmaWarpSlice {
           static_cast<float*>(p.workspace) + (int64_t(blockIdx.z) * p.m + m0) * p.n + n0;
       store_rows(p, tile, p.n, m0, [&](int r, int v) { return acc[r][v]; });
     } else {
-      T const* bias = static_cast<T const*>(p.bias);
-      float b[Cfg::kNTiles][2];  // the bias of value (h, r)'s column
-      CG_PRAGMA_UNROLL
-      for (int r = 0; r < Cfg::kNTiles; ++r) {
-        CG_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const int col = n0 + lane_col[2 * r + h];
-          b[r][h] = bias != nullptr ? HalfTraits<T>::to_float(bias[col]) : 0.f;
-        }
-      }
+      float b[Cfg::kNTiles][2];
+      load_column_bias<true>(p, n0, b);
       T* const tile = static_cast<T*>(p.out) + int64_t(m0) * p.ldo + n0;
       store_rows(p, tile, p.ldo, m0, [&](int r, int v) {
         return HalfTraits<T>::from_float(acc[r][v] + b[r][(v >> 1) & 1]);
