@@ -379,8 +379,9 @@ static void check_config(char const* name) {
   if constexpr (Cfg::kProducer) {
     // The output tiles: the output map's (kTileM, 64) box with the 128-byte swizzle, 1024-byte
     // aligned, over the stages; every element written by one consumer thread (the accumulators,
-    // as stage_out places them), and a warp's stores of one value index hit 8 distinct 4-byte
-    // bank words per 16-byte group (no bank conflicts: 4 rows x 16 bytes in 4 bank groups).
+    // as stage_out places them, at their 8-row atoms' offsets), and a warp's stores of one value
+    // index hit 8 distinct 4-byte bank words per 16-byte group (no bank conflicts: 4 rows x 16
+    // bytes in 4 bank groups).
     const auto sO = typename Cfg::SmemOut{};
     CHECK(Cfg::kOutTileBytes == BM * 128 && Cfg::kOutTileBytes % 1024 == 0 &&
               NT * Cfg::kWarpGroups * Cfg::kOutTileBytes <= Cfg::kBarrierOffset,
@@ -401,6 +402,12 @@ static void check_config(char const* name) {
           CHECK(col / 64 == tile, "%s: thread %d value (%d, %d) outside its output tile", name, T,
                 v, r);
           ++written[size_t(tile) * BM * 64 + size_t(sO(row, col - 64 * tile))];
+          // stage_out (for_staged_values): value (e, h, i) lies one 8-row swizzle atom per i from
+          // value (e, h, 0) (the stores' pattern, above).
+          const int row_e = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v & 1, 0)));
+          CHECK(long(sO(row, col - 64 * tile)) ==
+                    long(sO(row_e, col - 64 * tile)) + (v >> 2) * long(sO(8, 0)),
+                "%s: thread %d value (%d, %d) staged apart from its atom", name, T, v, r);
         }
     for (size_t i = 0; i < written.size(); ++i) {
       CHECK(written[i] == 1, "%s: output tile element %ld written %d times", name, long(i),
@@ -419,20 +426,6 @@ static void check_config(char const* name) {
         }
         CHECK(banks.size() == words.size(), "%s: warp %d value %d: bank conflicts", name, warp, v);
       }
-    // stage_out (for_staged_values): value (e, h, i) lies one 8-row swizzle atom per i from value
-    // (e, h, 0) in SmemOut (the stores' pattern below).
-    for (int T = 0; T < CT; ++T)
-      for (int r = 0; r < NT; ++r)
-        for (int v = 0; v < Cfg::kAccRegs; ++v) {
-          const int tile = NT * (T >> 7) + r;
-          const int col =
-              int(typename Cfg::WeightColTV{}(consumer_coord(T), ((v >> 1) & 1) + 2 * r));
-          const int row = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v, r)));
-          const int row_e = int(typename Cfg::AccRowTV{}(consumer_coord(T), make_coord(v & 1, 0)));
-          CHECK(long(sO(row, col - 64 * tile)) ==
-                    long(sO(row_e, col - 64 * tile)) + (v >> 2) * long(sO(8, 0)),
-                "%s: thread %d value (%d, %d) staged apart from its atom", name, T, v, r);
-        }
     CHECK(Cfg::kScaleBoxCols == BN, "%s: scale box", name);
     for (int z = 0; z < 2; ++z)
       for (int r = 0; r < Cfg::kScaleRows; ++r)
