@@ -293,9 +293,9 @@ struct WgmmaWarpSlice {
   // swizzle per value cost ~6 instructions a store).
   template <class Place>
   CG_DEVICE void for_staged_values(Place&& place) const {
-    constexpr auto sL = typename Cfg::SmemOut{};
-    constexpr int kAtomRows = 8, kAtomElems = int(sL(kAtomRows, 0));
-    // (The host test checks L(row + 8 i, col) == L(row, col) + i kAtomElems over every tile.)
+    constexpr auto sO = typename Cfg::SmemOut{};
+    constexpr int kAtomRows = 8, kAtomElems = int(sO(kAtomRows, 0));
+    // (The host test checks sO(row + 8 i, col) == sO(row, col) + i kAtomElems for every value.)
     static_assert(Cfg::kTileM % kAtomRows == 0, "whole 8-row swizzle atoms");
     int at[2][2];  // [e][h]: value (e, h, 0)'s element
     CG_PRAGMA_UNROLL
@@ -303,7 +303,7 @@ struct WgmmaWarpSlice {
       CG_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const int row = typename Cfg::AccRowTV{}(thread_coord(), make_coord(e + 2 * h, 0));
-        at[e][h] = int(sL(row, lane_col[h] - 64 * Cfg::kNTiles * wg));
+        at[e][h] = int(sO(row, lane_col[h] - 64 * Cfg::kNTiles * wg));
       }
     }
     CG_PRAGMA_UNROLL
