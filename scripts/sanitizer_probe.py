@@ -216,7 +216,8 @@ def launches():
         _mixed("splitk", 100, 136, 1408, 8, 128, False, "fp16", False, "wgmma:128+splits:2",
                quick=True, kernel="wgmma", tile_m=128, splits=2, producer=True),
         # INT8 per-channel on the warp-specialized 64-row tile (exact scales), 3 splits: two whole
-        # column tiles through WgmmaWarpSlice::store's row pointers, the last (8 columns) value by value
+        # column tiles through WgmmaWarpSlice::store's row pointers, the last (8 columns) value
+        # by value
         _mixed("splitk", 50, 264, 1408, 8, -1, False, "bf16", True, "wgmma:64+splits:3",
                quick=True, kernel="wgmma", tile_m=64, splits=3, producer=True,
                exact_scales=True),

@@ -628,12 +628,12 @@ def test_ws_stream_k_default_plan():
         torch.testing.assert_close(out.float(), plain.float(), rtol=2e-2, atol=2e-2)
 
 
-# The split-K sums of the wgmma tiles of 64 rows and more, into the workspace [splits][M][N] (the
-# warp-specialized ones stage them in shared memory and store (tile_m, 32) boxes by TMA): read back
-# through mixed_gemm_partials from a NaN-poisoned block. M = 2 tiles - 7 rows, N = 392 (the last
-# column tile of 8), K = 896 in 3 splits: every element of every split written, the rows past M
-# clipped within their split (not spilled into the next one's first rows), each split the product
-# over its own k blocks, and mixed_gemm's result their sum.
+# The split-K sums of the wgmma tiles of 64 rows and more, into the workspace [splits][M][N]
+# (WgmmaWarpSlice::store: row pointers for the column tiles inside N, value by value for the last):
+# read back through mixed_gemm_partials from a NaN-poisoned block. M = 2 tiles - 7 rows, N = 392
+# (the last column tile of 8), K = 896 in 3 splits: every element of every split written, the rows
+# past M skipped (not spilled into the next split's first rows), each split the product over its
+# own k blocks, and mixed_gemm's result their sum.
 @pytest.mark.parametrize("bits,group,symmetric,dtype", [(4, 128, True, torch.float16),
                                                         (8, -1, False, torch.bfloat16),
                                                         (8, 64, True, torch.float16)])
