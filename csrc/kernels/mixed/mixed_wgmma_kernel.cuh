@@ -244,38 +244,26 @@ struct WgmmaWarpSlice {
     }
   }
 
-  // The warp-specialized INT8 tiles' exact scales (one group over K): the scales of the thread's
-  // columns of the tile at column n0, s[r][h] = scales[n0 + lane_col[2 r + h]] (0 past N).
-  CG_DEVICE void load_column_scales(MixedGemmParams const& p, int n0,
-                                    float (&s)[Cfg::kNTiles][2]) const {
-    T const* scales = static_cast<T const*>(p.scales);
+  // values[n0 + lane_col[2 r + h]] (fp16 / bf16) as out[r][h] for the thread's columns of the
+  // tile at column n0: the warp-specialized INT8 tiles' exact column scales (one group over K)
+  // and the bias. 0 past N (InsideN: the caller knows the tile's columns lie inside N) and, if
+  // Optional (the bias), where values is null.
+  template <bool Optional, bool InsideN = false>
+  CG_DEVICE void load_columns(void const* values, MixedGemmParams const& p, int n0,
+                              float (&out)[Cfg::kNTiles][2]) const {
+    T const* v = static_cast<T const*>(values);
     CG_PRAGMA_UNROLL
     for (int r = 0; r < Cfg::kNTiles; ++r) {
       CG_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const int col = n0 + lane_col[2 * r + h];
-        s[r][h] = col < p.n ? HalfTraits<T>::to_float(scales[col]) : 0.f;
+        const bool in = (!Optional || v != nullptr) && (InsideN || col < p.n);
+        out[r][h] = in ? HalfTraits<T>::to_float(v[col]) : 0.f;
       }
     }
   }
-  // The bias of the thread's columns of the tile at column n0, b[r][h] = bias[n0 + lane_col[2 r +
-  // h]] (0 past N or without a bias; InsideN: the caller knows the tile's columns lie inside N).
-  template <bool InsideN = false>
-  CG_DEVICE void load_column_bias(MixedGemmParams const& p, int n0,
-                                  float (&b)[Cfg::kNTiles][2]) const {
-    T const* bias = static_cast<T const*>(p.bias);
-    CG_PRAGMA_UNROLL
-    for (int r = 0; r < Cfg::kNTiles; ++r) {
-      CG_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int col = n0 + lane_col[2 * r + h];
-        const bool in = bias != nullptr && (InsideN || col < p.n);
-        b[r][h] = in ? HalfTraits<T>::to_float(bias[col]) : 0.f;
-      }
-    }
-  }
-  // Each sum of a (q - z) over the whole K times its column's scale (load_column_scales): value v
-  // of n64 tile r lies in column lane_col[2 r + (v / 2) % 2].
+  // Each sum of a (q - z) over the whole K times its column's scale (load_columns): value v of
+  // n64 tile r lies in column lane_col[2 r + (v / 2) % 2].
   CG_DEVICE static void scale_columns(float const (&s)[Cfg::kNTiles][2],
                                       float (&acc)[Cfg::kNTiles][Cfg::kAccRegs]) {
     CG_PRAGMA_UNROLL
@@ -322,7 +310,7 @@ struct WgmmaWarpSlice {
                            float const (&acc)[Cfg::kNTiles][Cfg::kAccRegs], char* out_tiles,
                            int n0) const {
     float b[Cfg::kNTiles][2];
-    load_column_bias(p, n0, b);
+    load_columns</*Optional=*/true>(p.bias, p, n0, b);
     T* out = reinterpret_cast<T*>(out_tiles + Cfg::kNTiles * wg * Cfg::kOutTileBytes);
     for_staged_values([&](int r, int v, int at) {
       out[r * (Cfg::kOutTileBytes / int(sizeof(T))) + at] =
@@ -371,7 +359,7 @@ struct WgmmaWarpSlice {
       store_rows(p, tile, p.n, m0, [&](int r, int v) { return acc[r][v]; });
     } else {
       float b[Cfg::kNTiles][2];
-      load_column_bias<true>(p, n0, b);
+      load_columns</*Optional=*/true, /*InsideN=*/true>(p.bias, p, n0, b);
       T* const tile = static_cast<T*>(p.out) + int64_t(m0) * p.ldo + n0;
       store_rows(p, tile, p.ldo, m0, [&](int r, int v) {
         return HalfTraits<T>::from_float(acc[r][v] + b[r][(v >> 1) & 1]);

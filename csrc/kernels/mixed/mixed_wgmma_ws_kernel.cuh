@@ -277,7 +277,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     }
     // Exact scales: the stored tile's column scales (StreamK: its last segment's tile), read here
     // so that their latency hides behind the loop.
-    if constexpr (Cfg::kExactScales) slice.load_column_scales(p, stored_tile(work).n, col_scales);
+    if constexpr (Cfg::kExactScales) {
+      slice.template load_columns</*Optional=*/false>(p.scales, p, stored_tile(work).n, col_scales);
+    }
   }
   auto step = [&](int i, auto set) {
     BlockRegs& a = regs[decltype(set)::value];
