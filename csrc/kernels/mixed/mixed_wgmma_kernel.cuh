@@ -144,6 +144,19 @@ struct WgmmaWarpSlice {
     }
   }
 
+  // As dequantize_block<RowZero>, with whether the block is one group (groups of whole k blocks,
+  // or one over all of K: whole_block_groups) known at run time: then each column's scale (zero
+  // point) is read and converted once per block instead of once per word (an INT4 block's 4 rows
+  // of 32 k, INT8's 2). A branch per block, as for symmetric weights, so that each case is one
+  // straight run.
+  CG_DEVICE void dequantize_block(char const* st, BlockRegs& a, bool one_group) {
+    if (one_group) {
+      dequantize_block<true>(st, a);
+    } else {
+      dequantize_block<false>(st, a);
+    }
+  }
+
   // Symmetric: symmetric weights known at compile time (the constants set before the loop);
   // otherwise the run-time `symmetric` decides per word.
   template <bool Symmetric, bool RowZero = false>
@@ -735,13 +748,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     // the warps never wait for their own wgmmas: only block i - 2's must be done (wait_group 1)
     // before its register set (the loop is unrolled by 2 over two sets) is rewritten and, after
     // the barrier (every warp's), its stage refilled.
+    // A block of one group has its scales (zeros) in every row of the stage (cp.async and TMA
+    // both fill every row here): row 0 is read.
+    const bool one_group = whole_block_groups(Cfg::kBits, groups.size, p.k);
     BlockRegs regs[2];
     auto step = [&](int i, auto set) {
       BlockRegs& a = regs[decltype(set)::value];
       wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
       land_and_refill(i);     // the stage of block i - 2
       const int stage = i % S;
-      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a, one_group);
       wgmma_fence();  // the registers just written feed the wgmmas
       WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
       wgmma_commit_group();

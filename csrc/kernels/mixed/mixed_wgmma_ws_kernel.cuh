@@ -116,6 +116,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   const int k_blocks = mixed::k_blocks(p.k, Cfg::kBits);
   // The launch's contract (the planner's rule): exact scales come in one group over K.
   if (Cfg::kExactScales && GroupShape(p).last != 0) __trap();
+  // Whether each k block lies in one group: the producer then loads row 0 of its scales (zeros)
+  // alone and the consumers read only that row.
+  const bool one_group = whole_block_groups(Cfg::kBits, GroupShape(p).size, p.k);
+  const int scale_rows = one_group ? 1 : Cfg::kScaleRows;
   // The CTA's tile: the grid's (x, y) = (N tile, M tile) taken in groups of raster_m M tiles,
   // column by column (tile_raster.hpp; the plan's choice, MixedPlan::raster_m). StreamK: the
   // tiles of its segments, in the same order (ws_stream_k_work).
@@ -175,15 +179,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       auto load_weights = [&](int j, int s) {
         const BlockSource src = source(j);
         mbarrier_arrive_expect_tx(
-            full + s, Cfg::tma_stage_bytes(row_boxes_at(src.at.m), Cfg::kScaleRows, asymmetric));
+            full + s, Cfg::tma_stage_bytes(row_boxes_at(src.at.m), scale_rows, asymmetric));
         const WgmmaStageBoxes<Cfg> boxes{maps, src.at.m, src.at.n};
         char* st = smem_w + s * Cfg::kStageBytes;
         boxes.weights(st, full + s, src.kb, policy);
-        boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, src.kb,
-                         Cfg::kScaleRows, groups);
+        boxes.scale_rows(boxes.scales_of(st, false), &maps.scales, full + s, src.kb, scale_rows,
+                         groups);
         if (asymmetric) {
-          boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, src.kb,
-                           Cfg::kScaleRows, groups);
+          boxes.scale_rows(boxes.scales_of(st, true), &maps.zeros, full + s, src.kb, scale_rows,
+                           groups);
         }
       };
       auto load_activations = [&](int j, int s) {
@@ -285,7 +289,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     BlockRegs& a = regs[decltype(set)::value];
     if constexpr (kLag == 2) release(i);
     mbarrier_wait_parity_suspend(full + stage, phase);  // block i landed
-    slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a);
+    slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a, one_group);
     if constexpr (kLag == 1) release(i);
     int scale_first = 1;
     if constexpr (StreamK) {
