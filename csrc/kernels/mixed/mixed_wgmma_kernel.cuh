@@ -533,7 +533,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // columns past K land as zeros; blocks past N as zeros or as a gated tile's up blocks (never
   // stored).
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  const bool block_groups = Cfg::kExactScales && whole_block_groups(Cfg::kBits, groups.size, p.k);
+  // Whether each k block lies in one group (whole_block_groups): the exact tiles' per-block loop
+  // and the rounded tiles' one-row scale reads (dequantize_block) rest on it.
+  const bool one_group = whole_block_groups(Cfg::kBits, groups.size, p.k);
+  const bool block_groups = Cfg::kExactScales && one_group;
   // The launch's contract (the planner's rules; every CTA has a block: stream_k_ctas <= pairs).
   if (StreamK && !block_groups) __trap();
   const int scale_rows = block_groups ? 1 : Cfg::kScaleRows;
@@ -750,7 +753,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     // the barrier (every warp's), its stage refilled.
     // A block of one group has its scales (zeros) in every row of the stage (cp.async and TMA
     // both fill every row here): row 0 is read.
-    const bool one_group = whole_block_groups(Cfg::kBits, groups.size, p.k);
     BlockRegs regs[2];
     auto step = [&](int i, auto set) {
       BlockRegs& a = regs[decltype(set)::value];
