@@ -168,6 +168,9 @@ def launches():
                kernel="wgmma", tile_m=256, warp_groups=2),
         _mixed("wgmma_ws", 300, 136, 640, 4, 64, False, "bf16", True, "wgmma:256",
                kernel="wgmma", tile_m=256, warp_groups=2),
+        # one-group k blocks with zero points (the zero constants once per block)
+        _mixed("wgmma_ws", 290, 136, 1408, 4, 128, False, "fp16", True, "wgmma:256",
+               kernel="wgmma", tile_m=256, warp_groups=2),
         _mixed("wgmma_ws", 200, 136, 640, 4, 128, True, "fp16", False, "wgmma:192", quick=True,
                kernel="wgmma", tile_m=192, warp_groups=2),
         # tiles in raster groups of 3 M tiles (6 M tiles x 12 N tiles, the last N tile cut)

@@ -168,13 +168,25 @@ struct WgmmaWarpSlice {
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) w[b] = s_w[sW(lane, w_slot[b])];
+    // One group, symmetry decided per word (kBranchPerBlock false): the zero constants once,
+    // before the words; ptxas does not merge the same loads across the per-word branches.
+    constexpr bool kZerosFirst = RowZero && !Symmetric && !kBranchPerBlock;
+    if constexpr (kZerosFirst) {
+      if (!symmetric) {
+        CG_PRAGMA_UNROLL
+        for (int b = 0; b < NB; ++b) {
+          zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(0, s_col[b], 1)]));
+        }
+      }
+    }
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       // This word's scale row (groups never split a word: G >= 32).
       const int srow = RowZero ? 0 : wi * Cfg::kKPerWord / 32;
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
-        if (!Symmetric && !symmetric) {  // warp-uniform; symmetric weights keep the constants
+        // warp-uniform; symmetric weights keep the constants
+        if (!kZerosFirst && !Symmetric && !symmetric) {
           zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
         }
         uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
