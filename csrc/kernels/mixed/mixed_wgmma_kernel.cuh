@@ -168,15 +168,17 @@ struct WgmmaWarpSlice {
     uint4 w[NB];
     CG_PRAGMA_UNROLL
     for (int b = 0; b < NB; ++b) w[b] = s_w[sW(lane, w_slot[b])];
+    // Block b's zero constants from scale row srow's zero points.
+    auto load_zeros = [&](int srow, int b) {
+      zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
+    };
     // One group, symmetry decided per word (kBranchPerBlock false): the zero constants once,
     // before the words; ptxas does not merge the same loads across the per-word branches.
     constexpr bool kZerosFirst = RowZero && !Symmetric && !kBranchPerBlock;
     if constexpr (kZerosFirst) {
       if (!symmetric) {
         CG_PRAGMA_UNROLL
-        for (int b = 0; b < NB; ++b) {
-          zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(0, s_col[b], 1)]));
-        }
+        for (int b = 0; b < NB; ++b) load_zeros(0, b);
       }
     }
     CG_PRAGMA_UNROLL
@@ -186,9 +188,7 @@ struct WgmmaWarpSlice {
       CG_PRAGMA_UNROLL
       for (int b = 0; b < NB; ++b) {
         // warp-uniform; symmetric weights keep the constants
-        if (!kZerosFirst && !Symmetric && !symmetric) {
-          zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
-        }
+        if (!kZerosFirst && !Symmetric && !symmetric) load_zeros(srow, b);
         uint32_t r[2 * Cfg::kStepsPerWord];  // (r0, r1) of each k16 step of the word
         dequant_word<T, Cfg::kBits, false, Symmetric>(word_of(w[b], wi), zc[b], r);
         CG_PRAGMA_UNROLL
