@@ -153,6 +153,12 @@ def launches():
                tile_m=32),
         _mixed("wgmma", 64, 136, 640, 4, 64, True, "fp16", False, "wgmma:64", kernel="wgmma",
                tile_m=64, warp_groups=1),
+        # the 64-row tile's activation box fitted to M (48 rows at M = 41); two M tiles at
+        # M = 70, the second's whole box with its rows past M zero-filled
+        _mixed("wgmma", 41, 264, 640, 4, 128, True, "fp16", True, "wgmma:64", kernel="wgmma",
+               tile_m=64, warp_groups=1),
+        _mixed("wgmma", 70, 136, 640, 4, 128, False, "bf16", False, "wgmma:64", kernel="wgmma",
+               tile_m=64, warp_groups=1),
     ]
     # wgmma, warp-specialized TMA (128-, 160-, 192- and 256-row tiles; INT8's 64-row tiles)
     L += [

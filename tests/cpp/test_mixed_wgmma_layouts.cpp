@@ -329,6 +329,20 @@ static void check_config(char const* name) {
               Cfg::tma_stage_bytes(Cfg::kARowBoxes, 1, false) ==
               uint32_t(Cfg::kAStageBytes + Cfg::kWeightBytes + 2 * BN),
           "%s: TMA stage bytes", name);
+    // The activation box fitted to M (kFittedABox): M rounded up to 8 below one tile, a whole
+    // tile's rows from there; its rows are the first rows of the whole box (checked above), and
+    // the stage counts them. Every other configuration keeps its box whatever M.
+    for (int m = 1; m <= 2 * BM + 8; ++m) {
+      const int rows = Cfg::a_box_rows(m);
+      const int fitted = m < BM ? (m + 7) / 8 * 8 : BM;
+      CHECK(rows == (Cfg::kFittedABox ? fitted : Cfg::kABoxRows) && rows % 8 == 0 &&
+                rows <= Cfg::kABoxRows && (m >= BM || !Cfg::kFittedABox || rows >= m),
+            "%s: activation box rows %d at M = %d", name, rows, m);
+      CHECK(Cfg::tma_stage_bytes(Cfg::kARowBoxes, 1, false, rows) ==
+                uint32_t(Cfg::kARowBoxes * Cfg::kABoxes * rows * 128 + Cfg::kWeightBytes + 2 * BN),
+            "%s: TMA stage bytes at M = %d", name, m);
+    }
+    CHECK(Cfg::kFittedABox == (!Cfg::kProducer && BM == 64), "%s: fitted box", name);
     CHECK(Cfg::kWBoxBlocks == Cfg::kBlocksPerCta && Cfg::kWBoxWords == 128,
           "%s: weight box (%d, %d)", name, Cfg::kWBoxBlocks, Cfg::kWBoxWords);
     for (int b = 0; b < Cfg::kWBoxBlocks; ++b)

@@ -37,12 +37,13 @@ struct MixedWgmmaConfig {
   static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two consumer warpgroups per CTA");
   static constexpr bool kProducer = Producer;
   // How the stages are filled: by TMA (a few threads issue each stage's boxes, see the TMA boxes
-  // below) in the warp-specialized kernel and in the cp.async kernel's INT4 tiles of up to 32
-  // rows, whose loops are bound by their warps' instruction chains (the ~70 copy and bookkeeping
-  // instructions per k block and warp that cp.async takes are gone: 1-9% faster on an H200,
-  // NOTES.md session 66); by cp.async from every thread in the others (INT8's 32-row tiles,
-  // whose k blocks are half as long, were 3% slower to 12% faster with TMA).
-  static constexpr bool kTmaLoads = Producer || (TileM <= 32 && Bits == 4);
+  // below) in the warp-specialized kernel and in the cp.async kernel's INT4 tiles, whose loops
+  // are bound by their warps' instruction chains (the ~70 copy and bookkeeping instructions per
+  // k block and warp that cp.async takes are gone: 1-9% faster on an H200 at 16 and 32 rows,
+  // NOTES.md session 66; 64 rows with one activation box fitted to M, kFittedABox, session 83);
+  // by cp.async from every thread in the others (INT8's 32-row tiles, whose k blocks are half as
+  // long, were 3% slower to 12% faster with TMA).
+  static constexpr bool kTmaLoads = Producer || (TileM <= 64 && Bits == 4);
   // Split-K sums that meet in a thread block cluster (see below) in the 16-row tile in 64
   // columns (4 CTAs per SM) only: faster than the reduce kernel on an H200 (bf16 M = 16, us: o
   // 4096x4096 in 8 splits 5.56 against 6.09, down 14336x4096 12.27 against 12.72, 8192x8192 in 4
@@ -202,20 +203,31 @@ struct MixedWgmmaConfig {
   // same 128 CTAs of 256 rows: M = 288 took 131 us with one 256-row box, M = 512 95; 92 at
   // M = 288 with 64-row boxes; NOTES session 23). The rows a skipped box leaves stale reach only
   // accumulators of rows past M, never stored. Tiles of up to 128 rows keep one box: there a
-  // second TMA issue per line costs more than the zero fill it saves.
+  // second TMA issue per line costs more than the zero fill it saves (the cp.async kernel's
+  // 64-row tile in four 16-row boxes: 2-11% slower at M = 33-64 than in one, session 83).
   static constexpr int kABoxRows = TileM <= 128 ? TileM : (TileM % 64 == 0 ? 64 : 32);
   static constexpr int kARowBoxes = TileM / kABoxRows;
   static_assert(TileM % kABoxRows == 0, "whole row boxes");
+  // The cp.async kernel's 64-row tile runs M = 33-64 in one M tile, where a 64-row box would
+  // zero-fill up to 31 rows (M = 33 2-12% slower than cp.async on an H200, M = 48-64 2-7%
+  // faster; session 83): its box is fitted to M, a_box_rows(M) rows (M rounded up to 8; rows past
+  // it stay stale, as those of a skipped box). The host encodes the map's box and the kernel
+  // counts the stage's bytes with the same function.
+  static constexpr bool kFittedABox = kTmaLoads && !Producer && TileM == 64;
+  static constexpr int a_box_rows(int m) {
+    return kFittedABox && m < TileM ? (m + 7) / 8 * 8 : kABoxRows;
+  }
   static constexpr int kABoxK = decltype(size<1, 0>(SmemA{}))::value;
   static constexpr int kABoxes = decltype(size<1, 1>(SmemA{}))::value;
   static constexpr int kWBoxBlocks = decltype(size<1>(SmemW{}))::value;
   static constexpr int kWBoxWords = decltype(size<0>(SmemW{}))::value * 16 / 4;
   static constexpr int kScaleBoxCols = decltype(size<1>(SmemScales{}))::value;
   // The bytes one TMA-filled stage brings, for its "full" mbarrier: `row_boxes` activation row
-  // boxes per line of K, the weights, and `scale_rows` scale rows (as many zero rows when
-  // asymmetric); boxes past the tensors' edges count whole.
-  static constexpr uint32_t tma_stage_bytes(int row_boxes, int scale_rows, bool asymmetric) {
-    return uint32_t(row_boxes * kABoxes * kABoxRows * kABoxK * 2 + kWeightBytes +
+  // boxes of `box_rows` rows per line of K, the weights, and `scale_rows` scale rows (as many
+  // zero rows when asymmetric); boxes past the tensors' edges count whole.
+  static constexpr uint32_t tma_stage_bytes(int row_boxes, int scale_rows, bool asymmetric,
+                                            int box_rows = kABoxRows) {
+    return uint32_t(row_boxes * kABoxes * box_rows * kABoxK * 2 + kWeightBytes +
                     scale_rows * kScaleBoxCols * 2 * (asymmetric ? 2 : 1));
   }
 

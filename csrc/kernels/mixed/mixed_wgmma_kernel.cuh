@@ -30,7 +30,7 @@
 // warpgroups share each activation tile (half the activation traffic per column of N of one) and
 // keep two warpgroups' wgmmas in flight on the SM. Per k block the weights, scales (and zeros)
 // and the activation tile travel through a kStages-deep pipeline (weights L2 evict-first): in
-// INT4's tiles of up to 32 rows a few threads issue each stage as TMA boxes and every warp waits
+// INT4's tiles (16 to 64 rows) a few threads issue each stage as TMA boxes and every warp waits
 // on the stage's mbarrier (Cfg::kTmaLoads: no copy instructions in the loop of tiles whose time
 // is their warps' instruction chains), in the others every thread copies its part with
 // cp.async. The activation tile is stored K-major with the 128-byte swizzle (SmemA), and the
@@ -552,8 +552,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   // The launch's contract (the planner's rules; every CTA has a block: stream_k_ctas <= pairs).
   if (StreamK && !block_groups) __trap();
   const int scale_rows = block_groups ? 1 : Cfg::kScaleRows;
-  const uint32_t stage_bytes =
-      Cfg::tma_stage_bytes(Cfg::kARowBoxes, scale_rows, p.zeros != nullptr);
+  const uint32_t stage_bytes = Cfg::tma_stage_bytes(Cfg::kARowBoxes, scale_rows,
+                                                     p.zeros != nullptr, Cfg::a_box_rows(p.m));
   if constexpr (kTma) {
     if (tid == 0) {
       CG_PRAGMA_UNROLL

@@ -99,7 +99,7 @@ cudaError_t encode_wgmma_maps(MixedGemmParams const& p, bool via_workspace, bool
   };
   cudaError_t e = encode_k_major_sw128_map(&maps->a, p.a, p.dtype == HalfType::kBFloat16,
                                            uint64_t(p.m), uint64_t(p.k), uint64_t(p.lda),
-                                           Cfg::kABoxRows);
+                                           uint32_t(Cfg::a_box_rows(p.m)));
   if (e == cudaSuccess) {
     const uint64_t blocks = n / kBlockN;
     e = gated ? encode_3d_map(&maps->w, p.qweight, CU_TENSOR_MAP_DATA_TYPE_UINT32,
