@@ -209,10 +209,12 @@ struct MixedWgmmaConfig {
   static constexpr int kARowBoxes = TileM / kABoxRows;
   static_assert(TileM % kABoxRows == 0, "whole row boxes");
   // The cp.async kernel's 64-row tile runs M = 33-64 in one M tile, where a 64-row box would
-  // zero-fill up to 31 rows (M = 33 2-12% slower than cp.async on an H200, M = 48-64 2-7%
-  // faster; session 83): its box is fitted to M, a_box_rows(M) rows (M rounded up to 8; rows past
-  // it stay stale, as those of a skipped box). The host encodes the map's box and the kernel
-  // counts the stage's bytes with the same function.
+  // zero-fill up to 31 rows (M = 33 2-12% slower than cp.async on an H200): its box is fitted to
+  // M, a_box_rows(M) rows (M rounded up to 8; rows past it stay stale, as those of a skipped
+  // box). The host encodes the map's box and the kernel counts the stage's bytes with the same
+  // function. Against cp.async (H200, NOTES.md session 83): M = 49-64 2-7.5% faster; M = 33-40
+  // 2-8% faster in split grids, up to 6% slower in long unsplit loops (bf16 4096x28672,
+  // 28672x8192), where a box of exactly M rows was no better.
   static constexpr bool kFittedABox = kTmaLoads && !Producer && TileM == 64;
   static constexpr int a_box_rows(int m) {
     return kFittedABox && m < TileM ? (m + 7) / 8 * 8 : kABoxRows;
