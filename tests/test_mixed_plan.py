@@ -39,7 +39,7 @@ WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgm
 DECODE_MAX_M = 8
 FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
-               "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
+               "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer", "tma_loads",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
                "via_workspace", "reduce_in_cluster", "raster_m", "partials", "early_dependents",
                "single_row", "stream_k_ctas"}
