@@ -547,7 +547,8 @@ int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule
 
 // wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that
 // fits the grid best (fitted_wide_tile), where it is 16 rows the columns narrow_wgmma16 picks;
-// the scheduled scales or default_wgmma_scales.
+// the scheduled scales or default_wgmma_scales; the scheduled loads or, for INT4's 64-row tile,
+// its cp.async form where kCpAsyncMaxRows says.
 void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                 MixedSchedule const& s, int k_blocks, int group) {
   int tile_m = s.tile_m;
@@ -570,10 +571,10 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
            (s.tile_n > 0 ? ", tile_n=" + std::to_string(s.tile_n) : std::string()) +
            scales_asked[int(s.scales)] + loads_asked[int(s.loads)] + " for INT" +
-           std::to_string(p.bits) + (s.loads == MixedSchedule::Loads::kCpAsync
-                                         ?  " (loads=cp_async: INT4's 64-row tile and INT8's "
-                                           "32-row tiles)"
-                                         : std::string()));
+           std::to_string(p.bits) +
+           (s.loads == MixedSchedule::Loads::kCpAsync
+                ? " (loads=cp_async: INT4's 64-row tile and INT8's 32-row tiles)"
+                : std::string()));
   }
   if (s.tile_m == 0 && s.tile_n == 0 && tile_m == 256) {
     index = fitted_wide_tile(p, d, s, index, scales, k_blocks);
