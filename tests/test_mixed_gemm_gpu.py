@@ -940,7 +940,8 @@ def _ws_exact(tile_m, exact):
 
 
 def _wgmma_tiles(bits):
-    return [t for t in WGMMA_TILES
+    # INT8's 64-row tile has one form (warp-specialized, filled by TMA): its loads are "".
+    return [t[:4] + (t[4] if bits == 4 else "",) for t in WGMMA_TILES
             if (t[0] != 16 or bits == 4) and (not _ws_exact(t[0], t[2]) or bits == 8)
             and (t[4] != "cp_async" or bits == 4)]
 
