@@ -352,6 +352,10 @@ def mixed_gemm(a: torch.Tensor, qw, bias: torch.Tensor | None = None, *,
             group is whole k blocks, INT8 where its grid also fills the GPU better, and INT8's
             tiles of 64 rows and up have and take by default for one group over K (per-channel;
             refused there for finer groups), or ``rounded``, the default elsewhere),
+            ``loads`` (wgmma: how a tile's stages are filled, ``tma`` (boxes a few threads issue:
+            INT4's tiles and the warp-specialized ones) or ``cp_async`` (every thread's copies:
+            INT8's 32-row tiles, and INT4's 64-row tile, which has both forms and by default takes
+            this one where M <= 40 and each split runs at least 32 k blocks)),
             ``splits`` (1..64),
             ``warps`` (decode: 1..16), ``col_warps`` (decode: 1, 2, 4), ``k_slices`` (mma.sync: 1,
             or 2 in INT4's 16-row tile: two groups of 4 warps per CTA on halves of its k range),

@@ -95,7 +95,8 @@ K_MAX = 8192
 FORCE_KINDS = ["mma", "wgmma", "wgmma", "wgmma", "wgmma", "dense", "splits", "mma-splits",
                "mma-slices", "decode", "stream_k"]
 WGMMA_FORCES = ["wgmma:16", "wgmma:16:n64", "wgmma:16:exact", "wgmma:32", "wgmma:32:exact",
-                "wgmma:64", "wgmma:128", "wgmma:160", "wgmma:192", "wgmma:256",
+                "wgmma:64", "wgmma:64:cp_async", "wgmma:128", "wgmma:160", "wgmma:192",
+                "wgmma:256",
                 "wgmma:128+raster:3", "wgmma:256+raster:2", "wgmma:128+sk:128:25",
                 "wgmma:256+sk:256:15"]
 FORCED_FRACTION = 0.35
@@ -291,11 +292,12 @@ def _schedule_part(part, m, n, k, bits, group, dtype, spec):
         int4_16 = int(args[0]) == 16 and bits == 4  # 16 rows (and 64 columns): INT4 only
         tile_m = int(args[0]) if int4_16 or int(args[0]) != 16 else 32
         # Rounded weights unless ":exact": the 16- and 32-row tiles' default depends on the
-        # groups.
+        # groups. ":cp_async": the cp.async form of INT4's 64-row tile (INT8's is TMA-filled).
         exact = args[1:] == ["exact"]
         return (f"kernel=wgmma,tile_m={tile_m}" +
                 (",scales=exact" if exact else ",scales=rounded" if tile_m <= 32 else "") +
-                (",tile_n=64" if args[1:] == ["n64"] and int4_16 else ""))
+                (",tile_n=64" if args[1:] == ["n64"] and int4_16 else "") +
+                (",loads=cp_async" if args[1:] == ["cp_async"] and bits == 4 else ""))
     if kind == "dense":
         return "kernel=dense"
     if kind == "splits":

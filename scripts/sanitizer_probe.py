@@ -159,6 +159,12 @@ def launches():
                tile_m=64, warp_groups=1),
         _mixed("wgmma", 70, 136, 640, 4, 128, False, "bf16", False, "wgmma:64", kernel="wgmma",
                tile_m=64, warp_groups=1),
+        # its cp.async form: forced, and the planner's at M <= 40 with 32 k blocks a split (K =
+        # 4096 unsplit)
+        _mixed("wgmma", 57, 136, 640, 4, 128, True, "fp16", True, "wgmma:64:cp_async",
+               kernel="wgmma", tile_m=64, tma_loads=False),
+        _mixed("wgmma", 37, 136, 4096, 4, 128, False, "bf16", False, "splits:1", kernel="wgmma",
+               tile_m=64, tma_loads=False),
     ]
     # wgmma, warp-specialized TMA (128-, 160-, 192- and 256-row tiles; INT8's 64-row tiles)
     L += [

@@ -643,12 +643,12 @@ def test_wgmma_split_sums_every_tile(bits, group, symmetric, dtype):
     n, k, splits = 392, 896, 3
     block_k = 128 if bits == 4 else 64
     qw = _qweight(n, k, bits, group, symmetric, dtype, seed=bits + group)
-    for tile_m, _, exact, tile_n in _wgmma_tiles(bits):
+    for tile_m, _, exact, tile_n, loads in _wgmma_tiles(bits):
         if tile_m < 64 or (_ws_exact(tile_m, exact) and group != -1):
             continue
         m = 2 * tile_m - 7
         a = _randn(m, k, dtype=dtype, seed=tile_m, scale=1 / math.sqrt(k))
-        schedule = _tile_schedule(tile_m, exact, tile_n) + f",splits={splits}"
+        schedule = _tile_schedule(tile_m, exact, tile_n, loads) + f",splits={splits}"
         plan = _plan(m, qw, schedule)
         assert (plan.tile_m, plan.splits, plan.exact_scales) == (tile_m, splits, exact), plan
         torch.cuda.synchronize()
@@ -846,7 +846,7 @@ def _reaching(inst):
 
 def _wgmma_schedule(inst):
     """The schedule that runs wgmma instance `inst`: its token tile, scales and width."""
-    return _tile_schedule(inst["tile_m"], inst["exact_scales"], inst["tile_n"])
+    return _tile_schedule(inst["tile_m"], inst["exact_scales"], inst["tile_n"], _loads_of(inst))
 
 
 @pytest.mark.parametrize("name", [i["name"] for i in cute_gemm._C._mixed_instances()])
@@ -921,14 +921,16 @@ def test_decode_kernel_on_every_config(bits, group, symmetric, dtype):
                   schedule=schedule)
 
 
-# (token tile, warpgroups per CTA, exact scales, columns per CTA) of each wgmma instance; the
-# 16-row tiles are INT4's, the exact ones of 64 rows and up (warp-specialized) INT8's
-WGMMA_TILES = [(16, 1, False, 128), (16, 1, False, 64), (16, 1, True, 128), (16, 1, True, 64),
-               (32, 1, False, 128), (32, 1, True, 128),
-               (64, 1, False, 128), (128, 2, False, 128), (160, 2, False, 128),
-               (192, 2, False, 128), (256, 2, False, 128),
-               (64, 1, True, 128), (128, 2, True, 128), (160, 2, True, 128), (192, 2, True, 128),
-               (256, 2, True, 128)]
+# (token tile, warpgroups per CTA, exact scales, columns per CTA, loads) of each wgmma instance;
+# the 16-row tiles are INT4's, the exact ones of 64 rows and up (warp-specialized) INT8's; loads
+# names the form of a tile that has two (INT4's 64-row tile: TMA, and cp.async), "" the one form.
+WGMMA_TILES = [(16, 1, False, 128, ""), (16, 1, False, 64, ""), (16, 1, True, 128, ""),
+               (16, 1, True, 64, ""), (32, 1, False, 128, ""), (32, 1, True, 128, ""),
+               (64, 1, False, 128, "tma"), (64, 1, False, 128, "cp_async"),
+               (128, 2, False, 128, ""), (160, 2, False, 128, ""),
+               (192, 2, False, 128, ""), (256, 2, False, 128, ""),
+               (64, 1, True, 128, ""), (128, 2, True, 128, ""), (160, 2, True, 128, ""),
+               (192, 2, True, 128, ""), (256, 2, True, 128, "")]
 
 
 def _ws_exact(tile_m, exact):
@@ -938,21 +940,31 @@ def _ws_exact(tile_m, exact):
 
 
 def _wgmma_tiles(bits):
-    return [t for t in WGMMA_TILES
-            if (t[0] != 16 or bits == 4) and (not _ws_exact(t[0], t[2]) or bits == 8)]
+    # INT8's 64-row tile has one form (warp-specialized, filled by TMA): its loads are "".
+    return [t[:4] + (t[4] if bits == 4 else "",) for t in WGMMA_TILES
+            if (t[0] != 16 or bits == 4) and (not _ws_exact(t[0], t[2]) or bits == 8)
+            and (t[4] != "cp_async" or bits == 4)]
 
 
-def _tile_schedule(tile_m, exact, tile_n=128):
-    # tile_n always: the 16-row tile's default width depends on the problem.
+def _tile_schedule(tile_m, exact, tile_n=128, loads=""):
+    # tile_n always: the 16-row tile's default width depends on the problem; loads where the
+    # tile has two forms (the planner picks one by M and k blocks).
     return (f"kernel=wgmma,tile_m={tile_m},scales={'exact' if exact else 'rounded'},"
-            f"tile_n={tile_n}")
+            f"tile_n={tile_n}" + (f",loads={loads}" if loads else ""))
+
+
+def _loads_of(inst):
+    """WGMMA_TILES' loads of a wgmma instance: the form of INT4's 64-row tile, "" elsewhere."""
+    if (inst["bits"], inst["tile_m"], inst["producer"]) != (4, 64, False):
+        return ""
+    return "tma" if inst["tma_loads"] else "cp_async"
 
 
 def test_wgmma_tiles_are_the_instances():
     # WGMMA_TILES, which the sweeps below walk, lists every wgmma instance of each dtype and bits.
     for bf16, bits in itertools.product((False, True), (4, 8)):
-        built = sorted((i["tile_m"], i["warp_groups"], i["exact_scales"], i["tile_n"])
-                       for i in cute_gemm._C._mixed_instances()
+        built = sorted((i["tile_m"], i["warp_groups"], i["exact_scales"], i["tile_n"],
+                        _loads_of(i)) for i in cute_gemm._C._mixed_instances()
                        if i["kernel"] == "wgmma" and i["bf16"] == bf16 and i["bits"] == bits)
         assert built == sorted(_wgmma_tiles(bits)), (bf16, bits)
 
@@ -972,8 +984,8 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
         a = _randn(m, k, dtype=dtype, seed=100 + i)
         bias = _randn(n, dtype=dtype, seed=200 + i) if i % 2 else None
         refs = {}  # by the tile's exact_scales: fp32 scales of exact sums, or rounded weights
-        for tile_m, groups, exact, tile_n in _wgmma_tiles(bits):
-            schedule = _tile_schedule(tile_m, exact, tile_n)
+        for tile_m, groups, exact, tile_n, loads in _wgmma_tiles(bits):
+            schedule = _tile_schedule(tile_m, exact, tile_n, loads)
             if _ws_exact(tile_m, exact) and group != -1:  # scaled once: one group over K only
                 with pytest.raises(ValueError, match="needs one group over K"):
                     _plan(m, qw, schedule)
@@ -981,6 +993,7 @@ def test_wgmma_kernel_on_every_tile(bits, group, symmetric, dtype):
             plan = _plan(m, qw, schedule)
             assert (plan.kernel, plan.tile_m, plan.warp_groups, plan.exact_scales,
                     plan.tile_n) == ("wgmma", tile_m, groups, exact, tile_n)
+            assert not loads or plan.tma_loads == (loads == "tma"), (schedule, plan)
             if exact not in refs:
                 refs[exact] = _reference(a, qw, bias, schedule)
             ref = refs[exact]
@@ -1266,8 +1279,8 @@ def _occupancy_plans():
     decode = [f"kernel=decode,warps={w},col_warps={cw}" for w, cw in OCCUPANCY_DECODE_SHAPES]
     for dtype, bits, group, (n, k) in itertools.product(
             DTYPES, (4, 8), (32, 128, -1), ((4096, 4096), (512, 14336))):
-        schedules = ["kernel=mma"] + ([_tile_schedule(t, e, w)
-                                       for t, _, e, w in _wgmma_tiles(bits)
+        schedules = ["kernel=mma"] + ([_tile_schedule(t, e, w, ld)
+                                       for t, _, e, w, ld in _wgmma_tiles(bits)
                                        if not _ws_exact(t, e) or group == -1]
                                       if _wgmma() else [])
         two_slices = ["kernel=mma,k_slices=2"] if bits == 4 else []

@@ -39,7 +39,7 @@ WGMMA16_MAX_SLICE_K = 2048  # kWgmma16MaxSliceK: INT4 M <= 16 on Hopper runs wgm
 DECODE_MAX_M = 8
 FUSED = ("decode", "mma", "wgmma")
 PLAN_FIELDS = {"kernel", "instance", "tile_m", "tile_n", "stages", "threads", "smem_bytes",
-               "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer",
+               "splits", "warps", "col_warps", "k_slices", "warp_groups", "producer", "tma_loads",
                "fine_groups", "exact_scales", "ctas_per_sm", "grid", "workspace_bytes", "gated",
                "via_workspace", "reduce_in_cluster", "raster_m", "partials", "early_dependents",
                "single_row", "stream_k_ctas"}
@@ -367,6 +367,44 @@ def test_int8_exact_scales_by_wave_fill():
     # M = 16 on wide N stays on mma.sync (int8_on_mma_unsplit); the A100 has no wgmma.
     assert cute_gemm.mixed_plan(16, 28672, 4096, 8, -1, device="h200").kernel == "mma"
     assert cute_gemm.mixed_plan(32, 4096, 4096, 8, -1, device="a100").kernel == "mma"
+
+
+def test_int4_64_row_tile_loads():
+    # INT4's 64-row tile runs its cp.async form where M <= 40 and each split runs at least 32 k
+    # blocks (long loops: there TMA was 1-6% slower on an H200, NOTES.md session 83), its TMA form
+    # elsewhere (kCpAsyncMaxRows, mixed_plan.cpp); loads= forces either, with the same grid.
+    for device, dtype in itertools.product(HOPPER, (torch.float16, torch.bfloat16)):
+        for m, n, k, tma in ((33, 28672, 4096, False), (40, 28672, 4096, False),
+                             (41, 28672, 4096, True), (64, 28672, 4096, True),
+                             (33, 8192, 28672, False), (36, 8192, 28672, False),
+                             (33, 4096, 4096, True), (40, 6144, 4096, True),
+                             (33, 4096, 14336, True), (40, 8192, 8192, True)):
+            for activation in (None, "silu_mul"):
+                p = cute_gemm.mixed_plan(m, n, k, 4, 128, dtype, device=device,
+                                         activation=activation)
+                assert (p.kernel, p.tile_m, p.tma_loads) == ("wgmma", 64, tma), \
+                    (device, m, n, k, activation, p)
+                blocks_per_split = -(-(-(-k // 128)) // p.splits)
+                assert tma == (m > 40 or blocks_per_split < 32), (m, n, k, p.splits)
+                assert p.instance.endswith("_cp_async") == (not tma)
+                for loads in ("tma", "cp_async"):
+                    forced = cute_gemm.mixed_plan(m, n, k, 4, 128, dtype, device=device,
+                                                  activation=activation,
+                                                  schedule=f"loads={loads}")
+                    assert forced.tma_loads == (loads == "tma")
+                    assert (forced.tile_m, forced.splits, forced.grid, forced.ctas_per_sm) == \
+                        (p.tile_m, p.splits, p.grid, p.ctas_per_sm)
+    # INT8 fills its 32-row tiles by cp.async and its 64-row (warp-specialized) ones by TMA, so
+    # loads= only confirms them; the A100 has no wgmma.
+    assert not cute_gemm.mixed_plan(33, 4096, 4096, 4, 128, device="h100",
+                                    schedule="loads=cp_async").tma_loads
+    assert not cute_gemm.mixed_plan(24, 4096, 4096, 8, -1, device="h100",
+                                    schedule="loads=cp_async").tma_loads
+    assert cute_gemm.mixed_plan(64, 4096, 4096, 8, -1, device="h100",
+                                schedule="loads=tma").producer
+    with pytest.raises(ValueError, match="no wgmma instance with tile_m=32.* filled by TMA for "
+                                         "INT8"):
+        cute_gemm.mixed_plan(24, 4096, 4096, 8, -1, device="h100", schedule="loads=tma")
 
 
 def test_int8_wide_n_on_mma_sync():
@@ -1263,6 +1301,8 @@ def test_bf16_and_dtype():
     ("raster_m=4,tile_m=256", "tile_m=256,raster_m=4"), ("raster_m=64", "raster_m=64"),
     ("tile_n=64,splits=4,tile_m=16", "tile_m=16,tile_n=64,splits=4"), ("tile_n=128", "tile_n=128"),
     ("reduce=kernel,splits=4", "splits=4,reduce=kernel"), ("reduce=cluster", "reduce=cluster"),
+    ("loads=cp_async,tile_m=64", "tile_m=64,loads=cp_async"), ("loads=tma", "loads=tma"),
+    ("splits=2,loads=tma,scales=rounded", "scales=rounded,loads=tma,splits=2"),
 ])
 def test_schedule_canonical_form(text, canonical):
     assert _C._mixed_schedule(text) == canonical
@@ -1284,6 +1324,7 @@ def test_schedule_canonical_form(text, canonical):
     ("tile_n=x", "tile_n"), ("bogus=1", "bogus"), ("reduce=both", "reduce"),
     ("reduce=Cluster", "reduce"), ("reduce=", "reduce"),
     ("trigger=now", "trigger"), ("trigger=Early", "trigger"), ("trigger=", "trigger"),
+    ("loads=cpasync", "loads"), ("loads=TMA", "loads"), ("loads=", "loads"),
     ("kernel", "kernel"),
     ("kernel:mma", "kernel:mma"),
 ])
@@ -1395,6 +1436,13 @@ def test_wgmma_16_row_tile_in_64_columns(device):
                                               r"runs dense"),
     ("a100", 4096, "raster_m=2", r"raster_m applies to the wgmma kernel; this plan runs dense"),
     ("a100", 64, "kernel=wgmma", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
+    ("a100", 40, "loads=cp_async", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
+    ("h100", 1, "kernel=decode,loads=tma", r"loads applies to the wgmma kernel; this plan runs "
+                                           r"decode"),
+    ("h100", 16, "loads=cp_async", r"no wgmma instance with tile_m=16.* filled by cp.async for "
+                                   r"INT4 \(loads=cp_async: INT4's 64-row tile and INT8's 32-row "
+                                   r"tiles\)"),
+    ("h100", 300, "loads=cp_async", r"no wgmma instance with tile_m=256.* filled by cp.async"),
     ("a100", 1, "tile_m=32", r"kernel=wgmma needs a Hopper GPU.*NVIDIA A100"),
 ])
 def test_schedules_the_plan_cannot_run(device, m, schedule, match):
@@ -1481,10 +1529,25 @@ def test_instances_table():
         tiles = sorted((i["tile_m"], i["exact_scales"], i["tile_n"]) for i in table
                        if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16))
         assert tiles == sorted([(16, False, 64), (16, False, 128), (16, True, 64),
-                                (16, True, 128)] * (bits == 4) + [
+                                (16, True, 128), (64, False, 128)] * (bits == 4) + [
             (t, e, 128) for t, e in ((32, False), (32, True), (64, False), (128, False),
                                      (160, False), (192, False), (256, False))] + [
             (t, True, 128) for t in (64, 128, 160, 192, 256)] * (bits == 8))
+        # Filled by TMA: INT4's tiles and the warp-specialized ones; by cp.async: INT8's tiles
+        # without a producer (32 rows) and the second form of INT4's 64-row tile, which is the
+        # same tile otherwise.
+        for i in table:
+            if (i["kernel"], i["bits"], i["bf16"]) == ("wgmma", bits, bf16):
+                want = i["producer"] or (bits == 4 and not i["name"].endswith("_cp_async"))
+                assert i["tma_loads"] == want, i["name"]
+        pair = [i for i in table if (i["kernel"], i["bits"], i["bf16"], i["tile_m"],
+                                     i["producer"]) == ("wgmma", bits, bf16, 64, False)]
+        if bits == 4:
+            assert sorted(i["tma_loads"] for i in pair) == [False, True]
+            assert len({(i["threads"], i["tile_n"], i["exact_scales"], i["min_ctas_per_sm"])
+                        for i in pair}) == 1
+        else:
+            assert pair == []  # INT8's 64-row tiles are warp-specialized
         tiles = {(i["tile_m"], i["fine_groups"]) for i in table
                  if (i["kernel"], i["bits"], i["bf16"]) == ("mma", bits, bf16)}
         assert tiles == {(t, f) for t in (16, 32, 64) for f in (False, True)}
@@ -1505,6 +1568,7 @@ def _schedule_reaching(inst):
         schedule["tile_m"] = tile_m
         schedule["scales"] = "exact" if inst["exact_scales"] else "rounded"
         schedule["tile_n"] = inst["tile_n"]
+        schedule["loads"] = "tma" if inst["tma_loads"] else "cp_async"
     return dict(m=m, n=4096, k=4096, bits=inst["bits"], group=group,
                 dtype=torch.bfloat16 if inst["bf16"] else torch.float16), schedule
 

@@ -136,6 +136,7 @@ py::dict plan_dict(MixedPlan const& p) {
   d["k_slices"] = p.k_slices;
   d["warp_groups"] = p.warp_groups;
   d["producer"] = p.producer;
+  d["tma_loads"] = p.tma_loads;
   d["fine_groups"] = p.fine_groups;
   d["exact_scales"] = p.exact_scales;
   d["gated"] = p.gated;
@@ -167,6 +168,7 @@ py::list instances() {
     d["exact_scales"] = inst.exact_scales;
     d["warp_groups"] = inst.warp_groups;
     d["producer"] = inst.producer;
+    d["tma_loads"] = inst.tma_loads;
     d["stages"] = inst.stages;
     d["threads"] = inst.threads;
     d["smem_bytes"] = inst.smem_bytes;
@@ -220,6 +222,7 @@ void bind_gemm(py::module_& m) {
       .def_readonly("k_slices", &MixedPlan::k_slices)
       .def_readonly("warp_groups", &MixedPlan::warp_groups)
       .def_readonly("producer", &MixedPlan::producer)
+      .def_readonly("tma_loads", &MixedPlan::tma_loads)
       .def_readonly("fine_groups", &MixedPlan::fine_groups)
       .def_readonly("exact_scales", &MixedPlan::exact_scales)
       .def_readonly("gated", &MixedPlan::gated)

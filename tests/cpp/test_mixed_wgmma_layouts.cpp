@@ -372,6 +372,11 @@ static void check_config(char const* name) {
         }
       CHECK(bijective(slots, Cfg::kBlocksPerCta), "%s: gated slots", name);
     }
+  } else {
+    // Filled by cp.async: INT8's tiles without a producer and INT4's 64-row tile's second form.
+    CHECK(!Cfg::kProducer && (Cfg::kBits == 8 || BM == 64) && !Cfg::kFittedABox &&
+              Cfg::a_box_rows(1) == Cfg::kABoxRows,
+          "%s: a cp.async configuration", name);
   }
 
   // ---- the accumulators' stores (WgmmaWarpSlice::store, stage_out): value (e, h, i) of n64 tile
@@ -463,8 +468,9 @@ int main() {
   // for the element type, which uint16_t stands in for here).
 #define CG_MIXED_DECODE(...)
 #define CG_MIXED_MMA(...)
-#define CG_MIXED_WGMMA(name, bf16, bits, tm, nt, exact, wg, producer)                       \
-  if (!bf16) check_config<MixedWgmmaConfig<uint16_t, bits, tm, nt, exact, wg, producer>>(#name);
+#define CG_MIXED_WGMMA(name, bf16, bits, tm, nt, exact, wg, producer, cp_async)             \
+  if (!bf16)                                                                                  \
+    check_config<MixedWgmmaConfig<uint16_t, bits, tm, nt, exact, wg, producer, cp_async>>(#name);
 #include "kernels/mixed/generated/mixed_instances.inc"
 #undef CG_MIXED_WGMMA
 #undef CG_MIXED_MMA

@@ -7,9 +7,11 @@
 //
 //   CG_MIXED_DECODE(name, bf16, bits, fine_groups)
 //   CG_MIXED_MMA(name, bf16, bits, m_tiles, fine_groups)
-//   CG_MIXED_WGMMA(name, bf16, bits, tile_m, n_tiles, exact_scales, warp_groups, producer)
+//   CG_MIXED_WGMMA(name, bf16, bits, tile_m, n_tiles, exact_scales, warp_groups, producer,
+//                  cp_async)
 //
-// (n_tiles: the n64 tiles per warpgroup, MixedWgmmaConfig's NTiles.) The *Instance aliases below
+// (n_tiles: the n64 tiles per warpgroup, MixedWgmmaConfig's NTiles; cp_async: the cp.async form
+// of a tile that TMA fills otherwise, MixedWgmmaConfig's CpAsync.) The *Instance aliases below
 // turn a row into its config type; each generated TU instantiates it with the real element type
 // (__half or __nv_bfloat16) and defines `name`, the launcher of a plan on that instance, and
 // `name`_occupancy, the CTAs per SM of that launch on the current device; the planner
@@ -38,9 +40,9 @@ using DecodeInstance = MixedDecodeConfig<Element, HalfMmaOp<BF16>, Bits, FineGro
 template <class Element, bool BF16, int Bits, int MTiles, bool FineGroups>
 using MmaInstance = MixedConfig<Element, HalfMmaOp<BF16>, Bits, MTiles, FineGroups>;
 template <class Element, bool BF16, int Bits, int TileM, int NTiles, bool ExactScales,
-          int WarpGroups, bool Producer>
+          int WarpGroups, bool Producer, bool CpAsync>
 using WgmmaInstance =
-    MixedWgmmaConfig<Element, Bits, TileM, NTiles, ExactScales, WarpGroups, Producer>;
+    MixedWgmmaConfig<Element, Bits, TileM, NTiles, ExactScales, WarpGroups, Producer, CpAsync>;
 
 // The planner's view of a config: resources do not depend on the element type beyond its size
 // (2 bytes), except the registers ptxas allocates.
@@ -64,6 +66,7 @@ MixedInstanceInfo common_instance_info(MixedKernel kernel, char const* name, boo
   i.tile_m = Cfg::kTileM;
   i.stages = Cfg::kStages;
   i.exact_scales = true;
+  i.tma_loads = false;
   i.gates_in_registers = false;
   i.max_cluster_splits = 0;
   i.stream_k_partial_floats = 0;
@@ -100,6 +103,7 @@ MixedInstanceInfo wgmma_instance_info(char const* name, bool bf16) {
   i.exact_scales = Cfg::kExactScales;
   i.warp_groups = Cfg::kWarpGroups;
   i.producer = Cfg::kProducer;
+  i.tma_loads = Cfg::kTmaLoads;
   i.max_cluster_splits = Cfg::kClusterSums ? Cfg::kMaxClusterSplits : 0;
   i.stream_k_partial_floats = Cfg::kStreamK ? Cfg::kStreamKPartialFloats : 0;
   return i;

@@ -234,17 +234,34 @@ constexpr int kWgmmaDefaultTileN = 128;
 constexpr int kWgmma16NarrowMinSplits = 8;
 constexpr int kWgmma16NarrowMaxSplitBlocks = 16;
 
+// INT4's 64-row tile runs its cp.async form (MixedSchedule::Loads) where M is at most
+// kCpAsyncMaxRows (one M tile) and each split runs at least kCpAsyncMinSplitBlocks k blocks; its
+// TMA form elsewhere. cp.async copies only the rows of A inside M, so its per-block copy work
+// halves from M = 64 to 33 while TMA's issue stays the same; TMA's stages also arrive sooner,
+// which short splits feel most. H200, s83, fitted TMA box against cp.async (time ratio): M = 64
+// 0.925-0.979 on six shapes; M = 33-40 in long loops 4096x28672 (1 split of 32 blocks) bf16
+// 1.01-1.06, fp16 0.97-1.04, 28672x8192 (4 of 56) 1.03-1.04; in short ones 4096² (8 of 4)
+// 0.93-0.96, 4096x6144 (5 of 6.4) 0.92-0.93, 14336x4096 (8 of 14) 0.94-1.00, 8192² (4 of 16)
+// 0.99-1.01; M = 44-48 0.96-1.02.
+constexpr int kCpAsyncMaxRows = 40;
+constexpr int kCpAsyncMinSplitBlocks = 32;
+
 // The first instance of `kernel` for the problem's bits and dtype with this token tile; decode and
 // mma.sync: with `fine` groups or not; wgmma: with the scales asked for (kAuto: rounded weights,
-// which let a warp dequantize the next k block while the wgmmas of this one run) and `tile_n`
-// columns per CTA (0: kWgmmaDefaultTileN).
+// which let a warp dequantize the next k block while the wgmmas of this one run), `tile_n`
+// columns per CTA (0: kWgmmaDefaultTileN) and its stages filled as `loads` says (kAuto: the
+// first listed, the TMA form of a tile that has both).
 int find_instance(MixedKernel kernel, MixedGemmProblem const& p, int tile_m, bool fine,
-                  MixedSchedule::Scales scales = MixedSchedule::Scales::kAuto, int tile_n = 0) {
+                  MixedSchedule::Scales scales = MixedSchedule::Scales::kAuto, int tile_n = 0,
+                  MixedSchedule::Loads loads = MixedSchedule::Loads::kAuto) {
   const int want_n = tile_n > 0 ? tile_n : kWgmmaDefaultTileN;
   for (int i = 0; i < mixed_instance_count(); ++i) {
     MixedInstanceInfo const& inst = mixed_instance(i);
     if (inst.kernel != kernel || inst.bits != p.bits || inst.bf16 != p.bf16 ||
         inst.tile_m != tile_m || (kernel == MixedKernel::kWgmma && inst.tile_n != want_n))
+      continue;
+    if (loads != MixedSchedule::Loads::kAuto &&
+        inst.tma_loads != (loads == MixedSchedule::Loads::kTma))
       continue;
     if (kernel != MixedKernel::kWgmma ? inst.fine_groups == fine
                                       : inst.exact_scales ==
@@ -265,6 +282,7 @@ void fill_from_instance(MixedPlan& plan, int index) {
   plan.warps = inst.threads / 32;
   plan.warp_groups = inst.warp_groups;
   plan.producer = inst.producer;
+  plan.tma_loads = inst.tma_loads;
   plan.fine_groups = inst.fine_groups;
   plan.exact_scales = inst.kernel != MixedKernel::kWgmma || inst.exact_scales;
 }
@@ -529,7 +547,8 @@ int narrow_wgmma16(MixedGemmProblem const& p, DeviceSpec const& d, MixedSchedule
 
 // wgmma: the scheduled token tile or default_wgmma_tile_m, where that is 256 rows the tile that
 // fits the grid best (fitted_wide_tile), where it is 16 rows the columns narrow_wgmma16 picks;
-// the scheduled scales or default_wgmma_scales.
+// the scheduled scales or default_wgmma_scales; the scheduled loads or, for INT4's 64-row tile,
+// its cp.async form where kCpAsyncMaxRows says.
 void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
                 MixedSchedule const& s, int k_blocks, int group) {
   int tile_m = s.tile_m;
@@ -545,12 +564,17 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
       s.scales != MixedSchedule::Scales::kAuto
           ? s.scales
           : default_wgmma_scales(p, d, s, tile_m, group, k_blocks);
-  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, scales, s.tile_n);
+  int index = find_instance(MixedKernel::kWgmma, p, tile_m, false, scales, s.tile_n, s.loads);
   if (index < 0) {
     char const* const scales_asked[] = {"", " and exact scales", " and rounded weights"};
+    char const* const loads_asked[] = {"", " filled by TMA", " filled by cp.async"};
     refuse("schedule: no wgmma instance with tile_m=" + std::to_string(tile_m) +
            (s.tile_n > 0 ? ", tile_n=" + std::to_string(s.tile_n) : std::string()) +
-           scales_asked[int(s.scales)] + " for INT" + std::to_string(p.bits));
+           scales_asked[int(s.scales)] + loads_asked[int(s.loads)] + " for INT" +
+           std::to_string(p.bits) +
+           (s.loads == MixedSchedule::Loads::kCpAsync
+                ? " (loads=cp_async: INT4's 64-row tile and INT8's 32-row tiles)"
+                : std::string()));
   }
   if (s.tile_m == 0 && s.tile_n == 0 && tile_m == 256) {
     index = fitted_wide_tile(p, d, s, index, scales, k_blocks);
@@ -564,9 +588,20 @@ void plan_wgmma(MixedPlan& plan, MixedGemmProblem const& p, DeviceSpec const& d,
            ") needs one group over K (per-channel scales); this problem has groups of " +
            std::to_string(group) + " over K = " + std::to_string(p.k));
   }
+  int splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
+  if (s.loads == MixedSchedule::Loads::kAuto && mixed_instance(index).tma_loads &&
+      !mixed_instance(index).producer && p.m <= kCpAsyncMaxRows &&
+      ceil_div(k_blocks, splits) >= kCpAsyncMinSplitBlocks) {
+    const int cp_async = find_instance(MixedKernel::kWgmma, p, tile_m, false, scales, s.tile_n,
+                                       MixedSchedule::Loads::kCpAsync);
+    if (cp_async >= 0) {
+      index = cp_async;
+      splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
+    }
+  }
   fill_from_instance(plan, index);
   plan.ctas_per_sm = instance_ctas_per_sm(d, mixed_instance(index));
-  plan.splits = wgmma_splits(p, d, s, mixed_instance(index), k_blocks);
+  plan.splits = splits;
 }
 
 // The raster group of a warp-specialized wgmma grid (MixedPlan::raster_m), from a model of the
@@ -973,6 +1008,10 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       if (value == "exact") s.scales = MixedSchedule::Scales::kExact;
       else if (value == "rounded") s.scales = MixedSchedule::Scales::kRounded;
       else refuse("schedule: scales must be exact or rounded; got '" + value + "'");
+    } else if (key == "loads") {
+      if (value == "tma") s.loads = MixedSchedule::Loads::kTma;
+      else if (value == "cp_async") s.loads = MixedSchedule::Loads::kCpAsync;
+      else refuse("schedule: loads must be tma or cp_async; got '" + value + "'");
     } else if (key == "splits") {
       s.splits = number(key, value, 1, kMaxSplits);
     } else if (key == "warps") {
@@ -1001,8 +1040,8 @@ MixedSchedule MixedSchedule::parse(std::string const& text) {
       else refuse("schedule: trigger must be early or late; got '" + value + "'");
     } else {
       refuse("schedule: unknown key '" + key +
-             "' (keys: kernel, tile_m, tile_n, scales, splits, warps, col_warps, k_slices, "
-             "raster_m, reduce, stream_k, trigger)");
+             "' (keys: kernel, tile_m, tile_n, scales, loads, splits, warps, col_warps, "
+             "k_slices, raster_m, reduce, stream_k, trigger)");
     }
   }
   return s;
@@ -1015,6 +1054,7 @@ std::string MixedSchedule::str() const {
   if (tile_m > 0) add("tile_m=" + std::to_string(tile_m));
   if (tile_n > 0) add("tile_n=" + std::to_string(tile_n));
   if (scales != Scales::kAuto) add(scales == Scales::kExact ? "scales=exact" : "scales=rounded");
+  if (loads != Loads::kAuto) add(loads == Loads::kTma ? "loads=tma" : "loads=cp_async");
   if (splits > 0) add("splits=" + std::to_string(splits));
   if (warps > 0) add("warps=" + std::to_string(warps));
   if (col_warps > 0) add("col_warps=" + std::to_string(col_warps));
@@ -1183,7 +1223,8 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
 
   MixedKernel kernel = s.kernel;
   if (kernel == MixedKernel::kAuto) {
-    if (s.tile_m > 0 || s.tile_n > 0 || s.scales != MixedSchedule::Scales::kAuto)
+    if (s.tile_m > 0 || s.tile_n > 0 || s.scales != MixedSchedule::Scales::kAuto ||
+        s.loads != MixedSchedule::Loads::kAuto)
       kernel = MixedKernel::kWgmma;
     else if (s.warps > 0 || s.col_warps > 0) kernel = MixedKernel::kDecode;
     else if (s.k_slices > 0) kernel = MixedKernel::kMma;
@@ -1204,6 +1245,7 @@ MixedPlan plan_mixed_gemm(MixedGemmProblem const& p, DeviceSpec const& d, MixedS
   only_for(s.tile_m > 0, "tile_m", MixedKernel::kWgmma);
   only_for(s.tile_n > 0, "tile_n", MixedKernel::kWgmma);
   only_for(s.scales != MixedSchedule::Scales::kAuto, "scales", MixedKernel::kWgmma);
+  only_for(s.loads != MixedSchedule::Loads::kAuto, "loads", MixedKernel::kWgmma);
   only_for(s.warps > 0, "warps", MixedKernel::kDecode);
   only_for(s.col_warps > 0, "col_warps", MixedKernel::kDecode);
   only_for(s.k_slices > 0, "k_slices", MixedKernel::kMma);

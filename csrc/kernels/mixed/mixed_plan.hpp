@@ -81,6 +81,10 @@ struct MixedSchedule {
   // rounded weights ((q - z) * s in the activation dtype, as the dense path); kAuto: exact in
   // INT4's 16- and 32-row tiles at groups of whole k blocks, rounded elsewhere.
   enum class Scales { kAuto, kExact, kRounded } scales = Scales::kAuto;
+  // wgmma: how the tile's stages are filled: TMA boxes that a few threads issue, or every
+  // thread's cp.async (INT4's 64-row tile has both forms; the others one); kAuto: TMA but where
+  // the planner's rule takes the 64-row tile's cp.async form (kCpAsyncMaxRows).
+  enum class Loads { kAuto, kTma, kCpAsync } loads = Loads::kAuto;
   int splits = 0;     // split-K factor, 1..64
   int warps = 0;      // decode: warps per CTA, 1..16
   int col_warps = 0;  // decode: warps side by side in a k slice (1, 2, 4)
@@ -99,8 +103,8 @@ struct MixedSchedule {
 
   // "kernel=decode,warps=8,col_warps=2", "kernel=wgmma,tile_m=128,splits=2", "" (all auto).
   // Keys: kernel (auto, decode, mma, wgmma, dense), tile_m, tile_n, scales (exact, rounded),
-  // splits, warps, col_warps, k_slices, raster_m, reduce (cluster, kernel), stream_k (off, CTAs),
-  // trigger (early, late).
+  // loads (tma, cp_async), splits, warps, col_warps, k_slices, raster_m, reduce (cluster,
+  // kernel), stream_k (off, CTAs), trigger (early, late).
   static MixedSchedule parse(std::string const& text);
   std::string str() const;
   bool is_auto() const;
@@ -122,6 +126,7 @@ struct MixedPlan {
                           // mma.sync: slices of the CTA's k range, one per 4 or 8 warps (1, 2)
   int warp_groups = 0;    // wgmma: consumer warpgroups per CTA
   bool producer = false;  // wgmma: a TMA producer warpgroup (warp-specialized kernel)
+  bool tma_loads = false;  // wgmma: stages filled by TMA boxes (otherwise by cp.async)
   bool fine_groups = false;   // scales applied every 2 k16 steps (groups shorter than a k block)
   bool exact_scales = true;   // the scales multiply exact fp32 sums of a * (q - z); otherwise
                               // the weight is rounded to the activation dtype first
@@ -197,6 +202,7 @@ struct MixedInstanceInfo {
   bool exact_scales;  // wgmma
   int warp_groups;    // wgmma
   bool producer;      // wgmma
+  bool tma_loads;     // wgmma: stages filled by TMA boxes; otherwise by every thread's cp.async
   int stages;
   int threads;        // per CTA (decode: at most; the plan picks the warps)
   int smem_bytes;     // dynamic shared memory per CTA (decode: at the most warps and rows)

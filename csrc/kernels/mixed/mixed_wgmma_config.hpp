@@ -22,7 +22,7 @@ namespace cute_gemm {
 namespace mixed {
 
 template <class Element_, int Bits, int TileM, int NTiles, bool ExactScales, int WarpGroups,
-          bool Producer = false>
+          bool Producer = false, bool CpAsync = false>
 struct MixedWgmmaConfig {
   using Element = Element_;  // the activation type (uint16_t stands in for it on the host)
   static_assert(sizeof(Element) == 2, "16-bit activations");
@@ -42,8 +42,12 @@ struct MixedWgmmaConfig {
   // k block and warp that cp.async takes are gone: 1-9% faster on an H200 at 16 and 32 rows,
   // NOTES.md session 66; 64 rows with one activation box fitted to M, kFittedABox, session 83);
   // by cp.async from every thread in the others (INT8's 32-row tiles, whose k blocks are half as
-  // long, were 3% slower to 12% faster with TMA).
-  static constexpr bool kTmaLoads = Producer || (TileM <= 64 && Bits == 4);
+  // long, were 3% slower to 12% faster with TMA), and in the CpAsync form of INT4's 64-row tile:
+  // cp.async copies only the rows of A inside M, so at M = 33-40 its copies cost half of M = 64's
+  // and it ran 1-6% faster than TMA in long unsplit k loops (the planner's kCpAsyncMaxRows).
+  static_assert(!CpAsync || (!Producer && Bits == 4 && TileM == 64),
+                "a cp.async form of INT4's 64-row tile only");
+  static constexpr bool kTmaLoads = Producer || (!CpAsync && TileM <= 64 && Bits == 4);
   // Split-K sums that meet in a thread block cluster (see below) in the 16-row tile in 64
   // columns (4 CTAs per SM) only: faster than the reduce kernel on an H200 (bf16 M = 16, us: o
   // 4096x4096 in 8 splits 5.56 against 6.09, down 14336x4096 12.27 against 12.72, 8192x8192 in 4

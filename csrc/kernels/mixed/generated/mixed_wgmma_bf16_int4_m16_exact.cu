@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_bf16_int4_m16_exact_config =
-    mixed::WgmmaInstance<__nv_bfloat16, true, 4, 16, 2, true, 1, false>;
+    mixed::WgmmaInstance<__nv_bfloat16, true, 4, 16, 2, true, 1, false, false>;
 
 cudaError_t mixed_wgmma_bf16_int4_m16_exact(MixedGemmParams const& p, MixedPlan const& plan,
                                             cudaStream_t stream) {

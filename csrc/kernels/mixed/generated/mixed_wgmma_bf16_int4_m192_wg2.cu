@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_bf16_int4_m192_wg2_config =
-    mixed::WgmmaInstance<__nv_bfloat16, true, 4, 192, 1, false, 2, true>;
+    mixed::WgmmaInstance<__nv_bfloat16, true, 4, 192, 1, false, 2, true, false>;
 
 cudaError_t mixed_wgmma_bf16_int4_m192_wg2(MixedGemmParams const& p, MixedPlan const& plan,
                                            cudaStream_t stream) {

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_bf16_int4_m32_config =
-    mixed::WgmmaInstance<__nv_bfloat16, true, 4, 32, 2, false, 1, false>;
+    mixed::WgmmaInstance<__nv_bfloat16, true, 4, 32, 2, false, 1, false, false>;
 
 cudaError_t mixed_wgmma_bf16_int4_m32(MixedGemmParams const& p, MixedPlan const& plan,
                                       cudaStream_t stream) {

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_bf16_int8_m256_wg2_exact_config =
-    mixed::WgmmaInstance<__nv_bfloat16, true, 8, 256, 1, true, 2, true>;
+    mixed::WgmmaInstance<__nv_bfloat16, true, 8, 256, 1, true, 2, true, false>;
 
 cudaError_t mixed_wgmma_bf16_int8_m256_wg2_exact(MixedGemmParams const& p, MixedPlan const& plan,
                                                  cudaStream_t stream) {

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_f16_int4_m16_n64_config =
-    mixed::WgmmaInstance<__half, false, 4, 16, 1, false, 1, false>;
+    mixed::WgmmaInstance<__half, false, 4, 16, 1, false, 1, false, false>;
 
 cudaError_t mixed_wgmma_f16_int4_m16_n64(MixedGemmParams const& p, MixedPlan const& plan,
                                          cudaStream_t stream) {

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_f16_int8_m128_wg2_config =
-    mixed::WgmmaInstance<__half, false, 8, 128, 1, false, 2, true>;
+    mixed::WgmmaInstance<__half, false, 8, 128, 1, false, 2, true, false>;
 
 cudaError_t mixed_wgmma_f16_int8_m128_wg2(MixedGemmParams const& p, MixedPlan const& plan,
                                           cudaStream_t stream) {

@@ -5,7 +5,7 @@
 namespace cute_gemm {
 
 using mixed_wgmma_f16_int8_m64_config =
-    mixed::WgmmaInstance<__half, false, 8, 64, 2, false, 1, true>;
+    mixed::WgmmaInstance<__half, false, 8, 64, 2, false, 1, true, false>;
 
 cudaError_t mixed_wgmma_f16_int8_m64(MixedGemmParams const& p, MixedPlan const& plan,
                                      cudaStream_t stream) {
