@@ -48,6 +48,58 @@ CG_DEVICE void mbarrier_wait_parity_suspend(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// A stage check issued early and used late, for a loop over TMA-filled stages: test_wait (which
+// never suspends the thread) on the next stage while this one's data is worked on, and at the
+// next stage a try_wait only where that check found the stage still in flight. The check's result
+// must stay a predicate register until then: an inline asm output is a general register, and
+// converting the predicate right after the check would wait for the check there. So the result
+// lives in one predicate register declared at the kernel's scope: mbarrier_early_check_declare
+// once per kernel (where the loop's kernel starts, outside any loop), which also clears it.
+CG_DEVICE void mbarrier_early_check_declare() {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile(
+      ".reg .pred cg_stage_landed;\n"
+      "setp.ne.u32 cg_stage_landed, 0, 0;\n" ::
+          : "memory");
+#endif
+}
+
+// The early check: whether the phase of parity `parity` of `bar` has completed, if `valid` (false
+// records "not landed"). True acquires what the phase released, as a completed wait does.
+CG_DEVICE void mbarrier_early_check(uint64_t* bar, uint32_t parity, bool valid) {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile(
+      "{\n .reg .pred v;\n"
+      " setp.ne.u32 v, %2, 0;\n"
+      " setp.ne.u32 cg_stage_landed, 0, 0;\n"
+      " @v mbarrier.test_wait.parity.shared::cta.b64 cg_stage_landed, [%0], %1;\n}\n" ::"r"(
+          detail::smem_addr(bar)),
+      "r"(parity), "r"(uint32_t(valid))
+      : "memory");
+#else
+  detail::arch_unsupported(bar, parity, valid);
+#endif
+}
+
+// Returns once the phase of parity `parity` of `bar` has completed: at once where the last early
+// check found it so, else as mbarrier_wait_parity_suspend; then clears the check.
+CG_DEVICE void mbarrier_wait_parity_after_check(uint64_t* bar, uint32_t parity) {
+#if defined(CG_ARCH_SM90_ENABLED)
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      " @cg_stage_landed bra landed;\n"
+      "retry:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra retry;\n"
+      "landed:\n"
+      " setp.ne.u32 cg_stage_landed, 0, 0;\n}\n" ::"r"(detail::smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#else
+  detail::arch_unsupported(bar, parity);
+#endif
+}
+
 // Box (x, y) of the 2-D tensor `map` (x the contiguous dimension, in elements) into shared memory
 // at `dst`, its bytes reported to `bar`. @pre dst is aligned as the map's swizzle requires (1024
 // bytes for the 128-byte swizzle); map is a kernel parameter (__grid_constant__) or in global

@@ -58,6 +58,8 @@
 // Split-K partial sums meet in a thread block cluster of the splits (mixed_wgmma_cluster_sums.cuh)
 // or go through the fp32 workspace and split_k_reduce_kernel (mixed_epilogue.cuh).
 
+#include <type_traits>
+
 #include "cute_gemm/arch/copy_sm80.hpp"
 #include "cute_gemm/arch/grid_dependency_sm90.hpp"
 #include "cute_gemm/arch/mbarrier_sm80.hpp"
@@ -129,18 +131,27 @@ struct WgmmaWarpSlice {
   // serialize the wgmmas, C7513.)
   static constexpr bool kBranchPerBlock = Cfg::kTileM < 256 || Cfg::kBits == 8;
 
+  // What dequantize_block does once the block's words (and a one-group block's scales and zeros)
+  // are in registers, before the arithmetic on them: nothing, or the caller's early check of the
+  // next stage (the TMA-filled loops), whose latency the arithmetic then covers.
+  struct NoCheck {
+    CG_DEVICE void operator()() const {}
+  };
+
   // The k block in stage `st` (weights SmemW, then scales and zeros SmemScales) into registers.
   // RowZero: the block is one group, whose scales (zeros) are row 0 of SmemScales only.
-  template <bool RowZero = false>
-  CG_DEVICE void dequantize_block(char const* st, BlockRegs& a) {
+  template <bool RowZero = false, class AfterLoads = NoCheck>
+  CG_DEVICE void dequantize_block(char const* st, BlockRegs& a, AfterLoads after_loads = {}) {
     if constexpr (kBranchPerBlock) {
       if (symmetric) {
-        dequantize_block_as<true, RowZero>(st, a);
+        dequantize_block_as<true, RowZero>(st, a, after_loads);
       } else {
+        // Zero points: no early check, so the next block waits as before (the check's predicate
+        // stays clear); with one, whose zero reads must precede it, M = 16 measured 4% slower.
         dequantize_block_as<false, RowZero>(st, a);
       }
     } else {
-      dequantize_block_as<false, RowZero>(st, a);
+      dequantize_block_as<false, RowZero>(st, a, after_loads);
     }
   }
 
@@ -149,18 +160,20 @@ struct WgmmaWarpSlice {
   // point) is read and converted once per block instead of once per word (an INT4 block's 4 rows
   // of 32 k, INT8's 2). A branch per block, as for symmetric weights, so that each case is one
   // straight run.
-  CG_DEVICE void dequantize_block(char const* st, BlockRegs& a, bool one_group) {
+  template <class AfterLoads = NoCheck>
+  CG_DEVICE void dequantize_block(char const* st, BlockRegs& a, bool one_group,
+                                  AfterLoads after_loads = {}) {
     if (one_group) {
-      dequantize_block<true>(st, a);
+      dequantize_block<true>(st, a, after_loads);
     } else {
-      dequantize_block<false>(st, a);
+      dequantize_block<false>(st, a, after_loads);
     }
   }
 
   // Symmetric: symmetric weights known at compile time (the constants set before the loop);
-  // otherwise the run-time `symmetric` decides per word.
-  template <bool Symmetric, bool RowZero = false>
-  CG_DEVICE void dequantize_block_as(char const* st, BlockRegs& a) {
+  // otherwise the run-time `symmetric` decides per word. after_loads: as dequantize_block's.
+  template <bool Symmetric, bool RowZero = false, class AfterLoads = NoCheck>
+  CG_DEVICE void dequantize_block_as(char const* st, BlockRegs& a, AfterLoads after_loads = {}) {
     constexpr auto sW = typename Cfg::SmemW{};
     constexpr auto sS = typename Cfg::SmemScales{};
     uint4 const* s_w = reinterpret_cast<uint4 const*>(st);
@@ -172,15 +185,27 @@ struct WgmmaWarpSlice {
     auto load_zeros = [&](int srow, int b) {
       zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
     };
+    // A real after_loads (an early stage check) must follow every shared-memory read of the block.
+    constexpr bool kChecks = !std::is_same_v<AfterLoads, NoCheck>;
     // One group, symmetry decided per word (kBranchPerBlock false): the zero constants once,
     // before the words; ptxas does not merge the same loads across the per-word branches.
     constexpr bool kZerosFirst = RowZero && !Symmetric && !kBranchPerBlock;
+    static_assert(!kChecks || (Symmetric && kBranchPerBlock),
+                  "an early stage check follows symmetric blocks only");
     if constexpr (kZerosFirst) {
       if (!symmetric) {
         CG_PRAGMA_UNROLL
         for (int b = 0; b < NB; ++b) load_zeros(0, b);
       }
     }
+    // A one-group block's scales (rounded weights) before a check: read once, ahead of it.
+    constexpr bool kScalesFirst = RowZero && !Cfg::kExactScales && kChecks;
+    T2 row_scale[NB];
+    if constexpr (kScalesFirst) {
+      CG_PRAGMA_UNROLL
+      for (int b = 0; b < NB; ++b) row_scale[b] = D::splat_of(s_scale[sS(0, s_col[b], 0)]);
+    }
+    after_loads();
     CG_PRAGMA_UNROLL
     for (int wi = 0; wi < 4; ++wi) {
       // This word's scale row (groups never split a word: G >= 32).
@@ -197,7 +222,8 @@ struct WgmmaWarpSlice {
           a[wi][b][s][1] = r[2 * s + 1];
         }
         if constexpr (!Cfg::kExactScales) {
-          const T2 s2 = D::splat_of(s_scale[sS(srow, s_col[b], 0)]);
+          const T2 s2 =
+              kScalesFirst ? row_scale[b] : D::splat_of(s_scale[sS(srow, s_col[b], 0)]);
           CG_PRAGMA_UNROLL
           for (int s = 0; s < Cfg::kStepsPerWord; ++s) {
             CG_PRAGMA_UNROLL
@@ -738,10 +764,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   }
 
   using BlockRegs = typename WgmmaWarpSlice<Cfg>::BlockRegs;
+  // The 16- and 32-row TMA-filled tiles: block i - 1's dequantization of symmetric weights checks
+  // block i's stage once its own words are in registers (check_next), and block i waits on the
+  // stage's mbarrier only where that check found it still in flight. A wait costs ~75-130 cycles
+  // a block even where the stage landed long before (NOTES.md session 73); the early check's
+  // latency is covered by block i - 1's dequantization arithmetic. The 64-row tile's longer
+  // blocks measured no gain from it (NOTES.md session 86).
+  constexpr bool kEarlyCheck = kTma && Cfg::kTileM <= 32;
+  if constexpr (kEarlyCheck) mbarrier_early_check_declare();
+  auto check_next = [&](int i, int end) {
+    if constexpr (kEarlyCheck) {
+      return [&, i, end] {
+        const int next = i + 1;
+        mbarrier_early_check(full + next % S, (unsigned(next) / S) & 1u, next < end);
+      };
+    } else {
+      return typename WgmmaWarpSlice<Cfg, Gated>::NoCheck{};
+    }
+  };
   // Block i's stage has landed in every thread's view; the stage of block i + kAhead, whose last
   // block's wgmmas every warp waited for before this barrier, is refilled.
   auto land_and_refill = [&](int i) {
-    if constexpr (kTma) {
+    if constexpr (kEarlyCheck) {
+      mbarrier_wait_parity_after_check(full + i % S, (unsigned(i) / S) & 1u);
+    } else if constexpr (kTma) {
       mbarrier_wait_parity_suspend(full + i % S, (unsigned(i) / S) & 1u);
     } else {
       cp_async_wait<kAhead - 1>();
@@ -771,7 +817,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
       wgmma_wait_group<1>();  // block i - 2's wgmmas are done (this warp's view)
       land_and_refill(i);     // the stage of block i - 2
       const int stage = i % S;
-      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a, one_group);
+      slice.dequantize_block(smem_w + stage * Cfg::kStageBytes, a, one_group,
+                             check_next(i, n_kb));
       wgmma_fence();  // the registers just written feed the wgmmas
       WgmmaWarpSlice<Cfg>::template mma_block<Wgmma>(a, desc_at(stage), acc);
       wgmma_commit_group();
@@ -846,7 +893,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         land_and_refill(i);  // the stage of block i - 2, waited for at block i - 1
         const int stage = i % S;
         // TMA loads only row 0 of the scales (zeros) here; cp.async repeats it in every row.
-        slice.template dequantize_block<kTma>(smem_w + stage * Cfg::kStageBytes, a);
+        slice.template dequantize_block<kTma>(smem_w + stage * Cfg::kStageBytes, a,
+                                              check_next(i, end));
         wgmma_wait_group<0>();  // block i - 1's wgmmas are done
         // The first block scales "block -1"'s zeros by its own (finite) scales.
         slice.add_scaled(stage_scales((i > first ? i - 1 : i) % S), 0, part, acc);
