@@ -131,9 +131,9 @@ struct WgmmaWarpSlice {
   // serialize the wgmmas, C7513.)
   static constexpr bool kBranchPerBlock = Cfg::kTileM < 256 || Cfg::kBits == 8;
 
-  // What dequantize_block does once the block's words (and a one-group block's scales and zeros)
-  // are in registers, before the arithmetic on them: nothing, or the caller's early check of the
-  // next stage (the TMA-filled loops), whose latency the arithmetic then covers.
+  // What dequantize_block does once the block's words (and a one-group block's scales, rounded
+  // weights) are read, before the arithmetic on them: nothing, or the caller's early check of the
+  // next stage (the TMA-filled 16- and 32-row tiles), whose latency the arithmetic then covers.
   struct NoCheck {
     CG_DEVICE void operator()() const {}
   };
@@ -185,7 +185,8 @@ struct WgmmaWarpSlice {
     auto load_zeros = [&](int srow, int b) {
       zc[b] = D::zero_constants(HalfTraits<T>::to_float(s_scale[sS(srow, s_col[b], 1)]));
     };
-    // A real after_loads (an early stage check) must follow every shared-memory read of the block.
+    // A real after_loads (an early stage check) follows the block's words and, where the block is
+    // one group, its scales; the per-word scale reads of smaller groups follow it.
     constexpr bool kChecks = !std::is_same_v<AfterLoads, NoCheck>;
     // One group, symmetry decided per word (kBranchPerBlock false): the zero constants once,
     // before the words; ptxas does not merge the same loads across the per-word branches.
