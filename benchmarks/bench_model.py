@@ -137,6 +137,11 @@ def parse_args(argv=None):
                         "each Triton kernel letting the next one launch after its last load (the "
                         "default, with --inductor-pdl, lets it launch right after the kernel's "
                         "dependency wait); for every variant of the run")
+    p.add_argument("--no-split-argmax", dest="split_argmax", action="store_false",
+                   help="compile-decode / compile-cdt: decode_compilation(split_argmax=False), "
+                        "the step's greedy pick over the vocabulary as inductor's one CTA a row "
+                        "(the default takes it in chunks over the GPU); for every variant of the "
+                        "run")
     p.add_argument("--partials-into-reductions-max-m", default=None, metavar="M",
                    help="compile-decode / compile-cdt: decode_compilation("
                         "partials_into_reductions_max_m=M): the split GEMMs whose sums reach a "
@@ -577,7 +582,8 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     next_token = compiled_next_token(model) if mode.startswith("compile") else None
     # The compilations happen at the first calls, inside bench_variant.
     decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers,
-                  partials_into_reductions_max_m=args.partials_into_reductions_max_m)
+                  partials_into_reductions_max_m=args.partials_into_reductions_max_m,
+                  split_argmax=args.split_argmax)
     if args.realize_reads is not None:
         decode["realize_reads"] = args.realize_reads
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
@@ -665,6 +671,7 @@ def _meta(args, transformers, device, dims):
         "inductor_pdl": args.inductor_pdl,
         "batch_increments": args.batch_increments,
         "early_triggers": args.early_triggers,
+        "split_argmax": args.split_argmax,
         "partials_into_reductions_max_m": args.partials_into_reductions_max_m,
         "realize_reads": (args.realize_reads if args.realize_reads is not None
                           else DEFAULT_REALIZE_READS),

@@ -85,8 +85,9 @@ import threading
 import torch
 
 __all__ = ["DEFAULT_MAX_ELEMENTS", "DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M",
-           "DEFAULT_REALIZE_READS", "batch_increments",
-           "decode_compilation", "persistent_reductions", "reaches_reduction", "split_partials",
+           "DEFAULT_REALIZE_READS", "SPLIT_ARGMAX_CHUNK", "SPLIT_ARGMAX_MAX_ROWS",
+           "SPLIT_ARGMAX_MIN_ELEMENTS", "batch_increments", "decode_compilation",
+           "persistent_reductions", "reaches_reduction", "split_argmax", "split_partials",
            "trigger_after_wait"]
 
 # Rows up to this many elements (Llama-3-405B's hidden size) go persistent; inductor's own
@@ -106,6 +107,11 @@ DEFAULT_REALIZE_READS = 5
 # 8 fp32 rows each) 2.318 / 2.324 against 2.298 / 2.299. Batches 2-15 were not measured; 8 is
 # the decode kernel's largest token tile.
 DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M = 8
+# split_argmax: an argmax along the last dim of at least this many elements, over at most
+# SPLIT_ARGMAX_MAX_ROWS rows, is taken in chunks of about SPLIT_ARGMAX_CHUNK elements (see there).
+SPLIT_ARGMAX_MIN_ELEMENTS = 16384
+SPLIT_ARGMAX_MAX_ROWS = 1024
+SPLIT_ARGMAX_CHUNK = 1024
 _MULTI_KERNEL_FACTOR = 16
 _INNER_THRESHOLD = 1024
 
@@ -371,13 +377,84 @@ def batch_increments(graph):
     return batched
 
 
+def _argmax_chunk(length):
+    """split_argmax's chunk for a row of ``length`` elements: the divisor of ``length`` nearest
+    SPLIT_ARGMAX_CHUNK within half to twice it (no padding), else SPLIT_ARGMAX_CHUNK (the row
+    padded with -inf to a whole number of chunks)."""
+    best = None
+    for c in range(SPLIT_ARGMAX_CHUNK // 2, 2 * SPLIT_ARGMAX_CHUNK + 1):
+        if length % c == 0 and (best is None or
+                                abs(c - SPLIT_ARGMAX_CHUNK) < abs(best - SPLIT_ARGMAX_CHUNK)):
+            best = c
+    return SPLIT_ARGMAX_CHUNK if best is None else best
+
+
+def split_argmax(graph):
+    """Rewrites, in the post-grad FX ``graph``, each ``argmax`` along the last dim of a floating
+    tensor of static shape whose rows hold at least SPLIT_ARGMAX_MIN_ELEMENTS elements and number
+    at most SPLIT_ARGMAX_MAX_ROWS (a decode step's greedy pick over the vocabulary: 128256 logits
+    per sequence for Llama-3) as two reductions: each row in chunks of C elements
+    (``_argmax_chunk``; -inf past the row where C does not divide it), every chunk's max and the
+    index of its first maximum, then the first chunk whose max is the row's (its maximum's index
+    plus the chunk's offset). Inductor takes an argmax in one CTA per row, which looped over
+    128256 logits costs ~21-31 us of a step on an H200 (NOTES.md, session 87); chunks spread the
+    first reduction over rows x (length / C) CTAs. The result is the argmax's: the first maximum,
+    NaN counting as the largest value (a chunk's max and its first maximum's index are its first
+    NaN's), index 0 for a row of -inf. Returns the number of argmax nodes rewritten."""
+    aten = torch.ops.aten
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not aten.argmax.default or node.kwargs:
+            continue
+        x, dim, keepdim = (list(node.args) + [None, False])[:3]
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if (val is None or dim is None or not val.is_floating_point() or val.dim() < 1
+                or any(not isinstance(d, int) for d in val.shape)):
+            continue
+        if dim not in (-1, val.dim() - 1):
+            continue
+        length = val.shape[-1]
+        rows = val.numel() // length if length else 0
+        if length < SPLIT_ARGMAX_MIN_ELEMENTS or rows > SPLIT_ARGMAX_MAX_ROWS:
+            continue
+        chunk = _argmax_chunk(length)
+        chunks = -(-length // chunk)
+        lead = list(val.shape[:-1])
+        fake_mode = val.fake_mode
+
+        def add(target, *args):
+            new = graph.call_function(target, args)
+            new.meta["val"] = _fake_value(target, args, fake_mode)
+            return new
+
+        with graph.inserting_before(node):
+            padded = x
+            if chunks * chunk != length:
+                padded = add(aten.constant_pad_nd.default, x, [0, chunks * chunk - length],
+                             float("-inf"))
+            pieces = add(aten.reshape.default, padded, lead + [chunks, chunk])
+            piece_max = add(aten.amax.default, pieces, [-1])
+            piece_arg = add(aten.argmax.default, pieces, -1)
+            first = add(aten.argmax.default, piece_max, -1, True)    # the first chunk at the max
+            inside = add(aten.gather.default, piece_arg, -1, first)  # its first maximum
+            out = add(aten.add.Tensor, add(aten.mul.Tensor, first, chunk), inside)
+            if not keepdim:
+                out = add(aten.squeeze.dim, out, -1)
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
+        rewritten += 1
+    return rewritten
+
+
 def _rewrites(partials, increments,
-              partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M):
+              partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M,
+              argmax=False):
     """decode_compilation's graph rewrites, in the order they run."""
     partials_pass = functools.partial(split_partials,
                                       partials_into_reductions_max_m=partials_into_reductions_max_m)
     return [rewrite for rewrite, wanted in ((partials_pass, partials),
-                                            (batch_increments, increments)) if wanted]
+                                            (batch_increments, increments),
+                                            (split_argmax, argmax)) if wanted]
 
 
 def _post_grad_pass(rewrites, previous):
@@ -466,7 +543,8 @@ def _early_triggers():
 def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
                        split_partials=True, batch_increments=True, early_triggers=True,
                        realize_reads=DEFAULT_REALIZE_READS,
-                       partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M):
+                       partials_into_reductions_max_m=DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M,
+                       split_argmax=True):
     """Within the block, inductor compiles for a decode step: inner reductions of up to
     ``max_elements`` elements as persistent reductions (``persistent_reductions``); with
     ``combo_kernels`` (a bool, default True), independent kernels horizontally fused into one
@@ -490,12 +568,14 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
     applies the rotary embedding and writes the cache, and at 5 that kernel adds them itself
     (H200, one machine, benchmarks/results/model_nvidia-h200_s59-rt*.md: the INT4 fused +
     INT8-head step 2.292 / 2.303 instead of 2.348 / 2.353 ms at batch 16, 1.680 instead of 1.682
-    at batch 1).
+    at batch 1). With ``split_argmax`` (a bool, default True), a long argmax over few rows (the
+    greedy pick over the vocabulary) in chunks spread over the GPU instead of one CTA a row
+    (``split_argmax``).
     Inductor's caches are off inside, as in ``persistent_reductions``; every setting is back
     when the block ends."""
     for name, value in (("combo_kernels", combo_kernels), ("split_partials", split_partials),
                         ("batch_increments", batch_increments),
-                        ("early_triggers", early_triggers)):
+                        ("early_triggers", early_triggers), ("split_argmax", split_argmax)):
         if not isinstance(value, bool):
             raise TypeError(f"decode_compilation: {name} must be a bool; got "
                             f"{type(value).__name__}")
@@ -509,7 +589,8 @@ def decode_compilation(max_elements=DEFAULT_MAX_ELEMENTS, combo_kernels=True,
                             f"{type(value).__name__}")
         if value < lowest:
             raise ValueError(f"decode_compilation: {name} must be >= {lowest}; got {value}")
-    rewrites = _rewrites(split_partials, batch_increments, partials_into_reductions_max_m)
+    rewrites = _rewrites(split_partials, batch_increments, partials_into_reductions_max_m,
+                         split_argmax)
     config = _inductor(combo_kernels, bool(rewrites), realize_reads is not None)[0]
     combo = config.patch({"combo_kernels": True}) if combo_kernels else contextlib.nullcontext()
     passes = (config.patch({"post_grad_custom_post_pass":

@@ -7,7 +7,9 @@ partial sums added where several kernels read them (realize_reads), and on a GPU
 rotary embedding and cache rows compiled into fewer kernels with the same results.
 cute_gemm.inductor.batch_increments: the rewrite on hand-built graphs (what it batches, what it
 leaves), a compiled static-cache decode on the CPU against eager, and on a GPU a compiled step
-with and without the rewrite against eager."""
+with and without the rewrite against eager. cute_gemm.inductor.split_argmax: the rewrite on traced
+graphs against torch.argmax (-inf rows, NaN, ties, the padded chunk; what it leaves), compiled on
+the CPU and, on a GPU, in two Triton kernels instead of one, against eager."""
 
 import contextlib
 import functools
@@ -210,7 +212,8 @@ def test_decode_compilation_bad_arguments_refused(kwargs, error, words):
 
 @pytest.mark.parametrize("missing, options, off", [
     ("combo_kernels", ("combo_kernels",), False),
-    ("post_grad_custom_post_pass", ("split_partials", "batch_increments"), False),
+    ("post_grad_custom_post_pass", ("split_partials", "batch_increments", "split_argmax"),
+     False),
     ("realize_reads_threshold", ("realize_reads",), None)])
 def test_decode_compilation_without_a_piece_refused_by_name(monkeypatch, missing, options, off):
     import torch._inductor.config as cfg
@@ -381,19 +384,23 @@ def test_decode_compilation_runs_batch_increments_by_default(monkeypatch):
     monkeypatch.setattr(ci, "split_partials",
                         lambda graph, partials_into_reductions_max_m: ran.append("partials")
                         or 0)
+    monkeypatch.setattr(ci, "split_argmax", lambda graph: ran.append("argmax") or 0)
     g = torch.fx.Graph()
     g.output(None)
-    for kwargs, want in (({}, ["partials", "inc"]), ({"batch_increments": False}, ["partials"]),
-                         ({"split_partials": False}, ["inc"])):
+    for kwargs, want in (({}, ["partials", "inc", "argmax"]),
+                         ({"batch_increments": False}, ["partials", "argmax"]),
+                         ({"split_partials": False}, ["inc", "argmax"]),
+                         ({"split_argmax": False}, ["partials", "inc"])):
         ran.clear()
         with ci.decode_compilation(**kwargs):
             config.post_grad_custom_post_pass(g)
         assert ran == want, kwargs
-    with ci.decode_compilation(split_partials=False, batch_increments=False):
+    with ci.decode_compilation(split_partials=False, batch_increments=False, split_argmax=False):
         assert config.post_grad_custom_post_pass is before
-    with pytest.raises(TypeError, match="batch_increments must be a bool; got str"):
-        with ci.decode_compilation(batch_increments="yes"):
-            pass
+    for name in ("batch_increments", "split_argmax"):
+        with pytest.raises(TypeError, match=f"{name} must be a bool; got str"):
+            with ci.decode_compilation(**{name: "yes"}):
+                pass
 
 
 def test_cpu_static_cache_decode_with_batched_increments_matches_eager(monkeypatch):
@@ -599,4 +606,129 @@ def test_gpu_early_triggers_follow_the_wait_and_change_no_value(rows):
     assert not placed, "inductor already triggers after its wait"
     for g, b in zip(got, base):
         torch.testing.assert_close(g, b, rtol=0, atol=0)
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------- split_argmax
+
+
+def _greedy_inputs(shape, dtype, device="cpu", seed=0):
+    """Logits of `shape` (rows x vocab in its last dim) whose rows 1-4, where there are such,
+    hold what an argmax must get right: every value -inf (index 0), NaN (its first one), a tie
+    inside a chunk and across chunks (the first), the maximum in the last chunk."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape, generator=g, device=device).to(dtype)
+    rows, v = x.view(-1, shape[-1]), shape[-1]
+    if rows.shape[0] > 1:
+        rows[1] = float("-inf")
+    if rows.shape[0] > 2:
+        rows[2, 7] = rows[2, v - 3] = float("nan")
+    if rows.shape[0] > 3:
+        rows[3, 100] = rows[3, 101] = rows[3, v // 2] = 1e4
+    if rows.shape[0] > 4:
+        rows[4, v - 1] = 1e4
+    return x
+
+
+def _argmax_graph(shape, dtype=torch.float32, dim=-1, keepdim=False):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return make_fx(lambda x: torch.argmax(x, dim, keepdim), tracing_mode="fake")(
+        torch.empty(shape, dtype=dtype))
+
+
+@pytest.mark.parametrize("shape, keepdim, chunk, padded", [
+    ((1, 128256), True, 1002, False),   # Llama-3's vocabulary, batch 1
+    ((16, 128256), False, 1002, False),
+    ((5, 32000), True, 1000, False),    # Llama-2's
+    ((6, 32771), False, 1024, True),    # a prime length: -inf past the row
+    ((2, 3, 50257), True, 1733, False),  # 3-D; GPT-2's vocabulary (29 x 1733)
+    ((65536,), False, 1024, False),     # one row, 1-D
+    ((1024, 16384), True, 1024, False)])  # the most rows, the shortest row rewritten
+def test_split_argmax_rewrite_matches_argmax(shape, keepdim, chunk, padded):
+    gm = _argmax_graph(shape, keepdim=keepdim)
+    assert ci.split_argmax(gm.graph) == 1
+    gm.graph.lint()
+    gm.recompile()
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    aten = torch.ops.aten
+    assert (aten.constant_pad_nd.default in targets) == padded
+    reshape = next(n for n in gm.graph.nodes if n.target is aten.reshape.default)
+    assert reshape.args[1][-1] == chunk
+    assert targets.count(aten.argmax.default) == 2  # the chunks' and the first chunk at the max
+    for seed in range(3):
+        x = _greedy_inputs(shape, torch.float32, seed=seed)
+        want = torch.argmax(x, -1, keepdim)
+        got = gm(x)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert torch.equal(got, want), (seed, got.flatten()[:6], want.flatten()[:6])
+
+
+@pytest.mark.parametrize("shape, dtype, dim", [
+    ((4, 16383), torch.float32, -1),     # a row too short
+    ((1025, 16384), torch.float32, -1),  # too many rows
+    ((128256, 4), torch.float32, 0),     # not the last dim
+    ((4, 128256), torch.int32, -1),      # not floating
+    ((4, 128256), torch.float32, None)])  # over every element
+def test_split_argmax_leaves_other_argmax(shape, dtype, dim):
+    gm = _argmax_graph(shape, dtype=dtype, dim=dim)
+    before = [n.format_node() for n in gm.graph.nodes]
+    assert ci.split_argmax(gm.graph) == 0
+    assert [n.format_node() for n in gm.graph.nodes] == before
+
+
+def test_argmax_chunk_is_a_divisor_near_the_target_or_the_target():
+    for length in (128256, 151936, 32000, 50257, 65536, 256000, 32771, 1 << 20, 3 * 7919):
+        c = ci._argmax_chunk(length)
+        divisors = [d for d in range(ci.SPLIT_ARGMAX_CHUNK // 2, 2 * ci.SPLIT_ARGMAX_CHUNK + 1)
+                    if length % d == 0]
+        if divisors:
+            assert length % c == 0
+            assert abs(c - ci.SPLIT_ARGMAX_CHUNK) == min(abs(d - ci.SPLIT_ARGMAX_CHUNK)
+                                                         for d in divisors)
+        else:
+            assert c == ci.SPLIT_ARGMAX_CHUNK
+
+
+@pytest.mark.parametrize("shape, dtype", [((16, 1, 128256), torch.bfloat16),
+                                          ((3, 1, 32771), torch.float32)])
+def test_cpu_compiled_greedy_pick_with_split_argmax_matches_eager(monkeypatch, shape, dtype):
+    rewritten = []
+    split = ci.split_argmax
+    monkeypatch.setattr(ci, "split_argmax", lambda graph: rewritten.append(split(graph))
+                        or rewritten[-1])
+
+    def pick(logits):
+        return logits[:, -1].argmax(-1, keepdim=True)
+
+    torch._dynamo.reset()
+    fn = torch.compile(pick, fullgraph=True)
+    with ci.decode_compilation(split_partials=False):
+        for seed in range(2):
+            x = _greedy_inputs(shape, dtype, seed=seed)
+            assert torch.equal(fn(x), pick(x))
+    assert rewritten == [1]  # one compilation, one argmax rewritten
+    torch._dynamo.reset()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
+@pytest.mark.parametrize("shape, dtype", [((1, 1, 128256), torch.bfloat16),
+                                          ((16, 1, 128256), torch.float32),
+                                          ((8, 1, 32771), torch.bfloat16)])
+def test_gpu_compiled_greedy_pick_with_split_argmax_matches_eager(shape, dtype):
+    from torch._inductor.utils import run_and_get_code
+
+    def pick(logits):
+        return logits[:, -1].argmax(-1, keepdim=True)
+
+    for split, kernels in ((False, 1), (True, 2)):
+        torch._dynamo.reset()
+        fn = torch.compile(pick, fullgraph=True)
+        with ci.decode_compilation(split_partials=False, split_argmax=split):
+            x = _greedy_inputs(shape, dtype, device="cuda")
+            got, code = run_and_get_code(fn, x)
+            assert torch.equal(got, pick(x))
+            assert sum(c.count("@triton.jit") for c in code) == kernels
+            for seed in (1, 2):
+                y = _greedy_inputs(shape, dtype, device="cuda", seed=seed)
+                assert torch.equal(fn(y), pick(y))
     torch._dynamo.reset()
