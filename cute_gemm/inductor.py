@@ -65,6 +65,10 @@ fused + INT8-head step 1.701-1.705 instead of 1.745-1.748 ms at batch 1, 2.363 /
 a value that several kernels read, so that batch 16's q/k/v partial sums (5 splits) are added in
 the kernel that applies the rotary embedding and writes the cache instead of in one before it
 (H200, one machine: 2.292 / 2.303 instead of 2.348 / 2.353 ms at batch 16; batch 1 unchanged).
+``split_argmax`` (on by default) takes a long argmax over few rows, the step's greedy pick over
+the vocabulary, in chunks spread over the GPU instead of inductor's one CTA a row (H200,
+benchmarks/results/argmax_split_nvidia-h200_s87.md: 128256 logits 3.2 instead of 20.4 us at
+batch 1, 5.3 instead of 22.0 at batch 16), with the same result.
 
 Measured (``bench_model.py --modes compile,compile-pr --inductor-pdl``, each in one run;
 benchmarks/results/model_*_s38-pr.md): the compiled 32-layer Llama-3-8B-shaped model, INT4 fused
