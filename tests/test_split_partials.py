@@ -387,7 +387,7 @@ def test_decode_compilation_installs_and_restores_the_pass():
         inside = config.post_grad_custom_post_pass
         assert inside is not None and inside.uuid() is None
     assert config.post_grad_custom_post_pass is before
-    with ci.decode_compilation(split_partials=False, batch_increments=False):
+    with ci.decode_compilation(split_partials=False, batch_increments=False, split_argmax=False):
         assert config.post_grad_custom_post_pass is before
     with pytest.raises(TypeError, match="split_partials must be a bool; got int"):
         with ci.decode_compilation(split_partials=1):
