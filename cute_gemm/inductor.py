@@ -210,6 +210,14 @@ def _fake_value(target, args, fake_mode):
         return target(*values)
 
 
+def _add_call(graph, fake_mode, target, *args, value=None):
+    """A ``target(*args)`` node at ``graph``'s insertion point, its meta["val"] ``value`` or, by
+    default, the call on the args' fake values (``_fake_value``)."""
+    new = graph.call_function(target, args)
+    new.meta["val"] = _fake_value(target, args, fake_mode) if value is None else value
+    return new
+
+
 # The reshapes a value may pass through on its way from a projection to a reduction.
 _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
           torch.ops.aten.reshape.default, torch.ops.aten.unsqueeze.default,
@@ -296,12 +304,7 @@ def split_partials(graph, spec_for=None,
         if splits < 2 or (max_m is not None and m > max_m and reaches_reduction(node)):
             continue
         fake_mode = a_val.fake_mode
-
-        def add(target, *args, value=None):
-            new = graph.call_function(target, args)
-            new.meta["val"] = _fake_value(target, args, fake_mode) if value is None else value
-            return new
-
+        add = functools.partial(_add_call, graph, fake_mode)
         with graph.inserting_before(node):
             with fake_mode:  # the op's fake kernel would plan for the same device
                 parts_val = torch.empty((splits, m, n), dtype=torch.float32,
@@ -418,19 +421,12 @@ def split_argmax(graph):
         if dim not in (-1, val.dim() - 1):
             continue
         length = val.shape[-1]
-        rows = val.numel() // length if length else 0
-        if length < SPLIT_ARGMAX_MIN_ELEMENTS or rows > SPLIT_ARGMAX_MAX_ROWS:
+        if length < SPLIT_ARGMAX_MIN_ELEMENTS or val.numel() // length > SPLIT_ARGMAX_MAX_ROWS:
             continue
         chunk = _argmax_chunk(length)
         chunks = -(-length // chunk)
         lead = list(val.shape[:-1])
-        fake_mode = val.fake_mode
-
-        def add(target, *args):
-            new = graph.call_function(target, args)
-            new.meta["val"] = _fake_value(target, args, fake_mode)
-            return new
-
+        add = functools.partial(_add_call, graph, val.fake_mode)
         with graph.inserting_before(node):
             padded = x
             if chunks * chunk != length:

@@ -630,6 +630,10 @@ def _greedy_inputs(shape, dtype, device="cpu", seed=0):
     return x
 
 
+def _greedy_pick(logits):
+    return logits[:, -1].argmax(-1, keepdim=True)
+
+
 def _argmax_graph(shape, dtype=torch.float32, dim=-1, keepdim=False):
     from torch.fx.experimental.proxy_tensor import make_fx
     return make_fx(lambda x: torch.argmax(x, dim, keepdim), tracing_mode="fake")(
@@ -697,15 +701,12 @@ def test_cpu_compiled_greedy_pick_with_split_argmax_matches_eager(monkeypatch, s
     monkeypatch.setattr(ci, "split_argmax", lambda graph: rewritten.append(split(graph))
                         or rewritten[-1])
 
-    def pick(logits):
-        return logits[:, -1].argmax(-1, keepdim=True)
-
     torch._dynamo.reset()
-    fn = torch.compile(pick, fullgraph=True)
+    fn = torch.compile(_greedy_pick, fullgraph=True)
     with ci.decode_compilation(split_partials=False):
         for seed in range(2):
             x = _greedy_inputs(shape, dtype, seed=seed)
-            assert torch.equal(fn(x), pick(x))
+            assert torch.equal(fn(x), _greedy_pick(x))
     assert rewritten == [1]  # one compilation, one argmax rewritten
     torch._dynamo.reset()
 
@@ -717,18 +718,15 @@ def test_cpu_compiled_greedy_pick_with_split_argmax_matches_eager(monkeypatch, s
 def test_gpu_compiled_greedy_pick_with_split_argmax_matches_eager(shape, dtype):
     from torch._inductor.utils import run_and_get_code
 
-    def pick(logits):
-        return logits[:, -1].argmax(-1, keepdim=True)
-
     for split, kernels in ((False, 1), (True, 2)):
         torch._dynamo.reset()
-        fn = torch.compile(pick, fullgraph=True)
+        fn = torch.compile(_greedy_pick, fullgraph=True)
         with ci.decode_compilation(split_partials=False, split_argmax=split):
             x = _greedy_inputs(shape, dtype, device="cuda")
             got, code = run_and_get_code(fn, x)
-            assert torch.equal(got, pick(x))
+            assert torch.equal(got, _greedy_pick(x))
             assert sum(c.count("@triton.jit") for c in code) == kernels
             for seed in (1, 2):
                 y = _greedy_inputs(shape, dtype, device="cuda", seed=seed)
-                assert torch.equal(fn(y), pick(y))
+                assert torch.equal(fn(y), _greedy_pick(y))
     torch._dynamo.reset()
