@@ -680,17 +680,18 @@ def test_split_argmax_leaves_other_argmax(shape, dtype, dim):
     assert [n.format_node() for n in gm.graph.nodes] == before
 
 
-def test_argmax_chunk_is_a_divisor_near_the_target_or_the_target():
-    for length in (128256, 151936, 32000, 50257, 65536, 256000, 32771, 1 << 20, 3 * 7919):
+def test_argmax_chunk_is_the_largest_divisor_up_to_the_target_or_the_target():
+    for length in (128256, 151936, 152064, 32000, 50257, 65536, 256000, 32771, 1 << 20, 3 * 7919):
         c = ci._argmax_chunk(length)
-        divisors = [d for d in range(ci.SPLIT_ARGMAX_CHUNK // 2, 2 * ci.SPLIT_ARGMAX_CHUNK + 1)
+        divisors = [d for d in range(ci.SPLIT_ARGMAX_CHUNK // 2, ci.SPLIT_ARGMAX_CHUNK + 1)
                     if length % d == 0]
+        assert c <= ci.SPLIT_ARGMAX_CHUNK
         if divisors:
-            assert length % c == 0
-            assert abs(c - ci.SPLIT_ARGMAX_CHUNK) == min(abs(d - ci.SPLIT_ARGMAX_CHUNK)
-                                                         for d in divisors)
+            assert length % c == 0 and c == max(divisors)
         else:
             assert c == ci.SPLIT_ARGMAX_CHUNK
+    assert ci._argmax_chunk(128256) == 1002 and ci._argmax_chunk(152064) == 864
+    assert ci._argmax_chunk(151936) == 1024 and ci._argmax_chunk(50257) == 1024  # padded
 
 
 @pytest.mark.parametrize("shape, dtype", [((16, 1, 128256), torch.bfloat16),
