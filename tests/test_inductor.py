@@ -645,7 +645,8 @@ def _argmax_graph(shape, dtype=torch.float32, dim=-1, keepdim=False):
     ((16, 128256), False, 1002, False),
     ((5, 32000), True, 1000, False),    # Llama-2's
     ((6, 32771), False, 1024, True),    # a prime length: -inf past the row
-    ((2, 3, 50257), True, 1733, False),  # 3-D; GPT-2's vocabulary (29 x 1733)
+    ((2, 3, 50257), True, 1024, True),  # 3-D; GPT-2's vocabulary (29 x 1733: 1024, padded)
+    ((4, 152064), False, 864, False),   # Qwen2.5's (176 x 864)
     ((65536,), False, 1024, False),     # one row, 1-D
     ((1024, 16384), True, 1024, False)])  # the most rows, the shortest row rewritten
 def test_split_argmax_rewrite_matches_argmax(shape, keepdim, chunk, padded):
@@ -730,4 +731,104 @@ def test_gpu_compiled_greedy_pick_with_split_argmax_matches_eager(shape, dtype):
             for seed in (1, 2):
                 y = _greedy_inputs(shape, dtype, device="cuda", seed=seed)
                 assert torch.equal(fn(y), _greedy_pick(y))
+    torch._dynamo.reset()
+
+
+def _config(num_warps=4, **blocks):
+    return types.SimpleNamespace(kwargs=blocks, num_warps=num_warps)
+
+
+def test_launch_width_puts_the_most_programs_first():
+    # embedding + RMSNorm over 16 x 4096 (inductor's candidates for a looped reduction)
+    reduction = [_config(16, XBLOCK=8, R0_BLOCK=512), _config(XBLOCK=2, R0_BLOCK=64),
+                 _config(8, XBLOCK=1, R0_BLOCK=2048), _config(XBLOCK=16, R0_BLOCK=64),
+                 _config(8, XBLOCK=16, R0_BLOCK=4), _config(4, XBLOCK=1, R0_BLOCK=64)]
+    assert min(reduction, key=ci.launch_width) is reduction[2]
+    pointwise = [_config(2, XBLOCK=512), _config(4, XBLOCK=256)]
+    assert min(pointwise, key=ci.launch_width) is pointwise[1]
+    tiled = [_config(XBLOCK=64, YBLOCK=32), _config(XBLOCK=16, YBLOCK=64), _config(XBLOCK=32,
+                                                                                  YBLOCK=64)]
+    assert min(tiled, key=ci.launch_width) is tiled[1]
+    combo = [_config(XBLOCK_0=256, XBLOCK_1=256), _config(XBLOCK_0=128, XBLOCK_1=256)]
+    assert min(combo, key=ci.launch_width) is combo[1]
+    # ties on programs: fewer loop trips, then more warps
+    assert min([_config(4, XBLOCK=1, R0_BLOCK=1024), _config(4, XBLOCK=1, R0_BLOCK=2048)],
+               key=ci.launch_width).kwargs["R0_BLOCK"] == 2048
+    assert min([_config(4, XBLOCK=1), _config(8, XBLOCK=1)], key=ci.launch_width).num_warps == 8
+
+
+def test_widest_launches_marks_only_kernels_compiled_inside(monkeypatch):
+    import torch.utils._triton as triton_utils
+    from torch._inductor.codegen.triton import TritonKernel
+    monkeypatch.setattr(triton_utils, "triton_hash_with_backend", lambda: "no-gpu")
+    with ci.decode_compilation():
+        assert TritonKernel.inductor_meta_common()[ci.WIDEST_LAUNCH_META_KEY] is True
+        with ci.decode_compilation(widest_launches=False):
+            assert ci.WIDEST_LAUNCH_META_KEY not in TritonKernel.inductor_meta_common()
+        assert TritonKernel.inductor_meta_common()[ci.WIDEST_LAUNCH_META_KEY] is True
+    assert ci.WIDEST_LAUNCH_META_KEY not in TritonKernel.inductor_meta_common()
+    with pytest.raises(TypeError, match="widest_launches must be a bool; got int"):
+        with ci.decode_compilation(widest_launches=1):
+            pass
+
+
+def test_marked_kernel_takes_the_widest_config_without_timing():
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    class Timed(Exception):
+        pass
+
+    def kernel(marked):
+        launchers = [types.SimpleNamespace(config=c) for c in
+                     (_config(2, XBLOCK=512), _config(4, XBLOCK=256), _config(1, XBLOCK=1024))]
+
+        def benchmark_all_configs(*args, **kwargs):
+            raise Timed
+        meta = {ci.WIDEST_LAUNCH_META_KEY: True} if marked else {}
+        return types.SimpleNamespace(launchers=launchers, inductor_meta=meta,
+                                     benchmark_all_configs=benchmark_all_configs)
+
+    with ci.decode_compilation():  # installs the wrapper
+        pass
+    marked = kernel(True)
+    widest = marked.launchers[1]
+    CachingAutotuner.autotune_to_one_config(marked, "args")
+    assert marked.launchers == [widest]
+    with pytest.raises(Timed):  # unmarked: inductor's own timing
+        CachingAutotuner.autotune_to_one_config(kernel(False), "args")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
+def test_gpu_widest_launches_skip_timing_and_match_eager(monkeypatch):
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    timed = []
+    original = CachingAutotuner.benchmark_all_configs
+
+    def benchmark_all_configs(self, *args, **kwargs):
+        timed.append(self.fn.__name__ if getattr(self, "fn", None) is not None else "?")
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", benchmark_all_configs)
+
+    def embed_norm(tokens, table, weight, q):  # a decode step's first kernels, roughly
+        x = table[tokens].float()
+        h = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)).to(q.dtype) * weight
+        return h, (q.float() * 2 + 1).to(q.dtype)
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    table = torch.randn(32000, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    weight = torch.randn(4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q = torch.randn(16, 6144, device="cuda", dtype=torch.bfloat16, generator=gen)
+    tokens = torch.randint(0, 32000, (16,), device="cuda", generator=gen)
+    want = embed_norm(tokens, table, weight, q)
+    counts = {}
+    for widest in (True, False):
+        torch._dynamo.reset()
+        timed.clear()
+        fn = torch.compile(embed_norm, fullgraph=True)
+        with ci.decode_compilation(widest_launches=widest):
+            got = fn(tokens, table, weight, q)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1.6e-2, atol=1e-2)
+        counts[widest] = len(timed)
+    assert counts[True] == 0 and counts[False] > 0
     torch._dynamo.reset()
