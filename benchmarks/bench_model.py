@@ -142,11 +142,6 @@ def parse_args(argv=None):
                         "the step's greedy pick over the vocabulary as inductor's one CTA a row "
                         "(the default takes it in chunks over the GPU); for every variant of the "
                         "run")
-    p.add_argument("--no-widest-launches", dest="widest_launches", action="store_false",
-                   help="compile-decode / compile-cdt: decode_compilation(widest_launches=False), "
-                        "each Triton kernel's launch config timed alone by inductor's autotuner "
-                        "(the default takes the config that launches the most programs); for "
-                        "every variant of the run")
     p.add_argument("--partials-into-reductions-max-m", default=None, metavar="M",
                    help="compile-decode / compile-cdt: decode_compilation("
                         "partials_into_reductions_max_m=M): the split GEMMs whose sums reach a "
@@ -588,7 +583,7 @@ def run_variant(cute_gemm, transformers, base, name, mode, args, step_args, devi
     # The compilations happen at the first calls, inside bench_variant.
     decode = dict(batch_increments=args.batch_increments, early_triggers=args.early_triggers,
                   partials_into_reductions_max_m=args.partials_into_reductions_max_m,
-                  split_argmax=args.split_argmax, widest_launches=args.widest_launches)
+                  split_argmax=args.split_argmax)
     if args.realize_reads is not None:
         decode["realize_reads"] = args.realize_reads
     compiling = {"compile-pr": cute_gemm.inductor.persistent_reductions,
@@ -677,7 +672,6 @@ def _meta(args, transformers, device, dims):
         "batch_increments": args.batch_increments,
         "early_triggers": args.early_triggers,
         "split_argmax": args.split_argmax,
-        "widest_launches": args.widest_launches,
         "partials_into_reductions_max_m": args.partials_into_reductions_max_m,
         "realize_reads": (args.realize_reads if args.realize_reads is not None
                           else DEFAULT_REALIZE_READS),

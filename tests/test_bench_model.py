@@ -306,19 +306,15 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
     assert bench_model.parse_args([]).modes == ["graph", "compile"]
     if manager == "decode_compilation":  # --no-batch-increments reaches the block
         assert settings == [{"batch_increments": True, "early_triggers": True,
-                             "partials_into_reductions_max_m": 8, "split_argmax": True,
-                             "widest_launches": True}] * 2
+                             "partials_into_reductions_max_m": 8, "split_argmax": True}] * 2
         settings.clear()
         assert bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", mode,
-                                 "--no-batch-increments", "--no-split-argmax",
-                                 "--no-widest-launches", "--no-plot",
+                                 "--no-batch-increments", "--no-split-argmax", "--no-plot",
                                  "--out", str(tmp_path)]) == 0
         assert settings == [{"batch_increments": False, "early_triggers": True,
-                             "partials_into_reductions_max_m": 8, "split_argmax": False,
-                             "widest_launches": False}]
+                             "partials_into_reductions_max_m": 8, "split_argmax": False}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
         assert meta["batch_increments"] is False and meta["split_argmax"] is False
-        assert meta["widest_launches"] is False
 
 
 @pytest.mark.parametrize("steps,repeats,profiled", [(32, 5, 8), (32, 5, 160), (4, 2, 3), (8, 1, 50),
