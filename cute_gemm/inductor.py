@@ -112,7 +112,7 @@ DEFAULT_REALIZE_READS = 5
 # the decode kernel's largest token tile.
 DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M = 8
 # split_argmax: an argmax along the last dim of at least this many elements, over at most
-# SPLIT_ARGMAX_MAX_ROWS rows, is taken in chunks of about SPLIT_ARGMAX_CHUNK elements (see there).
+# SPLIT_ARGMAX_MAX_ROWS rows, is taken in chunks of at most SPLIT_ARGMAX_CHUNK elements (see there).
 SPLIT_ARGMAX_MIN_ELEMENTS = 16384
 SPLIT_ARGMAX_MAX_ROWS = 1024
 SPLIT_ARGMAX_CHUNK = 1024
