@@ -315,6 +315,10 @@ def test_compile_modes_compile_inside_their_block(tmp_path, monkeypatch, mode, m
                              "partials_into_reductions_max_m": 8, "split_argmax": False}]
         meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
         assert meta["batch_increments"] is False and meta["split_argmax"] is False
+        # the defaults of the options test_decode_compilation_options sets
+        assert meta["early_triggers"] is True
+        assert meta["partials_into_reductions_max_m"] == 8
+        assert meta["realize_reads"] == cute_gemm.inductor.DEFAULT_REALIZE_READS
 
 
 @pytest.mark.parametrize("steps,repeats,profiled", [(32, 5, 8), (32, 5, 160), (4, 2, 3), (8, 1, 50),
@@ -352,56 +356,38 @@ def decode_settings(monkeypatch):
     return seen
 
 
-def test_early_triggers_option(tmp_path, decode_settings):
-    # --no-early-triggers passes decode_compilation(early_triggers=False) to the compiled modes and
-    # is recorded in the results; on by default.
+def test_decode_compilation_options(tmp_path, decode_settings):
+    # --no-early-triggers, --partials-into-reductions-max-m and --realize-reads pass
+    # decode_compilation(early_triggers=False, partials_into_reductions_max_m=, realize_reads=) to
+    # the compiled modes (the real block: it must accept them) and are recorded in the results.
+    # Their defaults (early triggers on, the library's max M, no realize_reads argument so that
+    # decode_compilation's own applies) are test_compile_modes_compile_inside_their_block's.
+    # One run for the three: each compiles the model on the CPU.
+    import cute_gemm
     assert bench_model.parse_args([]).early_triggers
     assert not bench_model.parse_args(["--no-early-triggers"]).early_triggers
-    seen = decode_settings
-    status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
-                               "--no-plot", "--out", str(tmp_path), "--no-early-triggers"])
-    assert status == 0
-    assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["early_triggers"] is False
-    assert seen and all(s["early_triggers"] is False for s in seen)
-
-
-def test_partials_into_reductions_option(tmp_path, decode_settings):
-    # --partials-into-reductions-max-m passes decode_compilation(partials_into_reductions_max_m=)
-    # to the compiled modes and is recorded in the results: the library's default, an int, or
-    # 'none' (every M); anything else is refused.
     assert bench_model.parse_args([]).partials_into_reductions_max_m == \
         cute_gemm.inductor.DEFAULT_PARTIALS_INTO_REDUCTIONS_MAX_M
-    assert bench_model.parse_args(["--partials-into-reductions-max-m", "none"]) \
-        .partials_into_reductions_max_m is None
+    for text, value in (("0", 0), ("16", 16), ("none", None)):
+        assert bench_model.parse_args(["--partials-into-reductions-max-m", text]) \
+            .partials_into_reductions_max_m == value
     for bad in ("-1", "x", "1.5"):
         with pytest.raises(SystemExit):
             bench_model.parse_args(["--partials-into-reductions-max-m", bad])
-    seen = decode_settings
-    for text, value in (("0", 0), ("none", None)):
-        seen.clear()
-        status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes",
-                                   "compile-decode", "--no-plot", "--out", str(tmp_path),
-                                   "--partials-into-reductions-max-m", text])
-        assert status == 0
-        meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
-        assert meta["partials_into_reductions_max_m"] == value
-        assert seen and all(s["partials_into_reductions_max_m"] == value for s in seen)
-
-
-@pytest.mark.parametrize("argv, passed, recorded", [
-    ([], {}, None),
-    (["--realize-reads", "4"], {"realize_reads": 4}, 4)])
-def test_realize_reads_option(tmp_path, decode_settings, argv, passed, recorded):
-    # --realize-reads N passes decode_compilation(realize_reads=N) to the compiled modes; without
-    # it decode_compilation's default applies. The results record the value the block used.
-    import cute_gemm
+    assert bench_model.parse_args([]).realize_reads is None
+    assert bench_model.parse_args(["--realize-reads", "4"]).realize_reads == 4
     seen = decode_settings
     status = bench_model.main(["--cpu-smoke", "--variants", "bf16", "--modes", "compile-decode",
-                               "--no-plot", "--out", str(tmp_path)] + argv)
+                               "--no-plot", "--out", str(tmp_path), "--no-early-triggers",
+                               "--partials-into-reductions-max-m", "none",
+                               "--realize-reads", "4"])
     assert status == 0
-    want = cute_gemm.inductor.DEFAULT_REALIZE_READS if recorded is None else recorded
-    assert json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]["realize_reads"] == want
-    assert seen and all({k: s[k] for k in s if k == "realize_reads"} == passed for s in seen)
+    meta = json.load(open(tmp_path / "model_cpu-smoke.json"))["meta"]
+    assert meta["early_triggers"] is False
+    assert meta["partials_into_reductions_max_m"] is None
+    assert meta["realize_reads"] == 4
+    assert seen and all(s["early_triggers"] is False and s["partials_into_reductions_max_m"] is None
+                        and s["realize_reads"] == 4 for s in seen)
 
 
 def test_inductor_config_option(tmp_path, capsys):
